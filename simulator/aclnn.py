@@ -1,0 +1,251 @@
+"""The aclnn two-phase protocol.
+
+Each operator in ops/ registers an `OpDef`: its parameters in the C signature's order, its checks,
+and its planner (workspace and kernel launches). From that, this module makes the two functions
+CANN has for every operator:
+
+    workspaceSize, executor, ret = aclnnSiluBackwardGetWorkspaceSize(gradOutput, self, gradInput)
+    ret = aclnnSiluBackward(workspace, workspaceSize, executor, stream)
+
+Phase 1 checks everything and plans; phase 2 enqueues the executor's kernels on the stream and
+frees the executor unless aclSetAclOpExecutorRepeatable was called.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import acl
+from .enums import AclnnError, aclnnStatus, param_invalid, param_nullptr
+from .machine import KernelLaunch, TaskRecord
+from .profile import Profile
+
+ACLNN_SUCCESS = 0
+WORKSPACE_ALIGN = 512
+
+
+@dataclass
+class Param:
+    name: str
+    kind: str                    # tensor | int_array | bool_array | int | float | bool
+    output: bool = False
+
+
+@dataclass
+class Plan:
+    """What phase 1 decided: the workspace (each part with its purpose) and how to build the
+    kernel launches once the workspace address is known."""
+    workspace: list[tuple[str, int]]
+    build: Callable[[int | None], list[KernelLaunch]]
+    tiling: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def workspace_size(self) -> int:
+        return sum(_align(n) for _, n in self.workspace)
+
+    def workspace_offsets(self) -> dict[str, int]:
+        out, off = {}, 0
+        for name, n in self.workspace:
+            out[name] = off
+            off += _align(n)
+        return out
+
+
+def _align(n: int) -> int:
+    return -(-n // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
+
+
+@dataclass
+class OpDef:
+    name: str
+    params: list[Param]
+    check: Callable[[dict, Profile], None]
+    plan: Callable[[dict, Profile], Plan]
+    infer_outputs: Callable[[dict], dict] | None = None   # for simulator.run: output name -> (shape, dtype)
+
+    @property
+    def inputs(self) -> list[Param]:
+        return [p for p in self.params if not p.output]
+
+    @property
+    def outputs(self) -> list[Param]:
+        return [p for p in self.params if p.output]
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+class aclOpExecutor:
+    def __init__(self, op: OpDef, args: dict, plan: Plan, profile: Profile):
+        self.op, self.args, self.plan, self.profile = op, args, plan, profile
+        self.repeatable = False
+        self.freed = False
+        self.report = None
+        self.reports: list = []
+
+    @property
+    def workspace_size(self) -> int:
+        return self.plan.workspace_size
+
+    def __repr__(self):
+        return f"aclOpExecutor({self.op.name}, workspace={self.workspace_size} B)"
+
+
+def register(op: OpDef) -> OpDef:
+    REGISTRY[op.name] = op
+    globals()[f"aclnn{op.name}GetWorkspaceSize"] = _make_phase1(op)
+    globals()[f"aclnn{op.name}"] = _make_phase2(op)
+    return op
+
+
+def _fail(err: AclnnError) -> int:
+    acl.runtime().last_error = err.message
+    return err.status
+
+
+def _make_phase1(op: OpDef):
+    def phase1(*args, **kwargs):
+        rt = acl.runtime()
+        try:
+            bound = _bind(op, args, kwargs)
+            if rt.device is None:
+                raise AclnnError(aclnnStatus.ACLNN_ERR_RUNTIME_ERROR,
+                                 "no device: call aclInit and aclrtSetDevice first")
+            op.check(bound, rt.profile)
+            plan = op.plan(bound, rt.profile)
+        except AclnnError as e:
+            return 0, None, _fail(e)
+        except Exception as e:  # an internal fault must still come back as a status code
+            return 0, None, _fail(AclnnError(aclnnStatus.ACLNN_ERR_INNER,
+                                             f"internal error in {op.name} phase 1: {e!r}\n{traceback.format_exc()}"))
+        return plan.workspace_size, aclOpExecutor(op, bound, plan, rt.profile), ACLNN_SUCCESS
+
+    phase1.__name__ = f"aclnn{op.name}GetWorkspaceSize"
+    phase1.__doc__ = (f"Phase 1 of aclnn{op.name}({', '.join(p.name for p in op.params)}): "
+                      f"check and plan. Returns (workspaceSize, executor, status).")
+    return phase1
+
+
+def _make_phase2(op: OpDef):
+    def phase2(workspace, workspaceSize, executor, stream=None):
+        rt = acl.runtime()
+        try:
+            if executor is None:
+                raise param_nullptr(f"aclnn{op.name}: executor is null")
+            if not isinstance(executor, aclOpExecutor):
+                raise param_invalid(f"aclnn{op.name}: {executor!r} is not an aclOpExecutor")
+            if executor.freed:
+                raise param_invalid(f"aclnn{op.name}: the executor was already run and freed (call "
+                                    f"aclSetAclOpExecutorRepeatable after phase 1 to reuse it)")
+            if executor.op is not op:
+                raise param_invalid(f"aclnn{op.name}: the executor belongs to aclnn{executor.op.name}")
+            need = executor.workspace_size
+            if workspaceSize is None or int(workspaceSize) < 0:
+                raise param_invalid(f"aclnn{op.name}: workspaceSize {workspaceSize!r} is invalid")
+            if int(workspaceSize) > 0 and workspace is None:
+                raise param_nullptr(f"aclnn{op.name}: workspaceSize is {workspaceSize} but workspace is null")
+            if int(workspaceSize) < need:
+                raise param_invalid(f"aclnn{op.name}: workspaceSize {workspaceSize} is smaller than the "
+                                    f"{need} B phase 1 asked for")
+            device = rt.require_device()
+            if need > 0:
+                a = device.memory.find(int(workspace))
+                if a is None or int(workspace) + need > a.addr + a.size:
+                    raise param_invalid(f"aclnn{op.name}: workspace 0x{int(workspace):x} does not hold "
+                                        f"{need} B of device memory")
+            s = acl.resolve_stream(stream)
+            launches = executor.plan.build(int(workspace) if need > 0 else None)
+        except AclnnError as e:
+            return _fail(e)
+
+        def done(rec: TaskRecord):
+            from .report import Report
+            executor.report = Report.from_task(rec, executor)
+            executor.reports.append(executor.report)
+            rt.reports.append(executor.report)
+
+        acl.enqueue(s, f"aclnn{op.name}", launches, done)
+        if not executor.repeatable:
+            executor.freed = True
+        return ACLNN_SUCCESS
+
+    phase2.__name__ = f"aclnn{op.name}"
+    phase2.__doc__ = (f"Phase 2 of aclnn{op.name}: run the executor on a stream (asynchronous; "
+                      f"results after aclrtSynchronizeStream). Returns the status.")
+    return phase2
+
+
+def aclSetAclOpExecutorRepeatable(executor) -> int:
+    if executor is None:
+        return _fail(param_nullptr("aclSetAclOpExecutorRepeatable: executor is null"))
+    if not isinstance(executor, aclOpExecutor) or executor.freed:
+        return _fail(param_invalid("aclSetAclOpExecutorRepeatable: not a live executor"))
+    executor.repeatable = True
+    return ACLNN_SUCCESS
+
+
+def aclDestroyAclOpExecutor(executor) -> int:
+    if executor is None:
+        return _fail(param_nullptr("aclDestroyAclOpExecutor: executor is null"))
+    if not isinstance(executor, aclOpExecutor) or executor.freed:
+        return _fail(param_invalid("aclDestroyAclOpExecutor: not a live executor (already freed?)"))
+    executor.freed = True
+    return ACLNN_SUCCESS
+
+
+def _bind(op: OpDef, args: tuple, kwargs: dict) -> dict:
+    names = [p.name for p in op.params]
+    if len(args) > len(names):
+        raise param_invalid(f"aclnn{op.name}GetWorkspaceSize takes {len(names)} arguments "
+                            f"({', '.join(names)}), got {len(args)}")
+    bound = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise param_invalid(f"aclnn{op.name}GetWorkspaceSize has no parameter '{k}' "
+                                f"(parameters: {', '.join(names)})")
+        if k in bound:
+            raise param_invalid(f"aclnn{op.name}GetWorkspaceSize: '{k}' given twice")
+        bound[k] = v
+    for n in names:
+        bound.setdefault(n, None)
+    return bound
+
+
+# ---- checks shared by operators ----------------------------------------------------------------
+def check_tensor_view(t, name: str) -> None:
+    """A tensor that is not null must describe a valid view of device memory it owns (161002)."""
+    if not isinstance(t, acl.aclTensor):
+        raise param_invalid(f"{name} is not an aclTensor (got {type(t).__name__})")
+    if t.destroyed:
+        raise param_invalid(f"{name} was destroyed")
+    if any(d < 0 for d in t.viewDims):
+        raise param_invalid(f"{name} has a negative dimension: {list(t.viewDims)}")
+    if any(s < 0 for s in t.stride):
+        raise param_invalid(f"{name} has a negative stride: {list(t.stride)}")
+    if t.offset < 0:
+        raise param_invalid(f"{name} has a negative offset {t.offset}")
+    if any(d < 0 for d in t.storageDims):
+        raise param_invalid(f"{name} has a negative storage dimension: {list(t.storageDims)}")
+    if t.numel() == 0:
+        return
+    extent = t.offset + sum((d - 1) * s for d, s in zip(t.viewDims, t.stride)) + 1
+    if extent > t.storage_numel():
+        raise param_invalid(f"{name}: the view (shape {list(t.viewDims)}, stride {list(t.stride)}, "
+                            f"offset {t.offset}) reaches element {extent - 1}, beyond its storage of "
+                            f"{t.storage_numel()} elements")
+    if t.data is None:
+        raise param_invalid(f"{name} has no device memory")
+    device = acl.runtime().device
+    if device is not None:
+        a = device.memory.find(t.data)
+        if a is None or t.data + t.storage_numel() * t.itemsize > a.addr + a.size:
+            raise param_invalid(f"{name}: its storage ({t.storage_numel()} x {t.itemsize} B at "
+                                f"0x{t.data:x}) is not inside one device allocation")
+
+
+def _load_ops() -> None:
+    import ops  # noqa: F401  (registers every operator)
+
+
+_load_ops()

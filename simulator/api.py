@@ -1,0 +1,168 @@
+"""The high-level entry: `simulator.run("SiluBackward", soc="Ascend910B1", gradOutput=a, self=b)`.
+
+It takes the same path as a C++ caller: a private ACL runtime, device memory, aclTensors over the
+arrays' layouts (a non-contiguous numpy view becomes a non-contiguous aclTensor), phase 1, the
+workspace, phase 2 on a stream, synchronize, and the outputs copied back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import acl, aclnn
+from .enums import AclnnError, KernelError, aclFormat, acl_dtype_of, aclnnStatus
+from .profile import Profile
+from .report import Report, Trace
+
+_FORMAT_BY_RANK = {3: aclFormat.ACL_FORMAT_NCL, 4: aclFormat.ACL_FORMAT_NCHW, 5: aclFormat.ACL_FORMAT_NCDHW}
+
+
+@dataclass
+class RunResult:
+    op: str
+    outputs: dict[str, np.ndarray]
+    workspace_size: int
+    cycles: float
+    time_us: float
+    report: Report
+    trace: Trace = field(repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        outputs = self.__dict__.get("outputs", {})
+        if name in outputs:
+            return outputs[name]
+        raise AttributeError(name)
+
+
+def _fail(status, message=None):
+    raise AclnnError(status, message or acl.aclGetRecentErrMsg())
+
+
+class _HostTensor:
+    """A numpy array placed in device memory with its own layout."""
+
+    def __init__(self, arr: np.ndarray, name: str, fmt: aclFormat | None):
+        dt = acl_dtype_of(arr.dtype)
+        if dt is None:
+            raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                             f"{name}: numpy dtype {arr.dtype} has no aclDataType")
+        isz = arr.itemsize
+        if any(s < 0 or s % isz for s in arr.strides):
+            arr = np.ascontiguousarray(arr)        # negative or unaligned strides: copy (documented)
+        self.arr, self.name = arr, name
+        self.strides = tuple(s // isz for s in arr.strides) if arr.size else tuple(
+            int(x) for x in np.ones(arr.ndim, dtype=np.int64))
+        extent = (sum((d - 1) * s for d, s in zip(arr.shape, self.strides)) + 1) if arr.size else 0
+        self.extent = extent
+        self.storage = np.zeros(max(extent, 1), dtype=arr.dtype)
+        if arr.size:
+            as_strided(self.storage, shape=arr.shape, strides=arr.strides)[...] = arr
+        nbytes = self.storage.nbytes
+        self.ptr, ret = acl.aclrtMalloc(nbytes, 0)
+        if ret:
+            _fail(ret)
+        ret = acl.aclrtMemcpy(self.ptr, nbytes, self.storage, nbytes, acl.aclrtMemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
+        if ret:
+            _fail(ret)
+        fmt = fmt if fmt is not None else _FORMAT_BY_RANK.get(arr.ndim, aclFormat.ACL_FORMAT_ND)
+        self.tensor = acl.aclCreateTensor(arr.shape, dt, self.strides, 0, fmt, (self.storage.size,), self.ptr)
+
+    def read_back(self) -> None:
+        nbytes = self.storage.nbytes
+        ret = acl.aclrtMemcpy(self.storage, nbytes, self.ptr, nbytes, acl.aclrtMemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
+        if ret:
+            _fail(ret)
+        if self.arr.size:
+            self.arr[...] = as_strided(self.storage, shape=self.arr.shape, strides=self.arr.strides)
+
+
+def _to_arg(name: str, kind: str, value):
+    if value is None:
+        return None
+    if kind == "int_array":
+        return acl.aclCreateIntArray(list(value))
+    if kind == "bool_array":
+        return acl.aclCreateBoolArray(list(value))
+    return value
+
+
+def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: Profile | None = None,
+        format: aclFormat | None = None, trace: bool = True, **params) -> RunResult:
+    """Run one aclnn operator call on a simulated chip and return its outputs and report.
+
+    Keyword names are the aclnn parameter names. Tensors are numpy arrays (any layout; BF16 as
+    ml_dtypes.bfloat16). Outputs may be passed (they are written in place) or left out (then they
+    are allocated from the operator's shape rules). `mode="timing"` skips the data. Raises
+    AclnnError (with .status) for a rejected call and KernelError for a kernel fault."""
+    opdef = aclnn.REGISTRY.get(op)
+    if opdef is None:
+        raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                         f"unknown operator '{op}'; known: {', '.join(sorted(aclnn.REGISTRY))}")
+    names = {p.name for p in opdef.params}
+    unknown = set(params) - names
+    if unknown:
+        raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                         f"{op} has no parameter(s) {', '.join(sorted(unknown))}; "
+                         f"parameters: {', '.join(p.name for p in opdef.params)}")
+    rt = acl.Runtime()
+    with acl.use_runtime(rt):
+        ret = acl.aclInit(None, soc=soc, mode=mode, profile=profile, trace=trace)
+        if ret:
+            _fail(ret)
+        acl.aclrtSetDevice(0)
+        host: dict[str, _HostTensor] = {}
+        args: dict[str, Any] = {}
+        for p in opdef.inputs:
+            v = params.get(p.name)
+            if p.kind == "tensor" and v is not None:
+                host[p.name] = _HostTensor(np.asarray(v), p.name, format)
+                args[p.name] = host[p.name].tensor
+            else:
+                args[p.name] = _to_arg(p.name, p.kind, v)
+        wanted = None
+        if opdef.infer_outputs is not None:
+            try:
+                wanted = opdef.infer_outputs({k: np.asarray(v) if isinstance(v, np.ndarray) else v
+                                              for k, v in params.items()})
+            except Exception:
+                wanted = None     # phase 1 will report what is wrong with the inputs
+        outputs: dict[str, np.ndarray] = {}
+        for p in opdef.outputs:
+            v = params.get(p.name)
+            if v is None and wanted and p.name in wanted and wanted[p.name] is not None:
+                shape, dt = wanted[p.name]
+                v = np.zeros(shape, dtype=dt)
+            if v is None:
+                args[p.name] = None
+                continue
+            if not isinstance(v, np.ndarray):
+                raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{p.name} must be a numpy array")
+            host[p.name] = _HostTensor(v, p.name, format)
+            args[p.name] = host[p.name].tensor
+            outputs[p.name] = v
+        ws_size, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(**args)
+        if ret:
+            _fail(ret)
+        ws = None
+        if ws_size > 0:
+            ws, ret = acl.aclrtMalloc(ws_size, 0)
+            if ret:
+                _fail(ret)
+        stream, _ = acl.aclrtCreateStream()
+        ret = getattr(aclnn, f"aclnn{op}")(ws, ws_size, executor, stream)
+        if ret:
+            _fail(ret)
+        ret = acl.aclrtSynchronizeStream(stream)
+        if ret:
+            raise KernelError(acl.aclGetRecentErrMsg())
+        for p in opdef.outputs:
+            if p.name in outputs:
+                ht = host[p.name]
+                ht.read_back()
+                if ht.arr is not outputs[p.name]:       # the array was copied (negative strides)
+                    outputs[p.name][...] = ht.arr
+        report = executor.report
+        return RunResult(op, outputs, ws_size, report.cycles, report.time_us, report, report.trace)

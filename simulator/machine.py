@@ -1,0 +1,377 @@
+"""The machine: a SimPy discrete-event model of one device.
+
+A kernel launch is a body of Python (written in the micro-program language of simulator.kernel)
+and a block count. When a core takes a block, the body runs once in that block's context and
+records the block's micro-program: a list of `Instr`. The core's scalar unit then issues the
+instructions in order into per-pipe queues of bounded depth; each pipe executes its queue in order
+and the pipes run in parallel, ordered only by set/wait flags and barriers. GM transfers also
+reserve bytes on the chip-wide device-memory channel.
+
+The engine knows instructions, pipes, buffers and paths; it never knows an operator.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import simpy
+
+from .enums import KernelError
+from .memory import DeviceMemory, MemoryChannel
+from .profile import CoreKind, Profile
+
+# instruction kinds
+COMPUTE, GM_XFER, SET, WAIT, BARRIER, END = range(6)
+
+
+class Instr:
+    """One micro-program instruction, as the scalar unit issues it to a pipe.
+
+    reads / writes: local-buffer byte ranges (buffer, start, stop) for the sanitizer;
+    fn: the functional effect, run when the instruction completes (skipped in timing-only mode);
+    path / nbytes: the data path and bytes moved (for cost and the report)."""
+    __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "reads",
+                 "writes", "fn", "flag", "ready", "index", "operands", "event")
+
+    def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
+                 path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
+                 reads: tuple = (), writes: tuple = (), fn: Callable | None = None,
+                 flag: tuple | None = None, operands: str = ""):
+        self.pipe, self.name, self.kind, self.cycles = pipe, name, kind, cycles
+        self.path, self.nbytes, self.chan_bytes = path, nbytes, chan_bytes
+        self.reads, self.writes, self.fn, self.flag = reads, writes, fn, flag
+        self.operands = operands
+        self.ready = 0.0
+        self.index = -1
+        self.event = None
+
+    def describe(self) -> str:
+        ops = f"({self.operands})" if self.operands else ""
+        return f"instruction #{self.index} {self.name}{ops}"
+
+
+@dataclass
+class KernelLaunch:
+    """One kernel launch: the body runs per block as body(*args); `kind` picks the core kind
+    (vector, cube or mix)."""
+    name: str
+    body: Callable[..., None]
+    block_dim: int
+    kind: str = "vector"
+    args: tuple = ()
+
+
+@dataclass
+class LaunchRecord:
+    name: str
+    block_dim: int
+    core_kind: str
+    start: float = 0.0
+    end: float = 0.0
+
+
+@dataclass
+class TaskRecord:
+    """What one stream task (an executor run) did: the source of its report and trace."""
+    label: str
+    start: float = 0.0
+    end: float = 0.0
+    launches: list[LaunchRecord] = field(default_factory=list)
+    busy: dict[tuple[str, str], float] = field(default_factory=dict)   # (core, pipe) -> cycles busy
+    work: dict[tuple[str, str], float] = field(default_factory=dict)   # same, without contention
+    path_bytes: dict[str, int] = field(default_factory=dict)
+    path_cycles: dict[str, float] = field(default_factory=dict)
+    channel_bytes: int = 0
+    channel_cycles: float = 0.0
+    instructions: int = 0
+    cores_used: dict[str, set] = field(default_factory=dict)             # core kind -> core names
+    trace: list[tuple] = field(default_factory=list)   # (core index, pipe, name, start, dur, GM bytes)
+    error: str | None = None
+
+
+class CoreState:
+    """One AI core (or AIC / AIV): its buffers persist across blocks; its flags and the
+    sanitizer's record of which bytes were written are per block."""
+
+    def __init__(self, name: str, index: int, kind_name: str, kind: CoreKind, functional: bool):
+        self.name, self.index, self.kind_name, self.kind = name, index, kind_name, kind
+        self.buffers = {b: (np.zeros(n, dtype=np.uint8) if functional else None)
+                        for b, n in kind.buffers.items()}
+        self.valid: dict[str, np.ndarray] = {}
+        self.flags: dict[tuple, bool] = {}
+        self.waiters: dict[tuple, simpy.Event] = {}
+        self.pipe_state: dict[str, str] = {}
+        self.scalar_state = "idle"
+        self.block = -1
+
+    def reset_for_block(self, block: int) -> None:
+        self.block = block
+        self.valid = {b: np.zeros(n, dtype=np.bool_) for b, n in self.kind.buffers.items()}
+        self.flags = {}
+        self.waiters = {}
+        self.pipe_state = {p: "idle" for p in self.kind.pipes}
+        self.scalar_state = "issuing"
+
+    def fault(self, pipe: str, instr: Instr | None, reason: str) -> KernelError:
+        where = f"core {self.name} (block {self.block}), {pipe}"
+        if instr is not None:
+            where += f", {instr.describe()}"
+        return KernelError(f"{where}: {reason}")
+
+
+class BlockContext:
+    """What a kernel body sees while it records one block: the core, the block index and count,
+    the program being recorded and the launch's functional flag. simulator.kernel reads it."""
+
+    def __init__(self, device: "Device", core: CoreState, block_idx: int, block_num: int):
+        self.device, self.core = device, core
+        self.profile = device.profile
+        self.block_idx, self.block_num = block_idx, block_num
+        self.program: list[Instr] = []
+        self.functional = device.functional
+        self.pipe_alloc: Any = None   # the block's TPipe (simulator.kernel)
+
+    def emit(self, instr: Instr) -> Instr:
+        if instr.pipe not in self.core.kind.pipes:
+            raise self.core.fault(instr.pipe, instr,
+                                  f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
+        instr.index = len(self.program)
+        self.program.append(instr)
+        return instr
+
+
+_current: list[BlockContext] = []
+
+
+def current_context() -> BlockContext:
+    if not _current:
+        raise RuntimeError("kernel instructions can only be issued inside a kernel body that the "
+                           "machine is running (see docs/KERNELS.md)")
+    return _current[-1]
+
+
+class Device:
+    """One simulated device: the SimPy environment, device memory, the memory channel and the
+    cores. Streams enqueue task processes; `run_until` advances simulated time."""
+
+    def __init__(self, profile: Profile, functional: bool = True, trace: bool = True):
+        self.profile = profile
+        self.functional = functional
+        self.tracing = trace
+        self.env = simpy.Environment()
+        self.memory = DeviceMemory(profile.device_memory.bytes, functional)
+        self.channel = MemoryChannel(profile.device_bytes_per_cycle)
+        self.cores: dict[str, list[CoreState]] = {}
+        self.free_cores: dict[str, simpy.Store] = {}
+        index = 0
+        for kname, kind in profile.cores.items():
+            cores = []
+            for i in range(kind.count):
+                cores.append(CoreState(f"{kname}{i}", index, kname, kind, functional))
+                index += 1
+            self.cores[kname] = cores
+            store = simpy.Store(self.env)
+            store.items.extend(cores)
+            self.free_cores[kname] = store
+        self.launch_cycles = profile.runtime.launch_overhead_us * profile.clock_mhz
+        self.depth = profile.sync.pipe_queue_depth
+        self.issue_cycles = profile.sync.scalar_issue_cycles
+        self.active: set[CoreState] = set()
+
+    # ---- launches ----------------------------------------------------------------------------
+    def run_launch(self, launch: KernelLaunch, rec: TaskRecord):
+        """SimPy process: the launch overhead, then blocks dispatched to free cores of the right
+        kind as they free up (more blocks than cores run in waves)."""
+        kind_name, _ = self.profile.core_kind_for(launch.kind)
+        lrec = LaunchRecord(launch.name, launch.block_dim, kind_name, start=self.env.now)
+        rec.launches.append(lrec)
+        yield self.env.timeout(self.launch_cycles)
+        pool = self.free_cores[kind_name]
+        running = []
+        for b in range(launch.block_dim):
+            core = yield pool.get()
+            running.append(self.env.process(self._block(core, launch, b, rec, pool)))
+        if running:
+            yield simpy.AllOf(self.env, running)
+        lrec.end = self.env.now
+
+    def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, pool):
+        core.reset_for_block(b)
+        self.active.add(core)
+        rec.cores_used.setdefault(core.kind_name, set()).add(core.name)
+        ctx = BlockContext(self, core, b, launch.block_dim)
+        _current.append(ctx)
+        try:
+            launch.body(*launch.args)
+            if ctx.pipe_alloc is not None:
+                ctx.pipe_alloc.Destroy()
+        finally:
+            _current.pop()
+        program = ctx.program
+        rec.instructions += len(program)
+        queues = {p: deque() for p in core.kind.pipes}
+        wake: dict[str, simpy.Event | None] = {p: None for p in core.kind.pipes}
+        space: dict[str, simpy.Event | None] = {p: None for p in core.kind.pipes}
+        env = self.env
+        pipes = [env.process(self._pipe(core, p, queues[p], wake, space, rec))
+                 for p in core.kind.pipes]
+        ts = env.now
+        depth, issue = self.depth, self.issue_cycles
+        for instr in program + [Instr(p, "END", END) for p in core.kind.pipes]:
+            if instr.kind == BARRIER and instr.flag == "PIPE_ALL":
+                # the scalar unit stalls until every pipe has drained
+                core.scalar_state = f"PipeBarrier(PIPE_ALL) ({instr.describe()})"
+                marks = []
+                for p in core.kind.pipes:
+                    m = Instr(p, "PipeBarrier(PIPE_ALL)", BARRIER)
+                    m.event = env.event()
+                    marks.append(m.event)
+                    yield from self._put(core, queues[p], wake, space, m, ts)
+                    ts = max(ts, env.now)
+                yield simpy.AllOf(env, marks)
+                ts = max(ts, env.now)
+                core.scalar_state = "issuing"
+                continue
+            q = queues[instr.pipe]
+            if len(q) >= depth:
+                core.scalar_state = f"waiting for room in the {instr.pipe} queue to issue {instr.describe()}"
+                yield from self._put(core, q, wake, space, instr, ts)
+                ts = max(ts, env.now)
+                core.scalar_state = "issuing"
+            else:
+                instr.ready = ts
+                q.append(instr)
+                ev = wake[instr.pipe]
+                if ev is not None:
+                    wake[instr.pipe] = None
+                    ev.succeed()
+            ts += issue
+        core.scalar_state = "done issuing"
+        yield simpy.AllOf(env, pipes)
+        leftover = [k for k, v in core.flags.items() if v]
+        if leftover:
+            src, dst, eid = leftover[0]
+            raise core.fault(dst, None, f"block ended with flag {src}->{dst} id {eid} set but never "
+                             f"waited on (every SetFlag needs a matching WaitFlag)")
+        self.active.discard(core)
+        core.block = -1
+        yield pool.put(core)
+
+    def _put(self, core, q, wake, space, instr, ts):
+        while len(q) >= self.depth:
+            ev = self.env.event()
+            space[instr.pipe] = ev
+            yield ev
+        instr.ready = max(ts, self.env.now)
+        q.append(instr)
+        ev = wake[instr.pipe]
+        if ev is not None:
+            wake[instr.pipe] = None
+            ev.succeed()
+
+    def _pipe(self, core: CoreState, pipe: str, q: deque, wake, space, rec: TaskRecord):
+        env = self.env
+        functional = self.functional
+        tracing = self.tracing
+        busy_key = (core.name, pipe)
+        busy = work = 0.0
+        valid = core.valid
+        trace = rec.trace
+        while True:
+            if not q:
+                core.pipe_state[pipe] = "idle, waiting for the scalar unit to issue"
+                ev = env.event()
+                wake[pipe] = ev
+                yield ev
+            instr = q.popleft()
+            sev = space[pipe]
+            if sev is not None:
+                space[pipe] = None
+                sev.succeed()
+            kind = instr.kind
+            if kind == END:
+                break
+            if instr.ready > env.now:
+                yield env.timeout(instr.ready - env.now)
+            if kind == WAIT:
+                key = instr.flag
+                if core.flags.get(key):
+                    core.flags[key] = False
+                else:
+                    core.pipe_state[pipe] = f"waiting for flag {key[0]}->{key[1]} id {key[2]} at {instr.describe()}"
+                    ev = env.event()
+                    core.waiters[key] = ev
+                    yield ev
+                continue
+            if kind == SET:
+                key = instr.flag
+                if core.flags.get(key):
+                    raise core.fault(pipe, instr, f"flag {key[0]}->{key[1]} id {key[2]} set twice "
+                                     f"without a wait between")
+                waiter = core.waiters.pop(key, None)
+                if waiter is not None:
+                    waiter.succeed()        # handed straight to the waiting pipe
+                else:
+                    core.flags[key] = True
+                continue
+            if kind == BARRIER:
+                if instr.event is not None:
+                    instr.event.succeed()
+                continue
+            for buf, lo, hi in instr.reads:
+                v = valid[buf][lo:hi]
+                if not v.all():
+                    bad = lo + int(np.argmin(v))
+                    raise core.fault(pipe, instr, f"reads {buf}[{lo}:{hi}] but byte {bad} was never "
+                                     f"written in this block (missing copy-in or missing flag)")
+            start = env.now
+            core.pipe_state[pipe] = f"executing {instr.describe()}"
+            if kind == GM_XFER:
+                done = start + instr.cycles
+                if instr.chan_bytes:
+                    done = max(done, self.channel.reserve(start, instr.chan_bytes))
+                    rec.channel_bytes += instr.chan_bytes
+                dur = done - start
+            else:
+                dur = instr.cycles
+            if dur > 0:
+                yield env.timeout(dur)
+            for buf, lo, hi in instr.writes:
+                valid[buf][lo:hi] = True
+            if functional and instr.fn is not None:
+                instr.fn()
+            busy += dur
+            work += instr.cycles
+            if instr.path is not None:
+                rec.path_bytes[instr.path] = rec.path_bytes.get(instr.path, 0) + instr.nbytes
+                rec.path_cycles[instr.path] = rec.path_cycles.get(instr.path, 0.0) + dur
+            if tracing:
+                trace.append((core.index, pipe, instr.name, start, dur, instr.chan_bytes))
+        core.pipe_state[pipe] = "finished"
+        rec.busy[busy_key] = rec.busy.get(busy_key, 0.0) + busy
+        rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work
+
+    # ---- diagnosis -----------------------------------------------------------------------------
+    def deadlock_report(self) -> str:
+        lines = ["deadlock: the event queue drained while pipes still wait"]
+        for core in sorted(self.active, key=lambda c: c.index):
+            lines.append(f"  core {core.name} (block {core.block}): scalar {core.scalar_state}")
+            for p, s in core.pipe_state.items():
+                if s not in ("finished",):
+                    lines.append(f"    {p}: {s}")
+        return "\n".join(lines)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def align_up(a: int, b: int) -> int:
+    return -(-a // b) * b
+
+
+__all__ = ["Device", "KernelLaunch", "TaskRecord", "Instr", "BlockContext", "current_context",
+           "COMPUTE", "GM_XFER", "SET", "WAIT", "BARRIER", "END", "ceil_div", "align_up", "math"]

@@ -1,0 +1,91 @@
+"""Device memory (GM): allocations in a device address space, and the chip-wide channel that all
+cores' GM traffic shares."""
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+ALLOC_ALIGN = 512          # aclrtMalloc returns 512-byte aligned addresses in our model
+BASE_ADDRESS = 0x12C0_0000_0000
+
+
+class Allocation:
+    __slots__ = ("addr", "size", "data")
+
+    def __init__(self, addr: int, size: int, data: np.ndarray | None):
+        self.addr, self.size, self.data = addr, size, data
+
+
+class DeviceMemory:
+    """Device memory of the profile's capacity. In functional mode each allocation is backed by a
+    numpy byte array; in timing-only mode nothing is backed (no data moves)."""
+
+    def __init__(self, capacity: int, functional: bool):
+        self.capacity = capacity
+        self.functional = functional
+        self.used = 0
+        self._next = BASE_ADDRESS
+        self._bases: list[int] = []
+        self._allocs: dict[int, Allocation] = {}
+
+    def malloc(self, size: int) -> int | None:
+        size = max(int(size), 1)
+        padded = -(-size // ALLOC_ALIGN) * ALLOC_ALIGN
+        if self.used + padded > self.capacity:
+            return None
+        addr = self._next
+        self._next += padded
+        data = np.zeros(size, dtype=np.uint8) if self.functional else None
+        self._allocs[addr] = Allocation(addr, size, data)
+        bisect.insort(self._bases, addr)
+        self.used += padded
+        return addr
+
+    def free(self, addr: int) -> bool:
+        a = self._allocs.pop(addr, None)
+        if a is None:
+            return False
+        self._bases.remove(addr)
+        self.used -= -(-a.size // ALLOC_ALIGN) * ALLOC_ALIGN
+        return True
+
+    def find(self, addr: int) -> Allocation | None:
+        """The allocation holding address `addr`, if any."""
+        i = bisect.bisect_right(self._bases, addr) - 1
+        if i < 0:
+            return None
+        a = self._allocs[self._bases[i]]
+        return a if addr < a.addr + a.size else None
+
+    def bytes_at(self, addr: int, nbytes: int) -> np.ndarray | None:
+        """A writable uint8 view of [addr, addr+nbytes), or None in timing-only mode. The range
+        must lie inside one allocation (callers check extents first)."""
+        a = self.find(addr)
+        if a is None or addr + nbytes > a.addr + a.size:
+            raise ValueError(f"device address range 0x{addr:x}+{nbytes} is not inside one allocation")
+        if a.data is None:
+            return None
+        off = addr - a.addr
+        return a.data[off:off + nbytes]
+
+
+class MemoryChannel:
+    """The chip-wide device-memory channel. Every GM transfer reserves its bytes on it in arrival
+    order (first come, first served), so one core alone gets its own path's rate while all cores
+    together saturate at the chip's bandwidth. The reservation is analytic: no SimPy events."""
+
+    def __init__(self, bytes_per_cycle: float):
+        self.bytes_per_cycle = bytes_per_cycle
+        self.free_at = 0.0
+        self.busy_cycles = 0.0
+        self.bytes = 0
+
+    def reserve(self, now: float, nbytes: int) -> float:
+        """Reserve nbytes starting no earlier than now; returns when they have passed."""
+        start = now if now > self.free_at else self.free_at
+        occupancy = nbytes / self.bytes_per_cycle
+        self.free_at = start + occupancy
+        self.busy_cycles += occupancy
+        self.bytes += nbytes
+        return self.free_at

@@ -1,0 +1,263 @@
+"""Chip profiles: one YAML file per SoC in devices/, validated by a pydantic schema.
+
+A profile is the whole hardware description the machine is built from: core kinds and their
+buffers, per-path transfer costs, vector and cube rates, the shared L2 and device memory, the
+synchronisation limits and what each operator supports on the chip's product series. Profiles are
+immutable; `Profile.override` returns a new, validated one (what-if studies).
+
+A profile file may name another with `inherits:`; the child's keys are merged over the parent's
+(dictionaries merged key by key, everything else replaced). Files whose names start with `_` are
+shared bases, not chips.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+DEVICES_DIR = Path(__file__).resolve().parent.parent / "devices"
+DEFAULT_SOC = "Ascend910B1"
+
+PIPES = ("PIPE_S", "PIPE_V", "PIPE_M", "PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3", "PIPE_FIX")
+BUFFERS = ("UB", "L1", "L0A", "L0B", "L0C")
+DTYPE_NAMES = ("FLOAT", "FLOAT16", "BF16", "INT8", "UINT8", "INT16", "INT32", "INT64", "DOUBLE", "BOOL")
+
+
+class ProfileError(ValueError):
+    """A profile file that does not load: the message names the file and the field."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PathCost(_Frozen):
+    """Cost of one transfer of n bytes on a data path, in core cycles:
+    max(latency + n / burst_bytes_per_cycle, n / bytes_per_cycle). A lone small transfer pays
+    the latency; a large one streams at the sustained rate with the latency hidden."""
+    latency_cycles: float = Field(ge=0)
+    bytes_per_cycle: float = Field(gt=0)
+    burst_bytes_per_cycle: float | None = Field(default=None, gt=0)
+    min_burst_bytes: int = Field(default=32, ge=1)
+
+    def cycles(self, nbytes: int) -> float:
+        if nbytes <= 0:
+            return 0.0
+        burst = self.burst_bytes_per_cycle or self.bytes_per_cycle
+        return max(self.latency_cycles + nbytes / burst, nbytes / self.bytes_per_cycle)
+
+
+class CoreKind(_Frozen):
+    count: int = Field(ge=0)
+    units: list[Literal["cube", "vector"]]
+    runs: list[Literal["vector", "cube", "mix"]] = Field(
+        description="which kernel kinds the launcher places on this core kind")
+    pipes: list[Literal[PIPES]]  # type: ignore[valid-type]
+    buffers: dict[Literal[BUFFERS], int]  # type: ignore[valid-type]
+    clock_mhz: float | None = Field(default=None, gt=0)
+
+
+class VectorUnit(_Frozen):
+    repeat_bytes: int = Field(gt=0)
+    max_repeat: int = Field(gt=0)
+    startup_cycles: float = Field(ge=0)
+    # cycles per 256-byte repeat, by instruction class; "class.dtype" keys override per dtype
+    cycles_per_repeat: dict[str, float]
+
+
+class CubeUnit(_Frozen):
+    macs_per_cycle: dict[str, int]
+    startup_cycles: float = Field(ge=0)
+
+
+class L2Cache(_Frozen):
+    bytes: int = Field(gt=0)
+    line_bytes: int = Field(gt=0)
+    read_latency_cycles: float = Field(ge=0)
+    write_latency_cycles: float = Field(ge=0)
+    miss_bandwidth_ratio: float = Field(gt=0, le=1)
+
+
+class DeviceMemory(_Frozen):
+    kind: str
+    bytes: int = Field(gt=0)
+    bandwidth_GBps: float = Field(gt=0)
+
+
+class SyncLimits(_Frozen):
+    event_ids: int = Field(gt=0)
+    cross_core_flag_ids: int = Field(ge=0)
+    pipe_queue_depth: int = Field(gt=0)
+    scalar_issue_cycles: float = Field(ge=0)
+
+
+class RuntimeCosts(_Frozen):
+    launch_overhead_us: float = Field(ge=0)
+
+
+class OpSupport(_Frozen):
+    """What one operator accepts on this chip's product series."""
+    dtypes: list[Literal[DTYPE_NAMES]]  # type: ignore[valid-type]
+    ranks: list[int] = Field(default_factory=list)
+    max_rank: int | None = None
+    limits: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    options: dict[str, bool | int | str | list[int]] = Field(default_factory=dict)
+
+
+class Profile(_Frozen):
+    soc_version: str
+    series: Literal["training", "inference", "A2"]
+    series_name: str
+    clock_mhz: float = Field(gt=0)
+    cores: dict[str, CoreKind]
+    alignment: dict[Literal[BUFFERS], int]  # type: ignore[valid-type]
+    paths: dict[str, PathCost]
+    vector: VectorUnit
+    cube: CubeUnit
+    l2: L2Cache
+    device_memory: DeviceMemory
+    sync: SyncLimits
+    runtime: RuntimeCosts
+    operators: dict[str, OpSupport]
+
+    @field_validator("cores")
+    @classmethod
+    def _some_core(cls, v: dict[str, CoreKind]) -> dict[str, CoreKind]:
+        if not any(k.count > 0 for k in v.values()):
+            raise ValueError("a chip needs at least one core")
+        return v
+
+    # ---- derived figures -------------------------------------------------------------
+    @property
+    def hz(self) -> float:
+        return self.clock_mhz * 1e6
+
+    def cycles_to_us(self, cycles: float) -> float:
+        return cycles / self.clock_mhz
+
+    @property
+    def device_bytes_per_cycle(self) -> float:
+        """Chip-wide device-memory bandwidth in bytes per core cycle."""
+        return self.device_memory.bandwidth_GBps * 1e9 / self.hz
+
+    def core_kind_for(self, kernel_kind: str) -> tuple[str, CoreKind]:
+        for name, kind in self.cores.items():
+            if kernel_kind in kind.runs and kind.count > 0:
+                return name, kind
+        raise ProfileError(f"{self.soc_version}: no core kind runs {kernel_kind} kernels")
+
+    def vector_cycles(self, op_class: str, dtype_name: str, nbytes: int) -> float:
+        """Cycles of a vector instruction over nbytes: per-instruction start-up plus
+        cycles per repeat, split into hardware instructions of at most max_repeat repeats."""
+        v = self.vector
+        cpr = v.cycles_per_repeat.get(f"{op_class}.{dtype_name}")
+        if cpr is None:
+            cpr = v.cycles_per_repeat.get(op_class)
+        if cpr is None:
+            raise ProfileError(f"{self.soc_version}: vector.cycles_per_repeat has no entry for "
+                               f"'{op_class}' (or '{op_class}.{dtype_name}')")
+        repeats = max(1, math.ceil(nbytes / v.repeat_bytes))
+        n_instr = math.ceil(repeats / v.max_repeat)
+        return n_instr * v.startup_cycles + repeats * cpr
+
+    def path(self, name: str) -> PathCost:
+        try:
+            return self.paths[name]
+        except KeyError:
+            raise ProfileError(f"{self.soc_version}: no data path '{name}' in the profile "
+                               f"(has: {', '.join(sorted(self.paths))})") from None
+
+    def supports(self, op: str) -> OpSupport | None:
+        return self.operators.get(op)
+
+    @property
+    def peak_fp16_tflops(self) -> float:
+        name, kind = self.core_kind_for("cube")
+        return kind.count * self.cube.macs_per_cycle["FLOAT16"] * 2 * self.hz / 1e12
+
+    # ---- what-if ---------------------------------------------------------------------
+    def override(self, changes: dict[str, Any] | None = None, **dotted: Any) -> "Profile":
+        """A new validated profile with fields changed, by dotted path:
+        `p.override({"device_memory.bandwidth_GBps": 3200, "cores.aiv.count": 24})`."""
+        data = self.model_dump()
+        for key, value in {**(changes or {}), **dotted}.items():
+            _set_dotted(data, key, value)
+        return _validate(data, f"{self.soc_version} (override)")
+
+
+def _set_dotted(data: dict, key: str, value: Any) -> None:
+    parts = key.split(".")
+    node = data
+    for p in parts[:-1]:
+        if not isinstance(node, dict) or p not in node:
+            raise ProfileError(f"override: no field '{key}' (stopped at '{p}')")
+        node = node[p]
+    if not isinstance(node, dict) or parts[-1] not in node:
+        raise ProfileError(f"override: no field '{key}'")
+    node[parts[-1]] = value
+
+
+def _validate(data: dict, origin: str) -> Profile:
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+            lines.append(f"{origin}: field '{loc}': {err['msg']}")
+        raise ProfileError("\n".join(lines)) from None
+
+
+def _merge(base: dict, child: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in child.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _read_raw(path: Path, seen: tuple[str, ...] = ()) -> dict:
+    if path.name in seen:
+        raise ProfileError(f"{path}: inheritance cycle through {' -> '.join(seen)}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ProfileError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{path}: a profile is a mapping of fields")
+    parent = raw.pop("inherits", None)
+    if parent is None:
+        return raw
+    ppath = path.parent / f"{parent}.yaml"
+    if not ppath.exists():
+        raise ProfileError(f"{path}: field 'inherits': no profile '{parent}' in {path.parent}")
+    return _merge(_read_raw(ppath, seen + (path.name,)), raw)
+
+
+def load_profile_file(path: str | Path) -> Profile:
+    path = Path(path)
+    if not path.exists():
+        raise ProfileError(f"{path}: no such profile file")
+    return _validate(_read_raw(path), str(path))
+
+
+def list_socs(directory: Path = DEVICES_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.yaml") if not p.stem.startswith("_"))
+
+
+@lru_cache(maxsize=None)
+def load_profile(soc: str = DEFAULT_SOC) -> Profile:
+    """The profile of a SoC by its CANN name (`Ascend910B1`), or of a YAML file by path."""
+    if soc.endswith((".yaml", ".yml")):
+        return load_profile_file(soc)
+    path = DEVICES_DIR / f"{soc}.yaml"
+    if soc.startswith("_") or not path.exists():
+        raise ProfileError(f"unknown SoC '{soc}': known are {', '.join(list_socs())}")
+    return load_profile_file(path)

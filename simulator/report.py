@@ -1,0 +1,182 @@
+"""What a call cost and why: the per-call report and its Chrome-trace timeline."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .machine import TaskRecord
+from .profile import PIPES, Profile
+
+
+@dataclass
+class Report:
+    op: str
+    soc: str
+    mode: str
+    clock_mhz: float
+    workspace_bytes: int
+    workspace_breakdown: list[dict]
+    tiling: dict[str, Any]
+    cycles: float
+    time_us: float
+    launches: list[dict]
+    instructions: int
+    cores: dict[str, dict[str, float]]            # core -> pipe -> busy cycles
+    pipes: dict[str, dict[str, float]]            # pipe -> busy/work totals and fractions
+    paths: dict[str, dict[str, float]]            # data path -> bytes, GB/s
+    device_memory: dict[str, float]
+    bound: str
+    utilisation: dict[str, float]                 # resource -> fraction of the call it was needed
+    roofline_cycles: float
+    roofline_efficiency: float
+    trace: "Trace" = field(repr=False, default=None)
+
+    @classmethod
+    def from_task(cls, rec: TaskRecord, executor) -> "Report":
+        profile: Profile = executor.profile
+        cycles = rec.end - rec.start
+        us = profile.cycles_to_us(cycles)
+        cores: dict[str, dict[str, float]] = {}
+        for (core, pipe), busy in sorted(rec.busy.items()):
+            cores.setdefault(core, {})[pipe] = busy
+        pipes: dict[str, dict[str, float]] = {}
+        used_kinds = {k: len(v) for k, v in rec.cores_used.items()}
+        for pipe in PIPES:
+            keys = [k for k in rec.busy if k[1] == pipe]
+            if not keys:
+                continue
+            n = len(keys)
+            busy = sum(rec.busy[k] for k in keys)
+            work = sum(rec.work[k] for k in keys)
+            pipes[pipe] = {
+                "cores": n,
+                "busy_cycles": busy,
+                "work_cycles": work,
+                "busy_fraction": busy / (n * cycles) if cycles else 0.0,
+                "max_core_busy_fraction": max(rec.busy[k] for k in keys) / cycles if cycles else 0.0,
+            }
+        paths = {p: {"bytes": b, "GBps": b / (us * 1e3) if us else 0.0,
+                     "busy_cycles": rec.path_cycles.get(p, 0.0)}
+                 for p, b in sorted(rec.path_bytes.items())}
+        chan_cycles = rec.channel_bytes / profile.device_bytes_per_cycle
+        dm_gbps = rec.channel_bytes / (us * 1e3) if us else 0.0
+        device_memory = {"bytes": rec.channel_bytes, "busy_cycles": chan_cycles,
+                         "GBps": dm_gbps, "peak_GBps": profile.device_memory.bandwidth_GBps,
+                         "fraction_of_peak": dm_gbps / profile.device_memory.bandwidth_GBps}
+        launch_cycles = len(rec.launches) * profile.runtime.launch_overhead_us * profile.clock_mhz
+        # utilisation: the time each resource needed (without contention) over the call's time
+        util = {"device memory": chan_cycles / cycles if cycles else 0.0,
+                "launch overhead": launch_cycles / cycles if cycles else 0.0}
+        per_pipe_bound = 0.0
+        for pipe in pipes:
+            keys = [k for k in rec.work if k[1] == pipe]
+            util[pipe] = max(rec.work[k] for k in keys) / cycles if cycles else 0.0
+            # the kind's whole core count could share the pipe's work: that is the ideal
+            ncores = sum(kind.count for kind in profile.cores.values()
+                         if pipe in kind.pipes and set(kind.runs))
+            per_pipe_bound = max(per_pipe_bound, sum(rec.work[k] for k in keys) / max(ncores, 1))
+        bound = max(util, key=lambda k: util[k]) if cycles else "nothing (empty call)"
+        roofline = launch_cycles + max(chan_cycles, per_pipe_bound)
+        launches = [{"name": l.name, "block_dim": l.block_dim, "core_kind": l.core_kind,
+                     "start_cycle": l.start - rec.start, "cycles": l.end - l.start}
+                    for l in rec.launches]
+        ws = [{"purpose": name, "bytes": n} for name, n in executor.plan.workspace]
+        return cls(op=executor.op.name, soc=profile.soc_version,
+                   mode="functional" if executor_functional(executor) else "timing",
+                   clock_mhz=profile.clock_mhz,
+                   workspace_bytes=executor.workspace_size, workspace_breakdown=ws,
+                   tiling=dict(executor.plan.tiling), cycles=cycles, time_us=us, launches=launches,
+                   instructions=rec.instructions, cores=cores, pipes=pipes, paths=paths,
+                   device_memory=device_memory, bound=bound, utilisation=util,
+                   roofline_cycles=roofline,
+                   roofline_efficiency=roofline / cycles if cycles else 1.0,
+                   trace=Trace(rec, profile))
+
+    # ---- output --------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "trace"}
+        return json.loads(json.dumps(d, default=str))
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def summary(self) -> str:
+        lines = [f"{self.op} on {self.soc} ({self.mode} mode)",
+                 f"  time       {self.cycles:,.0f} cycles = {self.time_us:,.2f} us @ {self.clock_mhz:g} MHz",
+                 f"  workspace  {self.workspace_bytes:,} B"
+                 + "".join(f"\n               {w['bytes']:>12,} B  {w['purpose']}" for w in self.workspace_breakdown),
+                 f"  launches   " + "; ".join(f"{l['name']} x{l['block_dim']} blocks on {l['core_kind']} "
+                                              f"({l['cycles']:,.0f} cycles)" for l in self.launches),
+                 "  pipes      busy fraction (mean over cores used / busiest core)"]
+        for pipe, p in self.pipes.items():
+            lines.append(f"    {pipe:<10} {p['busy_fraction']:6.1%} / {p['max_core_busy_fraction']:6.1%}"
+                         f"   on {p['cores']} cores")
+        dm = self.device_memory
+        lines.append(f"  device mem {dm['bytes']:,} B at {dm['GBps']:,.1f} GB/s = "
+                     f"{dm['fraction_of_peak']:.1%} of {dm['peak_GBps']:g} GB/s")
+        for path, p in self.paths.items():
+            lines.append(f"    {path:<8} {p['bytes']:>14,} B  {p['GBps']:>9,.1f} GB/s")
+        lines.append(f"  bound by   {self.bound} ({self.utilisation[self.bound]:.0%} of the call); "
+                     f"roofline {self.roofline_cycles:,.0f} cycles = {self.roofline_efficiency:.0%} of achieved")
+        return "\n".join(lines)
+
+
+def executor_functional(executor) -> bool:
+    from . import acl
+    return acl.runtime().functional
+
+
+class Trace:
+    """The call's timeline in the Chrome trace event format (Perfetto, chrome://tracing):
+    pid = core, tid = pipe, "X" events per instruction, "C" counters of device-memory bandwidth."""
+
+    def __init__(self, rec: TaskRecord, profile: Profile):
+        self.rec, self.profile = rec, profile
+
+    def events(self) -> list[dict]:
+        rec, profile = self.rec, self.profile
+        mhz = profile.clock_mhz
+        t0 = rec.start
+        names = {}
+        for kname, kind in profile.cores.items():
+            for i in range(kind.count):
+                names[len(names)] = f"{kname}{i}"
+        ev: list[dict] = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0,
+                           "args": {"name": f"{profile.soc_version} launches"}}]
+        used = sorted({t[0] for t in rec.trace})
+        for idx in used:
+            ev.append({"name": "process_name", "ph": "M", "pid": idx + 1, "tid": 0,
+                       "args": {"name": f"core {names.get(idx, idx)}"}})
+            ev.append({"name": "process_sort_index", "ph": "M", "pid": idx + 1, "tid": 0,
+                       "args": {"sort_index": idx + 1}})
+            for tid, pipe in enumerate(PIPES):
+                ev.append({"name": "thread_name", "ph": "M", "pid": idx + 1, "tid": tid,
+                           "args": {"name": pipe}})
+        for l in rec.launches:
+            ev.append({"name": l.name, "ph": "X", "pid": 0, "tid": 0, "ts": (l.start - t0) / mhz,
+                       "dur": (l.end - l.start) / mhz, "args": {"blockDim": l.block_dim}})
+        tid_of = {p: i for i, p in enumerate(PIPES)}
+        buckets: dict[int, float] = {}
+        span = max(rec.end - t0, 1.0)
+        width = max(span / 200.0, mhz)          # at least 1 us per counter sample
+        for core, pipe, name, start, dur, gm in rec.trace:
+            ev.append({"name": name, "ph": "X", "pid": core + 1, "tid": tid_of[pipe],
+                       "ts": (start - t0) / mhz, "dur": dur / mhz})
+            if gm:
+                buckets[int((start - t0) // width)] = buckets.get(int((start - t0) // width), 0.0) + gm
+        for b in sorted(buckets):
+            ev.append({"name": "device memory GB/s", "ph": "C", "pid": 0, "ts": b * width / mhz,
+                       "args": {"GB/s": buckets[b] / (width / mhz) / 1e3}})
+        return ev
+
+    def to_chrome(self) -> dict:
+        return {"traceEvents": self.events(), "displayTimeUnit": "ns",
+                "otherData": {"soc": self.profile.soc_version, "clock_mhz": self.profile.clock_mhz}}
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_chrome()))
+        return path
