@@ -133,6 +133,7 @@ class BlockContext:
         self.program: list[Instr] = []
         self.functional = device.functional
         self.pipe_alloc: Any = None   # the block's TPipe (simulator.kernel)
+        self.atomic = None            # SetAtomicAdd's dtype: GM writes then add instead of store
 
     def emit(self, instr: Instr) -> Instr:
         if instr.pipe not in self.core.kind.pipes:

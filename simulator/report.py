@@ -42,7 +42,7 @@ class Report:
         for (core, pipe), busy in sorted(rec.busy.items()):
             cores.setdefault(core, {})[pipe] = busy
         pipes: dict[str, dict[str, float]] = {}
-        used_kinds = {k: len(v) for k, v in rec.cores_used.items()}
+        {k: len(v) for k, v in rec.cores_used.items()}
         for pipe in PIPES:
             keys = [k for k in rec.busy if k[1] == pipe]
             if not keys:
@@ -107,7 +107,7 @@ class Report:
                  f"  time       {self.cycles:,.0f} cycles = {self.time_us:,.2f} us @ {self.clock_mhz:g} MHz",
                  f"  workspace  {self.workspace_bytes:,} B"
                  + "".join(f"\n               {w['bytes']:>12,} B  {w['purpose']}" for w in self.workspace_breakdown),
-                 f"  launches   " + "; ".join(f"{l['name']} x{l['block_dim']} blocks on {l['core_kind']} "
+                 "  launches   " + "; ".join(f"{l['name']} x{l['block_dim']} blocks on {l['core_kind']} "
                                               f"({l['cycles']:,.0f} cycles)" for l in self.launches),
                  "  pipes      busy fraction (mean over cores used / busiest core)"]
         for pipe, p in self.pipes.items():

@@ -1,32 +1,14 @@
-"""The micro-program language: Ascend C's vocabulary, in Python.
-
-A kernel body is a plain Python function that the machine runs once per block. Inside it, the
-names below issue instructions to the block's core, exactly where Ascend C's would:
-
-    pipe = TPipe()
-    inQ = TQue(TPosition.VECIN, BUFFER_NUM)
-    pipe.InitBuffer(inQ, BUFFER_NUM, tile * 4)
-    xGm = GlobalTensor(np.float32); xGm.SetGlobalBuffer(x + offset, length)
-    for i in range(tiles):
-        t = inQ.AllocTensor(np.float32); DataCopy(t, xGm[i * tile], tile); inQ.EnQue(t)
-        t = inQ.DeQue(np.float32); Exp(t, t, tile); ...
-
-Queues imply their synchronisation (EnQue sets, DeQue waits, AllocTensor waits, FreeTensor sets);
-SetFlag / WaitFlag / PipeBarrier are there for those who want them. Every capacity, alignment and
-bound is checked where the instruction is written, and the error names the core, the pipe and the
-instruction. See docs/KERNELS.md.
-"""
+"""The language's foundation: pipes, positions, events, tensors, TPipe / TQue / TBuf, block
+queries and explicit synchronisation."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 import ml_dtypes
 import numpy as np
 
-from .enums import KernelError, dtype_name
-from .machine import (BARRIER, COMPUTE, GM_XFER, SET, WAIT, Instr, align_up, ceil_div,
-                      current_context)
+from ..enums import KernelError, dtype_name
+from ..machine import BARRIER, SET, WAIT, Instr, align_up, current_context
 
 BUFFER_NUM = 2
 half = np.dtype(np.float16)
@@ -438,285 +420,33 @@ def PipeBarrier(pipe: Pipe) -> None:
     ctx.emit(instr)
 
 
-# ---------------------------------------------------------------------------------------------
-# data movement
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class DataCopyParams:
-    """Strided copy, in 32-byte blocks: blockCount blocks of blockLen units, with gaps srcStride /
-    dstStride units between blocks."""
-    blockCount: int = 1
-    blockLen: int = 0
-    srcStride: int = 0
-    dstStride: int = 0
-
-
-@dataclass
-class DataCopyExtParams:
-    """DataCopyPad's parameters: blockLen in bytes; the GM-side stride in bytes, the UB-side
-    stride in 32-byte blocks (each UB block starts 32-byte aligned)."""
-    blockCount: int = 1
-    blockLen: int = 0
-    srcStride: int = 0
-    dstStride: int = 0
-    rsv: int = 0
-
-
-@dataclass
-class DataCopyPadExtParams:
-    isPad: bool = False
-    leftPadding: int = 0
-    rightPadding: int = 0
-    paddingValue: float = 0
-
-
-# (source buffer, destination buffer) -> (pipe, profile path)
-_COPY_ROUTES = {("GM", "UB"): ("PIPE_MTE2", "GM_UB"), ("GM", "L1"): ("PIPE_MTE2", "GM_L1"),
-                ("UB", "GM"): ("PIPE_MTE3", "UB_GM"), ("L1", "UB"): ("PIPE_MTE1", "L1_UB"),
-                ("UB", "L1"): ("PIPE_MTE3", "UB_L1"), ("L0C", "UB"): ("PIPE_V", "L0C_UB"),
-                ("UB", "UB"): ("PIPE_V", None)}
-
-
-def _buffer_of(t) -> str:
-    return "GM" if isinstance(t, GlobalTensor) else t.buffer
-
-
-def _gm_blocks(g: GlobalTensor, blocks: list[tuple[int, int]], pipe: str, name: str):
-    """Check GM blocks (byte offset from g's pointer, byte length) against the extent the kernel
-    was given; return absolute address ranges."""
-    if g.ptr is None:
-        raise _fault(pipe, f"{name}: GlobalTensor used before SetGlobalBuffer")
-    out = []
-    for off, n in blocks:
-        lo = g.ptr.addr + off
-        hi = lo + n
-        if lo < g.ptr.base or hi > g.ptr.limit:
-            raise _fault(pipe, f"{name}: touches {g.ptr.name}[{lo - g.ptr.base}:{hi - g.ptr.base}] "
-                         f"(bytes) outside its extent [0:{g.ptr.limit - g.ptr.base}]")
-        out.append((lo, n))
-    return out
-
-
-def _local_check(t: LocalTensor, lo: int, hi: int, pipe: str, name: str) -> None:
-    ctx = current_context()
-    cap = ctx.core.kind.buffers.get(t.buffer)
-    if cap is None:
-        raise _fault(pipe, f"{name}: this core kind has no {t.buffer}")
-    if lo < 0 or hi > cap:
-        raise _fault(pipe, f"{name}: {t.buffer}[{lo}:{hi}] overflows {t.buffer} ({cap} B)")
-
-
-def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str, pad_unit: int = 0) -> None:
-    """Emit one copy instruction moving `blocks` = [(src byte offset, dst byte offset, bytes)]
-    relative to the tensors' starts."""
-    ctx = current_context()
-    sbuf, dbuf = _buffer_of(src), _buffer_of(dst)
-    route = _COPY_ROUTES.get((sbuf, dbuf))
-    if route is None:
-        raise _fault(None, f"{name}: no copy path {sbuf} -> {dbuf} (use LoadData / Fixpipe for the cube path)")
-    pipe, path = route
-    if pipe not in ctx.core.kind.pipes:
-        raise _fault(pipe, f"{name}: {sbuf} -> {dbuf} needs {pipe}, which core kind {ctx.core.kind_name} lacks")
-    total = sum(b[2] for b in blocks)
-    # every burst moves whole 32-byte blocks
-    moved = sum(align_up(b[2], 32) for b in blocks)
-    reads, writes = [], []
-    gm_src = gm_dst = None
-    if sbuf == "GM":
-        gm_src = _gm_blocks(src, [(b[0], b[2]) for b in blocks], pipe, name)
-    else:
-        for so, _, n in blocks:
-            lo = src.offset + so
-            _local_check(src, lo, lo + n, pipe, name)
-            if lo % ctx.profile.alignment[sbuf]:
-                raise _fault(pipe, f"{name}: source {sbuf} address {lo} not {ctx.profile.alignment[sbuf]}-byte aligned")
-            reads.append((sbuf, lo, lo + n))
-    if dbuf == "GM":
-        gm_dst = _gm_blocks(dst, [(b[1], b[2]) for b in blocks], pipe, name)
-    else:
-        for _, do, n in blocks:
-            lo = dst.offset + do
-            _local_check(dst, lo, lo + n, pipe, name)
-            if lo % ctx.profile.alignment[dbuf]:
-                raise _fault(pipe, f"{name}: destination {dbuf} address {lo} not {ctx.profile.alignment[dbuf]}-byte aligned")
-            writes.append((dbuf, lo, lo + n))
-    if path is None:
-        cycles = ctx.profile.vector_cycles("copy", "FLOAT", moved)
-        kind, chan = COMPUTE, 0
-    else:
-        cycles = ctx.profile.path(path).cycles(moved)
-        kind = GM_XFER if "GM" in (sbuf, dbuf) else COMPUTE
-        chan = moved if kind == GM_XFER else 0
-    fn = None
-    if ctx.functional:
-        device, core = ctx.device, ctx.core
-
-        def fn():
-            for i, (so, do, n) in enumerate(blocks):
-                if gm_src is not None:
-                    data = device.memory.bytes_at(gm_src[i][0], n)
-                else:
-                    data = core.buffers[sbuf][src.offset + so:src.offset + so + n]
-                if gm_dst is not None:
-                    out = device.memory.bytes_at(gm_dst[i][0], n)
-                else:
-                    out = core.buffers[dbuf][dst.offset + do:dst.offset + do + n]
-                if out is not None and data is not None:
-                    out[...] = data
-    ctx.emit(Instr(pipe, name, kind, cycles, path=path or "UB_UB", nbytes=total, chan_bytes=chan,
-                   reads=tuple(reads), writes=tuple(writes), fn=fn,
-                   operands=f"{dst!r} <- {src!r}, {len(blocks)} x {blocks[0][2] if blocks else 0} B"))
-
-
-def DataCopy(dst, src, count_or_params) -> None:
-    """Contiguous copy of `count` elements (a whole number of 32-byte blocks), or a strided copy
-    with DataCopyParams."""
-    isz = (src.dtype or dst.dtype).itemsize
-    if isinstance(count_or_params, DataCopyParams):
-        p = count_or_params
-        blen = p.blockLen * 32
-        blocks = [(i * (blen + p.srcStride * 32), i * (blen + p.dstStride * 32), blen)
-                  for i in range(p.blockCount)]
-    else:
-        n = int(count_or_params) * isz
-        if n % 32:
-            raise _fault(_COPY_ROUTES.get((_buffer_of(src), _buffer_of(dst)), (None,))[0],
-                         f"DataCopy of {count_or_params} elements = {n} B is not a whole number of "
-                         f"32-byte blocks; use DataCopyPad for the tail")
-        blocks = [(0, 0, n)]
-    if not blocks or blocks[0][2] <= 0:
-        raise _fault(None, "DataCopy of nothing")
-    _copy(dst, src, blocks, "DataCopy")
-
-
-def DataCopyPad(dst, src, params: DataCopyExtParams, padParams: DataCopyPadExtParams | None = None) -> None:
-    """Copy blockCount blocks of blockLen bytes between GM and UB; UB blocks start 32-byte aligned
-    (the hardware pads each to 32 bytes)."""
-    p = params
-    if p.blockCount <= 0 or p.blockLen <= 0:
-        raise _fault(None, f"DataCopyPad with blockCount={p.blockCount}, blockLen={p.blockLen}")
-    row = align_up(p.blockLen, 32)
-    if _buffer_of(src) == "GM":      # GM -> UB: srcStride bytes in GM, dstStride 32-B blocks in UB
-        blocks = [(i * (p.blockLen + p.srcStride), i * (row + p.dstStride * 32), p.blockLen)
-                  for i in range(p.blockCount)]
-    else:                            # UB -> GM: srcStride 32-B blocks in UB, dstStride bytes in GM
-        blocks = [(i * (row + p.srcStride * 32), i * (p.blockLen + p.dstStride), p.blockLen)
-                  for i in range(p.blockCount)]
-    _copy(dst, src, blocks, "DataCopyPad")
-
-
-# ---------------------------------------------------------------------------------------------
-# vector instructions
-# ---------------------------------------------------------------------------------------------
-def _vec(op_class: str, name: str, dst: LocalTensor, srcs: tuple, count: int | None, compute,
-         cost_dtype=None) -> None:
-    ctx = current_context()
-    tensors = (dst,) + srcs
-    n = dst.size if count is None else int(count)
-    for t in tensors:
-        if not isinstance(t, LocalTensor):
-            raise _fault(PIPE_V, f"{name}: operands must be LocalTensors in UB, got {type(t).__name__}")
-        if t.buffer != "UB":
-            raise _fault(PIPE_V, f"{name}: vector operands live in UB, not {t.buffer}")
-        if n > t.size:
-            raise _fault(PIPE_V, f"{name}: count {n} exceeds the operand {t!r} ({t.size} elements)")
-    if n <= 0:
-        raise _fault(PIPE_V, f"{name}: count {n} must be positive")
-    nbytes = n * max(t.dtype.itemsize for t in tensors)
-    cycles = ctx.profile.vector_cycles(op_class, dtype_name(cost_dtype or dst.dtype), nbytes)
-    fn = None
-    if ctx.functional:
-        def fn():
-            compute(dst.view(ctx, n), *[s.view(ctx, n) for s in srcs])
-    ctx.emit(Instr("PIPE_V", name, COMPUTE, cycles, path=None,
-                   reads=tuple(s.span(n) for s in srcs), writes=(dst.span(n),), fn=fn,
-                   operands=f"{dst!r}, {', '.join(map(repr, srcs))}, {n}"))
-
-
-def _binary(op_class, name, ufunc):
-    def op(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, count: int | None = None):
-        if src0.dtype != dst.dtype or src1.dtype != dst.dtype:
-            raise _fault(PIPE_V, f"{name}: operand dtypes differ ({dst!r}, {src0!r}, {src1!r})")
-        _vec(op_class, name, dst, (src0, src1), count, lambda d, a, b: ufunc(a, b, out=d))
-    op.__name__ = name
-    return op
-
-
-def _unary(op_class, name, func):
-    def op(dst: LocalTensor, src: LocalTensor, count: int | None = None):
-        if src.dtype != dst.dtype:
-            raise _fault(PIPE_V, f"{name}: operand dtypes differ ({dst!r}, {src!r})")
-        _vec(op_class, name, dst, (src,), count, lambda d, a: func(a, d))
-    op.__name__ = name
-    return op
-
-
-def _scalar_op(op_class, name, ufunc):
-    def op(dst: LocalTensor, src: LocalTensor, scalar, count: int | None = None):
-        if src.dtype != dst.dtype:
-            raise _fault(PIPE_V, f"{name}: operand dtypes differ ({dst!r}, {src!r})")
-        s = dst.dtype.type(scalar)
-        _vec(op_class, name, dst, (src,), count, lambda d, a: ufunc(a, s, out=d))
-    op.__name__ = name
-    return op
-
-
-Add = _binary("add", "Add", np.add)
-Sub = _binary("sub", "Sub", np.subtract)
-Mul = _binary("mul", "Mul", np.multiply)
-Div = _binary("div", "Div", np.divide)
-Max = _binary("max", "Max", np.maximum)
-Min = _binary("min", "Min", np.minimum)
-Adds = _scalar_op("adds", "Adds", np.add)
-Muls = _scalar_op("muls", "Muls", np.multiply)
-Maxs = _scalar_op("maxs", "Maxs", np.maximum)
-Mins = _scalar_op("mins", "Mins", np.minimum)
-Exp = _unary("exp", "Exp", lambda a, d: np.exp(a, out=d))
-Ln = _unary("ln", "Ln", lambda a, d: np.log(a, out=d))
-Abs = _unary("abs", "Abs", lambda a, d: np.abs(a, out=d))
-Sqrt = _unary("sqrt", "Sqrt", lambda a, d: np.sqrt(a, out=d))
-Relu = _unary("maxs", "Relu", lambda a, d: np.maximum(a, a.dtype.type(0), out=d))
-Reciprocal = _unary("rec", "Reciprocal", lambda a, d: np.divide(a.dtype.type(1), a, out=d))
-
-
-def Duplicate(dst: LocalTensor, scalar, count: int | None = None) -> None:
-    s = dst.dtype.type(scalar)
-
-    def fill(d):
-        d[...] = s
-    _vec("dup", "Duplicate", dst, (), count, fill)
-
-
-def Copy(dst: LocalTensor, src: LocalTensor, count: int | None = None) -> None:
-    """UB -> UB vector copy."""
-    def copy(d, a):
-        d[...] = a
-    _vec("copy", "Copy", dst, (src,), count, copy)
-
-
-_ROUNDERS = {RoundMode.CAST_FLOOR: np.floor, RoundMode.CAST_CEIL: np.ceil,
-             RoundMode.CAST_TRUNC: np.trunc, RoundMode.CAST_RINT: np.rint,
-             RoundMode.CAST_NONE: np.rint,
-             RoundMode.CAST_ROUND: lambda a: np.sign(a) * np.floor(np.abs(a) + 0.5)}
-
-
-def Cast(dst: LocalTensor, src: LocalTensor, roundMode: RoundMode = RoundMode.CAST_NONE,
-         count: int | None = None) -> None:
-    """Convert between dtypes. Narrowing float casts round to nearest even (CAST_NONE/CAST_RINT);
-    casts to integers apply the round mode."""
-    to_int = dst.dtype.kind in "iu"
-    if not to_int and roundMode not in (RoundMode.CAST_NONE, RoundMode.CAST_RINT) \
-            and dst.dtype.itemsize < src.dtype.itemsize:
-        raise _fault(PIPE_V, f"Cast: round mode {roundMode.name} for float narrowing is not modelled")
-
-    def conv(d, a):
-        if to_int:
-            d[...] = _ROUNDERS[roundMode](a.astype(np.float64)).astype(d.dtype)
-        else:
-            d[...] = a.astype(d.dtype)
-    _vec("conv", "Cast", dst, (src,), count, conv,
-         cost_dtype=dst.dtype if dst.dtype.itemsize >= src.dtype.itemsize else src.dtype)
-
-
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "dataclass", "Enum",
-                                                                     "np", "ml_dtypes")]
+__all__ = [
+    "BUFFER_NUM",
+    "half",
+    "bfloat16",
+    "float32",
+    "int32",
+    "Pipe",
+    "PIPE_S",
+    "PIPE_V",
+    "PIPE_M",
+    "PIPE_MTE1",
+    "PIPE_MTE2",
+    "PIPE_MTE3",
+    "PIPE_FIX",
+    "PIPE_ALL",
+    "HardEvent",
+    "TPosition",
+    "RoundMode",
+    "LocalTensor",
+    "GM_ADDR",
+    "GlobalTensor",
+    "TPipe",
+    "TQue",
+    "TBuf",
+    "GetBlockIdx",
+    "GetBlockNum",
+    "SetFlag",
+    "WaitFlag",
+    "PipeBarrier",
+]

@@ -1,0 +1,204 @@
+"""Data movement: DataCopy and DataCopyPad between GM and the on-chip buffers (MTE2 / MTE3 /
+MTE1), with GM bounds, buffer bounds and alignment checked where the copy is written."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..machine import COMPUTE, GM_XFER, Instr, align_up, current_context
+from .base import GlobalTensor, LocalTensor, _fault
+
+@dataclass
+class DataCopyParams:
+    """Strided copy, in 32-byte blocks: blockCount blocks of blockLen units, with gaps srcStride /
+    dstStride units between blocks."""
+    blockCount: int = 1
+    blockLen: int = 0
+    srcStride: int = 0
+    dstStride: int = 0
+
+
+@dataclass
+class DataCopyExtParams:
+    """DataCopyPad's parameters: blockLen in bytes; the GM-side stride in bytes, the UB-side
+    stride in 32-byte blocks (each UB block starts 32-byte aligned)."""
+    blockCount: int = 1
+    blockLen: int = 0
+    srcStride: int = 0
+    dstStride: int = 0
+    rsv: int = 0
+
+
+@dataclass
+class DataCopyPadExtParams:
+    isPad: bool = False
+    leftPadding: int = 0
+    rightPadding: int = 0
+    paddingValue: float = 0
+
+
+# (source buffer, destination buffer) -> (pipe, profile path)
+_COPY_ROUTES = {("GM", "UB"): ("PIPE_MTE2", "GM_UB"), ("GM", "L1"): ("PIPE_MTE2", "GM_L1"),
+                ("UB", "GM"): ("PIPE_MTE3", "UB_GM"), ("L1", "UB"): ("PIPE_MTE1", "L1_UB"),
+                ("UB", "L1"): ("PIPE_MTE3", "UB_L1"), ("L0C", "UB"): ("PIPE_V", "L0C_UB"),
+                ("UB", "UB"): ("PIPE_V", None)}
+
+
+def _buffer_of(t) -> str:
+    return "GM" if isinstance(t, GlobalTensor) else t.buffer
+
+
+def _gm_blocks(g: GlobalTensor, blocks: list[tuple[int, int]], pipe: str, name: str):
+    """Check GM blocks (byte offset from g's pointer, byte length) against the extent the kernel
+    was given; return absolute address ranges."""
+    if g.ptr is None:
+        raise _fault(pipe, f"{name}: GlobalTensor used before SetGlobalBuffer")
+    out = []
+    for off, n in blocks:
+        lo = g.ptr.addr + off
+        hi = lo + n
+        if lo < g.ptr.base or hi > g.ptr.limit:
+            raise _fault(pipe, f"{name}: touches {g.ptr.name}[{lo - g.ptr.base}:{hi - g.ptr.base}] "
+                         f"(bytes) outside its extent [0:{g.ptr.limit - g.ptr.base}]")
+        out.append((lo, n))
+    return out
+
+
+def _local_check(t: LocalTensor, lo: int, hi: int, pipe: str, name: str) -> None:
+    ctx = current_context()
+    cap = ctx.core.kind.buffers.get(t.buffer)
+    if cap is None:
+        raise _fault(pipe, f"{name}: this core kind has no {t.buffer}")
+    if lo < 0 or hi > cap:
+        raise _fault(pipe, f"{name}: {t.buffer}[{lo}:{hi}] overflows {t.buffer} ({cap} B)")
+
+
+def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str) -> None:
+    """Emit one copy instruction moving `blocks` = [(src byte offset, dst byte offset, bytes)]
+    relative to the tensors' starts."""
+    ctx = current_context()
+    sbuf, dbuf = _buffer_of(src), _buffer_of(dst)
+    route = _COPY_ROUTES.get((sbuf, dbuf))
+    if route is None:
+        raise _fault(None, f"{name}: no copy path {sbuf} -> {dbuf} (use LoadData / Fixpipe for the cube path)")
+    pipe, path = route
+    if pipe not in ctx.core.kind.pipes:
+        raise _fault(pipe, f"{name}: {sbuf} -> {dbuf} needs {pipe}, which core kind {ctx.core.kind_name} lacks")
+    total = sum(b[2] for b in blocks)
+    # every burst moves whole 32-byte blocks
+    moved = sum(align_up(b[2], 32) for b in blocks)
+    reads, writes = [], []
+    gm_src = gm_dst = None
+    if sbuf == "GM":
+        gm_src = _gm_blocks(src, [(b[0], b[2]) for b in blocks], pipe, name)
+    else:
+        for so, _, n in blocks:
+            lo = src.offset + so
+            _local_check(src, lo, lo + n, pipe, name)
+            if lo % ctx.profile.alignment[sbuf]:
+                raise _fault(pipe, f"{name}: source {sbuf} address {lo} not {ctx.profile.alignment[sbuf]}-byte aligned")
+            reads.append((sbuf, lo, lo + n))
+    if dbuf == "GM":
+        gm_dst = _gm_blocks(dst, [(b[1], b[2]) for b in blocks], pipe, name)
+    else:
+        for _, do, n in blocks:
+            lo = dst.offset + do
+            _local_check(dst, lo, lo + n, pipe, name)
+            if lo % ctx.profile.alignment[dbuf]:
+                raise _fault(pipe, f"{name}: destination {dbuf} address {lo} not {ctx.profile.alignment[dbuf]}-byte aligned")
+            writes.append((dbuf, lo, lo + n))
+    if path is None:
+        cycles = ctx.profile.vector_cycles("copy", "FLOAT", moved)
+        kind, chan = COMPUTE, 0
+    else:
+        cycles = ctx.profile.path(path).cycles(moved)
+        kind = GM_XFER if "GM" in (sbuf, dbuf) else COMPUTE
+        chan = moved if kind == GM_XFER else 0
+    atomic = ctx.atomic if dbuf == "GM" else None
+    if atomic is not None:
+        name += "+AtomicAdd"
+    fn = None
+    if ctx.functional:
+        device, core = ctx.device, ctx.core
+
+        def fn():
+            for i, (so, do, n) in enumerate(blocks):
+                if gm_src is not None:
+                    data = device.memory.bytes_at(gm_src[i][0], n)
+                else:
+                    data = core.buffers[sbuf][src.offset + so:src.offset + so + n]
+                if gm_dst is not None:
+                    out = device.memory.bytes_at(gm_dst[i][0], n)
+                else:
+                    out = core.buffers[dbuf][dst.offset + do:dst.offset + do + n]
+                if out is None or data is None:
+                    continue
+                if atomic is not None:
+                    acc = out.view(atomic)
+                    acc += data.view(atomic)
+                else:
+                    out[...] = data
+    ctx.emit(Instr(pipe, name, kind, cycles, path=path or "UB_UB", nbytes=total, chan_bytes=chan,
+                   reads=tuple(reads), writes=tuple(writes), fn=fn,
+                   operands=f"{dst!r} <- {src!r}, {len(blocks)} x {blocks[0][2] if blocks else 0} B"))
+
+
+def SetAtomicAdd(dtype) -> None:
+    """Later copies into GM add (in dtype) to what is there instead of overwriting it, as the
+    hardware's atomic add in L2 does. Same cost as a plain store [ASSUMPTION]."""
+    current_context().atomic = np.dtype(dtype)
+
+
+def SetAtomicNone() -> None:
+    current_context().atomic = None
+
+
+def DataCopy(dst, src, count_or_params) -> None:
+    """Contiguous copy of `count` elements (a whole number of 32-byte blocks), or a strided copy
+    with DataCopyParams."""
+    isz = (src.dtype or dst.dtype).itemsize
+    if isinstance(count_or_params, DataCopyParams):
+        p = count_or_params
+        blen = p.blockLen * 32
+        blocks = [(i * (blen + p.srcStride * 32), i * (blen + p.dstStride * 32), blen)
+                  for i in range(p.blockCount)]
+    else:
+        n = int(count_or_params) * isz
+        if n % 32:
+            raise _fault(_COPY_ROUTES.get((_buffer_of(src), _buffer_of(dst)), (None,))[0],
+                         f"DataCopy of {count_or_params} elements = {n} B is not a whole number of "
+                         f"32-byte blocks; use DataCopyPad for the tail")
+        blocks = [(0, 0, n)]
+    if not blocks or blocks[0][2] <= 0:
+        raise _fault(None, "DataCopy of nothing")
+    _copy(dst, src, blocks, "DataCopy")
+
+
+def DataCopyPad(dst, src, params: DataCopyExtParams, padParams: DataCopyPadExtParams | None = None) -> None:
+    """Copy blockCount blocks of blockLen bytes between GM and UB; UB blocks start 32-byte aligned
+    (the hardware pads each to 32 bytes)."""
+    p = params
+    if p.blockCount <= 0 or p.blockLen <= 0:
+        raise _fault(None, f"DataCopyPad with blockCount={p.blockCount}, blockLen={p.blockLen}")
+    row = align_up(p.blockLen, 32)
+    if _buffer_of(src) == "GM":      # GM -> UB: srcStride bytes in GM, dstStride 32-B blocks in UB
+        blocks = [(i * (p.blockLen + p.srcStride), i * (row + p.dstStride * 32), p.blockLen)
+                  for i in range(p.blockCount)]
+    else:                            # UB -> GM: srcStride 32-B blocks in UB, dstStride bytes in GM
+        blocks = [(i * (row + p.srcStride * 32), i * (p.blockLen + p.dstStride), p.blockLen)
+                  for i in range(p.blockCount)]
+    _copy(dst, src, blocks, "DataCopyPad")
+
+
+
+
+__all__ = [
+    "DataCopyParams",
+    "DataCopyExtParams",
+    "DataCopyPadExtParams",
+    "SetAtomicAdd",
+    "SetAtomicNone",
+    "DataCopy",
+    "DataCopyPad",
+]
