@@ -161,7 +161,9 @@ def _make_phase2(op: OpDef):
 
         def done(rec: TaskRecord):
             from .report import Report
-            executor.report = Report.from_task(rec, executor)
+            executor.report = Report.from_task(rec, executor.profile, op.name, executor.plan.workspace,
+                                               executor.workspace_size, executor.plan.tiling,
+                                               rt.functional)
             executor.reports.append(executor.report)
             rt.reports.append(executor.report)
 

@@ -166,3 +166,67 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
                     outputs[p.name][...] = ht.arr
         report = executor.report
         return RunResult(op, outputs, ws_size, report.cycles, report.time_us, report, report.trace)
+
+
+@dataclass
+class KernelResult:
+    """What run_kernel returns: every array argument as it is after the kernel (copies; the
+    arrays passed in are not modified), and the cost."""
+    outputs: dict[str, np.ndarray]
+    cycles: float
+    time_us: float
+    report: Report
+    trace: Trace = field(repr=False)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.outputs[name]
+
+
+def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vector",
+               soc: str | None = None, mode: str = "functional", profile: Profile | None = None,
+               name: str | None = None, trace: bool = True) -> KernelResult:
+    """Run your own kernel body (written with simulator.kernel) on a simulated chip.
+
+    `args` maps the body's parameter names to values: numpy arrays become GM_ADDR pointers to
+    device copies of them; anything else (a tiling struct, ints) is passed as it is. `kind` is
+    'vector' (AIV on A2), 'cube' (AIC on A2) or 'mix'; on the coupled chips all run on AI cores.
+    Raises KernelError with the core, pipe and instruction at fault."""
+    from .kernel import GM_ADDR
+    from .machine import KernelLaunch
+    rt = acl.Runtime()
+    with acl.use_runtime(rt):
+        ret = acl.aclInit(None, soc=soc, mode=mode, profile=profile, trace=trace)
+        if ret:
+            _fail(ret)
+        acl.aclrtSetDevice(0)
+        placed: dict[str, tuple[int, np.ndarray]] = {}
+        values = []
+        for key, v in args.items():
+            if isinstance(v, np.ndarray):
+                a = np.ascontiguousarray(v).copy()
+                ptr, ret = acl.aclrtMalloc(max(a.nbytes, 1), 0)
+                if ret:
+                    _fail(ret)
+                if a.nbytes:
+                    acl.aclrtMemcpy(ptr, a.nbytes, a, a.nbytes, acl.aclrtMemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
+                placed[key] = (ptr, a)
+                values.append(GM_ADDR(ptr, a.nbytes, a.dtype, key))
+            else:
+                values.append(v)
+        label = name or getattr(body, "__name__", "kernel")
+        box: dict[str, Report] = {}
+
+        def done(rec):
+            box["report"] = Report.from_task(rec, rt.profile, label, functional=rt.functional)
+
+        acl.enqueue(rt.default_stream, label, [KernelLaunch(label, body, block_dim, kind, tuple(values))], done)
+        ret = acl.aclrtSynchronizeStream(None)
+        if ret:
+            raise KernelError(acl.aclGetRecentErrMsg())
+        outputs = {}
+        for key, (ptr, a) in placed.items():
+            if a.nbytes:
+                acl.aclrtMemcpy(a, a.nbytes, ptr, a.nbytes, acl.aclrtMemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
+            outputs[key] = a
+        report = box["report"]
+        return KernelResult(outputs, report.cycles, report.time_us, report, report.trace)

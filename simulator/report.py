@@ -34,8 +34,9 @@ class Report:
     trace: "Trace" = field(repr=False, default=None)
 
     @classmethod
-    def from_task(cls, rec: TaskRecord, executor) -> "Report":
-        profile: Profile = executor.profile
+    def from_task(cls, rec: TaskRecord, profile: Profile, op: str,
+                  workspace: list[tuple[str, int]] = (), workspace_bytes: int = 0,
+                  tiling: dict | None = None, functional: bool = True) -> "Report":
         cycles = rec.end - rec.start
         us = profile.cycles_to_us(cycles)
         cores: dict[str, dict[str, float]] = {}
@@ -82,12 +83,11 @@ class Report:
         launches = [{"name": l.name, "block_dim": l.block_dim, "core_kind": l.core_kind,
                      "start_cycle": l.start - rec.start, "cycles": l.end - l.start}
                     for l in rec.launches]
-        ws = [{"purpose": name, "bytes": n} for name, n in executor.plan.workspace]
-        return cls(op=executor.op.name, soc=profile.soc_version,
-                   mode="functional" if executor_functional(executor) else "timing",
+        ws = [{"purpose": name, "bytes": n} for name, n in workspace]
+        return cls(op=op, soc=profile.soc_version, mode="functional" if functional else "timing",
                    clock_mhz=profile.clock_mhz,
-                   workspace_bytes=executor.workspace_size, workspace_breakdown=ws,
-                   tiling=dict(executor.plan.tiling), cycles=cycles, time_us=us, launches=launches,
+                   workspace_bytes=workspace_bytes, workspace_breakdown=ws,
+                   tiling=dict(tiling or {}), cycles=cycles, time_us=us, launches=launches,
                    instructions=rec.instructions, cores=cores, pipes=pipes, paths=paths,
                    device_memory=device_memory, bound=bound, utilisation=util,
                    roofline_cycles=roofline,
@@ -121,11 +121,6 @@ class Report:
         lines.append(f"  bound by   {self.bound} ({self.utilisation[self.bound]:.0%} of the call); "
                      f"roofline {self.roofline_cycles:,.0f} cycles = {self.roofline_efficiency:.0%} of achieved")
         return "\n".join(lines)
-
-
-def executor_functional(executor) -> bool:
-    from . import acl
-    return acl.runtime().functional
 
 
 class Trace:
