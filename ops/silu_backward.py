@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register
-from simulator.enums import NUMPY_OF, dtype_name, param_invalid, param_nullptr
+from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register, tiling_override
+from simulator.enums import NUMPY_OF, AclnnError, aclnnStatus, dtype_name, param_invalid, param_nullptr
 from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, Cast, DataCopy, DataCopyExtParams,
                               DataCopyPad, Exp, GetBlockIdx, GlobalTensor, Mul, Muls, Reciprocal,
                               RoundMode, TBuf, TPipe, TPosition, TQue, float32)
@@ -127,18 +127,38 @@ def silu_backward_kernel(gradOutput: GM_ADDR, x: GM_ADDR, gradInput: GM_ADDR, ti
     op.Process()
 
 
-def plan_tiling(n: int, dtype: np.dtype, profile) -> tuple[int, SiluBackwardTiling]:
+TILING_FIELDS = {"blockLength", "tileLength"}
+
+
+def plan_tiling(n: int, dtype: np.dtype, profile, override: dict | None = None) -> tuple[int, SiluBackwardTiling]:
+    """Block split over the vector cores and the UB tile; `override` forces blockLength and/or
+    tileLength (tiling experiments) and is checked against UB capacity (561002)."""
     isz = dtype.itemsize
     fp32 = dtype != np.float32
     # UB bytes per tile element: in queue 2 slots x 2 tensors, out queue 2 slots, fp32 temps
     per_elem = BUFFER_NUM * 2 * isz + BUFFER_NUM * isz + (4 if fp32 else 2) * 4
     repeat_elems = profile.vector.repeat_bytes // 4            # a full fp32 repeat
-    tile = ub_bytes(profile) // per_elem // repeat_elems * repeat_elems
+    max_tile = ub_bytes(profile) // per_elem // repeat_elems * repeat_elems
     align = profile.vector.repeat_bytes // isz
     ncores = vector_core_count(profile)
-    block = max(align_up(ceil_div(n, ncores), align), MIN_BLOCK_ELEMS)
+    override = override or {}
+    block = int(override.get("blockLength", max(align_up(ceil_div(n, ncores), align), MIN_BLOCK_ELEMS)))
+    tile = int(override.get("tileLength", min(max_tile, align_up(block, repeat_elems))))
+    if block <= 0 or tile <= 0:
+        raise AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR,
+                         f"tiling override: blockLength {block} and tileLength {tile} must be positive")
+    if tile * per_elem > ub_bytes(profile):
+        raise AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR,
+                         f"tiling override: tileLength {tile} needs {tile * per_elem} B of UB "
+                         f"({per_elem} B per element), UB holds {ub_bytes(profile)} B")
+    if (tile * isz) % 32 or (block * isz) % 32:
+        raise AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR,
+                         f"tiling override: blockLength and tileLength must be multiples of "
+                         f"{32 // isz} elements (32 bytes)")
     block_dim = ceil_div(n, block)
-    return block_dim, SiluBackwardTiling(n, block, min(tile, align_up(block, repeat_elems)), fp32)
+    if block_dim > 65535:
+        raise AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR, f"blockDim {block_dim} exceeds 65535")
+    return block_dim, SiluBackwardTiling(n, block, tile, fp32)
 
 
 def check(a: dict, profile) -> None:
@@ -184,7 +204,7 @@ def plan(a: dict, profile) -> Plan:
     if not gi.is_contiguous():
         workspace.append(("contiguous gradInput before the strided write-back", nbytes))
         copy_out = len(workspace) - 1
-    block_dim, tiling = plan_tiling(n, dtype, profile)
+    block_dim, tiling = plan_tiling(n, dtype, profile, tiling_override("SiluBackward", TILING_FIELDS))
     builders = {name: view_copy_launch(t, name, profile, gather=True)[0] for name, t, _ in copies_in}
     out_builder = view_copy_launch(gi, "gradInput", profile, gather=False)[0] if copy_out is not None else None
     plan_obj = Plan(workspace, lambda ws: [], {

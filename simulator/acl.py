@@ -134,6 +134,7 @@ class Runtime:
         self._streams = 0
         self.last_error = ""
         self.reports: list[Any] = []
+        self.tiling_overrides: dict[str, dict] = {}   # operator -> tiling fields to force
 
     def error(self, code: int, message: str) -> int:
         self.last_error = message

@@ -214,6 +214,27 @@ def _bind(op: OpDef, args: tuple, kwargs: dict) -> dict:
     return bound
 
 
+# ---- tiling experiments -------------------------------------------------------------------------
+def set_tiling_override(op: str, tiling: dict | None) -> None:
+    """Force tiling fields for an operator's next plans (tiling experiments); None clears."""
+    rt = acl.runtime()
+    if tiling:
+        rt.tiling_overrides[op] = dict(tiling)
+    else:
+        rt.tiling_overrides.pop(op, None)
+
+
+def tiling_override(op: str, allowed: set[str]) -> dict:
+    """The override an operator's planner must apply; a field it does not know -> 561002."""
+    tiling = acl.runtime().tiling_overrides.get(op) or {}
+    unknown = set(tiling) - allowed
+    if unknown:
+        raise AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR,
+                         f"{op} tiling override has unknown field(s) {', '.join(sorted(unknown))}; "
+                         f"it takes {', '.join(sorted(allowed))}")
+    return tiling
+
+
 # ---- checks shared by operators ----------------------------------------------------------------
 def check_tensor_view(t, name: str) -> None:
     """A tensor that is not null must describe a valid view of device memory it owns (161002)."""

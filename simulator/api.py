@@ -90,13 +90,15 @@ def _to_arg(name: str, kind: str, value):
 
 
 def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: Profile | None = None,
-        format: aclFormat | None = None, trace: bool = True, **params) -> RunResult:
+        format: aclFormat | None = None, trace: bool = True, tiling: dict | None = None,
+        **params) -> RunResult:
     """Run one aclnn operator call on a simulated chip and return its outputs and report.
 
     Keyword names are the aclnn parameter names. Tensors are numpy arrays (any layout; BF16 as
     ml_dtypes.bfloat16). Outputs may be passed (they are written in place) or left out (then they
     are allocated from the operator's shape rules). `mode="timing"` skips the data. Raises
-    AclnnError (with .status) for a rejected call and KernelError for a kernel fault."""
+    AclnnError (with .status) for a rejected call and KernelError for a kernel fault.
+    `tiling` forces fields of the operator's tiling (561002 if they cannot work)."""
     opdef = aclnn.REGISTRY.get(op)
     if opdef is None:
         raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
@@ -113,6 +115,7 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
         if ret:
             _fail(ret)
         acl.aclrtSetDevice(0)
+        aclnn.set_tiling_override(op, tiling)
         host: dict[str, _HostTensor] = {}
         args: dict[str, Any] = {}
         for p in opdef.inputs:
