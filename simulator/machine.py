@@ -20,7 +20,7 @@ import numpy as np
 import simpy
 
 from .enums import KernelError
-from .memory import DeviceMemory, MemoryChannel
+from .memory import DeviceMemory, L2Cache, MemoryChannel
 from .profile import CoreKind, Profile
 
 # instruction kinds
@@ -33,15 +33,18 @@ class Instr:
     reads / writes: local-buffer byte ranges (buffer, start, stop) for the sanitizer;
     fn: the functional effect, run when the instruction completes (skipped in timing-only mode);
     path / nbytes: the data path and bytes moved (for cost and the report)."""
-    __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "reads",
-                 "writes", "fn", "flag", "ready", "index", "operands", "event")
+    __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "gm", "gm_write",
+                 "reads", "writes", "fn", "flag", "ready", "index", "operands", "event")
 
     def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
                  path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
                  reads: tuple = (), writes: tuple = (), fn: Callable | None = None,
-                 flag: tuple | None = None, operands: str = ""):
+                 flag: tuple | None = None, operands: str = "", gm: tuple = (),
+                 gm_write: bool = False):
         self.pipe, self.name, self.kind, self.cycles = pipe, name, kind, cycles
+        # chan_bytes: bytes through L2 (whole 32-B bursts); gm: the GM ranges [(addr, n)] touched
         self.path, self.nbytes, self.chan_bytes = path, nbytes, chan_bytes
+        self.gm, self.gm_write = gm, gm_write
         self.reads, self.writes, self.fn, self.flag = reads, writes, fn, flag
         self.operands = operands
         self.ready = 0.0
@@ -84,8 +87,10 @@ class TaskRecord:
     work: dict[tuple[str, str], float] = field(default_factory=dict)   # same, without contention
     path_bytes: dict[str, int] = field(default_factory=dict)
     path_cycles: dict[str, float] = field(default_factory=dict)
-    channel_bytes: int = 0
-    channel_cycles: float = 0.0
+    l2_bytes: int = 0            # GM traffic of the cores (all of it passes through L2)
+    hbm_bytes: int = 0           # what reached device memory: read misses and dirty evictions
+    l2_hit_lines: int = 0
+    l2_miss_lines: int = 0
     instructions: int = 0
     cores_used: dict[str, set] = field(default_factory=dict)             # core kind -> core names
     trace: list[tuple] = field(default_factory=list)   # (core index, pipe, name, start, dur, GM bytes)
@@ -164,7 +169,10 @@ class Device:
         self.tracing = trace
         self.env = simpy.Environment()
         self.memory = DeviceMemory(profile.device_memory.bytes, functional)
-        self.channel = MemoryChannel(profile.device_bytes_per_cycle)
+        self.l2 = L2Cache(profile.l2.bytes, profile.l2.line_bytes)
+        self.l2_channel = MemoryChannel(profile.l2_bytes_per_cycle)
+        self.hbm = MemoryChannel(profile.device_bytes_per_cycle)
+        self.miss_latency = profile.l2.miss_latency_cycles
         self.cores: dict[str, list[CoreState]] = {}
         self.free_cores: dict[str, simpy.Store] = {}
         index = 0
@@ -330,11 +338,22 @@ class Device:
                                      f"written in this block (missing copy-in or missing flag)")
             start = env.now
             core.pipe_state[pipe] = f"executing {instr.describe()}"
+            hbm_bytes = 0
             if kind == GM_XFER:
-                done = start + instr.cycles
-                if instr.chan_bytes:
-                    done = max(done, self.channel.reserve(start, instr.chan_bytes))
-                    rec.channel_bytes += instr.chan_bytes
+                # through L2: a hit streams at the path's rate within the L2's chip-wide
+                # bandwidth; misses and dirty evictions also cross the device-memory channel
+                l2 = self.l2
+                hits, misses = l2.hit_lines, l2.miss_lines
+                fetch, evicted = l2.access(instr.gm, instr.gm_write)
+                rec.l2_hit_lines += l2.hit_lines - hits
+                rec.l2_miss_lines += l2.miss_lines - misses
+                hbm_bytes = fetch + evicted
+                done = start + instr.cycles + (self.miss_latency if fetch else 0.0)
+                done = max(done, self.l2_channel.reserve(start, instr.chan_bytes))
+                if hbm_bytes:
+                    done = max(done, self.hbm.reserve(start, hbm_bytes))
+                rec.l2_bytes += instr.chan_bytes
+                rec.hbm_bytes += hbm_bytes
                 dur = done - start
             else:
                 dur = instr.cycles
@@ -350,7 +369,7 @@ class Device:
                 rec.path_bytes[instr.path] = rec.path_bytes.get(instr.path, 0) + instr.nbytes
                 rec.path_cycles[instr.path] = rec.path_cycles.get(instr.path, 0.0) + dur
             if tracing:
-                trace.append((core.index, pipe, instr.name, start, dur, instr.chan_bytes))
+                trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
         core.pipe_state[pipe] = "finished"
         rec.busy[busy_key] = rec.busy.get(busy_key, 0.0) + busy
         rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work

@@ -1,8 +1,9 @@
-"""Device memory (GM): allocations in a device address space, and the chip-wide channel that all
-cores' GM traffic shares."""
+"""Device memory (GM): allocations in a device address space, the shared L2 cache in front of it,
+and the chip-wide channels (L2 and device memory) that all cores' GM traffic shares."""
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 
 import numpy as np
 
@@ -71,9 +72,10 @@ class DeviceMemory:
 
 
 class MemoryChannel:
-    """The chip-wide device-memory channel. Every GM transfer reserves its bytes on it in arrival
-    order (first come, first served), so one core alone gets its own path's rate while all cores
-    together saturate at the chip's bandwidth. The reservation is analytic: no SimPy events."""
+    """A chip-wide channel (the L2's bandwidth, or device memory's). A transfer reserves its bytes
+    in arrival order (first come, first served), so one core alone gets its own path's rate while
+    all cores together saturate at the channel's bandwidth. The reservation is analytic: no SimPy
+    events."""
 
     def __init__(self, bytes_per_cycle: float):
         self.bytes_per_cycle = bytes_per_cycle
@@ -89,3 +91,47 @@ class MemoryChannel:
         self.busy_cycles += occupancy
         self.bytes += nbytes
         return self.free_at
+
+
+class L2Cache:
+    """Tags of the shared L2: LRU over lines, write-back, write-allocate without a fetch (a core's
+    write fills its bytes). A read miss fetches the missing bytes of each line it touches, in
+    32-byte sectors; evicting a dirty line writes the whole line back. The cache holds no data
+    (GM arrays do): it only decides which bytes go to device memory."""
+
+    SECTOR = 32
+
+    def __init__(self, nbytes: int, line: int):
+        self.line = line
+        self.capacity = max(nbytes // line, 1)
+        self.lines: OrderedDict[int, bool] = OrderedDict()     # line -> dirty
+        self.hit_lines = 0
+        self.miss_lines = 0
+
+    def access(self, ranges, write: bool) -> tuple[int, int]:
+        """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
+        bytes of dirty lines evicted to it)."""
+        line, lines, sector = self.line, self.lines, self.SECTOR
+        fetch = evicted = 0
+        for addr, n in ranges:
+            if n <= 0:
+                continue
+            end = addr + n
+            for ln in range(addr // line, (end - 1) // line + 1):
+                if ln in lines:
+                    lines.move_to_end(ln)
+                    if write:
+                        lines[ln] = True
+                    self.hit_lines += 1
+                    continue
+                self.miss_lines += 1
+                if not write:
+                    lo = max(addr, ln * line) // sector
+                    hi = -(-min(end, (ln + 1) * line) // sector)
+                    fetch += (hi - lo) * sector
+                lines[ln] = write
+                if len(lines) > self.capacity:
+                    _, dirty = lines.popitem(last=False)
+                    if dirty:
+                        evicted += line
+        return fetch, evicted

@@ -80,6 +80,8 @@ class L2Cache(_Frozen):
     line_bytes: int = Field(gt=0)
     read_latency_cycles: float = Field(ge=0)
     write_latency_cycles: float = Field(ge=0)
+    miss_latency_cycles: float = Field(ge=0, description="extra latency of a transfer that misses")
+    # device-memory bandwidth / L2 bandwidth, chip-wide: a miss streams at this fraction of a hit
     miss_bandwidth_ratio: float = Field(gt=0, le=1)
 
 
@@ -144,6 +146,11 @@ class Profile(_Frozen):
     def device_bytes_per_cycle(self) -> float:
         """Chip-wide device-memory bandwidth in bytes per core cycle."""
         return self.device_memory.bandwidth_GBps * 1e9 / self.hz
+
+    @property
+    def l2_bytes_per_cycle(self) -> float:
+        """Chip-wide L2 bandwidth in bytes per core cycle (device memory's / miss ratio)."""
+        return self.device_bytes_per_cycle / self.l2.miss_bandwidth_ratio
 
     def core_kind_for(self, kernel_kind: str) -> tuple[str, CoreKind]:
         for name, kind in self.cores.items():

@@ -27,6 +27,7 @@ class Report:
     pipes: dict[str, dict[str, float]]            # pipe -> busy/work totals and fractions
     paths: dict[str, dict[str, float]]            # data path -> bytes, GB/s
     device_memory: dict[str, float]
+    l2: dict[str, float]
     bound: str
     utilisation: dict[str, float]                 # resource -> fraction of the call it was needed
     roofline_cycles: float
@@ -61,14 +62,20 @@ class Report:
         paths = {p: {"bytes": b, "GBps": b / (us * 1e3) if us else 0.0,
                      "busy_cycles": rec.path_cycles.get(p, 0.0)}
                  for p, b in sorted(rec.path_bytes.items())}
-        chan_cycles = rec.channel_bytes / profile.device_bytes_per_cycle
-        dm_gbps = rec.channel_bytes / (us * 1e3) if us else 0.0
-        device_memory = {"bytes": rec.channel_bytes, "busy_cycles": chan_cycles,
+        chan_cycles = rec.hbm_bytes / profile.device_bytes_per_cycle
+        l2_cycles = rec.l2_bytes / profile.l2_bytes_per_cycle
+        dm_gbps = rec.hbm_bytes / (us * 1e3) if us else 0.0
+        device_memory = {"bytes": rec.hbm_bytes, "busy_cycles": chan_cycles,
                          "GBps": dm_gbps, "peak_GBps": profile.device_memory.bandwidth_GBps,
                          "fraction_of_peak": dm_gbps / profile.device_memory.bandwidth_GBps}
+        lines = rec.l2_hit_lines + rec.l2_miss_lines
+        l2 = {"bytes": rec.l2_bytes, "busy_cycles": l2_cycles,
+              "GBps": rec.l2_bytes / (us * 1e3) if us else 0.0,
+              "hit_rate": rec.l2_hit_lines / lines if lines else 0.0}
         launch_cycles = len(rec.launches) * profile.runtime.launch_overhead_us * profile.clock_mhz
         # utilisation: the time each resource needed (without contention) over the call's time
         util = {"device memory": chan_cycles / cycles if cycles else 0.0,
+                "L2": l2_cycles / cycles if cycles else 0.0,
                 "launch overhead": launch_cycles / cycles if cycles else 0.0}
         per_pipe_bound = 0.0
         for pipe in pipes:
@@ -79,7 +86,7 @@ class Report:
                          if pipe in kind.pipes and set(kind.runs))
             per_pipe_bound = max(per_pipe_bound, sum(rec.work[k] for k in keys) / max(ncores, 1))
         bound = max(util, key=lambda k: util[k]) if cycles else "nothing (empty call)"
-        roofline = launch_cycles + max(chan_cycles, per_pipe_bound)
+        roofline = launch_cycles + max(chan_cycles, l2_cycles, per_pipe_bound)
         launches = [{"name": l.name, "block_dim": l.block_dim, "core_kind": l.core_kind,
                      "start_cycle": l.start - rec.start, "cycles": l.end - l.start}
                     for l in rec.launches]
@@ -89,7 +96,7 @@ class Report:
                    workspace_bytes=workspace_bytes, workspace_breakdown=ws,
                    tiling=dict(tiling or {}), cycles=cycles, time_us=us, launches=launches,
                    instructions=rec.instructions, cores=cores, pipes=pipes, paths=paths,
-                   device_memory=device_memory, bound=bound, utilisation=util,
+                   device_memory=device_memory, l2=l2, bound=bound, utilisation=util,
                    roofline_cycles=roofline,
                    roofline_efficiency=roofline / cycles if cycles else 1.0,
                    trace=Trace(rec, profile))
@@ -116,6 +123,8 @@ class Report:
         dm = self.device_memory
         lines.append(f"  device mem {dm['bytes']:,} B at {dm['GBps']:,.1f} GB/s = "
                      f"{dm['fraction_of_peak']:.1%} of {dm['peak_GBps']:g} GB/s")
+        lines.append(f"  L2         {self.l2['bytes']:,} B at {self.l2['GBps']:,.1f} GB/s, "
+                     f"hit rate {self.l2['hit_rate']:.1%}")
         for path, p in self.paths.items():
             lines.append(f"    {path:<8} {p['bytes']:>14,} B  {p['GBps']:>9,.1f} GB/s")
         lines.append(f"  bound by   {self.bound} ({self.utilisation[self.bound]:.0%} of the call); "

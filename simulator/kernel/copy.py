@@ -139,7 +139,9 @@ def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str) -> None:
                     acc += data.view(atomic)
                 else:
                     out[...] = data
+    gm_ranges = tuple(gm_dst if gm_dst is not None else gm_src or ())
     ctx.emit(Instr(pipe, name, kind, cycles, path=path or "UB_UB", nbytes=total, chan_bytes=chan,
+                   gm=gm_ranges, gm_write=gm_dst is not None,
                    reads=tuple(reads), writes=tuple(writes), fn=fn,
                    operands=f"{dst!r} <- {src!r}, {len(blocks)} x {blocks[0][2] if blocks else 0} B"))
 
