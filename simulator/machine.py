@@ -39,20 +39,23 @@ class Instr:
     def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
                  path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
                  reads: tuple = (), writes: tuple = (), fn: Callable | None = None,
-                 flag: tuple | None = None, operands: str = "", gm: tuple = (),
+                 flag: tuple | None = None, operands: tuple | str = (), gm: tuple = (),
                  gm_write: bool = False):
         self.pipe, self.name, self.kind, self.cycles = pipe, name, kind, cycles
         # chan_bytes: bytes through L2 (whole 32-B bursts); gm: the GM ranges [(addr, n)] touched
         self.path, self.nbytes, self.chan_bytes = path, nbytes, chan_bytes
         self.gm, self.gm_write = gm, gm_write
         self.reads, self.writes, self.fn, self.flag = reads, writes, fn, flag
-        self.operands = operands
+        self.operands = operands      # formatted only when an error or a deadlock names it
         self.ready = 0.0
         self.index = -1
         self.event = None
 
     def describe(self) -> str:
-        ops = f"({self.operands})" if self.operands else ""
+        ops = self.operands
+        if isinstance(ops, tuple):
+            ops = ", ".join(map(str, ops))
+        ops = f"({ops})" if ops else ""
         return f"instruction #{self.index} {self.name}{ops}"
 
 
@@ -232,7 +235,7 @@ class Device:
         for instr in program + [Instr(p, "END", END) for p in core.kind.pipes]:
             if instr.kind == BARRIER and instr.flag == "PIPE_ALL":
                 # the scalar unit stalls until every pipe has drained
-                core.scalar_state = f"PipeBarrier(PIPE_ALL) ({instr.describe()})"
+                core.scalar_state = ("stalled at {instr} until every pipe drains", instr)
                 marks = []
                 for p in core.kind.pipes:
                     m = Instr(p, "PipeBarrier(PIPE_ALL)", BARRIER)
@@ -246,7 +249,7 @@ class Device:
                 continue
             q = queues[instr.pipe]
             if len(q) >= depth:
-                core.scalar_state = f"waiting for room in the {instr.pipe} queue to issue {instr.describe()}"
+                core.scalar_state = ("waiting for room in the {pipe} queue to issue {instr}", instr)
                 yield from self._put(core, q, wake, space, instr, ts)
                 ts = max(ts, env.now)
                 core.scalar_state = "issuing"
@@ -310,7 +313,7 @@ class Device:
                 if core.flags.get(key):
                     core.flags[key] = False
                 else:
-                    core.pipe_state[pipe] = f"waiting for flag {key[0]}->{key[1]} id {key[2]} at {instr.describe()}"
+                    core.pipe_state[pipe] = ("waiting for flag {flag} at {instr}", instr)
                     ev = env.event()
                     core.waiters[key] = ev
                     yield ev
@@ -337,7 +340,7 @@ class Device:
                     raise core.fault(pipe, instr, f"reads {buf}[{lo}:{hi}] but byte {bad} was never "
                                      f"written in this block (missing copy-in or missing flag)")
             start = env.now
-            core.pipe_state[pipe] = f"executing {instr.describe()}"
+            core.pipe_state[pipe] = ("executing {instr}", instr)
             hbm_bytes = 0
             if kind == GM_XFER:
                 # through L2: a hit streams at the path's rate within the L2's chip-wide
@@ -377,11 +380,18 @@ class Device:
     # ---- diagnosis -----------------------------------------------------------------------------
     def deadlock_report(self) -> str:
         lines = ["deadlock: the event queue drained while pipes still wait"]
+        def text(state):
+            if isinstance(state, tuple):
+                form, instr = state
+                flag = instr.flag
+                flag = f"{flag[0]}->{flag[1]} id {flag[2]}" if isinstance(flag, tuple) else ""
+                return form.format(instr=instr.describe(), pipe=instr.pipe, flag=flag)
+            return state
         for core in sorted(self.active, key=lambda c: c.index):
-            lines.append(f"  core {core.name} (block {core.block}): scalar {core.scalar_state}")
+            lines.append(f"  core {core.name} (block {core.block}): scalar {text(core.scalar_state)}")
             for p, s in core.pipe_state.items():
-                if s not in ("finished",):
-                    lines.append(f"    {p}: {s}")
+                if s != "finished":
+                    lines.append(f"    {p}: {text(s)}")
         return "\n".join(lines)
 
 

@@ -397,7 +397,7 @@ def _flag(kind: int, src: str, dst: str, event_id: int, name: str) -> None:
                      f"{name}: event id {event_id} outside 0..{limit - 1} on this chip")
     pipe = src if kind == SET else dst
     ctx.emit(Instr(pipe, name, kind, flag=(src, dst, event_id),
-                   operands=f"{src}->{dst}, id {event_id}"))
+                   operands=(f"{src}->{dst}", f"id {event_id}")))
 
 
 def SetFlag(event: HardEvent, eventID: int) -> None:

@@ -143,7 +143,7 @@ def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str) -> None:
     ctx.emit(Instr(pipe, name, kind, cycles, path=path or "UB_UB", nbytes=total, chan_bytes=chan,
                    gm=gm_ranges, gm_write=gm_dst is not None,
                    reads=tuple(reads), writes=tuple(writes), fn=fn,
-                   operands=f"{dst!r} <- {src!r}, {len(blocks)} x {blocks[0][2] if blocks else 0} B"))
+                   operands=(dst, src, f"{len(blocks)} x {blocks[0][2] if blocks else 0} B")))
 
 
 def SetAtomicAdd(dtype) -> None:

@@ -29,7 +29,7 @@ def _vec(op_class: str, name: str, dst: LocalTensor, srcs: tuple, count: int | N
             compute(dst.view(ctx, n), *[s.view(ctx, n) for s in srcs])
     ctx.emit(Instr("PIPE_V", name, COMPUTE, cycles, path=None,
                    reads=tuple(s.span(n) for s in srcs), writes=(dst.span(n),), fn=fn,
-                   operands=f"{dst!r}, {', '.join(map(repr, srcs))}, {n}"))
+                   operands=(dst, *srcs, n)))
 
 
 def _binary(op_class, name, ufunc):
