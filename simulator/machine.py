@@ -11,7 +11,6 @@ The engine knows instructions, pipes, buffers and paths; it never knows an opera
 """
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -24,7 +23,7 @@ from .memory import DeviceMemory, L2Cache, MemoryChannel
 from .profile import CoreKind, Profile
 
 # instruction kinds
-COMPUTE, GM_XFER, SET, WAIT, BARRIER, END = range(6)
+COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT = range(8)
 
 
 class Instr:
@@ -134,10 +133,12 @@ class BlockContext:
     """What a kernel body sees while it records one block: the core, the block index and count,
     the program being recorded and the launch's functional flag. simulator.kernel reads it."""
 
-    def __init__(self, device: "Device", core: CoreState, block_idx: int, block_num: int):
+    def __init__(self, device: "Device", core: CoreState, block_idx: int, block_num: int,
+                 group: "Group | None" = None, sub_block: int = 0):
         self.device, self.core = device, core
         self.profile = device.profile
         self.block_idx, self.block_num = block_idx, block_num
+        self.group, self.sub_block = group, sub_block
         self.program: list[Instr] = []
         self.functional = device.functional
         self.pipe_alloc: Any = None   # the block's TPipe (simulator.kernel)
@@ -150,6 +151,23 @@ class BlockContext:
         instr.index = len(self.program)
         self.program.append(instr)
         return instr
+
+
+@dataclass
+class Group:
+    """The cores that run one block of a launch together: on A2 a mix kernel's block is one AIC
+    and its AIVs (sharing data only through GM, synchronised by cross-core flags); otherwise one
+    core. `participants` counts the launch's cores per kind (for mode-0 cross-core barriers)."""
+    launch_id: int
+    block: int
+    cores: list[CoreState]
+    participants: dict[str, int]
+
+    def aic(self) -> CoreState | None:
+        return next((c for c in self.cores if "cube" in c.kind.units and "vector" not in c.kind.units), None)
+
+    def aivs(self) -> list[CoreState]:
+        return [c for c in self.cores if "vector" in c.kind.units and "cube" not in c.kind.units]
 
 
 _current: list[BlockContext] = []
@@ -192,29 +210,54 @@ class Device:
         self.depth = profile.sync.pipe_queue_depth
         self.issue_cycles = profile.sync.scalar_issue_cycles
         self.active: set[CoreState] = set()
+        self._launches = 0
+        self.dispatching: dict[int, str] = {}
+        self.xcount: dict[tuple, int] = {}               # cross-core flag counters
+        self.xwaiters: dict[tuple, list] = {}            # key -> [(event, need, consume)]
+        self.xwaits_done: dict[tuple, int] = {}          # (core, flag) -> mode-0 waits so far
+        self.xlimit = profile.sync.cross_core_counter_limit
 
     # ---- launches ----------------------------------------------------------------------------
     def run_launch(self, launch: KernelLaunch, rec: TaskRecord):
         """SimPy process: the launch overhead, then blocks dispatched to free cores of the right
-        kind as they free up (more blocks than cores run in waves)."""
-        kind_name, _ = self.profile.core_kind_for(launch.kind)
+        kind as they free up (more blocks than cores run in waves). On A2 a mix kernel's block
+        takes one AIC and its share of AIVs together."""
+        kind_name, kind = self.profile.core_kind_for(launch.kind)
+        partners: list[tuple[str, int]] = []
+        if launch.kind == "mix" and "vector" not in kind.units:
+            vname, vkind = self.profile.core_kind_for("vector")
+            partners = [(vname, max(vkind.count // max(kind.count, 1), 1))]
+        participants = {kind_name: launch.block_dim}
+        participants.update({n: launch.block_dim * r for n, r in partners})
+        self._launches += 1
+        launch_id = self._launches
         lrec = LaunchRecord(launch.name, launch.block_dim, kind_name, start=self.env.now)
         rec.launches.append(lrec)
         yield self.env.timeout(self.launch_cycles)
-        pool = self.free_cores[kind_name]
         running = []
         for b in range(launch.block_dim):
-            core = yield pool.get()
-            running.append(self.env.process(self._block(core, launch, b, rec, pool)))
+            self.dispatching[launch_id] = (f"launch {launch.name}: block {b} of {launch.block_dim} "
+                                           f"waits for a free {kind_name} core")
+            core = yield self.free_cores[kind_name].get()
+            members = [(core, 0)]
+            for pname, ratio in partners:
+                for sub in range(ratio):
+                    members.append(((yield self.free_cores[pname].get()), sub))
+            group = Group(launch_id, b, [c for c, _ in members], participants)
+            for c, sub in members:
+                running.append(self.env.process(self._block(c, launch, b, rec, group, sub)))
+        self.dispatching.pop(launch_id, None)
         if running:
             yield simpy.AllOf(self.env, running)
         lrec.end = self.env.now
 
-    def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, pool):
+    def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
+               sub: int):
+        pool = self.free_cores[core.kind_name]
         core.reset_for_block(b)
         self.active.add(core)
         rec.cores_used.setdefault(core.kind_name, set()).add(core.name)
-        ctx = BlockContext(self, core, b, launch.block_dim)
+        ctx = BlockContext(self, core, b, launch.block_dim, group, sub)
         _current.append(ctx)
         try:
             launch.body(*launch.args)
@@ -228,7 +271,7 @@ class Device:
         wake: dict[str, simpy.Event | None] = {p: None for p in core.kind.pipes}
         space: dict[str, simpy.Event | None] = {p: None for p in core.kind.pipes}
         env = self.env
-        pipes = [env.process(self._pipe(core, p, queues[p], wake, space, rec))
+        pipes = [env.process(self._pipe(core, p, queues[p], wake, space, rec, group))
                  for p in core.kind.pipes]
         ts = env.now
         depth, issue = self.depth, self.issue_cycles
@@ -244,6 +287,12 @@ class Device:
                     yield from self._put(core, queues[p], wake, space, m, ts)
                     ts = max(ts, env.now)
                 yield simpy.AllOf(env, marks)
+                ts = max(ts, env.now)
+                core.scalar_state = "issuing"
+                continue
+            if instr.kind == XWAIT and instr.pipe == "PIPE_S":
+                core.scalar_state = ("waiting for a cross-core flag at {instr}", instr)
+                yield from self._xwait(core, group, instr, max(ts, env.now))
                 ts = max(ts, env.now)
                 core.scalar_state = "issuing"
                 continue
@@ -284,7 +333,61 @@ class Device:
             wake[instr.pipe] = None
             ev.succeed()
 
-    def _pipe(self, core: CoreState, pipe: str, q: deque, wake, space, rec: TaskRecord):
+    # ---- cross-core flags (A2) -------------------------------------------------------------
+    def _xtargets(self, core: CoreState, group: Group, mode: int) -> list[tuple]:
+        lid, flag_targets = group.launch_id, []
+        if mode == 0:
+            return [(lid, core.kind_name)]
+        aic, aivs = group.aic(), group.aivs()
+        if mode == 1:
+            flag_targets = [c for c in aivs if c is not core]
+        elif mode == 2:
+            flag_targets = aivs if core is aic else ([aic] if aic is not None else [])
+        return [(lid, c.name) for c in flag_targets]
+
+    def _xset(self, core: CoreState, group: Group, instr: Instr) -> None:
+        flag, mode = instr.flag
+        targets = self._xtargets(core, group, mode)
+        if not targets:
+            raise core.fault(instr.pipe, instr, f"CrossCoreSetFlag mode {mode} has no partner core "
+                             f"in this launch (mode 1 needs two AIVs, mode 2 an AIC and AIVs: a mix kernel)")
+        for t in targets:
+            key = t + (flag,)
+            n = self.xcount.get(key, 0) + 1
+            if mode != 0 and n > self.xlimit:
+                raise core.fault(instr.pipe, instr, f"cross-core flag {flag} of {t[1]} set {n} times "
+                                 f"without a wait: the counter holds {self.xlimit}")
+            self.xcount[key] = n
+            waiters = self.xwaiters.get(key)
+            while waiters and waiters[0][1] <= self.xcount[key]:
+                ev, need, consume = waiters.pop(0)
+                if consume:
+                    self.xcount[key] -= need
+                ev.succeed()
+
+    def _xwait(self, core: CoreState, group: Group, instr: Instr, ts: float):
+        flag, mode = instr.flag
+        if ts > self.env.now:
+            yield self.env.timeout(ts - self.env.now)
+        if mode == 0:
+            key = (group.launch_id, core.kind_name, flag)
+            done = self.xwaits_done.get((group.launch_id, core.name, flag), 0) + 1
+            self.xwaits_done[(group.launch_id, core.name, flag)] = done
+            need, consume = done * group.participants[core.kind_name], False
+        else:
+            key = (group.launch_id, core.name, flag)
+            need = len(group.aivs()) if (mode == 2 and core is group.aic()) else 1
+            consume = True
+        if self.xcount.get(key, 0) >= need:
+            if consume:
+                self.xcount[key] -= need
+            return
+        ev = self.env.event()
+        self.xwaiters.setdefault(key, []).append((ev, need, consume))
+        yield ev
+
+    def _pipe(self, core: CoreState, pipe: str, q: deque, wake, space, rec: TaskRecord,
+              group: Group):
         env = self.env
         functional = self.functional
         tracing = self.tracing
@@ -332,6 +435,13 @@ class Device:
             if kind == BARRIER:
                 if instr.event is not None:
                     instr.event.succeed()
+                continue
+            if kind == XSET:
+                self._xset(core, group, instr)
+                continue
+            if kind == XWAIT:
+                core.pipe_state[pipe] = ("waiting for a cross-core flag at {instr}", instr)
+                yield from self._xwait(core, group, instr, env.now)
                 continue
             for buf, lo, hi in instr.reads:
                 v = valid[buf][lo:hi]
@@ -384,9 +494,11 @@ class Device:
             if isinstance(state, tuple):
                 form, instr = state
                 flag = instr.flag
-                flag = f"{flag[0]}->{flag[1]} id {flag[2]}" if isinstance(flag, tuple) else ""
+                if isinstance(flag, tuple) and len(flag) == 3:
+                    flag = f"{flag[0]}->{flag[1]} id {flag[2]}"
                 return form.format(instr=instr.describe(), pipe=instr.pipe, flag=flag)
             return state
+        lines += [f"  {d}" for d in self.dispatching.values()]
         for core in sorted(self.active, key=lambda c: c.index):
             lines.append(f"  core {core.name} (block {core.block}): scalar {text(core.scalar_state)}")
             for p, s in core.pipe_state.items():
@@ -403,5 +515,6 @@ def align_up(a: int, b: int) -> int:
     return -(-a // b) * b
 
 
-__all__ = ["Device", "KernelLaunch", "TaskRecord", "Instr", "BlockContext", "current_context",
-           "COMPUTE", "GM_XFER", "SET", "WAIT", "BARRIER", "END", "ceil_div", "align_up", "math"]
+__all__ = ["Device", "KernelLaunch", "TaskRecord", "Instr", "BlockContext", "Group", "current_context",
+           "COMPUTE", "GM_XFER", "SET", "WAIT", "BARRIER", "END", "XSET", "XWAIT", "ceil_div",
+           "align_up"]

@@ -94,6 +94,7 @@ class DeviceMemory(_Frozen):
 class SyncLimits(_Frozen):
     event_ids: int = Field(gt=0)
     cross_core_flag_ids: int = Field(ge=0)
+    cross_core_counter_limit: int = Field(ge=0)
     pipe_queue_depth: int = Field(gt=0)
     scalar_issue_cycles: float = Field(ge=0)
 

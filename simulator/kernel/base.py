@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 
 from ..enums import KernelError, dtype_name
-from ..machine import BARRIER, SET, WAIT, Instr, align_up, current_context
+from ..machine import BARRIER, SET, WAIT, XSET, XWAIT, Instr, align_up, current_context
 
 BUFFER_NUM = 2
 half = np.dtype(np.float16)
@@ -382,6 +382,55 @@ def GetBlockNum() -> int:
     return current_context().block_num
 
 
+def GetSubBlockIdx() -> int:
+    """On A2 mix kernels: which of the block's AIVs this is (0 or 1); 0 elsewhere."""
+    return current_context().sub_block
+
+
+def GetTaskRation() -> int:
+    """AIVs per AIC in a mix kernel's block (2 on A2), 1 elsewhere."""
+    g = current_context().group
+    return max(len(g.aivs()), 1) if g is not None and g.aic() is not None else 1
+
+
+def ASCEND_IS_AIC() -> bool:
+    """True on a core with the cube unit (an AIC on A2, any AI core on the coupled chips)."""
+    return "cube" in current_context().core.kind.units
+
+
+def ASCEND_IS_AIV() -> bool:
+    """True on a core with the vector unit (an AIV on A2, any AI core on the coupled chips)."""
+    return "vector" in current_context().core.kind.units
+
+
+def _cross_core(kind: int, name: str, flagId: int, modeId: int, pipe) -> None:
+    ctx = current_context()
+    p = Pipe(pipe).value
+    n = ctx.profile.sync.cross_core_flag_ids
+    if n == 0:
+        raise _fault(p, f"{name}: {ctx.profile.soc_version} has no cross-core flags (A2 only)")
+    if not 0 <= int(flagId) < n:
+        raise _fault(p, f"{name}: flag id {flagId} outside 0..{n - 1}")
+    if modeId not in (0, 1, 2):
+        raise _fault(p, f"{name}: mode {modeId} is not 0 (all cores of a kind), 1 (the two AIVs "
+                     f"of a block) or 2 (AIC <-> AIV of a block)")
+    ctx.emit(Instr(p, name, kind, flag=(int(flagId), int(modeId)),
+                   operands=(f"flag {flagId}", f"mode {modeId}")))
+
+
+def CrossCoreSetFlag(flagId: int, modeId: int = 0, pipe: Pipe = Pipe.PIPE_S) -> None:
+    """Signal other cores of the launch when `pipe` reaches this point (A2). Mode 0: every core
+    of this kind; 1: the block's other AIV; 2: AIC -> its AIVs, or AIV -> its AIC."""
+    _cross_core(XSET, "CrossCoreSetFlag", flagId, modeId, pipe)
+
+
+def CrossCoreWaitFlag(flagId: int, modeId: int = 0, pipe: Pipe = Pipe.PIPE_S) -> None:
+    """Wait for a cross-core flag. On PIPE_S the scalar unit stops issuing until it is set;
+    on another pipe only that pipe waits. Mode 0 is a barrier over all cores of this kind; in
+    mode 2 an AIC waits for all its AIVs."""
+    _cross_core(XWAIT, "CrossCoreWaitFlag", flagId, modeId, pipe)
+
+
 def _fault(pipe, reason: str) -> KernelError:
     ctx = current_context()
     pipe = pipe.value if isinstance(pipe, Pipe) else (pipe or "PIPE_S")
@@ -447,6 +496,12 @@ __all__ = [
     "GetBlockIdx",
     "GetBlockNum",
     "SetFlag",
+    "GetSubBlockIdx",
+    "GetTaskRation",
+    "ASCEND_IS_AIC",
+    "ASCEND_IS_AIV",
+    "CrossCoreSetFlag",
+    "CrossCoreWaitFlag",
     "WaitFlag",
     "PipeBarrier",
 ]
