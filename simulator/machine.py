@@ -108,7 +108,7 @@ class CoreState:
         self.buffers = {b: (np.zeros(n, dtype=np.uint8) if functional else None)
                         for b, n in kind.buffers.items()}
         self.valid: dict[str, np.ndarray] = {}
-        self.flags: dict[tuple, bool] = {}
+        self.flags: dict[tuple, Instr | None] = {}     # flag -> the SetFlag that set it
         self.waiters: dict[tuple, simpy.Event] = {}
         self.pipe_state: dict[str, str] = {}
         self.scalar_state = "idle"
@@ -312,11 +312,11 @@ class Device:
             ts += issue
         core.scalar_state = "done issuing"
         yield simpy.AllOf(env, pipes)
-        leftover = [k for k, v in core.flags.items() if v]
+        leftover = [(k, v) for k, v in core.flags.items() if v]
         if leftover:
-            src, dst, eid = leftover[0]
-            raise core.fault(dst, None, f"block ended with flag {src}->{dst} id {eid} set but never "
-                             f"waited on (every SetFlag needs a matching WaitFlag)")
+            (src, dst, eid), setter = leftover[0]
+            raise core.fault(src, setter, f"block ended with flag {src}->{dst} id {eid} set but "
+                             f"never waited on (every SetFlag needs a matching WaitFlag)")
         self.active.discard(core)
         core.block = -1
         yield pool.put(core)
@@ -414,7 +414,7 @@ class Device:
             if kind == WAIT:
                 key = instr.flag
                 if core.flags.get(key):
-                    core.flags[key] = False
+                    core.flags[key] = None
                 else:
                     core.pipe_state[pipe] = ("waiting for flag {flag} at {instr}", instr)
                     ev = env.event()
@@ -423,14 +423,15 @@ class Device:
                 continue
             if kind == SET:
                 key = instr.flag
-                if core.flags.get(key):
+                first = core.flags.get(key)
+                if first:
                     raise core.fault(pipe, instr, f"flag {key[0]}->{key[1]} id {key[2]} set twice "
-                                     f"without a wait between")
+                                     f"without a wait between (first set by {first.describe()})")
                 waiter = core.waiters.pop(key, None)
                 if waiter is not None:
                     waiter.succeed()        # handed straight to the waiting pipe
                 else:
-                    core.flags[key] = True
+                    core.flags[key] = instr
                 continue
             if kind == BARRIER:
                 if instr.event is not None:
@@ -461,7 +462,10 @@ class Device:
                 rec.l2_hit_lines += l2.hit_lines - hits
                 rec.l2_miss_lines += l2.miss_lines - misses
                 hbm_bytes = fetch + evicted
-                done = start + instr.cycles + (self.miss_latency if fetch else 0.0)
+                local = instr.cycles
+                if fetch:
+                    local = self.profile.path(instr.path).cycles(instr.chan_bytes, self.miss_latency)
+                done = start + local
                 done = max(done, self.l2_channel.reserve(start, instr.chan_bytes))
                 if hbm_bytes:
                     done = max(done, self.hbm.reserve(start, hbm_bytes))

@@ -45,11 +45,12 @@ class PathCost(_Frozen):
     burst_bytes_per_cycle: float | None = Field(default=None, gt=0)
     min_burst_bytes: int = Field(default=32, ge=1)
 
-    def cycles(self, nbytes: int) -> float:
+    def cycles(self, nbytes: int, extra_latency: float = 0.0) -> float:
+        """extra_latency: e.g. an L2 miss, hidden like the path's own latency on long transfers."""
         if nbytes <= 0:
             return 0.0
         burst = self.burst_bytes_per_cycle or self.bytes_per_cycle
-        return max(self.latency_cycles + nbytes / burst, nbytes / self.bytes_per_cycle)
+        return max(self.latency_cycles + extra_latency + nbytes / burst, nbytes / self.bytes_per_cycle)
 
 
 class CoreKind(_Frozen):

@@ -1,0 +1,380 @@
+"""The machine itself, with kernels written in the micro-program language: the sanitizer (each
+fault names core, pipe and instruction), cross-core flags, streams, the shared memory system."""
+import re
+
+import numpy as np
+import pytest
+
+import simulator
+from simulator import acl
+from simulator.kernel import (ASCEND_IS_AIC, PIPE_MTE3, PIPE_S, Adds, CrossCoreSetFlag,
+                              CrossCoreWaitFlag, DataCopy, Exp, GetBlockIdx, GetBlockNum,
+                              GetSubBlockIdx, GlobalTensor, HardEvent, PipeBarrier, PIPE_ALL,
+                              SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag, float32)
+from simulator.machine import KernelLaunch
+
+WHERE = re.compile(r"core (aiv|aic|aicore)\d+ \(block \d+\), PIPE_\w+")
+
+
+def fault_of(body, block_dim=1, soc=None, kind="vector", **arrays):
+    arrays = arrays or {"x": np.zeros(1024, np.float32)}
+    with pytest.raises(simulator.KernelError) as e:
+        simulator.run_kernel(body, block_dim, arrays, soc=soc, kind=kind)
+    msg = str(e.value)
+    return msg
+
+
+def _ub(nbytes=8192):
+    pipe = TPipe()
+    b = TBuf()
+    pipe.InitBuffer(b, nbytes)
+    return pipe, b.Get(float32)
+
+
+def _gm(x):
+    g = GlobalTensor()
+    g.SetGlobalBuffer(x)
+    return g
+
+
+# ---- sanitizer -------------------------------------------------------------------------------
+def k_deadlock(x):
+    _, t = _ub()
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Exp(t, t, 64)
+
+
+def k_double_set(x):
+    SetFlag(HardEvent.MTE2_V, 1)
+    SetFlag(HardEvent.MTE2_V, 1)
+    WaitFlag(HardEvent.MTE2_V, 1)
+
+
+def k_uninitialised(x):
+    _, t = _ub()
+    Exp(t, t, 64)
+
+
+def k_gm_out_of_bounds(x):
+    _, t = _ub()
+    DataCopy(t, _gm(x)[512], 1024)
+
+
+def k_ub_overflow(x):
+    _ub(300000)
+
+
+def k_misaligned(x):
+    _, t = _ub()
+    DataCopy(t[3], _gm(x), 64)
+
+
+def k_not_32_bytes(x):
+    _, t = _ub()
+    DataCopy(t, _gm(x), 7)
+
+
+def k_flag_never_waited(x):
+    SetFlag(HardEvent.MTE2_V, 1)
+
+
+def k_alloc_full_queue(x):
+    pipe = TPipe()
+    q = TQue(TPosition.VECIN, 2)
+    pipe.InitBuffer(q, 2, 1024)
+    q.AllocTensor(float32)
+    q.AllocTensor(float32)
+    q.AllocTensor(float32)
+
+
+def k_deque_empty(x):
+    pipe = TPipe()
+    q = TQue(TPosition.VECIN, 2)
+    pipe.InitBuffer(q, 2, 1024)
+    q.DeQue(float32)
+
+
+def k_vector_count_too_big(x):
+    _, t = _ub(1024)
+    Exp(t, t, 1000)
+
+
+def k_too_many_event_ids(x):
+    pipe = TPipe()
+    qs = [TQue(TPosition.VECIN, 2) for _ in range(3)]
+    for q in qs:
+        pipe.InitBuffer(q, 2, 1024)
+
+
+@pytest.mark.parametrize("body, soc, reason", [
+    (k_deadlock, None, "deadlock"),
+    (k_double_set, None, "set twice without a wait"),
+    (k_uninitialised, None, "never written in this block"),
+    (k_gm_out_of_bounds, None, "outside its extent"),
+    (k_ub_overflow, None, "UB holds 196608 B"),
+    (k_misaligned, None, "not 32-byte aligned"),
+    (k_not_32_bytes, None, "not a whole number of 32-byte blocks"),
+    (k_flag_never_waited, None, "never waited on"),
+    (k_alloc_full_queue, None, "all 2 buffers are in use"),
+    (k_deque_empty, None, "empty VECIN queue"),
+    (k_vector_count_too_big, None, "exceeds the operand"),
+    (k_too_many_event_ids, "Ascend910A", "out of event ids"),
+])
+def test_each_fault_names_core_pipe_and_instruction(body, soc, reason):
+    msg = fault_of(body, soc=soc)
+    assert reason in msg
+    assert "instruction #" in msg
+    if reason == "deadlock":
+        assert re.search(r"core aiv0 \(block 0\).*\n\s+PIPE_V: waiting for flag", msg), msg
+    else:
+        assert WHERE.search(msg), msg
+
+
+def test_deadlock_report_says_what_each_pipe_waits_on():
+    msg = fault_of(k_deadlock, block_dim=2)
+    assert "event queue drained" in msg
+    assert msg.count("waiting for flag PIPE_MTE2->PIPE_V id 0") == 2
+
+
+def test_fault_in_one_call_leaves_the_runtime_usable():
+    with acl.use_runtime(acl.Runtime()):
+        acl.aclInit(None)
+        acl.aclrtSetDevice(0)
+        ptr, _ = acl.aclrtMalloc(4096)
+        from simulator.kernel import GM_ADDR
+        arg = GM_ADDR(ptr, 4096, np.float32, "x")
+        acl.enqueue(acl.runtime().default_stream, "bad", [KernelLaunch("bad", k_deadlock, 1, "vector", (arg,))],
+                    lambda rec: None)
+        assert acl.aclrtSynchronizeStream(None) == 507015
+        assert "deadlock" in acl.aclGetRecentErrMsg()
+        done = []
+        acl.enqueue(acl.runtime().default_stream, "ok", [KernelLaunch("ok", lambda x: None, 1, "vector", (arg,))],
+                    lambda rec: done.append(rec))
+        assert acl.aclrtSynchronizeStream(None) == 0 and done
+
+
+# ---- cross-core flags (A2) ---------------------------------------------------------------------
+def k_mix_handoff(buf):
+    pipe = TPipe()
+    if ASCEND_IS_AIC():
+        CrossCoreSetFlag(3, 2, PIPE_S)         # AIC -> both AIVs of the block
+        CrossCoreWaitFlag(4, 2)                # waits for both AIVs
+    else:
+        CrossCoreWaitFlag(3, 2)
+        b = TBuf()
+        pipe.InitBuffer(b, 4096)
+        t = b.Get(float32, 512)
+        g = GlobalTensor()
+        g.SetGlobalBuffer(buf + (GetBlockIdx() * 2 + GetSubBlockIdx()) * 512, 512)
+        DataCopy(t, g, 512)
+        SetFlag(HardEvent.MTE2_V, 0)
+        WaitFlag(HardEvent.MTE2_V, 0)
+        Adds(t, t, float(GetBlockIdx() + 1), 512)
+        SetFlag(HardEvent.V_MTE3, 0)
+        WaitFlag(HardEvent.V_MTE3, 0)
+        DataCopy(g, t, 512)
+        CrossCoreSetFlag(4, 2, PIPE_MTE3)
+
+
+def test_mix_kernel_runs_aic_with_its_two_aivs():
+    r = simulator.run_kernel(k_mix_handoff, 3, {"buf": np.zeros(3 * 1024, np.float32)}, kind="mix")
+    expect = np.repeat(np.arange(1, 4, dtype=np.float32), 1024)
+    np.testing.assert_array_equal(r["buf"], expect)
+    assert len([c for c in r.report.cores if c.startswith("aic")]) == 3
+    assert len([c for c in r.report.cores if c.startswith("aiv")]) == 6
+
+
+def k_barrier(buf):
+    for _ in range(3):
+        CrossCoreSetFlag(1, 0)
+        CrossCoreWaitFlag(1, 0)
+
+
+def test_mode0_barrier_and_its_deadlock_when_blocks_exceed_cores():
+    simulator.run_kernel(k_barrier, 8, {"buf": np.zeros(8, np.float32)})
+    msg = fault_of(k_barrier, block_dim=50, buf=np.zeros(8, np.float32))
+    assert "waits for a free aiv core" in msg and "cross-core flag" in msg
+
+
+def k_overset(buf):
+    if ASCEND_IS_AIC():
+        for _ in range(16):
+            CrossCoreSetFlag(2, 2)
+
+
+def test_cross_core_counter_limit_and_chips_without_flags():
+    assert "the counter holds 15" in fault_of(k_overset, kind="mix", buf=np.zeros(8, np.float32))
+    assert "no cross-core flags" in fault_of(k_barrier, soc="Ascend910A", buf=np.zeros(8, np.float32))
+    assert "no partner core" in fault_of(k_overset, kind="cube", buf=np.zeros(8, np.float32))
+
+
+# ---- memory system -------------------------------------------------------------------------------
+def k_stream(x, y, n_per_block, tile):
+    """Each block copies its slice of x to y through UB, double-buffered by queues."""
+    pipe = TPipe()
+    q = TQue(TPosition.VECIN, 2)
+    pipe.InitBuffer(q, 2, tile * 4)
+    start = GetBlockIdx() * n_per_block
+    xg, yg = GlobalTensor(), GlobalTensor()
+    xg.SetGlobalBuffer(x + start, n_per_block)
+    yg.SetGlobalBuffer(y + start, n_per_block)
+    for i in range(n_per_block // tile):
+        t = q.AllocTensor(float32)
+        DataCopy(t, xg[i * tile], tile)
+        q.EnQue(t)
+        t = q.DeQue(float32)
+        q.FreeTensor(t)
+    PipeBarrier(PIPE_ALL)
+
+
+def _stream_run(blocks, n_per_block, soc="Ascend910B1", profile=None, tile=8192):
+    x = np.zeros(blocks * n_per_block, np.float32)
+    return simulator.run_kernel(k_stream, blocks, {"x": x, "y": x.copy(), "n_per_block": n_per_block,
+                                                   "tile": tile}, soc=soc, profile=profile, mode="timing")
+
+
+def test_device_memory_never_faster_than_its_bandwidth():
+    p = simulator.load_profile("Ascend910B1")
+    r = _stream_run(48, 1 << 20)           # 48 x 4 MiB of reads, far beyond what one core can pull
+    dm = r.report.device_memory
+    assert dm["GBps"] <= p.device_memory.bandwidth_GBps * (1 + 1e-9)
+    assert dm["GBps"] >= 0.85 * p.device_memory.bandwidth_GBps
+    one = _stream_run(1, 1 << 20)
+    per_core_peak = p.paths["GM_UB"].bytes_per_cycle * p.clock_mhz / 1e3   # GB/s
+    assert one.report.paths["GM_UB"]["GBps"] <= per_core_peak * (1 + 1e-9)
+    assert one.report.paths["GM_UB"]["GBps"] >= 0.8 * per_core_peak
+
+
+def test_what_if_bandwidth_scales_a_bandwidth_bound_kernel():
+    p = simulator.load_profile("Ascend910B1")
+    base = _stream_run(48, 1 << 19).cycles
+    fast = _stream_run(48, 1 << 19, profile=p.override({"device_memory.bandwidth_GBps": 3200})).cycles
+    assert fast < 0.8 * base
+
+
+def k_read_twice(x, n, tile):
+    pipe = TPipe()
+    b = TBuf()
+    pipe.InitBuffer(b, tile * 4)
+    t = b.Get(float32)
+    g = GlobalTensor()
+    g.SetGlobalBuffer(x, n)
+    for _ in range(2):
+        for i in range(n // tile):
+            DataCopy(t, g[i * tile], tile)
+            PipeBarrier(PIPE_ALL)
+
+
+def test_l2_holds_what_fits_and_misses_what_does_not():
+    small = np.zeros(1 << 16, np.float32)            # 256 KiB: second pass hits
+    r = simulator.run_kernel(k_read_twice, 1, {"x": small, "n": small.size, "tile": 8192}, mode="timing")
+    assert r.report.l2["hit_rate"] == pytest.approx(0.5)
+    assert r.report.device_memory["bytes"] == small.nbytes
+    p = simulator.load_profile("Ascend910B1").override({"l2.bytes": 128 * 1024})
+    r2 = simulator.run_kernel(k_read_twice, 1, {"x": small, "n": small.size, "tile": 8192},
+                              mode="timing", profile=p)
+    assert r2.report.l2["hit_rate"] == 0.0
+    assert r2.report.device_memory["bytes"] == 2 * small.nbytes
+    assert r2.cycles > r.cycles
+
+
+# ---- streams -----------------------------------------------------------------------------------
+def _launch(blocks):
+    return KernelLaunch("copy", k_stream, blocks, "vector")
+
+
+def _run_streams(plan):
+    """plan: list of (stream index, blocks); returns elapsed cycles of the whole device run."""
+    with acl.use_runtime(acl.Runtime()):
+        acl.aclInit(None, mode="timing")
+        acl.aclrtSetDevice(0)
+        from simulator.kernel import GM_ADDR
+        n = 1 << 16
+        streams = [acl.aclrtCreateStream()[0] for _ in range(2)]
+        ends = []
+        for si, blocks in plan:
+            ptr, _ = acl.aclrtMalloc(blocks * n * 4)
+            arg = GM_ADDR(ptr, blocks * n * 4, np.float32, "x")
+            launch = KernelLaunch("copy", k_stream, blocks, "vector", (arg, arg, n, 8192))
+            acl.enqueue(streams[si], "copy", [launch], lambda rec: ends.append(rec.end))
+        for s in streams:
+            assert acl.aclrtSynchronizeStream(s) == 0
+        return max(ends)
+
+
+def test_streams_overlap_on_free_cores_and_serialise_within_a_stream():
+    one = _run_streams([(0, 16)])
+    serial = _run_streams([(0, 16), (0, 16)])
+    parallel = _run_streams([(0, 16), (1, 16)])
+    assert serial >= 2 * one * 0.99
+    assert parallel < 0.75 * serial
+
+
+def test_events_order_streams():
+    with acl.use_runtime(acl.Runtime()):
+        acl.aclInit(None, mode="timing")
+        acl.aclrtSetDevice(0)
+        from simulator.kernel import GM_ADDR
+        ptr, _ = acl.aclrtMalloc(16 * 65536 * 4)
+        arg = GM_ADDR(ptr, 16 * 65536 * 4, np.float32, "x")
+        s0, _ = acl.aclrtCreateStream()
+        s1, _ = acl.aclrtCreateStream()
+        ev, _ = acl.aclrtCreateEvent()
+        start, _ = acl.aclrtCreateEvent()
+        recs = {}
+        acl.aclrtRecordEvent(start, s0)
+        acl.enqueue(s0, "a", [KernelLaunch("a", k_stream, 16, "vector", (arg, arg, 65536, 8192))],
+                    lambda r: recs.setdefault("a", r))
+        acl.aclrtRecordEvent(ev, s0)
+        acl.aclrtStreamWaitEvent(s1, ev)
+        acl.enqueue(s1, "b", [KernelLaunch("b", k_stream, 16, "vector", (arg, arg, 65536, 8192))],
+                    lambda r: recs.setdefault("b", r))
+        assert acl.aclrtSynchronizeStream(s1) == 0
+        assert recs["b"].start >= recs["a"].end
+        ms, ret = acl.aclrtEventElapsedTime(start, ev)
+        assert ret == 0 and ms == pytest.approx((recs["a"].end - recs["a"].start) / 1850 / 1000, rel=1e-6)
+
+
+# ---- determinism and modes ---------------------------------------------------------------------
+def k_blocks(x, nblocks):
+    pipe = TPipe()
+    b = TBuf()
+    pipe.InitBuffer(b, 4096)
+    t = b.Get(float32, 1024)
+    g = GlobalTensor()
+    per = 1024
+    g.SetGlobalBuffer(x + GetBlockIdx() * per, per)
+    DataCopy(t, g, per)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Exp(t, t, per)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(g, t, per)
+    assert GetBlockNum() == nblocks
+
+
+def test_waves_timing_equals_functional_and_is_deterministic():
+    x = np.linspace(-1, 1, 100 * 1024, dtype=np.float32)
+    f = simulator.run_kernel(k_blocks, 100, {"x": x, "nblocks": 100})
+    t = simulator.run_kernel(k_blocks, 100, {"x": x, "nblocks": 100}, mode="timing")
+    f2 = simulator.run_kernel(k_blocks, 100, {"x": x, "nblocks": 100})
+    assert f.cycles == t.cycles == f2.cycles
+    np.testing.assert_allclose(f["x"], np.exp(x), rtol=1e-6)
+    assert np.array_equal(x, np.linspace(-1, 1, 100 * 1024, dtype=np.float32))   # input untouched
+    one_wave = simulator.run_kernel(k_blocks, 48, {"x": x, "nblocks": 48}, mode="timing").cycles
+    assert f.cycles > 2 * (one_wave - 2.0 * 1850) * 0.9      # 100 blocks on 48 AIVs = 3 waves
+
+
+def test_trace_is_chrome_format_with_named_cores_and_pipes():
+    r = simulator.run_kernel(k_blocks, 100, {"x": np.zeros(100 * 1024, np.float32), "nblocks": 100},
+                             mode="timing")
+    ev = r.trace.to_chrome()["traceEvents"]
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"PIPE_V", "PIPE_MTE2", "PIPE_MTE3"} <= names
+    procs = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    assert "core aiv0" in procs
+    xs = [e for e in ev if e["ph"] == "X" and e["pid"] > 0]
+    assert xs and all(e["dur"] >= 0 and e["ts"] >= 0 for e in xs)
+    assert any(e["ph"] == "C" for e in ev)
+    assert max(e["ts"] + e["dur"] for e in xs) <= r.time_us + 1e-6
