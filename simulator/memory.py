@@ -111,27 +111,33 @@ class L2Cache:
     def access(self, ranges, write: bool) -> tuple[int, int]:
         """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
         bytes of dirty lines evicted to it)."""
-        line, lines, sector = self.line, self.lines, self.SECTOR
-        fetch = evicted = 0
+        line, lines, sector, cap = self.line, self.lines, self.SECTOR, self.capacity
+        move, pop = lines.move_to_end, lines.popitem
+        fetch = evicted = hits = misses = 0
         for addr, n in ranges:
             if n <= 0:
                 continue
             end = addr + n
-            for ln in range(addr // line, (end - 1) // line + 1):
+            first, last = addr // line, (end - 1) // line
+            for ln in range(first, last + 1):
                 if ln in lines:
-                    lines.move_to_end(ln)
+                    move(ln)
                     if write:
                         lines[ln] = True
-                    self.hit_lines += 1
+                    hits += 1
                     continue
-                self.miss_lines += 1
+                misses += 1
                 if not write:
-                    lo = max(addr, ln * line) // sector
-                    hi = -(-min(end, (ln + 1) * line) // sector)
-                    fetch += (hi - lo) * sector
+                    if first < ln < last:
+                        fetch += line
+                    else:   # an edge line: fetch the touched 32-byte sectors
+                        lo = max(addr, ln * line) // sector
+                        hi = -(-min(end, (ln + 1) * line) // sector)
+                        fetch += (hi - lo) * sector
                 lines[ln] = write
-                if len(lines) > self.capacity:
-                    _, dirty = lines.popitem(last=False)
-                    if dirty:
+                if len(lines) > cap:
+                    if pop(last=False)[1]:
                         evicted += line
+        self.hit_lines += hits
+        self.miss_lines += misses
         return fetch, evicted
