@@ -240,6 +240,31 @@ def infer_outputs(inputs: dict) -> dict:
     return {"gradInput": (tuple(x.shape), x.dtype)}
 
 
+def tiling_space(inputs: dict, profile) -> list[dict]:
+    """Candidate tilings for `ascend-sim tune`: block counts from a quarter of the vector cores to
+    eight times as many, times UB tiles from one fp32 repeat up to the largest tile that fits
+    (powers of two and the maximum), at most 256 tiles per block. The planner still checks each
+    (561002)."""
+    x = inputs["self"]
+    n, dtype = int(np.prod(x.shape, dtype=np.int64)), np.dtype(x.dtype)
+    if n == 0:
+        return []
+    isz = dtype.itemsize
+    per_elem = BUFFER_NUM * 2 * isz + BUFFER_NUM * isz + (4 if dtype != np.float32 else 2) * 4
+    repeat_elems = profile.vector.repeat_bytes // 4
+    max_tile = ub_bytes(profile) // per_elem // repeat_elems * repeat_elems
+    align = profile.vector.repeat_bytes // isz
+    ncores = vector_core_count(profile)
+    blocks = sorted({align_up(ceil_div(n, max(1, ncores * f // 4)), align) for f in (1, 2, 4, 8, 16, 32)})
+    tiles = sorted({t for t in (repeat_elems << k for k in range(20)) if t <= max_tile} | {max_tile})
+    out = []
+    for b in blocks:
+        for t in tiles:
+            if t <= align_up(b, repeat_elems) and ceil_div(b, t) <= 256:
+                out.append({"blockLength": b, "tileLength": t})
+    return out
+
+
 register(OpDef("SiluBackward",
                [Param("gradOutput", "tensor"), Param("self", "tensor"), Param("gradInput", "tensor", output=True)],
-               check, plan, infer_outputs))
+               check, plan, infer_outputs, tiling_space))

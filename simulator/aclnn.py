@@ -63,6 +63,9 @@ class OpDef:
     check: Callable[[dict, Profile], None]
     plan: Callable[[dict, Profile], Plan]
     infer_outputs: Callable[[dict], dict] | None = None   # for simulator.run: output name -> (shape, dtype)
+    # for `ascend-sim tune`: (inputs as simulator.run takes them, profile) -> candidate tiling
+    # overrides (dicts of tiling fields); the planner rejects the ones that cannot work (561002)
+    tiling_space: Callable[[dict, Profile], list[dict]] | None = None
 
     @property
     def inputs(self) -> list[Param]:
