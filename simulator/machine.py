@@ -472,8 +472,9 @@ class Device:
                 rec.l2_bytes += instr.chan_bytes
                 rec.hbm_bytes += hbm_bytes
                 dur = done - start
+                need = local
             else:
-                dur = instr.cycles
+                dur = need = instr.cycles
             if dur > 0:
                 yield env.timeout(dur)
             for buf, lo, hi in instr.writes:
@@ -481,7 +482,7 @@ class Device:
             if functional and instr.fn is not None:
                 instr.fn()
             busy += dur
-            work += instr.cycles
+            work += need
             if instr.path is not None:
                 rec.path_bytes[instr.path] = rec.path_bytes.get(instr.path, 0) + instr.nbytes
                 rec.path_cycles[instr.path] = rec.path_cycles.get(instr.path, 0.0) + dur
