@@ -109,6 +109,36 @@ class Report:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
+    def pipe_rows(self) -> list[dict]:
+        """One row per (core, pipe): busy cycles and fraction of the call (for pandas / CSV)."""
+        return [{"core": core, "pipe": pipe, "busy_cycles": busy,
+                 "busy_fraction": busy / self.cycles if self.cycles else 0.0}
+                for core, pipes in self.cores.items() for pipe, busy in pipes.items()]
+
+    def instruction_rows(self) -> list[dict]:
+        """Per instruction name and pipe: count, total and mean cycles (msKPP's per-instruction
+        statistics). Needs the trace (run with trace=True)."""
+        stats: dict[tuple[str, str], list[float]] = {}
+        for _, pipe, name, _, dur, _ in self.trace.rec.trace if self.trace else ():
+            s = stats.setdefault((pipe, name), [0, 0.0])
+            s[0] += 1
+            s[1] += dur
+        return [{"pipe": p, "instruction": n, "count": c, "total_cycles": t, "mean_cycles": t / c}
+                for (p, n), (c, t) in sorted(stats.items(), key=lambda kv: -kv[1][1])]
+
+    def to_csv(self, path: str | Path, rows: str = "pipes") -> Path:
+        """Write pipe_rows() (rows="pipes") or instruction_rows() (rows="instructions") as CSV."""
+        import csv
+        data = self.pipe_rows() if rows == "pipes" else self.instruction_rows()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="") as f:
+            if data:
+                w = csv.DictWriter(f, fieldnames=list(data[0]))
+                w.writeheader()
+                w.writerows(data)
+        return path
+
     def summary(self) -> str:
         lines = [f"{self.op} on {self.soc} ({self.mode} mode)",
                  f"  time       {self.cycles:,.0f} cycles = {self.time_us:,.2f} us @ {self.clock_mhz:g} MHz",

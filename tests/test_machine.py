@@ -378,3 +378,18 @@ def test_trace_is_chrome_format_with_named_cores_and_pipes():
     assert xs and all(e["dur"] >= 0 and e["ts"] >= 0 for e in xs)
     assert any(e["ph"] == "C" for e in ev)
     assert max(e["ts"] + e["dur"] for e in xs) <= r.time_us + 1e-6
+
+
+def test_report_tables_add_up(tmp_path):
+    r = simulator.run_kernel(k_blocks, 60, {"x": np.zeros(60 * 1024, np.float32), "nblocks": 60})
+    rows = r.report.instruction_rows()
+    for pipe in ("PIPE_V", "PIPE_MTE2", "PIPE_MTE3"):
+        per_instr = sum(x["total_cycles"] for x in rows if x["pipe"] == pipe)
+        per_core = sum(x["busy_cycles"] for x in r.report.pipe_rows() if x["pipe"] == pipe)
+        assert per_instr == pytest.approx(per_core)
+    assert sum(x["count"] for x in rows if x["instruction"] == "Exp") == 60
+    text = r.report.to_csv(tmp_path / "pipes.csv").read_text().splitlines()
+    assert text[0] == "core,pipe,busy_cycles,busy_fraction" and len(text) == 1 + 60 * 4
+    import json
+    d = json.loads(r.report.to_json())
+    assert d["cycles"] == r.cycles and d["bound"] in d["utilisation"]
