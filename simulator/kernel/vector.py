@@ -140,3 +140,141 @@ __all__ = [
     "Copy",
     "Cast",
 ]
+
+
+# ---- compare / select / transpose (added for GridSampler2DBackward) -------------------------
+from enum import Enum as _Enum  # noqa: E402
+
+
+class CMPMODE(_Enum):
+    """Ascend C's comparison modes for Compare / CompareScalar."""
+    LT = "lt"
+    GT = "gt"
+    EQ = "eq"
+    LE = "le"
+    GE = "ge"
+    NE = "ne"
+
+
+class SELMODE(_Enum):
+    """Ascend C's Select modes: mode 1 picks src0 or a scalar, mode 2 src0 or src1."""
+    VSEL_CMPMASK_SPR = 0
+    VSEL_TENSOR_SCALAR_MODE = 1
+    VSEL_TENSOR_TENSOR_MODE = 2
+
+
+_CMP = {CMPMODE.LT: np.less, CMPMODE.GT: np.greater, CMPMODE.EQ: np.equal,
+        CMPMODE.LE: np.less_equal, CMPMODE.GE: np.greater_equal, CMPMODE.NE: np.not_equal}
+
+
+def _vec_spans(op_class: str, name: str, writes: tuple, reads: tuple, nbytes: int, cost_dtype,
+               compute) -> None:
+    """Like _vec, for instructions whose operands have different element counts (a bit mask
+    beside its data, a transpose): `writes` / `reads` are (LocalTensor, elements) pairs and
+    compute(ctx) runs the numpy effect."""
+    ctx = current_context()
+    for t, n in writes + reads:
+        if not isinstance(t, LocalTensor):
+            raise _fault(PIPE_V, f"{name}: operands must be LocalTensors in UB, got {type(t).__name__}")
+        if t.buffer != "UB":
+            raise _fault(PIPE_V, f"{name}: vector operands live in UB, not {t.buffer}")
+        if n > t.size:
+            raise _fault(PIPE_V, f"{name}: needs {n} elements of {t!r} ({t.size} elements)")
+        if n <= 0:
+            raise _fault(PIPE_V, f"{name}: count {n} must be positive")
+    cycles = ctx.profile.vector_cycles(op_class, dtype_name(cost_dtype), nbytes)
+    fn = None
+    if ctx.functional:
+        def fn():
+            compute(ctx)
+    ctx.emit(Instr("PIPE_V", name, COMPUTE, cycles, path=None,
+                   reads=tuple(t.span(n) for t, n in reads),
+                   writes=tuple(t.span(n) for t, n in writes), fn=fn,
+                   operands=tuple(t for t, _ in writes + reads)))
+
+
+def _mask_bytes(count: int) -> int:
+    return -(-int(count) // 8)
+
+
+def _check_mask(name: str, mask: LocalTensor) -> None:
+    if mask.dtype.itemsize != 1 or mask.dtype.kind not in "ui":
+        raise _fault(PIPE_V, f"{name}: the mask must be a uint8 tensor, got {mask!r}")
+
+
+def Compare(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, cmpMode: CMPMODE,
+            count: int) -> None:
+    """dst (uint8 bit mask, element i -> bit i % 8 of byte i // 8) = src0 <cmpMode> src1."""
+    if src0.dtype != src1.dtype:
+        raise _fault(PIPE_V, f"Compare: operand dtypes differ ({src0!r}, {src1!r})")
+    _check_mask("Compare", dst)
+    n, op = int(count), _CMP[CMPMODE(cmpMode)]
+
+    def compute(ctx):
+        bits = op(src0.view(ctx, n), src1.view(ctx, n))
+        dst.view(ctx, _mask_bytes(n))[...] = np.packbits(bits, bitorder="little")
+    _vec_spans("cmp", "Compare", ((dst, _mask_bytes(n)),), ((src0, n), (src1, n)),
+               n * src0.dtype.itemsize, src0.dtype, compute)
+
+
+def CompareScalar(dst: LocalTensor, src0: LocalTensor, src1Scalar, cmpMode: CMPMODE,
+                  count: int) -> None:
+    """dst (uint8 bit mask) = src0 <cmpMode> scalar."""
+    _check_mask("CompareScalar", dst)
+    n, op = int(count), _CMP[CMPMODE(cmpMode)]
+    s = src0.dtype.type(src1Scalar)
+
+    def compute(ctx):
+        bits = op(src0.view(ctx, n), s)
+        dst.view(ctx, _mask_bytes(n))[...] = np.packbits(bits, bitorder="little")
+    _vec_spans("cmp", "CompareScalar", ((dst, _mask_bytes(n)),), ((src0, n),),
+               n * src0.dtype.itemsize, src0.dtype, compute)
+
+
+def Select(dst: LocalTensor, selMask: LocalTensor, src0: LocalTensor, src1, selMode: SELMODE,
+           count: int) -> None:
+    """dst[i] = src0[i] where bit i of selMask is set, else src1[i] (VSEL_TENSOR_TENSOR_MODE) or
+    the scalar src1 (VSEL_TENSOR_SCALAR_MODE)."""
+    _check_mask("Select", selMask)
+    mode = SELMODE(selMode)
+    n = int(count)
+    if src0.dtype != dst.dtype:
+        raise _fault(PIPE_V, f"Select: operand dtypes differ ({dst!r}, {src0!r})")
+    reads = [(selMask, _mask_bytes(n)), (src0, n)]
+    if mode is SELMODE.VSEL_TENSOR_TENSOR_MODE:
+        if not isinstance(src1, LocalTensor) or src1.dtype != dst.dtype:
+            raise _fault(PIPE_V, f"Select: tensor-tensor mode needs src1 a {dst.dtype} LocalTensor")
+        reads.append((src1, n))
+    elif mode is SELMODE.VSEL_TENSOR_SCALAR_MODE:
+        if isinstance(src1, LocalTensor):
+            raise _fault(PIPE_V, "Select: tensor-scalar mode takes a scalar src1")
+        scalar = dst.dtype.type(src1)
+    else:
+        raise _fault(PIPE_V, f"Select: mode {mode.name} is not modelled")
+
+    def compute(ctx):
+        bits = np.unpackbits(selMask.view(ctx, _mask_bytes(n)), bitorder="little")[:n].astype(bool)
+        other = src1.view(ctx, n) if mode is SELMODE.VSEL_TENSOR_TENSOR_MODE else scalar
+        dst.view(ctx, n)[...] = np.where(bits, src0.view(ctx, n), other)
+    _vec_spans("select", "Select", ((dst, n),), tuple(reads), n * dst.dtype.itemsize, dst.dtype,
+               compute)
+
+
+def Transpose(dst: LocalTensor, src: LocalTensor, rows: int = 16, cols: int = 16) -> None:
+    """dst [cols][rows] = src [rows][cols]^T, both dense in UB. With no shape it is Ascend C's
+    16 x 16 Transpose; with one it stands for the TransDataTo5HD (vnchwconv) sequence a kernel
+    writes for a general 2-D transpose. Cost class 'transpose' per 256 B moved."""
+    if src.dtype != dst.dtype:
+        raise _fault(PIPE_V, f"Transpose: operand dtypes differ ({dst!r}, {src!r})")
+    r, c = int(rows), int(cols)
+    n = r * c
+    if src.offset == dst.offset and src.buffer == dst.buffer:
+        raise _fault(PIPE_V, "Transpose: in place is not supported; use another buffer")
+
+    def compute(ctx):
+        dst.view(ctx, n)[...] = src.view(ctx, n).reshape(r, c).T.reshape(-1)
+    _vec_spans("transpose", "Transpose", ((dst, n),), ((src, n),), n * src.dtype.itemsize,
+               src.dtype, compute)
+
+
+__all__ += ["CMPMODE", "SELMODE", "Compare", "CompareScalar", "Select", "Transpose"]
