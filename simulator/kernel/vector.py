@@ -142,7 +142,7 @@ __all__ = [
 ]
 
 
-# ---- compare / select / transpose (added for GridSampler2DBackward) -------------------------
+# ---- compare / select (added for GridSampler2DBackward) -------------------------
 from enum import Enum as _Enum  # noqa: E402
 
 
@@ -170,7 +170,7 @@ _CMP = {CMPMODE.LT: np.less, CMPMODE.GT: np.greater, CMPMODE.EQ: np.equal,
 def _vec_spans(op_class: str, name: str, writes: tuple, reads: tuple, nbytes: int, cost_dtype,
                compute) -> None:
     """Like _vec, for instructions whose operands have different element counts (a bit mask
-    beside its data, a transpose): `writes` / `reads` are (LocalTensor, elements) pairs and
+    beside its data): `writes` / `reads` are (LocalTensor, elements) pairs and
     compute(ctx) runs the numpy effect."""
     ctx = current_context()
     for t, n in writes + reads:
@@ -260,21 +260,4 @@ def Select(dst: LocalTensor, selMask: LocalTensor, src0: LocalTensor, src1, selM
                compute)
 
 
-def Transpose(dst: LocalTensor, src: LocalTensor, rows: int = 16, cols: int = 16) -> None:
-    """dst [cols][rows] = src [rows][cols]^T, both dense in UB. With no shape it is Ascend C's
-    16 x 16 Transpose; with one it stands for the TransDataTo5HD (vnchwconv) sequence a kernel
-    writes for a general 2-D transpose. Cost class 'transpose' per 256 B moved."""
-    if src.dtype != dst.dtype:
-        raise _fault(PIPE_V, f"Transpose: operand dtypes differ ({dst!r}, {src!r})")
-    r, c = int(rows), int(cols)
-    n = r * c
-    if src.offset == dst.offset and src.buffer == dst.buffer:
-        raise _fault(PIPE_V, "Transpose: in place is not supported; use another buffer")
-
-    def compute(ctx):
-        dst.view(ctx, n)[...] = src.view(ctx, n).reshape(r, c).T.reshape(-1)
-    _vec_spans("transpose", "Transpose", ((dst, n),), ((src, n),), n * src.dtype.itemsize,
-               src.dtype, compute)
-
-
-__all__ += ["CMPMODE", "SELMODE", "Compare", "CompareScalar", "Select", "Transpose"]
+__all__ += ["CMPMODE", "SELMODE", "Compare", "CompareScalar", "Select"]
