@@ -1,8 +1,8 @@
 """The Cube path, in Ascend C's words: GM -> L1 with ND->NZ conversion (MTE2), L1 -> L0A/L0B
 load2d and img2col load3d (MTE1), Mmad on the cube (M), L0C -> GM with NZ->ND and dtype
 conversion (Fixpipe, A2) or L0C -> UB (the coupled chips), InitConstValue and SetHF32Mode.
-NCHW -> NC1HWC0 and FRACTAL_Z weights are built from vector.Transpose (a C x HW -> HW x C
-transpose per image and C0 group, on PIPE_V) and strided DataCopy; ND <-> NZ is DataCopy with
+Transpose (UB, PIPE_V) does NCHW <-> NHWC, from which NC1HWC0 (NCHW2NHWC on (N*C1, C0, H, W))
+and FRACTAL_Z weights (the same plus a strided DataCopy) are built; ND <-> NZ is DataCopy with
 Nd2NzParams one way and Fixpipe (or L0C -> UB plus a strided UB -> GM copy) the other.
 
 Layouts (Ascend C `Mmad` documentation; SPEC section 2):
@@ -858,6 +858,63 @@ def _data_copy_ext(dst, src, params, enhanced) -> None:
         raise _fault(None, f"DataCopy: unsupported parameters {type(params).__name__}")
 
 
+# ---------------------------------------------------------------------------------------------
+# UB layout transposes (PIPE_V): NCHW <-> NHWC, the basis of NC1HWC0 and FRACTAL_Z conversion
+# ---------------------------------------------------------------------------------------------
+class TransposeType(Enum):
+    TRANSPOSE_NCHW2NHWC = 1
+    TRANSPOSE_NHWC2NCHW = 2
+
+
+@dataclass
+class TransposeParamsExt:
+    nSize: int = 1
+    cSize: int = 1
+    hSize: int = 1
+    wSize: int = 1
+    transposeType: TransposeType = TransposeType.TRANSPOSE_NCHW2NHWC
+
+
+def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor | None = None,
+              params: TransposeParamsExt | None = None) -> None:
+    """PIPE_V, UB -> UB: (N, C, H, W) <-> (N, H, W, C). NCHW -> NC1HWC0 is this transpose on
+    (N*C1, C0, H, W); FRACTAL_Z weights are it followed by a strided DataCopy. Cost: the
+    profile's vector class 'transpose' over the bytes moved."""
+    ctx = current_context()
+    pipe, name = "PIPE_V", "Transpose"
+    _pipe_ok(pipe, name)
+    if params is None:
+        raise _fault(pipe, f"{name}: TransposeParamsExt is required")
+    _local(src, ("UB",), pipe, name, "source")
+    _local(dst, ("UB",), pipe, name, "destination")
+    if src.dtype != dst.dtype:
+        raise _fault(pipe, f"{name}: source {dtype_name(src.dtype)} and destination {dtype_name(dst.dtype)} differ")
+    shape = tuple(int(x) for x in (params.nSize, params.cSize, params.hSize, params.wSize))
+    if min(shape) < 1:
+        raise _fault(pipe, f"{name}: sizes {shape} must be positive")
+    count = int(np.prod(shape))
+    nbytes = count * src.dtype.itemsize
+    _extent(src, src.offset + nbytes, pipe, name, "source")
+    _extent(dst, dst.offset + nbytes, pipe, name, "destination")
+    lo, hi = sorted(((src.offset, src.offset + nbytes), (dst.offset, dst.offset + nbytes)))
+    if lo[1] > hi[0]:
+        raise _fault(pipe, f"{name}: source and destination overlap")
+    cycles = ctx.profile.vector_cycles("transpose", dtype_name(src.dtype), nbytes)
+    fn = None
+    if ctx.functional:
+        to_nhwc = params.transposeType is TransposeType.TRANSPOSE_NCHW2NHWC
+        n_, c_, h_, w_ = shape
+
+        def fn():
+            s = src.view(ctx, count)
+            if to_nhwc:
+                dst.view(ctx, count)[...] = s.reshape(n_, c_, h_, w_).transpose(0, 2, 3, 1).reshape(-1)
+            else:
+                dst.view(ctx, count)[...] = s.reshape(n_, h_, w_, c_).transpose(0, 3, 1, 2).reshape(-1)
+    ctx.emit(Instr(pipe, name, COMPUTE, cycles, path=None, reads=(src.span(count),),
+                   writes=(dst.span(count),), fn=fn, operands=(dst, src, shape, params.transposeType.name)))
+
+
 __all__ = [
     "Nd2NzParams",
     "InitConstValueParams",
@@ -882,4 +939,7 @@ __all__ = [
     "BlockMode",
     "DeqScale",
     "DataCopyEnhancedParams",
+    "TransposeType",
+    "TransposeParamsExt",
+    "Transpose",
 ]
