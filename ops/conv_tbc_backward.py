@@ -1,0 +1,142 @@
+"""aclnnConvTbcBackward: the gradients of PyTorch's conv_tbc (a 1-D convolution over time, with
+tensors laid out Time, Batch, Channel).
+
+    aclnnConvTbcBackwardGetWorkspaceSize(self, input, weight, bias, pad, cubeMathType,
+        gradInput, gradWeight, gradBias) -> (workspaceSize, executor, status)
+
+self = gradOutput (T_out, B, Cout), input (T, B, Cin), weight (K, Cin, Cout), bias (Cout);
+T_out = T + 2*pad + 1 - K. It is conv1d backward on permuted views, so it shares the convolution
+kernels (ops/conv_kernels.py) rather than duplicating them:
+
+    gradOutput (T_out, B, Cout) -> (B, Cout, T_out)      input  (T, B, Cin)  -> (B, Cin, T)
+    weight     (K, Cin, Cout)   -> (Cout, Cin, K)        outputs permuted the same way
+
+The permutations are strided aclTensor views (no data moves on the host); the convolution's
+planner copies them to dense layouts in the workspace as CANN's Contiguous / ViewCopy do.
+
+Checks, in order (161001 for nulls, then 161002): null tensors; the operator on this series (not
+on the inference series); valid views; dtypes in the series' list (promotion as the convolution);
+formats ND/NCL (bias ND); cubeMathType (SPEC section 3); ranks 3/3/3/1; input[2] == weight[1];
+bias[0] == weight[2]; gradOutput B == input B; pad >= 0 and the series' limits (A2: pad [0,255],
+K [1,255]); gradOutput == (T + 2*pad + 1 - K, B, Cout); output shapes == input / weight / bias
+shapes; an empty gradOutput; other empty tensors as the series allows (A2: Cin == 0).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.acl import aclTensor
+from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register
+from simulator.enums import aclFormat, dtype_name, param_invalid, param_nullptr
+
+from .convolution_backward import ConvGeometry, cube_compute_dtype, promote
+
+OP = "ConvTbcBackward"
+TBC_FORMATS = (aclFormat.ACL_FORMAT_ND, aclFormat.ACL_FORMAT_NCL)
+NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias")
+
+
+def check(a: dict, profile) -> None:
+    op = OP
+    for name in NAMES:
+        if a[name] is None:
+            raise param_nullptr(f"{op}: {name} is a null pointer")
+    support = profile.supports(op)
+    if support is None:
+        raise param_invalid(f"aclnn{op} is not supported on {profile.soc_version} ({profile.series_name})")
+    for name in NAMES:
+        check_tensor_view(a[name], name)
+    for name in NAMES:
+        dn = dtype_name(a[name].dataType)
+        if dn not in support.dtypes:
+            raise param_invalid(f"{op}: {name} has dtype {dn}; {profile.series_name} supports "
+                                f"{', '.join(support.dtypes)}")
+    promoted = promote([dtype_name(a[n].dataType) for n in ("self", "input", "weight")])
+    for name in NAMES:
+        t = a[name]
+        allowed = (aclFormat.ACL_FORMAT_ND,) if name in ("bias", "gradBias") else TBC_FORMATS
+        if t.format not in allowed:
+            raise param_invalid(f"{op}: {name} has format {t.format.name}; it must be "
+                                f"{' or '.join(f.name for f in allowed)}")
+    cube_compute_dtype(promoted, a["cubeMathType"], profile, op)
+    go, x, w, b = a["self"], a["input"], a["weight"], a["bias"]
+    for name, t, r in (("self", go, 3), ("input", x, 3), ("weight", w, 3), ("bias", b, 1)):
+        if len(t.viewDims) != r:
+            raise param_invalid(f"{op}: {name} has rank {len(t.viewDims)}; it must be {r}-D")
+    if x.viewDims[2] != w.viewDims[1]:
+        raise param_invalid(f"{op}: input channels input[2] = {x.viewDims[2]} != weight[1] = {w.viewDims[1]}")
+    if b.viewDims[0] != w.viewDims[2]:
+        raise param_invalid(f"{op}: bias[0] = {b.viewDims[0]} != weight[2] = {w.viewDims[2]} (output channels)")
+    pad = a["pad"]
+    if not isinstance(pad, (int, np.integer)) or isinstance(pad, bool):
+        raise param_invalid(f"{op}: pad must be an int, got {pad!r}")
+    if pad < 0:
+        raise param_invalid(f"{op}: pad {pad} must be >= 0")
+    lim = support.limits
+    if "pad" in lim and not lim["pad"][0] <= pad <= lim["pad"][1]:
+        raise param_invalid(f"{op}: pad {pad} is outside [{lim['pad'][0]}, {lim['pad'][1]}] on "
+                            f"{profile.series_name}")
+    K = w.viewDims[0]
+    if "kernel" in lim and not lim["kernel"][0] <= K <= lim["kernel"][1]:
+        raise param_invalid(f"{op}: kernel size weight[0] = {K} is outside [{lim['kernel'][0]}, "
+                            f"{lim['kernel'][1]}] on {profile.series_name}")
+    T, B = x.viewDims[0], x.viewDims[1]
+    t_out = T + 2 * pad + 1 - K
+    want = (t_out, B, w.viewDims[2])
+    if go.viewDims != want:
+        raise param_invalid(f"{op}: self (gradOutput) shape {list(go.viewDims)} must be "
+                            f"[T + 2*pad + 1 - K, B, Cout] = {list(want)}")
+    for name, ref in (("gradInput", x), ("gradWeight", w), ("gradBias", b)):
+        if a[name].viewDims != ref.viewDims:
+            raise param_invalid(f"{op}: {name} shape {list(a[name].viewDims)} != "
+                                f"{ {'gradInput': 'input', 'gradWeight': 'weight', 'gradBias': 'bias'}[name]} "
+                                f"shape {list(ref.viewDims)}")
+    if go.numel() == 0:
+        raise param_invalid(f"{op}: self (gradOutput) {list(go.viewDims)} is empty")
+    if any(t.numel() == 0 for t in (x, w)):
+        if not support.options.get("empty_tensors", False):
+            raise param_invalid(f"{op}: empty tensors are not supported on {profile.series_name} "
+                                f"(input {list(x.viewDims)}, weight {list(w.viewDims)})")
+
+
+def _permuted(t: aclTensor, order, fmt=aclFormat.ACL_FORMAT_NCL) -> aclTensor:
+    """A view of the same storage with dimensions reordered (no data moves)."""
+    return aclTensor([t.viewDims[i] for i in order], t.dataType, [t.stride[i] for i in order],
+                     t.offset, fmt, t.storageDims, t.data)
+
+
+def tbc_as_conv1d(a: dict):
+    """The conv1d this call is: (geometry, gradOutput, input, weight, [gradInput, gradWeight,
+    gradBias]) as NCL views."""
+    go, x, w = a["self"], a["input"], a["weight"]
+    T, B, Cin = x.viewDims
+    K, _, Cout = w.viewDims
+    pad = int(a["pad"])
+    geom = ConvGeometry(nd=1, N=B, Cin=Cin, Cout=Cout, groups=1, in_sp=(T,), out_sp=(go.viewDims[0],),
+                        k=(K,), stride=(1,), dilation=(1,), pad=((pad, pad),), out_pad=(0,),
+                        transposed=False)
+    ncl = (1, 2, 0)
+    return (geom, _permuted(go, ncl), _permuted(x, ncl), _permuted(w, (2, 1, 0)),
+            [_permuted(a["gradInput"], ncl), _permuted(a["gradWeight"], (2, 1, 0)), a["gradBias"]])
+
+
+def plan(a: dict, profile) -> Plan:
+    from .conv_kernels import plan_convolution_backward
+    promoted = promote([dtype_name(a[n].dataType) for n in ("self", "input", "weight")])
+    compute = cube_compute_dtype(promoted, a["cubeMathType"], profile, OP)
+    geom, go, x, w, outs = tbc_as_conv1d(a)
+    return plan_convolution_backward(OP, geom, go, x, w, outs, promoted, compute,
+                                     int(a["cubeMathType"]), profile)
+
+
+def infer_outputs(inputs: dict) -> dict:
+    x, w, b = (np.asarray(inputs[n]) for n in ("input", "weight", "bias"))
+    return {"gradInput": (x.shape, x.dtype), "gradWeight": (w.shape, w.dtype),
+            "gradBias": (b.shape, b.dtype)}
+
+
+register(OpDef(OP, [Param("self", "tensor"), Param("input", "tensor"), Param("weight", "tensor"),
+                    Param("bias", "tensor"), Param("pad", "int"), Param("cubeMathType", "int"),
+                    Param("gradInput", "tensor", output=True), Param("gradWeight", "tensor", output=True),
+                    Param("gradBias", "tensor", output=True)],
+               check, plan, infer_outputs))
