@@ -309,17 +309,28 @@ def _load2d(dst: LocalTensor, src, p: LoadData2DParams) -> None:
     if p.ifTranspose and dst.dtype.itemsize != 2:
         raise _fault(pipe, f"{name}: ifTranspose needs a 16-bit type; {dtype_name(dst.dtype)} "
                      f"fractals are not square (load B^T instead)")
-    src_off = [src.offset + (start + i * ss) * FRACTAL_BYTES for i in range(rep)]
-    dst_off = [dst.offset + i * (1 + gap) * FRACTAL_BYTES for i in range(rep)]
-    _extent(src, max(src_off) + FRACTAL_BYTES, pipe, name, "source")
-    _extent(dst, dst_off[-1] + FRACTAL_BYTES, pipe, name, "destination")
+    s0 = src.offset + start * FRACTAL_BYTES
+    src_hi = s0 + ((rep - 1) * ss + 1) * FRACTAL_BYTES
+    dst_hi = dst.offset + ((rep - 1) * (1 + gap) + 1) * FRACTAL_BYTES
+    _extent(src, src_hi, pipe, name, "source")
+    _extent(dst, dst_hi, pipe, name, "destination")
     nbytes = rep * FRACTAL_BYTES
     path = "L1_L0A" if dst.buffer == "L0A" else "L1_L0B"
     cycles = ctx.profile.path(path).cycles(nbytes)
-    reads = _merge(("L1", o, o + FRACTAL_BYTES) for o in src_off)
-    writes = _merge((dst.buffer, o, o + FRACTAL_BYTES) for o in dst_off)
+    if ss == 1 or rep == 1:
+        reads = (("L1", s0, src_hi),)
+    else:
+        reads = _merge(("L1", s0 + i * ss * FRACTAL_BYTES, s0 + (i * ss + 1) * FRACTAL_BYTES)
+                       for i in range(rep))
+    if gap == 0:
+        writes = ((dst.buffer, dst.offset, dst_hi),)
+    else:
+        writes = tuple((dst.buffer, dst.offset + i * (1 + gap) * FRACTAL_BYTES,
+                        dst.offset + (i * (1 + gap) + 1) * FRACTAL_BYTES) for i in range(rep))
     fn = None
     if ctx.functional:
+        src_off = [s0 + i * ss * FRACTAL_BYTES for i in range(rep)]
+        dst_off = [dst.offset + i * (1 + gap) * FRACTAL_BYTES for i in range(rep)]
         core, dt, tr = ctx.core, dst.dtype, bool(p.ifTranspose)
         so = np.asarray(src_off)[:, None] + np.arange(FRACTAL_BYTES)
         do = np.asarray(dst_off)[:, None] + np.arange(FRACTAL_BYTES)
@@ -552,7 +563,9 @@ def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadPar
     """PIPE_M: C (CO1, NZ) = A (A2, zZ) x B (B2, zN) [+ C]. Inputs are rounded to the compute
     dtype (HF32 under SetHF32Mode(True)); products are exact and each k0-deep fractal step is
     summed exactly, then added to the fp32 accumulator (fp32 accumulation across steps;
-    int32 for int8). Only the first m rows, n columns and k depth are used."""
+    int32 for int8). Exactly k of the depth is used; C is written in whole 16 x 16 fractals
+    (its rows beyond m and columns beyond n come from the padding of A and B), and the
+    sanitizer requires only A's first m rows and B's first n columns to have been written."""
     ctx = current_context()
     pipe, name = "PIPE_M", "Mmad"
     _pipe_ok(pipe, name)
@@ -588,21 +601,30 @@ def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadPar
     _extent(filter, filter.offset + b_bytes, pipe, name, "right matrix (B2)")
     _extent(dst, dst.offset + c_bytes, pipe, name, "result (CO1)")
     # sanitizer: the 32-B rows of the fractals that hold real rows of A, columns of B, rows of C
-    reads = []
-    for i in range(m1):
-        rows = min(16, m - i * 16) * BLOCK_BYTES
+    if m % 16 == 0:
+        reads = [("L0A", fm.offset, fm.offset + a_bytes)]
+    else:
+        reads = [("L0A", fm.offset, fm.offset + (m1 - 1) * k1 * FRACTAL_BYTES)] if m1 > 1 else []
+        tail = (m % 16) * BLOCK_BYTES
+        reads += [("L0A", o, o + tail) for o in
+                  range(fm.offset + (m1 - 1) * k1 * FRACTAL_BYTES, fm.offset + a_bytes, FRACTAL_BYTES)]
+    if n % 16 == 0:
+        reads.append(("L0B", filter.offset, filter.offset + b_bytes))
+    else:
+        tail = (n % 16) * BLOCK_BYTES
         for j in range(k1):
-            o = fm.offset + (i * k1 + j) * FRACTAL_BYTES
-            reads.append(("L0A", o, o + rows))
-    for j in range(k1):
-        for l in range(n1):
-            o = filter.offset + (j * n1 + l) * FRACTAL_BYTES
-            reads.append(("L0B", o, o + min(16, n - l * 16) * BLOCK_BYTES))
-    cspans = [("L0C", dst.offset + l * m1 * 16 * c_row, dst.offset + l * m1 * 16 * c_row + m * c_row)
-              for l in range(n1)]
+            o = filter.offset + j * n1 * FRACTAL_BYTES
+            if n1 > 1:
+                reads.append(("L0B", o, o + (n1 - 1) * FRACTAL_BYTES))
+            o += (n1 - 1) * FRACTAL_BYTES
+            reads.append(("L0B", o, o + tail))
+    # the Cube writes whole 16 x 16 fractals of C (rows beyond m and columns beyond n hold
+    # whatever the padding of A and B gives); an accumulating Mmad reads the rows it uses
     init = bool(params.cmatrixInitVal)
     if not init:
-        reads.extend(cspans)
+        reads.extend(("L0C", dst.offset + l * m1 * 16 * c_row, dst.offset + l * m1 * 16 * c_row + m * c_row)
+                     for l in range(n1))
+    cspans = [("L0C", dst.offset, dst.offset + c_bytes)]
     cycles = mmad_cycles(ctx.profile, m, n, k, cname)
     fn = None
     if ctx.functional:
@@ -612,20 +634,21 @@ def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadPar
 
         def fn():
             a = core.buffers["L0A"][ao:ao + a_bytes].view(at).reshape(m1, k1, 16, k0)
-            a = a.transpose(0, 2, 1, 3).reshape(m1 * 16, k1 * k0)[:m, :k]
+            a = a.transpose(0, 2, 1, 3).reshape(m1 * 16, k1 * k0)[:, :k]
             b = core.buffers["L0B"][bo:bo + b_bytes].view(bt).reshape(k1, n1, 16, k0)
-            b = b.transpose(0, 3, 1, 2).reshape(k1 * k0, n1 * 16)[:k, :n]
+            b = b.transpose(0, 3, 1, 2).reshape(k1 * k0, n1 * 16)[:k]
             cview = core.buffers["L0C"][co:co + c_bytes].view(acc).reshape(n1, m1 * 16, 16)
-            c = cview.transpose(1, 0, 2).reshape(m1 * 16, n1 * 16)[:m]
-            out = _mmad_math(a, b, c, cname, k0, init)
-            cview[:, :m, :] = out.reshape(m, n1, 16).transpose(1, 0, 2)
-    ctx.emit(Instr(pipe, name, COMPUTE, cycles, path=None, reads=_merge(reads),
-                   writes=_merge(cspans), fn=fn,
+            c = cview.transpose(1, 0, 2).reshape(m1 * 16, n1 * 16)
+            with np.errstate(all="ignore"):        # padding rows may hold anything
+                out = _mmad_math(a, b, c, cname, k0, init)
+            cview[...] = out.reshape(m1 * 16, n1, 16).transpose(1, 0, 2)
+    ctx.emit(Instr(pipe, name, COMPUTE, cycles, path=None, reads=tuple(reads),
+                   writes=tuple(cspans), fn=fn,
                    operands=(dst, fm, filter, f"m={m} n={n} k={k}", cname, "init" if init else "acc")))
 
 
 def _mmad_math(a, b, c, cname: str, k0: int, init: bool) -> np.ndarray:
-    """The Cube's arithmetic on logical matrices a (m x k), b (k x n), c (m x 16*n1)."""
+    """The Cube's arithmetic on a (rows x k), b (k x cols), c (rows x cols), whole fractals."""
     m, k = a.shape
     n = b.shape[1]
     n16 = c.shape[1]
