@@ -1,0 +1,119 @@
+"""Copies whose GM address is data: the offset sits in UB, written there by the vector pipe.
+
+On the hardware a kernel that gathers (or scatters) rows at computed positions has the scalar unit
+read each offset from UB (`idx.GetValue(i)`, after a V->S sync) and issue a `DataCopyPad` at that
+GM address. Here a kernel body runs before any data exists, so the body cannot read the offset;
+`DataCopyPadIndirect` records the copy with the offset's UB location instead, and the offset is
+read when the copy executes (functional mode). Everything else is DataCopyPad's: the blocks, the
+cost (the path's latency and rate over whole 32-byte bursts), the UB alignment and the atomic add
+of `SetAtomicAdd`. The cost does not depend on the offset, so timing-only mode (no data) gives the
+same cycles.
+
+GM bounds are checked when the copy executes (the offset is known only then): an offset that takes
+a block outside the GlobalTensor's extent stops the run naming core, pipe and instruction. In
+timing-only mode there is no offset to check.
+
+The L2 model needs addresses when the copy executes, which must not depend on data (timing-only
+mode has none): pass `nominal`, the element offset the kernel expects to touch (for example where
+an identity grid would sample), and the L2 sees that address; without it the copy is treated as an
+L2 hit and touches no tags.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..machine import GM_XFER, Instr, align_up, current_context
+from .base import GlobalTensor, LocalTensor, _fault
+from .copy import _COPY_ROUTES, DataCopyExtParams, _local_check
+
+
+def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTensor, index: int,
+                        nominal: int | None = None) -> None:
+    """DataCopyPad between GM and UB where the GM side starts `offsets[index]` elements (int32 in
+    UB, read at execution) past the GlobalTensor's start. GM -> UB is a gather (MTE2), UB -> GM a
+    scatter (MTE3; with SetAtomicAdd the blocks add into GM). `params` as DataCopyPad's."""
+    ctx = current_context()
+    gather = isinstance(src, GlobalTensor)
+    g, local = (src, dst) if gather else (dst, src)
+    kind_name = "DataCopyPad[gather]" if gather else "DataCopyPad[scatter]"
+    if not isinstance(g, GlobalTensor) or not isinstance(local, LocalTensor):
+        raise _fault(None, f"{kind_name}: needs one GlobalTensor and one LocalTensor")
+    pipe, path = _COPY_ROUTES[("GM", local.buffer) if gather else (local.buffer, "GM")]
+    if pipe not in ctx.core.kind.pipes:
+        raise _fault(pipe, f"{kind_name}: needs {pipe}, which core kind {ctx.core.kind_name} lacks")
+    if g.ptr is None:
+        raise _fault(pipe, f"{kind_name}: GlobalTensor used before SetGlobalBuffer")
+    if not isinstance(offsets, LocalTensor) or offsets.buffer != "UB" or offsets.dtype != np.int32:
+        raise _fault(pipe, f"{kind_name}: offsets must be an int32 LocalTensor in UB, got {offsets!r}")
+    index = int(index)
+    if not 0 <= index < offsets.size:
+        raise _fault(pipe, f"{kind_name}: offset index {index} outside {offsets!r}")
+    p = params
+    if p.blockCount <= 0 or p.blockLen <= 0:
+        raise _fault(pipe, f"{kind_name} with blockCount={p.blockCount}, blockLen={p.blockLen}")
+    row = align_up(p.blockLen, 32)
+    if gather:   # (GM byte offset, UB byte offset, bytes): srcStride bytes in GM, dstStride blocks in UB
+        blocks = [(i * (p.blockLen + p.srcStride), i * (row + p.dstStride * 32), p.blockLen)
+                  for i in range(p.blockCount)]
+    else:        # srcStride 32-B blocks in UB, dstStride bytes in GM
+        blocks = [(i * (p.blockLen + p.dstStride), i * (row + p.srcStride * 32), p.blockLen)
+                  for i in range(p.blockCount)]
+    align = ctx.profile.alignment[local.buffer]
+    spans = []
+    for _, lo_off, n in blocks:
+        lo = local.offset + lo_off
+        _local_check(local, lo, lo + n, pipe, kind_name)
+        if lo % align:
+            raise _fault(pipe, f"{kind_name}: {local.buffer} address {lo} not {align}-byte aligned")
+        spans.append((local.buffer, lo, lo + n))
+    isz = g.dtype.itemsize
+    ob = offsets.offset + index * 4
+    reads = [("UB", ob, ob + 4)]
+    if not gather:
+        reads += spans
+    moved = sum(align_up(n, 32) for _, _, n in blocks)
+    cycles = ctx.profile.path(path).cycles(moved)
+    gm = ()
+    if nominal is not None:
+        base = g.ptr.addr + int(nominal) * isz
+        gm = tuple((base + go, n) for go, _, n in blocks)
+        lo, hi = gm[0][0], gm[-1][0] + gm[-1][1]
+        if lo < g.ptr.base or hi > g.ptr.limit:
+            raise _fault(pipe, f"{kind_name}: nominal offset {nominal} takes the copy outside "
+                         f"{g.ptr.name}'s extent")
+    atomic = None if gather else ctx.atomic
+    name = kind_name + ("+AtomicAdd" if atomic is not None else "")
+    instr = Instr(pipe, name, GM_XFER, cycles, path=path, nbytes=sum(n for *_, n in blocks),
+                  chan_bytes=moved, gm=gm, gm_write=not gather,
+                  reads=tuple(reads), writes=tuple(spans) if gather else (),
+                  operands=(dst, src, f"offset {offsets!r}[{index}]",
+                            f"{len(blocks)} x {blocks[0][2]} B"))
+    if ctx.functional:
+        device, core, ptr = ctx.device, ctx.core, g.ptr
+        ubuf = local.buffer
+
+        def fn():
+            off = int(core.buffers["UB"][ob:ob + 4].view(np.int32)[0])
+            start = ptr.addr + off * isz
+            for go, lo_off, n in blocks:
+                lo = start + go
+                if lo < ptr.base or lo + n > ptr.limit:
+                    raise core.fault(pipe, instr, f"offset {off} (read from UB) takes the copy to "
+                                     f"{ptr.name}[{lo - ptr.base}:{lo + n - ptr.base}] (bytes), "
+                                     f"outside its extent [0:{ptr.limit - ptr.base}]")
+                gmem = device.memory.bytes_at(lo, n)
+                if gmem is None:
+                    continue
+                ub = core.buffers[ubuf][local.offset + lo_off:local.offset + lo_off + n]
+                if gather:
+                    ub[...] = gmem
+                elif atomic is not None:
+                    acc = gmem.view(atomic)
+                    acc += ub.view(atomic)
+                else:
+                    gmem[...] = ub
+        instr.fn = fn
+    ctx.emit(instr)
+
+
+__all__ = ["DataCopyPadIndirect"]
