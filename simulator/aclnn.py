@@ -12,6 +12,7 @@ frees the executor unless aclSetAclOpExecutorRepeatable was called.
 """
 from __future__ import annotations
 
+import numbers
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -144,8 +145,10 @@ def _make_phase2(op: OpDef):
             if executor.op is not op:
                 raise param_invalid(f"aclnn{op.name}: the executor belongs to aclnn{executor.op.name}")
             need = executor.workspace_size
-            if workspaceSize is None or int(workspaceSize) < 0:
+            if not _is_uint(workspaceSize):
                 raise param_invalid(f"aclnn{op.name}: workspaceSize {workspaceSize!r} is invalid")
+            if workspace is not None and not _is_uint(workspace):
+                raise param_invalid(f"aclnn{op.name}: workspace {workspace!r} is not a device address")
             if int(workspaceSize) > 0 and workspace is None:
                 raise param_nullptr(f"aclnn{op.name}: workspaceSize is {workspaceSize} but workspace is null")
             if int(workspaceSize) < need:
@@ -179,6 +182,11 @@ def _make_phase2(op: OpDef):
     phase2.__doc__ = (f"Phase 2 of aclnn{op.name}: run the executor on a stream (asynchronous; "
                       f"results after aclrtSynchronizeStream). Returns the status.")
     return phase2
+
+
+def _is_uint(v) -> bool:
+    """A C uint64_t / void* value: a non-negative integer (Python or numpy), not a bool."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 0
 
 
 def aclSetAclOpExecutorRepeatable(executor) -> int:
@@ -245,6 +253,8 @@ def check_tensor_view(t, name: str) -> None:
         raise param_invalid(f"{name} is not an aclTensor (got {type(t).__name__})")
     if t.destroyed:
         raise param_invalid(f"{name} was destroyed")
+    if len(t.stride) != len(t.viewDims):
+        raise param_invalid(f"{name} has {len(t.stride)} strides for {len(t.viewDims)} dimensions")
     if any(d < 0 for d in t.viewDims):
         raise param_invalid(f"{name} has a negative dimension: {list(t.viewDims)}")
     if any(s < 0 for s in t.stride):
