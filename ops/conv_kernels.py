@@ -313,12 +313,14 @@ def _zero_fill_body(dst: GM_ADDR, ranges, slot: int):
     g.SetGlobalBuffer(dst.cast(np.uint8))
     zb = z.ReinterpretCast(np.uint8)
     for off, n in ranges[GetBlockIdx()]:
-        DataCopy(g[off], zb, n)
+        if n % 32:
+            DataCopyPad(g[off], zb, DataCopyExtParams(1, n, 0, 0))
+        else:
+            DataCopy(g[off], zb, n)
 
 
 def zero_fill_launch(name: str, dst: GM_ADDR, nbytes: int, profile) -> KernelLaunch:
     slot = min(ub_bytes(profile) // 2, 64 * 1024)
-    nbytes = align_up(nbytes, 32)
     chunks = [(o, min(slot, nbytes - o)) for o in range(0, nbytes, slot)]
     blocks = _split(chunks, vector_core_count(profile))
     return KernelLaunch(f"ZeroFill({name})", _zero_fill_body, len(blocks), "vector", (dst, blocks, slot))
@@ -808,7 +810,8 @@ def _grad_input_body(F: GM_ADDR, WT: GM_ADDR, OUT: GM_ADDR, a: CubeArgs, blocks)
     l0a = align_up(mmax, 16) * t.baseK * isz
     l0b = t.baseK * align_up(nt_max, 16) * isz
     l0c = align_up(mmax, 16) * align_up(nt_max, 16) * 4
-    pipe, q = _queues(a, align_up(slab, 32), b1, l0a, l0b, l0c)
+    pipe, q = _queues(a, max(align_up(slab, 32), align_up(mmax, 16) * 32), max(b1, align_up(nt_max, 16) * 32),
+                      max(l0a, align_up(mmax, 16) * 32), max(l0b, align_up(nt_max, 16) * 32), l0c)
     if a.hf32:
         SetHF32Mode(True)
     FGm, WGm, OGm = GlobalTensor(cd), GlobalTensor(cd), GlobalTensor(a.out_dtype)
@@ -863,17 +866,26 @@ def _grad_input_body(F: GM_ADDR, WT: GM_ADDR, OUT: GM_ADDR, a: CubeArgs, blocks)
                     q["B2"].FreeTensor(b2)
                 q["A1"].FreeTensor(a1)
                 q["B1"].FreeTensor(bt)
-        if first:       # no tap reaches the map: the tile is zero (an Mmad of zeros)
+        if first:       # no tap reaches the map: the tile is zero (an Mmad of zero fractals)
+            z1 = q["A1"].AllocTensor(cd)
+            InitConstValue(z1, InitConstValueParams(1, m1 * 16, 0, 0))
+            q["A1"].EnQue(z1)
+            zb = q["B1"].AllocTensor(cd)
+            InitConstValue(zb, InitConstValueParams(1, n1 * 16, 0, 0))
+            q["B1"].EnQue(zb)
+            z1, zb = q["A1"].DeQue(cd), q["B1"].DeQue(cd)
             a2 = q["A2"].AllocTensor(cd)
-            InitConstValue(a2, InitConstValueParams(1, m1, 0, 0))
+            LoadData(a2, z1, LoadData2DParams(startIndex=0, repeatTimes=m1, srcStride=1))
             q["A2"].EnQue(a2)
             b2 = q["B2"].AllocTensor(cd)
-            InitConstValue(b2, InitConstValueParams(1, n1, 0, 0))
+            LoadData(b2, zb, LoadData2DParams(startIndex=0, repeatTimes=n1, srcStride=1))
             q["B2"].EnQue(b2)
             a2, b2 = q["A2"].DeQue(cd), q["B2"].DeQue(cd)
             Mmad(c, a2, b2, MmadParams(m=m, n=nt, k=c0, cmatrixInitVal=True))
             q["A2"].FreeTensor(a2)
             q["B2"].FreeTensor(b2)
+            q["A1"].FreeTensor(z1)
+            q["B1"].FreeTensor(zb)
         q["CO1"].EnQue(c)
         c = q["CO1"].DeQue(float32)
         pos0 = (r.od * Ho + r.oh0) * Wo + r.ow0

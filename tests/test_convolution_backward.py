@@ -1,0 +1,248 @@
+"""aclnnConvolutionBackward / aclnnConvTbcBackward numerics against the float64 references of
+tests/conv_reference.py (the gradient formulas, no torch), and timing-only == functional cycles.
+
+Tolerance (per element, stated in docs/CONVOLUTION.md): with A = the same gradient computed from
+|gradOutput|, |input|, |weight| (the sum of the magnitudes of every product in it),
+
+    |out - ref| <= (2 u_c + 1e-5) * A + u_o * |ref|
+
+where u_c is the unit roundoff of the Cube's compute dtype (FP16 2^-11, BF16 2^-8, HF32 2^-12,
+FP32 2^-24: each product's two rounded inputs), 1e-5 covers FP32 accumulation in L0C / the
+workspace over the reduction lengths used here, and u_o is the output dtype's unit roundoff (the
+final cast). Inputs are generated in their own dtype, so the reference sees the same values.
+"""
+from __future__ import annotations
+
+import itertools
+import zlib
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import simulator
+from conv_reference import conv_backward, conv_out_size, conv_tbc_backward, norm_padding
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+UNIT = {"FLOAT16": 2.0 ** -11, "BF16": 2.0 ** -8, "HF32": 2.0 ** -12, "FLOAT": 2.0 ** -24}
+NP_UNIT = {np.dtype(np.float16): 2.0 ** -11, BF16: 2.0 ** -8, np.dtype(np.float32): 2.0 ** -24}
+
+
+def compute_dtype(series: str, dtypes, cm: int) -> str:
+    """SPEC section 3, restated independently of ops/ (the test's own oracle)."""
+    names = {np.dtype(np.float32): "FLOAT", np.dtype(np.float16): "FLOAT16", BF16: "BF16"}
+    s = {names[np.dtype(d)] for d in dtypes}
+    promoted = s.pop() if len(s) == 1 else "FLOAT"
+    if series != "A2":
+        return "FLOAT16"
+    if promoted == "FLOAT":
+        return {0: "FLOAT", 1: "HF32", 2: "FLOAT16", 3: "HF32"}[cm]
+    return "FLOAT16" if cm == 2 else promoted
+
+
+def _rand(rng, shape, dtype, noncontig=False):
+    a = rng.standard_normal(shape).astype(dtype)
+    if noncontig and a.ndim >= 3:
+        # the same values in a transposed buffer: a non-contiguous view with the logical shape
+        buf = np.ascontiguousarray(np.swapaxes(a, -1, -2))
+        a = np.swapaxes(buf, -1, -2)
+        assert a.shape[-2] == 1 or a.shape[-1] == 1 or not a.flags.c_contiguous
+    return a
+
+
+def assert_close(out, ref, absref, comp: str, name: str):
+    out64 = np.asarray(out).astype(np.float64)
+    tol = (2 * UNIT[comp] + 1e-5) * absref + NP_UNIT[np.dtype(out.dtype)] * np.abs(ref) + 1e-30
+    err = np.abs(out64 - ref)
+    bad = err > tol
+    assert not bad.any(), (f"{name}: {bad.sum()} of {bad.size} elements outside tolerance; worst "
+                           f"err {err.max():.3g} (tol there {tol.reshape(-1)[np.argmax(err)]:.3g}), "
+                           f"compute {comp}")
+
+
+SOC = {"training": "Ascend910A", "inference": "Ascend310P3", "A2": "Ascend910B1"}
+
+
+def _case(series, xs, ks, cout, stride, padding, dilation, groups=1, transposed=False, opad=None,
+          mask=(1, 1, 1), dtype=np.float16, cm=1, noncontig=False, wdtype=None):
+    return dict(series=series, xs=xs, ks=ks, cout=cout, stride=stride, padding=padding,
+                dilation=dilation, groups=groups, transposed=transposed, opad=opad, mask=mask,
+                dtype=dtype, cm=cm, noncontig=noncontig, wdtype=wdtype)
+
+
+f16, f32 = np.float16, np.float32
+# the explicit coverage: every axis of the issue at least once (small shapes)
+CASES = [
+    _case("A2", (2, 5, 9), (3,), 6, (1,), (1,), (1,)),                                   # 1D
+    _case("A2", (1, 3, 17), (5,), 4, (3,), (2,), (2,), dtype=f32, cm=0),                 # 1D stride, dilation, FP32
+    _case("A2", (2, 4, 7, 6), (3, 3), 8, (1, 1), (1, 1), (1, 1)),                        # 2D
+    _case("A2", (1, 6, 9, 11), (3, 2), 5, (2, 3), (1, 0), (2, 1), dtype=f32, cm=1),      # stride+dilation, HF32
+    _case("A2", (2, 3, 8, 7), (3, 3), 4, (2, 1), (0, 2, 1, 0), (1, 1)),                  # 4-entry padding
+    _case("A2", (1, 8, 6, 6), (3, 3), 4, (1, 1), (1, 1), (1, 1), groups=2, dtype=BF16, cm=0),  # groups, BF16
+    _case("A2", (2, 16, 5, 5), (3, 3), 16, (1, 1), (1, 1), (1, 1), groups=16),           # depthwise
+    _case("A2", (1, 4, 5, 4), (3, 3), 6, (2, 2), (1, 1), (1, 1), transposed=True, opad=(1, 0)),  # transposed
+    _case("A2", (1, 4, 5, 4), (2, 3), 6, (2, 1), (0, 1), (1, 2), groups=2, transposed=True, opad=(1, 0),
+          dtype=f32, cm=2),                                                              # transposed groups, FP16 compute
+    _case("A2", (1, 2, 3, 4, 5), (2, 2, 3), 3, (1, 1, 2), (1, 0, 1), (1, 1, 1)),          # 3D
+    _case("A2", (1, 3, 4, 5, 4), (2, 3, 2), 4, (2, 1, 1), (0, 1, 1), (1, 1, 2), dtype=f32, cm=3),  # 3D HF32
+    _case("A2", (2, 5, 7, 9), (3, 3), 7, (1, 2), (1, 1), (1, 1), noncontig=True),         # non-contiguous
+    _case("A2", (2, 4, 6, 6), (3, 3), 4, (1, 1), (1, 1), (1, 1), dtype=f16, wdtype=f32, cm=1),  # mixed dtypes -> FLOAT
+    _case("training", (2, 4, 7, 6), (3, 3), 8, (2, 1), (1, 1), (1, 2), dtype=f32, cm=1),  # 910A, FLOAT via FP16
+    _case("training", (1, 6, 8, 8), (3, 3), 6, (1, 1), (1, 1), (1, 1), groups=3, transposed=True, opad=(0, 0)),
+    _case("inference", (2, 3, 9), (3,), 5, (2,), (1,), (1,)),                            # 310P3 1D
+    _case("inference", (1, 4, 6, 5), (2, 2), 3, (1, 1), (0, 1, 1, 0), (1, 1), dtype=f32, cm=2),
+]
+# every outputMask subset, on a small 2D case, on A2 and on the coupled training series
+CASES += [_case(s, (1, 3, 5, 5), (3, 3), 4, (1, 1), (1, 1), (1, 1), mask=m)
+          for s in ("A2", "training") for m in itertools.product((0, 1), repeat=3) if m != (1, 1, 1)]
+
+
+def _random_cases(n, seed=4):
+    """A randomised set over the same axes (reproducible)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        nd = int(rng.integers(1, 4))
+        series = "A2" if nd == 3 else str(rng.choice(["A2", "A2", "training", "inference"]))
+        groups = int(rng.choice([1, 1, 2, 3]))
+        cig, cog = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        k = tuple(int(rng.integers(1, 4)) for _ in range(nd))
+        s = tuple(int(rng.integers(1, 3)) for _ in range(nd))
+        d = tuple(int(rng.integers(1, 3)) for _ in range(nd))
+        transposed = bool(rng.random() < 0.3)
+        if nd == 2 and rng.random() < 0.3:
+            p = tuple(int(rng.integers(0, 3)) for _ in range(4))
+        else:
+            p = tuple(int(rng.integers(0, 3)) for _ in range(nd))
+        sp = tuple(int(rng.integers(4, 9 if nd < 3 else 6)) for _ in range(nd))
+        opad = tuple(int(rng.integers(0, si)) if transposed else 0 for si in s)
+        dtype = rng.choice([f16, f32] + ([BF16] if series == "A2" else []))
+        cm = int(rng.choice([1, 2] if (series != "A2" and dtype != f16) else [0, 1, 2, 3]))
+        if series == "A2" and dtype == BF16 and cm == 2:
+            cm = 1
+        out.append(_case(series, (int(rng.integers(1, 3)), cig * groups) + sp, k, cog * groups, s, p, d,
+                         groups, transposed, opad, tuple(int(b) for b in rng.integers(0, 2, 3)),
+                         dtype, cm, bool(rng.random() < 0.25)))
+    return out
+
+
+def _valid(c) -> bool:
+    nd = len(c["xs"]) - 2
+    pads = norm_padding(c["padding"], nd)
+    if c["transposed"]:
+        ws = (c["xs"][1], c["cout"] // c["groups"]) + c["ks"]
+    else:
+        ws = (c["cout"], c["xs"][1] // c["groups"]) + c["ks"]
+    out = conv_out_size(c["xs"][2:], c["ks"], c["stride"], pads, c["dilation"], c["transposed"],
+                        list(c["opad"] or [0] * nd))
+    return all(o >= 1 for o in out), ws, out
+
+
+CASES += [c for c in _random_cases(16) if _valid(c)[0]]
+
+
+def _id(c):
+    nd = len(c["xs"]) - 2
+    bits = [c["series"], f"{nd}D", "x".join(map(str, c["xs"])), "k" + "x".join(map(str, c["ks"])),
+            f"s{''.join(map(str, c['stride']))}", f"p{''.join(map(str, c['padding']))}",
+            f"d{''.join(map(str, c['dilation']))}", f"g{c['groups']}", np.dtype(c["dtype"]).name,
+            f"cm{c['cm']}", "m" + "".join(str(int(b)) for b in c["mask"])]
+    if c["transposed"]:
+        bits.append("T")
+    if c["noncontig"]:
+        bits.append("nc")
+    return "-".join(bits)
+
+
+def run_case(c, mode="functional", tiling=None):
+    rng = np.random.default_rng(zlib.crc32(_id(c).encode()))
+    nd = len(c["xs"]) - 2
+    ok, ws, out = _valid(c)
+    assert ok
+    wdt = c["wdtype"] or c["dtype"]
+    x = _rand(rng, c["xs"], c["dtype"], c["noncontig"])
+    w = _rand(rng, ws, wdt, c["noncontig"])
+    dy = _rand(rng, (c["xs"][0], c["cout"], *out), c["dtype"], c["noncontig"])
+    mask = tuple(bool(b) for b in c["mask"])
+    res = simulator.run("ConvolutionBackward", soc=SOC[c["series"]], mode=mode, tiling=tiling,
+                        gradOutput=dy, input=x, weight=w, biasSizes=[c["cout"]], stride=list(c["stride"]),
+                        padding=list(c["padding"]), dilation=list(c["dilation"]),
+                        transposed=c["transposed"], outputPadding=list(c["opad"] or [0] * nd),
+                        groups=c["groups"], outputMask=list(mask), cubeMathType=c["cm"])
+    return res, (dy, x, w, mask)
+
+
+@pytest.mark.parametrize("c", CASES, ids=[_id(c) for c in CASES])
+def test_convolution_backward_numerics(c):
+    res, (dy, x, w, mask) = run_case(c)
+    args = (c["stride"], c["padding"], c["dilation"], c["groups"], c["transposed"],
+            list(c["opad"] or [0] * (len(c["xs"]) - 2)), mask)
+    ref = conv_backward(dy, x, w, *args)
+    absref = conv_backward(np.abs(dy.astype(np.float64)), np.abs(x.astype(np.float64)),
+                           np.abs(w.astype(np.float64)), *args)
+    comp = compute_dtype(c["series"], (dy.dtype, x.dtype, w.dtype), c["cm"])
+    for i, name in enumerate(("gradInput", "gradWeight", "gradBias")):
+        if mask[i]:
+            assert_close(res.outputs[name], ref[i], absref[i], comp if i < 2 else "FLOAT", name)
+        else:
+            assert name not in res.outputs
+    # an unrequested gradient is neither computed nor written: no launch names it
+    names = " ".join(l["name"] for l in res.report.launches)
+    for i, tag in enumerate(("GradInput", "GradWeight", "GradBias")):
+        assert (tag in names) == mask[i], names
+
+
+def test_unrequested_outputs_are_not_written():
+    """An output passed in with its mask bit 0 keeps its contents."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float16)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float16)
+    dy = rng.standard_normal((1, 4, 4, 4)).astype(np.float16)
+    gi = np.full(x.shape, 7, np.float16)
+    gb = np.full((4,), 9, np.float16)
+    res = simulator.run("ConvolutionBackward", soc="Ascend910B1", gradOutput=dy, input=x, weight=w,
+                        biasSizes=[4], stride=[1, 1], padding=[0, 0], dilation=[1, 1], transposed=False,
+                        outputPadding=[0, 0], groups=1, outputMask=[False, True, False], cubeMathType=1,
+                        gradInput=gi, gradBias=gb)
+    assert (res.outputs["gradInput"] == 7).all() and (res.outputs["gradBias"] == 9).all()
+
+
+@pytest.mark.parametrize("soc", ["Ascend910B1", "Ascend910A"])
+def test_conv_tbc_backward_numerics(soc):
+    rng = np.random.default_rng(2)
+    T, B, cin, cout, K, pad = 7, 3, 5, 6, 3, 1
+    x = rng.standard_normal((T, B, cin)).astype(np.float16)
+    w = rng.standard_normal((K, cin, cout)).astype(np.float16)
+    b = rng.standard_normal((cout,)).astype(np.float16)
+    dy = rng.standard_normal((T + 2 * pad + 1 - K, B, cout)).astype(np.float16)
+    res = simulator.run("ConvTbcBackward", soc=soc, self=dy, input=x, weight=w, bias=b, pad=pad,
+                        cubeMathType=1)
+    ref = conv_tbc_backward(dy, x, w, pad)
+    absref = conv_tbc_backward(np.abs(dy.astype(np.float64)), np.abs(x.astype(np.float64)),
+                               np.abs(w.astype(np.float64)), pad)
+    for i, name in enumerate(("gradInput", "gradWeight", "gradBias")):
+        assert_close(res.outputs[name], ref[i], absref[i], "FLOAT16" if i < 2 else "FLOAT", name)
+    # it ran the convolution's kernels (shared code, not a copy)
+    names = " ".join(l["name"] for l in res.report.launches)
+    assert "GradInput" in names and "GradWeight" in names
+
+
+def test_empty_input_n_zero_on_a2_gives_zeros():
+    x = np.zeros((0, 3, 5, 5), np.float16)
+    w = np.ones((4, 3, 3, 3), np.float16)
+    dy = np.zeros((0, 4, 3, 3), np.float16)
+    res = simulator.run("ConvolutionBackward", soc="Ascend910B1", gradOutput=dy, input=x, weight=w,
+                        biasSizes=[4], stride=[1, 1], padding=[0, 0], dilation=[1, 1], transposed=False,
+                        outputPadding=[0, 0], groups=1, outputMask=[True, True, True], cubeMathType=1,
+                        gradWeight=np.full(w.shape, 5, np.float16), gradBias=np.full((4,), 5, np.float16))
+    assert res.outputs["gradInput"].shape == x.shape
+    assert (res.outputs["gradWeight"] == 0).all() and (res.outputs["gradBias"] == 0).all()
+
+
+def test_timing_only_cycles_equal_functional():
+    c = _case("A2", (2, 8, 9, 9), (3, 3), 16, (2, 2), (1, 1), (1, 1), dtype=np.float16)
+    f, _ = run_case(c, "functional")
+    t, _ = run_case(c, "timing")
+    assert f.cycles == t.cycles and f.workspace_size == t.workspace_size
+    c2 = _case("training", (1, 4, 7, 7), (3, 3), 4, (1, 1), (1, 1), (1, 1), transposed=True, opad=(0, 0))
+    assert run_case(c2, "functional")[0].cycles == run_case(c2, "timing")[0].cycles
