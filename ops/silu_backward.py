@@ -243,8 +243,8 @@ def infer_outputs(inputs: dict) -> dict:
 def tiling_space(inputs: dict, profile) -> list[dict]:
     """Candidate tilings for `ascend-sim tune`: block counts from a quarter of the vector cores to
     eight times as many, times UB tiles from one fp32 repeat up to the largest tile that fits
-    (powers of two and the maximum), at most 256 tiles per block. The planner still checks each
-    (561002)."""
+    (powers of two and the maximum), at most 256 tiles per block, and the default planner's own
+    choice. The planner still checks each (561002)."""
     x = inputs["self"]
     n, dtype = int(np.prod(x.shape, dtype=np.int64)), np.dtype(x.dtype)
     if n == 0:
@@ -257,8 +257,9 @@ def tiling_space(inputs: dict, profile) -> list[dict]:
     ncores = vector_core_count(profile)
     blocks = sorted({align_up(ceil_div(n, max(1, ncores * f // 4)), align) for f in (1, 2, 4, 8, 16, 32)})
     tiles = sorted({t for t in (repeat_elems << k for k in range(20)) if t <= max_tile} | {max_tile})
-    out = []
-    for b in blocks:
+    _, default = plan_tiling(n, dtype, profile)
+    out = [{"blockLength": default.blockLength, "tileLength": default.tileLength}]   # the planner's own choice
+    for b in sorted(set(blocks) | {default.blockLength}):
         for t in tiles:
             if t <= align_up(b, repeat_elems) and ceil_div(b, t) <= 256:
                 out.append({"blockLength": b, "tileLength": t})

@@ -17,6 +17,7 @@ The study logic (traces, sweeps, tuning) lives in simulator/studies.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import inspect
 import json
@@ -446,6 +447,8 @@ def cmd_sweep(args) -> int:
     plot = args.plot or spec.get("plot")
     calls = w.select(args.calls if args.calls is not None else spec.get("calls"))
     points = studies.grid_points(socs, grid, fixed)
+    for pt in points:                          # a bad field or value fails here, before any work
+        studies.make_profile(pt.soc, pt.overrides)
     print(f"sweep: {w.name}, {len(calls)} calls x {len(points)} points"
           + (f" on Dask {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
     rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, desc="sweep", **_exec_kw(args))
@@ -492,8 +495,9 @@ def cmd_tune(args) -> int:
     rows = [["default"] + [str(dt.get(k, "")) for k in fields] + [_fmt_cycles(d["cycles"]), f"{d['time_us']:,.2f}", "1.00x", d["bound"]]]
     for i, r in enumerate(res.ranked, 1):
         rows.append([f"#{i}"] + [str(r["candidate"].get(k, "")) for k in fields]
-                    + [_fmt_cycles(r["cycles"]), f"{r['time_us']:,.2f}", f"{d['cycles'] / r['cycles']:.2f}x", r["bound"]])
-    print(_table(rows, ["", *fields, "cycles", "us", "vs default", "bound"], right=set(range(1, len(fields) + 4))))
+                    + [_fmt_cycles(r["cycles"]), f"{r['time_us']:,.2f}", f"{d['cycles'] / r['cycles']:.2f}x", r["bound"],
+                       "(the default)" if r.get("is_default") else ""])
+    print(_table(rows, ["", *fields, "cycles", "us", "vs default", "bound", ""], right=set(range(1, len(fields) + 4))))
     best = res.best
     if best and best["cycles"] < d["cycles"]:
         args_txt = " ".join(f"--tiling {k}={v}" for k, v in best["candidate"].items())
@@ -558,9 +562,11 @@ def cmd_kernel(args) -> int:
     if not callable(launch):
         raise CliError(f"{path}: defines no {args.entry}() function (see 'ascend-sim kernel --help' "
                        f"for the convention)")
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     try:
         nparams = len(inspect.signature(launch).parameters)
-        spec = launch(profile) if nparams >= 1 else launch()
+        with quiet:
+            spec = launch(profile) if nparams >= 1 else launch()
     except Exception as e:
         raise Rejected(f"{path}: {args.entry}() raised {_user_error(e, path)}") from None
     if not isinstance(spec, dict) or not {"body", "block_dim", "args"} <= set(spec):
@@ -583,8 +589,9 @@ def cmd_kernel(args) -> int:
     if block_dim < 1:
         raise CliError(f"{path}: 'block_dim' must be >= 1, got {block_dim}")
     try:
-        res = run_kernel(spec["body"], block_dim, spec["args"], kind=kind, profile=profile,
-                         mode=args.mode, name=spec.get("name"), trace=not args.no_trace)
+        with (contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()):
+            res = run_kernel(spec["body"], block_dim, spec["args"], kind=kind, profile=profile,
+                             mode=args.mode, name=spec.get("name"), trace=not args.no_trace)
     except (KernelError, AclnnError):
         raise
     except Exception as e:
@@ -593,7 +600,8 @@ def cmd_kernel(args) -> int:
     check = getattr(mod, "check", None)
     if callable(check) and args.mode == "functional":
         try:
-            ok = check(res.outputs)
+            with (contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()):
+                ok = check(res.outputs)
             checked = ok is not False
             why = "check() returned False"
         except AssertionError as e:

@@ -465,7 +465,7 @@ def resolve_overrides(base: Profile, overrides: dict[str, Any]) -> dict[str, Any
         if key not in fields:
             close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
             hint = f"; did you mean '{close[0]}'?" if close else " (see `ascend-sim chip SOC` for the fields)"
-            raise StudyError(f"--set: {base.soc_version} has no profile field '{key}'{hint}")
+            raise StudyError(f"{base.soc_version} has no profile field '{key}'{hint}")
         cur = fields[key]
         if isinstance(value, str):
             m = _RELATIVE.match(value)
@@ -493,7 +493,7 @@ def make_profile(soc: str, overrides: dict[str, Any] | None = None) -> Profile:
             prof = base.override(resolved)
         except ProfileError as e:
             msg = "; ".join(str(e).splitlines())
-            raise StudyError(f"--set: {msg}") from None
+            raise StudyError(f"profile override: {msg}") from None
     else:
         prof = base
     _PROFILE_CACHE[key] = prof
@@ -888,6 +888,29 @@ def point_totals(rows: Sequence[dict]) -> list[dict]:
     return [out[k] for k in sorted(out)]
 
 
+def read_rows(path: str | Path) -> list[dict]:
+    """Rows written by write_rows, back with numbers as numbers (CSV cells are text)."""
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        out = []
+        with path.open(newline="") as f:
+            for r in csv.DictReader(f):
+                row: dict[str, Any] = {}
+                for k, v in r.items():
+                    try:
+                        row[k] = int(v)
+                    except ValueError:
+                        try:
+                            row[k] = float(v)
+                        except ValueError:
+                            row[k] = v
+                out.append(row)
+        return out
+    if path.suffix.lower() == ".jsonl":
+        return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+    return json.loads(path.read_text())
+
+
 def write_rows(rows: Sequence[dict], path: str | Path) -> Path:
     """Tidy rows to CSV (.csv), JSON (.json) or JSON lines (.jsonl)."""
     path = Path(path)
@@ -1070,8 +1093,9 @@ def tune(call: Call, soc: str, overrides: dict | None = None, *, space: dict[str
     if default["status"] != "ok":
         raise StudyError(f"tune: the default plan of {call.op} does not run: {default.get('message', default['status'])}")
     ranked, invalid = [], []
+    dtil = json.loads(default.get("tiling") or "{}")
     for c, r in zip(uniq, rows[1:]):
-        r = dict(r, candidate=c)
+        r = dict(r, candidate=c, is_default=all(dtil.get(k) == v for k, v in c.items()))
         (ranked if r["status"] == "ok" else invalid).append(r)
     ranked.sort(key=lambda r: r["cycles"])
     return TuneResult(call, soc, default, ranked[:max(top, 1)] if top else ranked, invalid, len(uniq))

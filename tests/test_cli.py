@@ -1,0 +1,186 @@
+"""The ascend-sim command line, end to end in subprocesses: every subcommand, and bad input giving
+one line on stderr, no traceback, and the documented exit code (1 rejected call, 2 usage error)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "simulator.cli", *args], cwd=cwd or ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(p: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr + p.stdout
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("ascend-sim"), lines[0]
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+def test_main_job_as_the_readme_shows(tmp_path):
+    p = cli("run", "SiluBackward", "--shape", "64,1024", "--dtype", "FLOAT16", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "aclnnSiluBackward on Ascend910B1" in p.stdout
+    assert "gradInput: shape [64, 1024] float16" in p.stdout
+    assert "cycles" in p.stdout and "bound by" in p.stdout
+    trace = tmp_path / "out" / "SiluBackward_Ascend910B1.trace.json"
+    assert trace.exists() and "traceEvents" in json.loads(trace.read_text())
+
+
+def test_run_json_with_overrides_and_tiling(tmp_path):
+    p = cli("run", "SiluBackward", "--shape", "16,4096", "--dtype", "FLOAT", "--soc", "Ascend910B4",
+            "--set", "cores.aiv.count=20", "--tiling", "tileLength=1024", "--json",
+            "--trace", str(tmp_path / "t.json"))
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["soc"] == "Ascend910B4" and d["cycles"] > 0
+    assert d["tiling"]["tileLength"] == 1024
+    assert d["overrides"] == {"cores.aiv.count": 20}
+    assert d["call"]["tensors"]["self"] == {"shape": [16, 4096], "dtype": "FLOAT"}
+    assert (tmp_path / "t.json").exists()
+
+
+def test_run_a_call_from_a_file(tmp_path):
+    f = tmp_path / "call.yaml"
+    f.write_text("op: SiluBackward\ndtype: BF16\ntensors: {gradOutput: [8, 300], self: [8, 300]}\n")
+    p = cli("run", "--file", str(f), "--mode", "timing", "--no-trace")
+    assert p.returncode == 0, p.stderr
+    assert "gradOutput=8x300 self=8x300 BF16" in p.stdout
+    p = cli("run", "--file", "traces/efficientnet_b0_silu_backward.yaml", "--call", "1", "--mode", "timing",
+            "--no-trace", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["call"]["tensors"]["self"]["shape"] == [32, 48, 1, 1]
+
+
+@pytest.mark.parametrize("args, code, needles", [
+    (["run", "NoSuchOp", "--shape", "4"], 2, ["unknown operator 'NoSuchOp'", "SiluBackward"]),
+    (["run", "SiluBackward", "--shape", "64,a"], 2, ["--shape", "not a list of integers"]),
+    (["run", "SiluBackward", "--shape", "64,-3"], 2, ["--shape", ">= 0"]),
+    (["run", "SiluBackward", "--shape", "64", "--dtype", "FLOAT8"], 2, ["unknown dtype 'FLOAT8'"]),
+    (["run", "SiluBackward", "--shape", "64", "--soc", "Ascend999"], 2, ["unknown SoC 'Ascend999'"]),
+    (["run", "SiluBackward", "--shape", "64", "--set", "device_memory.bandwith_GBps=1"], 2,
+     ["no profile field 'device_memory.bandwith_GBps'", "did you mean 'device_memory.bandwidth_GBps'"]),
+    (["run", "SiluBackward", "--shape", "64", "--set", "clock_mhz=-5"], 2, ["clock_mhz"]),
+    (["run", "SiluBackward", "--shape", "64", "--set", "clock_mhz"], 2, ["FIELD=VALUE"]),
+    (["run", "SiluBackward", "--shape", "64", "--attr", "alpha=1"], 2, ["no attribute 'alpha'"]),
+    (["run", "SiluBackward"], 2, ["give the tensor shapes"]),
+    (["run", "SiluBackward", "--shape", "64", "--frobnicate"], 2, ["unrecognized arguments: --frobnicate"]),
+    (["frobnicate"], 2, ["invalid choice: 'frobnicate'"]),
+    (["run", "SiluBackward", "--shape", "self=64", "--shape", "gradOutput=65", "--no-trace"], 1,
+     ["161002", "one shape"]),
+    (["run", "SiluBackward", "--shape", "64", "--dtype", "BF16", "--soc", "Ascend910A", "--no-trace"], 1,
+     ["161002", "BF16"]),
+    (["run", "SiluBackward", "--shape", "1000", "--tiling", "tileLength=1000000", "--no-trace"], 1,
+     ["561002", "UB"]),
+    (["chip", "Ascend999"], 2, ["unknown SoC"]),
+    (["diff", "Ascend910B1", "nope"], 2, ["unknown SoC 'nope'"]),
+    (["replay", "traces/missing.yaml"], 2, ["no such file"]),
+    (["replay", "traces/efficientnet_b0_silu_backward.yaml", "--calls", "70"], 2, ["out of range"]),
+    (["replay", "traces/efficientnet_b0_silu_backward.yaml", "--workers", "0"], 2, ["--workers"]),
+    (["regress", "traces/efficientnet_b0_silu_backward.yaml", "--soc", "Ascend910B4"], 2,
+     ["no baselines for Ascend910B4", "--update"]),
+    (["sweep", "traces/silu_smoke.jsonl"], 2, ["nothing to sweep"]),
+    (["sweep", "traces/silu_smoke.jsonl", "--param", "cores.aiv.cnt=1,2"], 2, ["did you mean 'cores.aiv.count'"]),
+    (["tune", "SiluBackward", "--shape", "64", "--space", "tileLength"], 2, ["FIELD=V1,V2"]),
+    (["kernel", "no/such/kernel.py"], 2, ["no such file"]),
+])
+def test_bad_input_is_one_line(args, code, needles):
+    assert_one_line_error(cli(*args), code, *needles)
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("calls: [\n", "not valid YAML"),
+    ("calls: []\n", "non-empty list"),
+    ("calls:\n  - {tensors: {self: [4]}}\n", "call 0: field 'op'"),
+    ("calls:\n  - {op: SiluBackward, tensors: {self: [4, z]}}\n", "call 0: tensors.self"),
+    ("calls:\n  - {op: SiluBackward, dtype: FLOAT, tensors: {self: [4]}, speed: 3}\n", "unknown field(s) speed"),
+    ("format: other/2\ncalls:\n  - {op: SiluBackward}\n", "field 'format'"),
+    ("calls:\n  - {op: SiluBackward, dtype: FLOAT, tensors: {self: [4]}}\n"
+     "baselines: {Ascend910B1: {calls: [1, 2]}}\n", "has 2 entries for 1 calls"),
+])
+def test_malformed_trace_files(tmp_path, content, needle):
+    f = tmp_path / "bad.yaml"
+    f.write_text(content)
+    assert_one_line_error(cli("replay", str(f)), 2, needle)
+
+
+def test_malformed_jsonl_names_the_line(tmp_path):
+    f = tmp_path / "bad.jsonl"
+    f.write_text('{"name": "x"}\n{"op": "SiluBackward", "tensors": {"self": [4]}, "dtype": "FLOAT"}\n{"op": \n')
+    assert_one_line_error(cli("replay", str(f)), 2, "line 3", "not valid JSON")
+
+
+def test_help_everywhere(capsys):
+    from simulator.cli import main
+    p = cli("--help")                         # once as a user would, the rest in-process (faster)
+    assert p.returncode == 0 and "usage: ascend-sim" in p.stdout and "regress" in p.stdout
+    for sub in ("run", "ops", "chips", "chip", "diff", "replay", "regress", "sweep", "tune", "kernel"):
+        with pytest.raises(SystemExit) as e:
+            main([sub, "--help"])
+        assert e.value.code == 0
+        assert f"usage: ascend-sim {sub}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["kernel", "--help"])
+    assert "launch(profile)" in capsys.readouterr().out
+
+
+def test_ops_chips_chip_diff():
+    p = cli("ops")
+    assert p.returncode == 0 and "aclnnSiluBackward(gradOutput:tensor, self:tensor) -> gradInput [tunable]" in p.stdout
+    p = cli("chips", "--json")
+    assert p.returncode == 0
+    assert {c["soc"] for c in json.loads(p.stdout)} >= {"Ascend910A", "Ascend310P3", "Ascend910B1"}
+    p = cli("chip", "Ascend910B1", "--set", "device_memory.bandwidth_GBps=x2")
+    assert p.returncode == 0
+    assert any(l.split() == ["device_memory.bandwidth_GBps", "3200.0"] for l in p.stdout.splitlines()), p.stdout
+    p = cli("diff", "Ascend910B1", "Ascend910B4")
+    assert p.returncode == 0
+    rows = {l.split()[0]: l.split()[1:] for l in p.stdout.splitlines()[2:] if l.strip()}
+    assert rows["clock_mhz"] == ["1850.0", "1500.0"] and rows["cores.aiv.count"] == ["48", "40"]
+    p = cli("diff", "Ascend910B2", "Ascend910B2")
+    assert p.returncode == 0 and "identical" in p.stdout
+
+
+def test_kernel_file(tmp_path):
+    p = cli("kernel", "examples/kernels/axpy.py", "--soc", "Ascend910B4", "--trace", str(tmp_path / "k.json"))
+    assert p.returncode == 0, p.stderr
+    assert "check: passed" in p.stdout and "axpy on Ascend910B4" in p.stdout
+    assert (tmp_path / "k.json").exists()
+    p = cli("kernel", "examples/kernels/axpy.py", "--mode", "timing", "--json", "--no-trace",
+            "--set", "cores.aiv.count=24")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["cycles"] > 0
+
+
+@pytest.mark.parametrize("source, code, needle", [
+    ("def launch(:\n    pass\n", 2, "syntax error"),
+    ("x = 1\n", 2, "defines no launch()"),
+    ("def launch():\n    return {'body': print}\n", 2, "'body', 'block_dim' and 'args'"),
+    ("def launch():\n    raise ValueError('no tiling for you')\n", 1, "ValueError: no tiling for you (at k.py:2)"),
+    ("import numpy as np\nfrom simulator.kernel import *\n"
+     "def body(x):\n    t = TPipe()\n    q = TQue(TPosition.VECIN, 1)\n    t.InitBuffer(q, 1, 10**7)\n"
+     "def launch():\n    return {'body': body, 'block_dim': 1, 'args': {'x': np.zeros(8, np.float32)}}\n",
+     1, "kernel fault"),
+    ("import numpy as np\nfrom simulator.kernel import *\n"
+     "def body(x):\n    pass\n"
+     "def launch():\n    return {'body': body, 'block_dim': 1, 'args': {'x': np.zeros(8, np.float32)}}\n"
+     "def check(out):\n    assert out['x'][0] == 1, 'x[0] is not 1'\n", 1, None),
+])
+def test_kernel_file_errors(tmp_path, source, code, needle):
+    f = tmp_path / "k.py"
+    f.write_text(source)
+    p = cli("kernel", str(f), "--no-trace")
+    if needle is None:                     # a failed check() is a report, not an error line
+        assert p.returncode == code and "check: FAILED: x[0] is not 1" in p.stdout
+        return
+    assert_one_line_error(p, code, needle)
