@@ -501,13 +501,13 @@ def _packw_body(src: GM_ADDR, dst: GM_ADDR, t: PackW, blocks):
         return True
 
     def load(ub, it):
-        g, c1 = it
+        g, c1, ci0, cin = it
         x = ub.ReinterpretCast(t.src_dtype)
         if t.flip:
             rows = min(c0, t.Kc - c1 * c0)
-            DataCopyPad(x, sGm[(g * t.rows_in + c1 * c0) * t.cols_in],
-                        DataCopyExtParams(rows, t.cols_in * isz_s, 0,
-                                          (t.pitch * isz_s - align_up(t.cols_in * isz_s, 32)) // 32))
+            DataCopyPad(x, sGm[(g * t.rows_in + c1 * c0) * t.cols_in + ci0 * kk],
+                        DataCopyExtParams(rows, cin * kk * isz_s, (t.cols_in - cin * kk) * isz_s,
+                                          (t.pitch * isz_s - align_up(cin * kk * isz_s, 32)) // 32))
         else:
             v = min(c0, t.Kc - c1 * c0)
             DataCopyPad(x, sGm[g * t.rows_in * t.cols_in + c1 * c0 * kk],
@@ -531,16 +531,16 @@ def _packw_body(src: GM_ADDR, dst: GM_ADDR, t: PackW, blocks):
                              TransposeParamsExt(1, c0, kk, 1, TransposeType.TRANSPOSE_NCHW2NHWC))
 
     def store(out, it):
-        g, c1 = it
+        g, c1, ci0, cin = it
         o = out.ReinterpretCast(t.dst_dtype)
         base = g * t.M * rowK
         if t.flip:
             for k in range(kk):
                 kf = kk - 1 - k
                 kd, khw = divmod(kf, t.KHW)
-                off = base + (kd * t.C1 + c1) * t.KHW * c0 + khw * c0
+                off = base + ci0 * rowK + (kd * t.C1 + c1) * t.KHW * c0 + khw * c0
                 DataCopyPad(dGm[off], o[k * c0],
-                            DataCopyExtParams(t.M, c0 * isz_c, (kk - 1), rowK * isz_c - c0 * isz_c))
+                            DataCopyExtParams(cin, c0 * isz_c, (kk - 1), rowK * isz_c - c0 * isz_c))
         else:
             off = base + c1 * t.KHW * c0
             DataCopyPad(dGm[off], o, DataCopyExtParams(t.M * t.KD, t.KHW * c0 * isz_c, 0,
@@ -550,7 +550,15 @@ def _packw_body(src: GM_ADDR, dst: GM_ADDR, t: PackW, blocks):
 
 
 def packw_launch(src, dst, t: PackW, profile) -> KernelLaunch:
-    items = [(g, c1) for g in range(t.G) for c1 in range(t.C1)]
+    if t.flip:
+        isz = max(t.src_dtype.itemsize, t.dst_dtype.itemsize)
+        per_ci = t.c0 * t.KD * t.KHW * (2 * isz + 2 * t.dst_dtype.itemsize) * 2
+        cin = max(1, min(t.M, (ub_bytes(profile) - 4096) // per_ci))
+        t.pitch = align_up(cin * t.KD * t.KHW, 16)
+        items = [(g, c1, ci0, min(cin, t.M - ci0)) for g in range(t.G) for c1 in range(t.C1)
+                 for ci0 in range(0, t.M, cin)]
+    else:
+        items = [(g, c1, 0, t.M) for g in range(t.G) for c1 in range(t.C1)]
     blocks = _split(items, vector_core_count(profile))
     return KernelLaunch("TransData(weight->W'T)", _packw_body, len(blocks), "vector", (src, dst, t, blocks))
 
