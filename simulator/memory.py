@@ -95,16 +95,19 @@ class MemoryChannel:
 
 class L2Cache:
     """Tags of the shared L2: LRU over lines, write-back, write-allocate without a fetch (a core's
-    write fills its bytes). A read miss fetches the missing bytes of each line it touches, in
-    32-byte sectors; evicting a dirty line writes the whole line back. The cache holds no data
-    (GM arrays do): it only decides which bytes go to device memory."""
+    write fills its bytes). Each line remembers which 32-byte sectors it holds: a read fetches the
+    sectors it touches that the line lacks; evicting a dirty line writes the whole line back. The
+    cache holds no data (GM arrays do): it only decides which bytes go to device memory."""
 
     SECTOR = 32
 
     def __init__(self, nbytes: int, line: int):
         self.line = line
         self.capacity = max(nbytes // line, 1)
-        self.lines: OrderedDict[int, bool] = OrderedDict()     # line -> dirty
+        self.sectors = max(line // self.SECTOR, 1)
+        self.full = (1 << self.sectors) - 1
+        self.dirty = 1 << self.sectors
+        self.lines: OrderedDict[int, int] = OrderedDict()     # line -> sector mask | dirty bit
         self.hit_lines = 0
         self.miss_lines = 0
 
@@ -112,6 +115,7 @@ class L2Cache:
         """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
         bytes of dirty lines evicted to it)."""
         line, lines, sector, cap = self.line, self.lines, self.SECTOR, self.capacity
+        full, dirty = self.full, self.dirty
         move, pop = lines.move_to_end, lines.popitem
         fetch = evicted = hits = misses = 0
         for addr, n in ranges:
@@ -120,24 +124,31 @@ class L2Cache:
             end = addr + n
             first, last = addr // line, (end - 1) // line
             for ln in range(first, last + 1):
-                if ln in lines:
-                    move(ln)
-                    if write:
-                        lines[ln] = True
-                    hits += 1
-                    continue
-                misses += 1
-                if not write:
-                    if first < ln < last:
-                        fetch += line
-                    else:   # an edge line: fetch the touched 32-byte sectors
-                        lo = max(addr, ln * line) // sector
-                        hi = -(-min(end, (ln + 1) * line) // sector)
-                        fetch += (hi - lo) * sector
-                lines[ln] = write
-                if len(lines) > cap:
-                    if pop(last=False)[1]:
+                if first < ln < last:
+                    want = full
+                else:
+                    base = ln * line
+                    lo = (max(addr, base) - base) // sector
+                    hi = -(-(min(end, base + line) - base) // sector)
+                    want = ((1 << (hi - lo)) - 1) << lo
+                state = lines.get(ln)
+                if state is None:
+                    misses += 1
+                    state = 0
+                    lines[ln] = 0
+                    if len(lines) > cap and pop(last=False)[1] & dirty:
                         evicted += line
+                else:
+                    move(ln)
+                    hits += 1
+                if write:
+                    state |= want | dirty
+                else:
+                    missing = want & ~state
+                    if missing:
+                        fetch += bin(missing).count("1") * sector
+                        state |= want
+                lines[ln] = state
         self.hit_lines += hits
         self.miss_lines += misses
         return fetch, evicted

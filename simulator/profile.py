@@ -15,10 +15,12 @@ import copy
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WrapSerializer,
+                      field_validator)
 
 DEVICES_DIR = Path(__file__).resolve().parent.parent / "devices"
 DEFAULT_SOC = "Ascend910B1"
@@ -32,8 +34,18 @@ class ProfileError(ValueError):
     """A profile file that does not load: the message names the file and the field."""
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+# read-only mappings (lists become tuples), so a loaded - and cached - profile cannot be changed
+FrozenDict = Annotated[dict[K, V], AfterValidator(MappingProxyType),
+                       WrapSerializer(lambda v, nxt: nxt(dict(v)))]
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def __deepcopy__(self, memo):       # immutable all the way down: a copy is the same object
+        return self
 
 
 class PathCost(_Frozen):
@@ -55,11 +67,11 @@ class PathCost(_Frozen):
 
 class CoreKind(_Frozen):
     count: int = Field(ge=0)
-    units: list[Literal["cube", "vector"]]
-    runs: list[Literal["vector", "cube", "mix"]] = Field(
+    units: tuple[Literal["cube", "vector"], ...]
+    runs: tuple[Literal["vector", "cube", "mix"], ...] = Field(
         description="which kernel kinds the launcher places on this core kind")
-    pipes: list[Literal[PIPES]]  # type: ignore[valid-type]
-    buffers: dict[Literal[BUFFERS], int]  # type: ignore[valid-type]
+    pipes: tuple[Literal[PIPES], ...]  # type: ignore[valid-type]
+    buffers: FrozenDict[Literal[BUFFERS], int]  # type: ignore[valid-type]
     clock_mhz: float | None = Field(default=None, gt=0)
 
 
@@ -68,11 +80,11 @@ class VectorUnit(_Frozen):
     max_repeat: int = Field(gt=0)
     startup_cycles: float = Field(ge=0)
     # cycles per 256-byte repeat, by instruction class; "class.dtype" keys override per dtype
-    cycles_per_repeat: dict[str, float]
+    cycles_per_repeat: FrozenDict[str, float]
 
 
 class CubeUnit(_Frozen):
-    macs_per_cycle: dict[str, int]
+    macs_per_cycle: FrozenDict[str, int]
     startup_cycles: float = Field(ge=0)
 
 
@@ -106,11 +118,11 @@ class RuntimeCosts(_Frozen):
 
 class OpSupport(_Frozen):
     """What one operator accepts on this chip's product series."""
-    dtypes: list[Literal[DTYPE_NAMES]]  # type: ignore[valid-type]
-    ranks: list[int] = Field(default_factory=list)
+    dtypes: tuple[Literal[DTYPE_NAMES], ...]  # type: ignore[valid-type]
+    ranks: tuple[int, ...] = ()
     max_rank: int | None = None
-    limits: dict[str, tuple[int, int]] = Field(default_factory=dict)
-    options: dict[str, bool | int | str | list[int]] = Field(default_factory=dict)
+    limits: FrozenDict[str, tuple[int, int]] = Field(default_factory=dict)
+    options: FrozenDict[str, bool | int | str | tuple[int, ...]] = Field(default_factory=dict)
 
 
 class Profile(_Frozen):
@@ -118,20 +130,20 @@ class Profile(_Frozen):
     series: Literal["training", "inference", "A2"]
     series_name: str
     clock_mhz: float = Field(gt=0)
-    cores: dict[str, CoreKind]
-    alignment: dict[Literal[BUFFERS], int]  # type: ignore[valid-type]
-    paths: dict[str, PathCost]
+    cores: FrozenDict[str, CoreKind]
+    alignment: FrozenDict[Literal[BUFFERS], int]  # type: ignore[valid-type]
+    paths: FrozenDict[str, PathCost]
     vector: VectorUnit
     cube: CubeUnit
     l2: L2Cache
     device_memory: DeviceMemory
     sync: SyncLimits
     runtime: RuntimeCosts
-    operators: dict[str, OpSupport]
+    operators: FrozenDict[str, OpSupport]
 
     @field_validator("cores")
     @classmethod
-    def _some_core(cls, v: dict[str, CoreKind]) -> dict[str, CoreKind]:
+    def _some_core(cls, v):
         if not any(k.count > 0 for k in v.values()):
             raise ValueError("a chip needs at least one core")
         return v

@@ -360,19 +360,11 @@ def test_cycles_not_below_the_device_memory_bound(soc, dtype, shape, bandwidth):
         assert r.cycles < 3 * compulsory / per_cycle + launch, "the bound should be nearly tight"
 
 
-L2_SECTOR_BUG = ("memory.py L2Cache.access: a read that hits a line allocated by an earlier "
-                 "partial access does not fetch the sectors that access did not bring in, so "
-                 "device-memory bytes undercount compulsory reads when tiles/blocks split a "
-                 "512-byte line (see the report for the proposed patch)")
-
-
 @pytest.mark.parametrize("n,tiling", [
     (13952, {"blockLength": 13952, "tileLength": 4096}),     # tiles start on 512-B L2 lines
     (18432, {"blockLength": 2304, "tileLength": 2304}),      # blocks start on lines
-    pytest.param(13952, {"blockLength": 13952, "tileLength": 6976},     # a tile ends mid-line
-                 marks=pytest.mark.xfail(strict=True, reason=L2_SECTOR_BUG)),
-    pytest.param(17408, {"blockLength": 2176, "tileLength": 2176},      # a block ends mid-line
-                 marks=pytest.mark.xfail(strict=True, reason=L2_SECTOR_BUG)),
+    (13952, {"blockLength": 13952, "tileLength": 6976}),     # a tile ends mid-line
+    (17408, {"blockLength": 2176, "tileLength": 2176}),      # a block ends mid-line
 ], ids=["aligned-tiles", "aligned-blocks", "tile-splits-a-line", "block-splits-a-line"])
 def test_device_memory_bytes_cover_the_compulsory_reads(n, tiling):
     """On a fresh device each input byte is read from device memory at least once; the report's
