@@ -37,6 +37,10 @@ GridSamplerGrad kernel, then a transpose back):
      along the channels (a doubling Copy and a Transpose) times gradOutput, then
      `DataCopyPad[scatter]+AtomicAdd` per run per point into the accumulator.
    * Channels beyond what fits UB are processed in chunks (the gathers then move a chunk each).
+   * The steps (tile, chunk) are software-pipelined: step s+1's gathers are issued alternately
+     with step s's scatters, so the scalar unit's in-order issue into bounded pipe queues never
+     leaves MTE2 idle behind a backlog of MTE3 work; offsets are double-buffered by tile parity.
+     Tiles are split evenly over the vector cores.
 4. `TransposeCast(inputGrad)`: the accumulator back to NCHW, cast to the output dtype.
 Non-contiguous inputs are first copied contiguous (Contiguous); non-contiguous outputs are
 computed into the workspace and written back (ViewCopy).
@@ -45,7 +49,13 @@ FP16 / BF16 are computed in FP32 inside the kernels (casts are instructions), as
 does; on the training series CANN casts with separate Cast operators around a FP32 kernel, which
 we fold into the transposes and the main kernel. DOUBLE (A2, as CANN's code lists it) runs the
 same kernels in float64; the vector unit has no float64 rate, so its cost is the FLOAT class per
-256 bytes [ASSUMPTION], and CANN really dispatches DOUBLE to the AI CPU (not modelled).
+256 bytes, and the accumulator takes float64 atomic adds [ASSUMPTIONS: CANN really dispatches
+DOUBLE to the AI CPU, which is not modelled].
+
+Differences from the seed document: it lists interpolationMode 0 and 1 only; SPEC (recent CANN
+code) adds bicubic (2) on A2, which we accept there. It lists 161001 for any null output; we
+follow SPEC (only outputs whose outputMask bit is set must be non-null), and a null outputMask
+(or both bits false) returns success with workspace 0, as CANN's code does.
 
 Modelling notes: the scalar unit's per-point address arithmetic (GetValue) is not charged beyond
 the one-cycle issue of each copy; gathers and scatters see the L2 at the address an identity grid
