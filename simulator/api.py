@@ -44,7 +44,7 @@ def _fail(status, message=None):
 class _HostTensor:
     """A numpy array placed in device memory with its own layout."""
 
-    def __init__(self, arr: np.ndarray, name: str, fmt: aclFormat | None):
+    def __init__(self, arr: np.ndarray, name: str, fmt: aclFormat | None, functional: bool = True):
         dt = acl_dtype_of(arr.dtype)
         if dt is None:
             raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
@@ -57,20 +57,25 @@ class _HostTensor:
             int(x) for x in np.ones(arr.ndim, dtype=np.int64))
         extent = (sum((d - 1) * s for d, s in zip(arr.shape, self.strides)) + 1) if arr.size else 0
         self.extent = extent
-        self.storage = np.zeros(max(extent, 1), dtype=arr.dtype)
-        if arr.size:
-            as_strided(self.storage, shape=arr.shape, strides=arr.strides)[...] = arr
-        nbytes = self.storage.nbytes
+        self.functional = functional
+        nbytes = max(extent, 1) * isz
         self.ptr, ret = acl.aclrtMalloc(nbytes, 0)
         if ret:
             _fail(ret)
-        ret = acl.aclrtMemcpy(self.ptr, nbytes, self.storage, nbytes, acl.aclrtMemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
-        if ret:
-            _fail(ret)
+        if functional:            # timing-only mode moves no data
+            self.storage = np.zeros(max(extent, 1), dtype=arr.dtype)
+            if arr.size:
+                as_strided(self.storage, shape=arr.shape, strides=arr.strides)[...] = arr
+            ret = acl.aclrtMemcpy(self.ptr, nbytes, self.storage, nbytes,
+                                  acl.aclrtMemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
+            if ret:
+                _fail(ret)
         fmt = fmt if fmt is not None else _FORMAT_BY_RANK.get(arr.ndim, aclFormat.ACL_FORMAT_ND)
-        self.tensor = acl.aclCreateTensor(arr.shape, dt, self.strides, 0, fmt, (self.storage.size,), self.ptr)
+        self.tensor = acl.aclCreateTensor(arr.shape, dt, self.strides, 0, fmt, (max(extent, 1),), self.ptr)
 
     def read_back(self) -> None:
+        if not self.functional:
+            return
         nbytes = self.storage.nbytes
         ret = acl.aclrtMemcpy(self.storage, nbytes, self.ptr, nbytes, acl.aclrtMemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
         if ret:
@@ -121,7 +126,7 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
         for p in opdef.inputs:
             v = params.get(p.name)
             if p.kind == "tensor" and v is not None:
-                host[p.name] = _HostTensor(np.asarray(v), p.name, format)
+                host[p.name] = _HostTensor(np.asarray(v), p.name, format, mode == "functional")
                 args[p.name] = host[p.name].tensor
             else:
                 args[p.name] = _to_arg(p.name, p.kind, v)
@@ -143,7 +148,7 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
                 continue
             if not isinstance(v, np.ndarray):
                 raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{p.name} must be a numpy array")
-            host[p.name] = _HostTensor(v, p.name, format)
+            host[p.name] = _HostTensor(v, p.name, format, mode == "functional")
             args[p.name] = host[p.name].tensor
             outputs[p.name] = v
         ws_size, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(**args)

@@ -190,7 +190,7 @@ class Device:
         self.tracing = trace
         self.env = simpy.Environment()
         self.memory = DeviceMemory(profile.device_memory.bytes, functional)
-        self.l2 = L2Cache(profile.l2.bytes, profile.l2.line_bytes)
+        self.l2 = L2Cache(profile.l2.bytes, profile.l2.line_bytes, lambda a: self.memory.find(a))
         self.l2_channel = MemoryChannel(profile.l2_bytes_per_cycle)
         self.hbm = MemoryChannel(profile.device_bytes_per_cycle)
         self.miss_latency = profile.l2.miss_latency_cycles
@@ -461,14 +461,14 @@ class Device:
                 fetch, evicted = l2.access(instr.gm, instr.gm_write)
                 rec.l2_hit_lines += l2.hit_lines - hits
                 rec.l2_miss_lines += l2.miss_lines - misses
-                hbm_bytes = fetch + evicted
                 local = instr.cycles
                 if fetch:
                     local = self.profile.path(instr.path).cycles(instr.chan_bytes, self.miss_latency)
                 done = start + local
-                done = max(done, self.l2_channel.reserve(start, instr.chan_bytes))
-                if hbm_bytes:
-                    done = max(done, self.hbm.reserve(start, hbm_bytes))
+                done = max(done, self.l2_channel.reserve(start, instr.chan_bytes)[0])
+                self.hbm.pending += evicted
+                end, hbm_bytes = self.hbm.reserve(start, fetch, drain=instr.chan_bytes)
+                done = max(done, end)
                 rec.l2_bytes += instr.chan_bytes
                 rec.hbm_bytes += hbm_bytes
                 dur = done - start

@@ -3,7 +3,6 @@ and the chip-wide channels (L2 and device memory) that all cores' GM traffic sha
 from __future__ import annotations
 
 import bisect
-from collections import OrderedDict
 
 import numpy as np
 
@@ -75,80 +74,125 @@ class MemoryChannel:
     """A chip-wide channel (the L2's bandwidth, or device memory's). A transfer reserves its bytes
     in arrival order (first come, first served), so one core alone gets its own path's rate while
     all cores together saturate at the channel's bandwidth. The reservation is analytic: no SimPy
-    events."""
+    events. Write-backs of dirty L2 lines are deferred and interleaved with later traffic (each
+    transfer carries up to its own size of them), as background write-back shares the channel."""
 
     def __init__(self, bytes_per_cycle: float):
         self.bytes_per_cycle = bytes_per_cycle
         self.free_at = 0.0
         self.busy_cycles = 0.0
         self.bytes = 0
+        self.pending = 0            # write-back bytes not yet carried
 
-    def reserve(self, now: float, nbytes: int) -> float:
-        """Reserve nbytes starting no earlier than now; returns when they have passed."""
+    def reserve(self, now: float, nbytes: int, drain: int = 0) -> tuple[float, int]:
+        """Reserve nbytes, plus up to `drain` bytes of pending write-back, starting no earlier than
+        now; returns (when they have passed, bytes moved). Nothing to move: (now, 0)."""
+        carried = min(self.pending, drain)
+        self.pending -= carried
+        total = nbytes + carried
+        if total <= 0:
+            return now, 0
         start = now if now > self.free_at else self.free_at
-        occupancy = nbytes / self.bytes_per_cycle
+        occupancy = total / self.bytes_per_cycle
         self.free_at = start + occupancy
         self.busy_cycles += occupancy
-        self.bytes += nbytes
-        return self.free_at
+        self.bytes += total
+        return self.free_at, total
 
 
 class L2Cache:
     """Tags of the shared L2: LRU over lines, write-back, write-allocate without a fetch (a core's
     write fills its bytes). Each line remembers which 32-byte sectors it holds: a read fetches the
     sectors it touches that the line lacks; evicting a dirty line writes the whole line back. The
-    cache holds no data (GM arrays do): it only decides which bytes go to device memory."""
+    cache holds no data (GM arrays do): it only decides which bytes go to device memory.
+
+    Tags live in numpy arrays per allocation (a sector mask with a dirty bit, and a last-use
+    stamp per line), so a long transfer costs a few array operations, not a loop over lines.
+    When the cache overflows, the least recently used lines are evicted in one batch that also
+    frees 1/16 of the capacity: LRU, with evictions up to 1/16 of the cache early."""
 
     SECTOR = 32
 
-    def __init__(self, nbytes: int, line: int):
+    def __init__(self, nbytes: int, line: int, find):
         self.line = line
         self.capacity = max(nbytes // line, 1)
+        self.slack = max(self.capacity // 16, 1)
         self.sectors = max(line // self.SECTOR, 1)
-        self.full = (1 << self.sectors) - 1
-        self.dirty = 1 << self.sectors
-        self.lines: OrderedDict[int, int] = OrderedDict()     # line -> sector mask | dirty bit
+        self.full = np.uint32((1 << self.sectors) - 1)
+        self.dirty = np.uint32(1 << self.sectors)
+        self.find = find                    # address -> the device Allocation holding it
+        self.tags: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # allocation -> (mask, stamp)
+        self.resident = 0
+        self.clock = 0
         self.hit_lines = 0
         self.miss_lines = 0
+
+    def _tags(self, addr: int) -> tuple[int, np.ndarray, np.ndarray]:
+        a = self.find(addr)
+        t = self.tags.get(a.addr)
+        if t is None:
+            n = -(-a.size // self.line)
+            t = self.tags[a.addr] = (np.zeros(n, np.uint32), np.zeros(n, np.int64))
+        return a.addr, t[0], t[1]
 
     def access(self, ranges, write: bool) -> tuple[int, int]:
         """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
         bytes of dirty lines evicted to it)."""
-        line, lines, sector, cap = self.line, self.lines, self.SECTOR, self.capacity
-        full, dirty = self.full, self.dirty
-        move, pop = lines.move_to_end, lines.popitem
-        fetch = evicted = hits = misses = 0
+        line, sector = self.line, self.SECTOR
+        fetch = 0
         for addr, n in ranges:
             if n <= 0:
                 continue
-            end = addr + n
-            first, last = addr // line, (end - 1) // line
-            for ln in range(first, last + 1):
-                if first < ln < last:
-                    want = full
-                else:
-                    base = ln * line
-                    lo = (max(addr, base) - base) // sector
-                    hi = -(-(min(end, base + line) - base) // sector)
-                    want = ((1 << (hi - lo)) - 1) << lo
-                state = lines.get(ln)
-                if state is None:
-                    misses += 1
-                    state = 0
-                    lines[ln] = 0
-                    if len(lines) > cap and pop(last=False)[1] & dirty:
-                        evicted += line
-                else:
-                    move(ln)
-                    hits += 1
-                if write:
-                    state |= want | dirty
-                else:
-                    missing = want & ~state
-                    if missing:
-                        fetch += bin(missing).count("1") * sector
-                        state |= want
-                lines[ln] = state
-        self.hit_lines += hits
-        self.miss_lines += misses
+            base, mask, stamp = self._tags(addr)
+            rel, end = addr - base, addr - base + n
+            l0, l1 = rel // line, (end - 1) // line + 1
+            m = mask[l0:l1]
+            want = np.full(l1 - l0, self.full, np.uint32)
+            lo = (rel - l0 * line) // sector
+            want[0] &= np.uint32((int(self.full) >> lo) << lo)
+            hi = -(-(end - (l1 - 1) * line) // sector)
+            want[-1] &= np.uint32((1 << hi) - 1)
+            present = int(np.count_nonzero(m))
+            if write:
+                m |= want | self.dirty
+            else:
+                missing = want & ~m
+                fetch += int(np.bitwise_count(missing).sum()) * sector
+                m |= want
+            stamp[l0:l1] = self.clock
+            self.clock += 1
+            new = (l1 - l0) - present
+            self.hit_lines += present
+            self.miss_lines += new
+            self.resident += new
+        evicted = self._evict() if self.resident > self.capacity else 0
         return fetch, evicted
+
+    def _evict(self) -> int:
+        """Evict the least recently used lines until 1/16 of the cache is free; returns the
+        bytes of dirty lines written back."""
+        k = self.resident - self.capacity + self.slack
+        owners, stamps = [], []
+        for key, (mask, stamp) in self.tags.items():
+            idx = np.flatnonzero(mask)
+            if idx.size:
+                owners.append((key, idx))
+                stamps.append(stamp[idx])
+        allstamps = np.concatenate(stamps)
+        k = min(k, allstamps.size)
+        cut = np.partition(allstamps, k - 1)[k - 1] if k else -1
+        # lines strictly older than the cut go; of those at the cut, the lowest addresses go
+        need_at_cut = k - int(np.count_nonzero(allstamps < cut))
+        dirty_lines = 0
+        for (key, idx), st in zip(owners, stamps):
+            mask = self.tags[key][0]
+            go = idx[st < cut]
+            if need_at_cut > 0:
+                at = idx[st == cut][:need_at_cut]
+                need_at_cut -= at.size
+                go = np.concatenate([go, at])
+            if go.size:
+                dirty_lines += int(np.count_nonzero(mask[go] & self.dirty))
+                mask[go] = 0
+                self.resident -= go.size
+        return dirty_lines * self.line
