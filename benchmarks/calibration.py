@@ -52,12 +52,12 @@ def say(line: str = "") -> None:
 
 
 def run_device(body, block_dim: int, buffers: dict, *, kind: str, soc: str, mode: str = "timing",
-               extra: dict | None = None, trace: bool = True):
+               extra: dict | None = None, trace: bool = True, profile=None):
     """Run a kernel with device buffers that have no host copy (`buffers`: name -> (dtype,
     elements)); returns (Report, TaskRecord, wall seconds)."""
     rt = acl.Runtime()
     with acl.use_runtime(rt):
-        if acl.aclInit(None, soc=soc, mode=mode, trace=trace):
+        if acl.aclInit(None, soc=soc, mode=mode, trace=trace, profile=profile):
             raise RuntimeError(acl.aclGetRecentErrMsg())
         acl.aclrtSetDevice(0)
         args = []
@@ -313,6 +313,10 @@ def bench_streaming(socs):
 # ---------------------------------------------------------------------------------------------
 # 4. full-chip GEMM
 # ---------------------------------------------------------------------------------------------
+# ini L2 read rates (SPEC section 2: "l2 110 r" on 910A, "l2 114" on 310P3) for the what-if
+L2_READ = {"training": 110, "inference": 114}
+
+
 def bench_gemm(socs, size: int):
     from gemm_kernel import gemm_kernel, gemm_tiling
     say(f"## 4. Full-chip GEMM, M = N = K = {size}, FP16, timing-only (examples/gemm_kernel.py)")
@@ -321,13 +325,23 @@ def bench_gemm(socs, size: int):
         "fraction | bound by | M / MTE2 / MTE1 busy (busiest core) | L2 hit | instructions | wall s | instr/s |")
     say("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     speeds = []
-    for soc in socs:
+    runs = [(soc, None, soc) for soc in socs]
+    for soc in socs:          # what-if: the coupled chips' GM -> L1 paths at the ini's L2 read rate
         p = load_profile(soc)
-        t = gemm_tiling(size, size, size, "FLOAT16", soc)
+        if p.series in L2_READ:
+            f = L2_READ[p.series] / p.path("GM_L1").bytes_per_cycle
+            nd = p.path("GM_L1_ND2NZ")
+            what = p.override({"paths.GM_L1.bytes_per_cycle": L2_READ[p.series],
+                               "paths.GM_L1_ND2NZ.bytes_per_cycle": round(nd.bytes_per_cycle * f, 1),
+                               "paths.GM_L1_ND2NZ.burst_bytes_per_cycle": round(nd.burst_bytes_per_cycle * f, 1)})
+            runs.append((soc, what, f"{soc} what-if: GM->L1 at ini L2 read {L2_READ[p.series]} B/cycle"))
+    for soc, prof, label in runs:
+        p = prof or load_profile(soc)
+        t = gemm_tiling(size, size, size, "FLOAT16", soc, profile=p)
         rep, rec, wall = run_device(gemm_kernel, t.usedCoreNum,
                                     {"a": (np.float16, size * size), "b": (np.float16, size * size),
                                      "c": (np.float16, size * size)},
-                                    kind="cube", soc=soc, extra={"tiling": t}, trace=False)
+                                    kind="cube", soc=soc, extra={"tiling": t}, trace=False, profile=prof)
         tflops = 2.0 * size ** 3 / (rep.time_us * 1e-6) / 1e12
         peak = p.peak_fp16_tflops
         busy = " / ".join(f"{rep.pipes[q]['max_core_busy_fraction']:.0%}" for q in ("PIPE_M", "PIPE_MTE2", "PIPE_MTE1"))
@@ -336,12 +350,13 @@ def bench_gemm(socs, size: int):
         speed = rep.instructions / wall
         speeds.append(speed)
         assert tflops <= peak * (1 + 1e-9), f"{soc}: above peak"
-        say(f"| {soc} | {t.usedCoreNum} | {t.baseM}x{t.baseN}x{t.baseK}, {t.stepN}, {t.l1K} | {rep.time_us:,.1f} | "
+        say(f"| {label} | {t.usedCoreNum} | {t.baseM}x{t.baseN}x{t.baseK}, {t.stepN}, {t.l1K} | {rep.time_us:,.1f} | "
             f"{tflops:.1f} | {peak:.1f} | {tflops / peak:.1%} | {rep.bound} "
             f"({rep.utilisation[rep.bound]:.0%}) | {busy} | {hit} | {rep.instructions:,} | {wall:.1f} | {speed:,.0f} |")
     say()
     say(f"Engine speed on this machine: {min(speeds):,.0f} - {max(speeds):,.0f} simulated instructions per "
-        f"wall-second (timing-only mode, tracing off; the wall time includes recording the micro-programs).")
+        f"wall-second (timing-only mode, tracing off; the wall time includes recording the micro-programs; "
+        f"2 CPU cores shared with other work, so the spread is mostly load).")
     say()
 
 

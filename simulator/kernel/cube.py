@@ -455,24 +455,28 @@ def _load3d(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2) -> None:
     c1n = ch // c0
     map_bytes = c1n * l1h * l1w * c0 * isz
     _extent(src, src.offset + map_bytes, pipe, name, "source feature map")
-    # which source elements are read (for the sanitizer): per c1 plane, the hull of rows touched
-    rows = mst + np.arange(mext)
-    cols = kst + np.arange(kext)
-    oh, ow = rows // wo, rows % wo
-    c1 = cols // (fh * fw * c0)
-    rem = cols % (fh * fw * c0)
-    kh, kw, cc = rem // (fw * c0), (rem // c0) % fw, rem % c0
-    hh = oh[:, None] * sh - top + kh[None, :] * dh
-    ww = ow[:, None] * sw - left + kw[None, :] * dw
-    valid = (hh >= 0) & (hh < l1h) & (ww >= 0) & (ww < l1w)
-    idx = ((c1[None, :] * l1h + np.clip(hh, 0, l1h - 1)) * l1w + np.clip(ww, 0, l1w - 1)) * c0 + cc[None, :]
+    # the sanitizer's record: per C1 plane, the hull of the map rows the window positions touch
+    # (a rectangle of h x w per plane, as flat ranges; it may include a few bytes at the ends of
+    # edge rows that no position reads)
     reads = []
-    for plane in np.unique(c1):
-        sel = valid & (c1[None, :] == plane)
-        if sel.any():
-            e = idx[sel]
-            lo_e, hi_e = int(e.min()) // c0 * c0, int(e.max()) // c0 * c0 + c0
-            reads.append(("L1", src.offset + lo_e * isz, src.offset + hi_e * isz))
+    r0, r1 = mst, mst + mext - 1
+    oh0, oh1 = r0 // wo, r1 // wo
+    ow0, ow1 = (r0 % wo, r1 % wo) if oh0 == oh1 else (0, wo - 1)
+    plane_cols = fh * fw * c0
+    for plane in range(kst // plane_cols, (kst + kext - 1) // plane_cols + 1):
+        q0 = max(kst, plane * plane_cols) - plane * plane_cols
+        q1 = min(kst + kext - 1, (plane + 1) * plane_cols - 1) - plane * plane_cols
+        kh0, kh1 = q0 // (fw * c0), q1 // (fw * c0)
+        kw0, kw1 = ((q0 // c0) % fw, (q1 // c0) % fw) if kh0 == kh1 else (0, fw - 1)
+        h0, h1 = oh0 * sh - top + kh0 * dh, oh1 * sh - top + kh1 * dh
+        w0, w1 = ow0 * sw - left + kw0 * dw, ow1 * sw - left + kw1 * dw
+        if h1 < 0 or h0 >= l1h or w1 < 0 or w0 >= l1w:
+            continue                                  # only padding
+        h0, h1 = max(h0, 0), min(h1, l1h - 1)
+        w0, w1 = max(w0, 0), min(w1, l1w - 1)
+        lo = ((plane * l1h + h0) * l1w + w0) * c0 * isz
+        hi = ((plane * l1h + h1) * l1w + w1 + 1) * c0 * isz
+        reads.append(("L1", src.offset + lo, src.offset + hi))
     if p.enTranspose:
         outr, outc = kext, mext
     else:
@@ -492,6 +496,17 @@ def _load3d(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2) -> None:
         to_b = dst.buffer == "L0B"
         tr = bool(p.enTranspose)
         soff = src.offset
+
+        rows = mst + np.arange(mext)
+        cols = kst + np.arange(kext)
+        oh, ow = rows // wo, rows % wo
+        c1 = cols // plane_cols
+        rem = cols % plane_cols
+        kh, kw, cc = rem // (fw * c0), (rem // c0) % fw, rem % c0
+        hh = oh[:, None] * sh - top + kh[None, :] * dh
+        ww = ow[:, None] * sw - left + kw[None, :] * dw
+        valid = (hh >= 0) & (hh < l1h) & (ww >= 0) & (ww < l1w)
+        idx = ((c1[None, :] * l1h + np.clip(hh, 0, l1h - 1)) * l1w + np.clip(ww, 0, l1w - 1)) * c0 + cc[None, :]
 
         def fn():
             fmap = core.buffers["L1"][soff:soff + map_bytes].view(dt)
