@@ -81,9 +81,8 @@ class Report:
         for pipe in pipes:
             keys = [k for k in rec.work if k[1] == pipe]
             util[pipe] = max(rec.work[k] for k in keys) / cycles if cycles else 0.0
-            # the kind's whole core count could share the pipe's work: that is the ideal
-            ncores = sum(kind.count for kind in profile.cores.values()
-                         if pipe in kind.pipes and set(kind.runs))
+            # every core of the kinds the call ran on could share the pipe's work: the ideal
+            ncores = sum(profile.cores[k].count for k in rec.cores_used if pipe in profile.cores[k].pipes)
             per_pipe_bound = max(per_pipe_bound, sum(rec.work[k] for k in keys) / max(ncores, 1))
         bound = max(util, key=lambda k: util[k]) if cycles else "nothing (empty call)"
         roofline = launch_cycles + max(chan_cycles, l2_cycles, per_pipe_bound)
