@@ -13,87 +13,40 @@ does not have this operator: phase 1 returns 161002 there).
 """
 import numpy as np
 
-from simulator import acl, aclnn
-from simulator.enums import aclDataType, aclFormat, aclrtMemcpyKind
-
-ACL_SUCCESS = 0
-
-
-def get_shape_size(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-def create_acl_tensor(host_data: np.ndarray, shape, fmt):
-    size = get_shape_size(shape) * host_data.itemsize
-    dev, ret = acl.aclrtMalloc(size, 0)
-    assert ret == ACL_SUCCESS, f"aclrtMalloc failed. ERROR: {ret}"
-    ret = acl.aclrtMemcpy(dev, size, host_data, size, aclrtMemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
-    assert ret == ACL_SUCCESS, f"aclrtMemcpy failed. ERROR: {ret}"
-    strides = [1] * len(shape)
-    for i in range(len(shape) - 2, -1, -1):
-        strides[i] = shape[i + 1] * strides[i + 1]
-    tensor = acl.aclCreateTensor(shape, aclDataType.ACL_FLOAT, strides, 0, fmt, shape, dev)
-    return tensor, dev
+from acl_sample import (create_acl_tensor, finalize, get_shape_size, init, print_cost, print_results,
+                        run_two_phase)
+from simulator.enums import aclFormat
 
 
 def main() -> int:
     device_id = 0
-    ret = acl.aclInit(None)
-    assert ret == ACL_SUCCESS, f"aclInit failed. ERROR: {ret}"
-    ret = acl.aclrtSetDevice(device_id)
-    assert ret == ACL_SUCCESS, f"aclrtSetDevice failed. ERROR: {ret}"
-    stream, ret = acl.aclrtCreateStream()
-    assert ret == ACL_SUCCESS, f"aclrtCreateStream failed. ERROR: {ret}"
+    stream = init(device_id)                                   # 1. device / stream
 
-    self_shape = [6, 1, 2]
+    self_shape = [6, 1, 2]                                     # 2. inputs and outputs
     input_shape = [5, 1, 2]
     weight_shape = [2, 2, 2]
     bias_shape = [2]
-    pad = 1
-    cube_math_type = 1
+    pad, cube_math_type = 1, 1
     ncl, nd = aclFormat.ACL_FORMAT_NCL, aclFormat.ACL_FORMAT_ND
-
     ones = lambda shape: np.ones(get_shape_size(shape), dtype=np.float32)  # noqa: E731
+    zeros = lambda shape: np.zeros(get_shape_size(shape), dtype=np.float32)  # noqa: E731
     self_t, _ = create_acl_tensor(ones(self_shape), self_shape, ncl)
     input_t, _ = create_acl_tensor(ones(input_shape), input_shape, ncl)
     weight_t, _ = create_acl_tensor(ones(weight_shape), weight_shape, ncl)
     bias_t, _ = create_acl_tensor(ones(bias_shape), bias_shape, nd)
-    grad_input, grad_input_dev = create_acl_tensor(np.zeros(get_shape_size(input_shape), np.float32), input_shape, ncl)
-    grad_weight, grad_weight_dev = create_acl_tensor(np.zeros(get_shape_size(weight_shape), np.float32), weight_shape, ncl)
-    grad_bias, grad_bias_dev = create_acl_tensor(np.zeros(get_shape_size(bias_shape), np.float32), bias_shape, nd)
+    grad_input, grad_input_dev = create_acl_tensor(zeros(input_shape), input_shape, ncl)
+    grad_weight, grad_weight_dev = create_acl_tensor(zeros(weight_shape), weight_shape, ncl)
+    grad_bias, grad_bias_dev = create_acl_tensor(zeros(bias_shape), bias_shape, nd)
 
-    workspace_size, executor, ret = aclnn.aclnnConvTbcBackwardGetWorkspaceSize(
-        self_t, input_t, weight_t, bias_t, pad, cube_math_type, grad_input, grad_weight, grad_bias)
-    assert ret == ACL_SUCCESS, (f"aclnnConvTbcBackwardGetWorkspaceSize failed. ERROR: {ret}\n"
-                                f"{acl.aclGetRecentErrMsg()}")
-    workspace = None
-    if workspace_size > 0:
-        workspace, ret = acl.aclrtMalloc(workspace_size, 0)
-        assert ret == ACL_SUCCESS, f"allocate workspace failed. ERROR: {ret}"
-    ret = aclnn.aclnnConvTbcBackward(workspace, workspace_size, executor, stream)
-    assert ret == ACL_SUCCESS, f"aclnnConvTbcBackward failed. ERROR: {ret}"
-    ret = acl.aclrtSynchronizeStream(stream)
-    assert ret == ACL_SUCCESS, f"aclrtSynchronizeStream failed. ERROR: {ret}\n{acl.aclGetRecentErrMsg()}"
+    executor, ws = run_two_phase(                              # 3. the two-phase call
+        "ConvTbcBackward", stream, self_t, input_t, weight_t, bias_t, pad, cube_math_type,
+        grad_input, grad_weight, grad_bias)
 
-    for name, dev, shape in (("gradInputResult", grad_input_dev, input_shape),
-                             ("gradWeightResult", grad_weight_dev, weight_shape),
-                             ("gradBiasResult", grad_bias_dev, bias_shape)):
-        size = get_shape_size(shape)
-        host = np.zeros(size, dtype=np.float32)
-        ret = acl.aclrtMemcpy(host, size * 4, dev, size * 4, aclrtMemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
-        assert ret == ACL_SUCCESS, f"copy result from device to host failed. ERROR: {ret}"
-        for i in range(size):
-            print(f"{name}[{i}] is: {host[i]:f}")
-
-    report = executor.report
-    print(f"\nworkspace {workspace_size} B; {report.cycles:,.0f} cycles = {report.time_us:.2f} us on "
-          f"{report.soc}")
-    acl.aclrtDestroyStream(stream)
-    acl.aclrtResetDevice(device_id)
-    acl.aclFinalize()
+    print_results([("gradInputResult", grad_input_dev, input_shape),      # 4. results
+                   ("gradWeightResult", grad_weight_dev, weight_shape),
+                   ("gradBiasResult", grad_bias_dev, bias_shape)])
+    print_cost(executor, ws)
+    finalize(stream, device_id)                                # 5. release
     return 0
 
 
