@@ -379,14 +379,14 @@ def cmd_regress(args) -> int:
                           "total_drift": res.total_drift,
                           "calls": [d.__dict__ for d in res.drifts]}, indent=1))
     else:
-        rows = [[d.call, (d.label or "")[:30], d.op, _fmt_cycles(d.baseline), _fmt_cycles(d.current),
-                 "-" if d.drift is None else f"{d.drift:+.2%}",
+        rows = [[d.call, (d.label or "")[:40], d.op, _fmt_cycles(d.baseline), _fmt_cycles(d.current),
+                 "-" if d.drift is None else f"{(0.0 if abs(d.drift) < 5e-5 else d.drift):+.2%}",
                  _regress_status(d, res.rows)] for d in res.drifts]
         print(f"{w.name} on {soc}, tolerance ±{args.tolerance:.1%}")
         print(_table(rows, ["#", "label", "op", "baseline", "current", "drift", "status"], right={0, 3, 4, 5}))
         if res.total_baseline:
-            print(f"total: baseline {res.total_baseline:,.0f}  current {res.total_current:,.0f}  "
-                  f"drift {res.total_drift:+.2%}")
+            td = 0.0 if abs(res.total_drift) < 5e-5 else res.total_drift
+            print(f"total: baseline {res.total_baseline:,.0f}  current {res.total_current:,.0f}  drift {td:+.2%}")
         for d in res.drifts:
             if d.status == "ERROR":
                 r = next(r for r in res.rows if r["call"] == d.call)
@@ -395,7 +395,8 @@ def cmd_regress(args) -> int:
             print(f"regress: baselines for {soc} written to {w.path}")
         elif res.passed:
             n = sum(d.status in ("ok", "expected") for d in res.drifts)
-            print(f"regress: PASS ({n} calls within ±{args.tolerance:.1%}, total drift {res.total_drift:+.2%})")
+            td = 0.0 if abs(res.total_drift) < 5e-5 else res.total_drift
+            print(f"regress: PASS ({n} calls within ±{args.tolerance:.1%}, total drift {td:+.2%})")
         else:
             nd = sum(d.status == "DRIFT" for d in res.drifts)
             ne = sum(d.status == "ERROR" for d in res.drifts)

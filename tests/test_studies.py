@@ -226,6 +226,9 @@ def test_local_processes_and_dask_give_identical_rows():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
         remote = studies.sweep(w, ["Ascend910B1"], grid, calls=[0, 1, 2, 3], scheduler=cluster.scheduler_address)
+    for a, b, c in zip(local1, local2, remote):
+        diff = {k: (a.get(k), b.get(k), c.get(k)) for k in set(a) | set(b) | set(c) if not a.get(k) == b.get(k) == c.get(k)}
+        assert not diff, (a["point"], a["call"], diff)
     assert local1 == local2 == remote
     assert len(remote) == 8 and all(r["status"] == "ok" for r in remote)
 
