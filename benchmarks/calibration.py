@@ -234,7 +234,7 @@ def bench_transfers(soc="Ascend910B1"):
                "L1_L0B": "L0B", "L0C_GM": "L0C"}[path]
         cap = ck.buffers[buf] // KB
         sizes = [kb for kb in TABLES[path] if kb <= min(512, cap)]
-        say(f"### {LABEL[path]}: 1 KB .. {max(sizes)} KB (table to {max(TABLES[path])} KB, {buf} holds {cap} KB)")
+        say(f"### {LABEL[path]}: {min(sizes)} KB .. {max(sizes)} KB (table to {max(TABLES[path])} KB, {buf} holds {cap} KB)")
         say()
         say("| KB | measured GB/s | simulated GB/s | measured cycles | simulated cycles | ratio |")
         say("|---|---|---|---|---|---|")
