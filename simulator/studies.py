@@ -747,6 +747,10 @@ def _dask_client(scheduler: str):
         raise StudyError("--scheduler needs dask.distributed: pip install 'ascend-sim[dask]'") from None
     m = re.fullmatch(r"local(?::(\d+))?", scheduler)
     if m:
+        import logging
+        for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.core",
+                     "distributed.worker", "distributed.http.proxy"):
+            logging.getLogger(name).setLevel(logging.WARNING)
         cluster = LocalCluster(n_workers=int(m.group(1) or os.cpu_count() or 1), threads_per_worker=1,
                                processes=True, dashboard_address=None)
         return Client(cluster), cluster
