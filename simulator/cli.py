@@ -493,16 +493,18 @@ def cmd_tune(args) -> int:
     fields = sorted({k for r in res.ranked for k in r["candidate"]})
     print(f"tune {call.op} {call.shapes()} on {soc}: {res.space_size} candidates, "
           f"{len(res.invalid)} rejected by the planner (561002) and skipped")
-    rows = [["default"] + [str(dt.get(k, "")) for k in fields] + [_fmt_cycles(d["cycles"]), f"{d['time_us']:,.2f}", "1.00x", d["bound"]]]
+    rows = [["default"] + [str(dt.get(k, "")) for k in fields]
+            + [_fmt_cycles(d["cycles"]), f"{d['time_us']:,.2f}", "1.00x", d["bound"], "(planner)"]]
     for i, r in enumerate(res.ranked, 1):
         rows.append([f"#{i}"] + [str(r["candidate"].get(k, "")) for k in fields]
                     + [_fmt_cycles(r["cycles"]), f"{r['time_us']:,.2f}", f"{d['cycles'] / r['cycles']:.2f}x", r["bound"],
-                       "(the default)" if r.get("is_default") else ""])
+                       "= default" if r.get("is_default") else ""])
     print(_table(rows, ["", *fields, "cycles", "us", "vs default", "bound", ""], right=set(range(1, len(fields) + 4))))
     best = res.best
     if best and best["cycles"] < d["cycles"]:
         args_txt = " ".join(f"--tiling {k}={v}" for k, v in best["candidate"].items())
-        print(f"best: {d['cycles'] / best['cycles']:.2f}x faster than the default plan; run it with: "
+        gain = 1 - best["cycles"] / d["cycles"]
+        print(f"best: {gain:.1%} fewer cycles than the default plan; run it with: "
               f"ascend-sim run {call.op} ... {args_txt}")
     else:
         print("best: the default plan is already the fastest of the candidates")
