@@ -313,10 +313,6 @@ def bench_streaming(socs):
 # ---------------------------------------------------------------------------------------------
 # 4. full-chip GEMM
 # ---------------------------------------------------------------------------------------------
-# ini L2 read rates (SPEC section 2: "l2 110 r" on 910A, "l2 114" on 310P3) for the what-if
-L2_READ = {"training": 110, "inference": 114}
-
-
 def bench_gemm(socs, size: int):
     from gemm_kernel import gemm_kernel, gemm_tiling
     say(f"## 4. Full-chip GEMM, M = N = K = {size}, FP16, timing-only (examples/gemm_kernel.py)")
@@ -326,15 +322,6 @@ def bench_gemm(socs, size: int):
     say("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     speeds = []
     runs = [(soc, None, soc) for soc in socs]
-    for soc in socs:          # what-if: the coupled chips' GM -> L1 paths at the ini's L2 read rate
-        p = load_profile(soc)
-        if p.series in L2_READ:
-            f = L2_READ[p.series] / p.path("GM_L1").bytes_per_cycle
-            nd = p.path("GM_L1_ND2NZ")
-            what = p.override({"paths.GM_L1.bytes_per_cycle": L2_READ[p.series],
-                               "paths.GM_L1_ND2NZ.bytes_per_cycle": round(nd.bytes_per_cycle * f, 1),
-                               "paths.GM_L1_ND2NZ.burst_bytes_per_cycle": round(nd.burst_bytes_per_cycle * f, 1)})
-            runs.append((soc, what, f"{soc} what-if: GM->L1 at ini L2 read {L2_READ[p.series]} B/cycle"))
     for soc, prof, label in runs:
         p = prof or load_profile(soc)
         t = gemm_tiling(size, size, size, "FLOAT16", soc, profile=p)
