@@ -809,10 +809,6 @@ class Point:
     overrides: dict[str, Any]            # everything applied (fixed + swept)
     params: dict[str, Any]               # the swept values, for the rows
 
-    def label(self) -> str:
-        parts = [self.soc] + [f"{k.split('.')[-1] if len(k) > 24 else k}={v}" for k, v in self.params.items()]
-        return " ".join(parts)
-
 
 ROW_HEAD = ["soc", "point", "call", "label", "op", "stream", "count", "shapes", "status", "cycles",
             "time_us", "bound", "workspace_bytes", "device_bytes", "device_GBps", "roofline_cycles",

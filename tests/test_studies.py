@@ -216,10 +216,6 @@ def test_tune_skips_candidates_the_planner_rejects():
     assert r.invalid[0]["status"] == "rejected 561002" and r.ranked[0]["candidate"] == {"tileLength": 512}
 
 
-def _rows_without_wall(rows):
-    return [{k: v for k, v in r.items()} for r in rows]
-
-
 def test_local_processes_and_dask_give_identical_rows():
     distributed = pytest.importorskip("distributed")
     w = studies.load_trace(TRACES / "silu_smoke.jsonl")
