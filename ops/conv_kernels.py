@@ -1,28 +1,34 @@
 """The convolution-backward computation shared by aclnnConvolutionBackward and
-aclnnConvTbcBackward: the plan (workspace parts and launches) and the kernels.
+aclnnConvTbcBackward: the plan (workspace parts, tiling, launches) and the kernels.
 
-Both gradients are GEMMs over an img2col'd feature map held in L1 as NC1HWC0 (C0 = 32 B):
+Three launches do the work (docs/CONVOLUTION.md has the pictures and the measured table):
 
-* gradInput = a transposed convolution: dX[pos, ci] = sum_{c, k} F[c, pos*S + k*D - P] * W'[ci, (c, k)]
-  with F = gradOutput dilated by the stride (holes are zeros) and W' the weight with its taps
-  flipped and its channel roles swapped (non-transposed convolution), or F = gradOutput and W' the
-  weight as it is (transposed convolution: its input gradient is a plain convolution).
-  Cube: A = load3d img2col(F) (positions x (c1, kh, kw, c0)) into L0A, B = W'^T via ND->NZ and
-  load2d into L0B, Mmad into L0C, out as (positions x ci) rows (Fixpipe NZ->ND on A2; L0C -> UB
-  -> GM on the coupled chips) into the workspace, then a vector pass transposes to NCHW.
-* gradWeight = a GEMM over the img2col'd input: dW[m, (c1, kh, kw, c0)] = sum_{n, pos}
-  A[n, m, pos] * F[n, c, pos*S + k*D - P] with A = gradOutput and F = input (roles swap when
-  transposed). Cube: A via ND->NZ + load2d into L0A, B = load3d img2col(F) into L0B (k =
-  positions), Mmad into L0C. The reduction over N x positions is split over cores; their partial
-  sums meet in an FP32 accumulator in the workspace by atomic add (Fixpipe / MTE3), and a vector
-  pass casts and reorders it into gradWeight.
-* gradBias = a vector reduction of gradOutput over N and the spatial positions.
-
-Before the Cube kernels, vector passes (TransData) bring the operands into the Cube's layouts and
-compute dtype: NCHW -> NC1HWC0 (with the stride dilation for dX), the weight into W'^T, a cast of
-the dW left operand. Non-contiguous views are first made contiguous (Contiguous) and results for
-non-contiguous outputs are written back by ViewCopy, as CANN's l0op does. Every intermediate
-buffer is a named workspace part.
+1. **Prologue** (vector, all AIVs): TransData of gradOutput and input from NC[D]HW to tall
+   NC1HWC0 maps in the workspace (cast to the Cube's dtype, channels padded to C0, and for 1D/2D
+   the batch folded into H: image n's rows start at n * pitch, with zero gap rows between images
+   so that one load3d window never mixes two images), the weight packed into the gradInput right
+   operand (taps flipped, channel roles swapped, already in L0B's zN fractal order, one block per
+   n-tile), and the FP32 gradWeight accumulator zeroed when partial sums meet there.
+2. **Cube** (all AICs): gradInput and gradWeight as img2col GEMMs, both fed by load3d straight
+   from the NC1HWC0 maps in L1.
+   * gradInput of a stride-s convolution is split into s^d sub-pixel phases: output positions
+     r + s*i of phase r only see the taps k with (r + p - k*d) % s == 0, each a dense stride-1
+     convolution of gradOutput (no zero insertion, no wasted MACs). A = load3d(dy slab) (positions
+     x (c1, kh, kw, c0)), B = packed weight (load2d, whole L0B tile per instruction), Mmad into
+     L0C, Fixpipe NZ -> the phase grid in NC1HWC0 (A2), or L0C -> UB -> GM (coupled chips).
+   * gradWeight: A = dy^T by load3d with a 1x1 window and enTranspose (channels x positions),
+     B = load3d img2col of the input slab into L0B (positions x (c1, kh, kw, c0)), Mmad
+     accumulating over the positions in L0C; partial sums of K-split tiles meet in an FP32
+     accumulator by atomic add, unsplit tiles are written once in the output dtype. (32-bit
+     compute dtypes have no load3d transpose: A comes from gradOutput by ND->NZ then.)
+   Both run double-buffered in L1 (a stage = one feature-map slab + one right-operand chunk,
+   reused by all of its L0 steps) and in L0A/L0B (one load per operand and one Mmad per step),
+   with explicit flags; units are balanced over the 24 AICs by a host-side cost estimate.
+3. **Epilogue** (vector): the phase grids interleaved and transposed back to NC[D]HW, the
+   gradWeight accumulator cast and reordered to (C_out, C_in/g, k...).
+gradBias is a vector reduction of gradOutput (its own launch, only when asked for).
+Non-contiguous inputs are made contiguous first and non-contiguous outputs written back by
+ViewCopy, as CANN's l0op does. Every intermediate buffer is a named workspace part.
 """
 from __future__ import annotations
 
@@ -33,13 +39,13 @@ import ml_dtypes
 import numpy as np
 
 from simulator.aclnn import Plan, tiling_override
-from simulator.enums import NUMPY_OF, AclnnError, aclnnStatus, dtype_name
-from simulator.kernel import (GM_ADDR, Add, Cast, DataCopy, DataCopyExtParams, DataCopyPad,
+from simulator.enums import AclnnError, aclnnStatus, dtype_name
+from simulator.kernel import (GM_ADDR, Add, Cast, Copy, DataCopy, DataCopyExtParams, DataCopyPad,
                               DataCopyParams, Duplicate, GetBlockIdx, GlobalTensor, HardEvent,
-                              RoundMode, SetAtomicAdd, SetAtomicNone, SetFlag, TBuf, TPipe,
-                              TPosition, TQue, WaitFlag, float32)
-from simulator.kernel.cube import (CFG_ROW_MAJOR, BlockMode, DataCopyEnhancedParams, DeqScale,
-                                   Fixpipe, FixpipeParamsV220, InitConstValue, InitConstValueParams,
+                              PipeBarrier, PIPE_ALL, RoundMode, SetAtomicAdd, SetAtomicNone,
+                              SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag, float32)
+from simulator.kernel.cube import (CFG_NZ, BlockMode, DataCopyEnhancedParams, DeqScale, Fixpipe,
+                                   FixpipeParamsV220, InitConstValue, InitConstValueParams,
                                    LoadData, LoadData2DParams, LoadData3DParamsV2, Mmad, MmadParams,
                                    Nd2NzParams, SetHF32Mode, TransposeParamsExt, TransposeType)
 from simulator.kernel.cube import Transpose as TransposeExt
@@ -53,6 +59,12 @@ F32 = np.dtype(np.float32)
 STORAGE = {"FLOAT16": F16, "BF16": BF16, "FLOAT": F32, "HF32": F32}
 TILING_FIELDS = {"baseM", "baseN", "baseK", "dxBaseM", "dxBaseN", "dxBaseK", "dwBaseM", "dwBaseN",
                  "dwBaseK", "doubleBuffer", "dwKSplit", "blockDim"}
+NCHW2NHWC, NHWC2NCHW = TransposeType.TRANSPOSE_NCHW2NHWC, TransposeType.TRANSPOSE_NHWC2NCHW
+
+
+def nhwc2nchw(n, h, w, c) -> TransposeParamsExt:
+    """(n, h, w, c) -> (n, c, h, w)."""
+    return TransposeParamsExt(n, c, h, w, NHWC2NCHW)
 
 
 def tiling_error(msg: str) -> AclnnError:
@@ -60,240 +72,592 @@ def tiling_error(msg: str) -> AclnnError:
 
 
 # =============================================================================================
-# geometry of the two GEMMs
+# geometry
 # =============================================================================================
-@dataclass
-class Img2col:
-    """One img2col GEMM family: feature map F (N, G, C1, Df, Hf, Wf, C0) in the workspace, output
-    grid (Do, Ho, Wo), stride S, dilation D, before-padding P (may be negative: a crop), K taps."""
-    N: int
-    G: int
-    C: int             # channels of F per group (real)
-    C1: int
-    fdims: tuple       # (Df, Hf, Wf)
-    odims: tuple       # (Do, Ho, Wo)
-    S: tuple
-    D: tuple
-    P: tuple
-    K: tuple           # (KD, KH, KW)
+@dataclass(frozen=True)
+class Axis:
+    """One axis of one img2col family: output o (0-based, true index) reads map index
+    o*s - P + t*d for img2col tap t < K; taps[t] is the original kernel index of tap t. Q valid
+    outputs per image. P < 0 (a crop) only occurs with s == 1 (gradInput phases): load3d then
+    pads max(P, 0) and the grid is shifted by sh = max(-P, 0)."""
+    s: int
+    d: int
+    P: int
+    taps: tuple
+    Q: int
 
     @property
-    def khw(self) -> int:
-        return self.K[1] * self.K[2]
+    def K(self) -> int:
+        return len(self.taps)
 
     @property
-    def positions(self) -> int:
-        return self.odims[0] * self.odims[1] * self.odims[2]
-
-    def axis_window(self, axis: int, o0: int, cnt: int):
-        """Source range and pads of the receptive field of outputs [o0, o0+cnt) along H (1) or
-        W (2): (lo, length, pad_before, pad_after); length 0 if it misses the map."""
-        s, d, p, k, f = self.S[axis], self.D[axis], self.P[axis], self.K[axis], self.fdims[axis]
-        v0 = o0 * s - p                           # source coordinate of the first tap of o0
-        ext = (cnt - 1) * s + d * (k - 1) + 1     # virtual extent
-        lo = max(v0, 0)
-        hi = min(v0 + ext, f)
-        if hi <= lo:
-            return 0, 0, 0, 0
-        before = lo - v0
-        return lo, hi - lo, before, ext - before - (hi - lo)
-
-
-@dataclass
-class Rect:
-    n: int
-    od: int
-    oh0: int
-    th: int
-    ow0: int
-    tw: int
+    def pad(self) -> int:
+        return max(self.P, 0)
 
     @property
-    def m(self) -> int:
-        return self.th * self.tw
+    def sh(self) -> int:
+        return max(-self.P, 0)
 
 
-def rects(ic: Img2col, target: int) -> list[Rect]:
-    """Output positions cut into rectangles of about `target` positions: whole rows when a row
-    fits (positions contiguous in NCHW), else pieces of one row."""
-    _, Ho, Wo = ic.odims
+def forward_axis(s, d, p, k, Q) -> Axis:
+    return Axis(s, d, p, tuple(range(k)), Q)
+
+
+def phase_axes(X: int, O: int, k: int, s: int, d: int, p: int) -> list[Axis]:
+    """The s sub-pixel phases of a stride-s transposed convolution along one axis (gradInput of
+    a convolution): dX[r + s*i] = sum over taps kk with (r + p - kk*d) % s == 0 of
+    dy[(r + p - kk*d)/s + i] * w[kk]: a stride-1 convolution of dy (taps in increasing dy
+    offset, i.e. flipped), dilation d/gcd(s, d). A phase with no tap has K == 0."""
     out = []
-    if Wo <= target:
-        th = max(1, min(Ho, target // Wo))
-        for n in range(ic.N):
-            for od in range(ic.odims[0]):
-                for oh0 in range(0, Ho, th):
-                    out.append(Rect(n, od, oh0, min(th, Ho - oh0), 0, Wo))
-    else:
-        for n in range(ic.N):
-            for od in range(ic.odims[0]):
-                for oh0 in range(Ho):
-                    for ow0 in range(0, Wo, target):
-                        out.append(Rect(n, od, oh0, 1, ow0, min(target, Wo - ow0)))
+    for r in range(s):
+        Q = max(0, ceil_div(X - r, s))
+        taps = [kk for kk in range(k) if (r + p - kk * d) % s == 0][::-1]
+        if not taps or Q == 0:
+            out.append(Axis(1, 1, 0, (), Q))
+            continue
+        offs = [(r + p - kk * d) // s for kk in taps]
+        dd = offs[1] - offs[0] if len(taps) > 1 else 1
+        out.append(Axis(1, dd, -offs[0], tuple(taps), Q))
     return out
 
 
+def axis_window(ax: Axis, o0: int, cnt: int, length: int):
+    """Map rows a run of grid rows [o0, o0 + cnt) (grid index, shift included) reads along H:
+    (lo, rows, pad_before, pad_after); rows 0 if the window misses the map."""
+    v0 = o0 * ax.s - ax.pad
+    ext = (cnt - 1) * ax.s + ax.d * (max(ax.K, 1) - 1) + 1
+    lo, hi = max(v0, 0), min(v0 + ext, length)
+    if hi <= lo:
+        return 0, 0, 0, 0
+    before = lo - v0
+    return lo, hi - lo, before, ext - before - (hi - lo)
+
+
+@dataclass(frozen=True)
+class Lay:
+    """A tall NC1HWC0 layout: blocks (g, c1[, phase]) of NP planes x R rows x Wd columns of C0
+    values. 1D/2D (fold): the batch is folded into the rows, image n's rows start at n * pitch
+    (rows beyond its H are zero gap rows for maps, junk for grids), NP = 1. 3D: plane
+    n * D + depth, R = rows per image."""
+    N: int
+    fold: bool
+    D: int
+    H: int
+    pitch: int
+    Wd: int
+
+    @property
+    def NP(self) -> int:
+        return 1 if self.fold else self.N * self.D
+
+    @property
+    def R(self) -> int:
+        return self.N * self.pitch if self.fold else self.pitch
+
+    @property
+    def plane(self) -> int:
+        return self.R * self.Wd
+
+    @property
+    def block(self) -> int:
+        return self.NP * self.plane
+
+    def img(self, n: int) -> int:
+        """Position of image n's first element (depth 0, row 0)."""
+        return n * self.pitch * self.Wd if self.fold else n * self.D * self.plane
+
+
+def wpad(ax: Axis, Wm: int, Wg: int) -> tuple[int, int]:
+    """load3d left / right padding along W for a grid Wg wide over a map Wm wide."""
+    left = ax.pad
+    right = (Wg - 1) * ax.s + ax.d * (ax.K - 1) + 1 - Wm - left
+    if right < 0:
+        right = 0
+        got = (Wm + left - ax.d * (ax.K - 1) - 1) // ax.s + 1
+        assert got == Wg, (got, Wg, ax, Wm)
+    return left, right
+
+
+@dataclass
+class Fam:
+    """One img2col family: per axis (D, H, W) and the load3d W padding."""
+    ax: tuple
+    left: int
+    right: int
+
+    @property
+    def Khw(self) -> int:
+        return self.ax[1].K * self.ax[2].K
+
+
+def _load3d_limits(fam: Fam, what: str) -> None:
+    """load3d's padding fields are [0, 255]: a transposed convolution whose img2col needs more
+    padding cannot be tiled (561002). (Filter, dilation and stride limits are the operator's
+    checks on A2; elsewhere they fault in the kernel, as on the hardware.)"""
+    msgs = []
+    for name, ax in (("H", fam.ax[1]), ("W", fam.ax[2])):
+        if ax.pad > 255:
+            msgs.append(f"a load3d padding of {ax.pad} (> 255) along {name}")
+    if fam.right > 255:
+        msgs.append(f"a load3d right padding of {fam.right} (> 255)")
+    if msgs:
+        raise tiling_error(f"{what}: the img2col needs {'; '.join(msgs)}, which does not fit load3d's padList")
+
+
+def _pad3(t, fill):
+    return (fill,) * (3 - len(t)) + tuple(t)
+
+
+@dataclass
+class Geo:
+    """The call's two GEMM families and the layouts of their maps and grids."""
+    nd: int
+    N: int
+    G: int
+    Cin: int              # per group
+    Cout: int             # per group
+    transposed: bool
+    X: tuple              # input spatial (D, H, W)
+    O: tuple              # gradOutput spatial
+    k: tuple
+    fold: bool
+    dy: Lay               # gradOutput map
+    x: Lay                # input map
+    # gradInput
+    S: tuple              # phases per axis (sd, sh, sw)
+    phases: list          # per phase q: Fam or None (no tap)
+    dxg: Lay              # the phase grid (one per phase)
+    Qmax: tuple           # valid outputs per phase, max over phases, per axis
+    shmax: tuple          # grid shift, max over phases, per axis (H, W; D has none)
+    # gradWeight
+    dwf: Fam
+    Mg: int               # rows of dW per group (A-map channels)
+    Cb: int               # B-map channels per group
+    amap: str             # "dy" or "x": the A-map (its layout is the grid)
+    bmap: str
+
+    @property
+    def nphase(self) -> int:
+        return self.S[0] * self.S[1] * self.S[2]
+
+
+def make_geo(geom, mask) -> Geo:
+    nd, N, G = geom.nd, geom.N, geom.groups
+    k3, s3, d3 = _pad3(geom.k, 1), _pad3(geom.stride, 1), _pad3(geom.dilation, 1)
+    pb3 = _pad3(tuple(p[0] for p in geom.pad), 0)
+    X3, O3 = _pad3(geom.in_sp, 1), _pad3(geom.out_sp, 1)
+    fold = nd < 3
+    Cin, Cout = geom.Cin // G, geom.Cout // G
+    if not geom.transposed:
+        fw = tuple(forward_axis(s3[a], d3[a], pb3[a], k3[a], O3[a]) for a in range(3))
+        ph = [phase_axes(X3[a], O3[a], k3[a], s3[a], d3[a], pb3[a]) for a in range(3)]
+        S = tuple(len(p) for p in ph)
+        # pitches (fold axis H): dy rows per image Pd, x rows per image Px = s_h * Pd
+        O, X, k, s, d, p = O3[1], X3[1], k3[1], s3[1], d3[1], pb3[1]
+        if fold:
+            req = [O]
+            if mask[1]:
+                after = max(0, (O - 1) * s - p + (k - 1) * d - (X - 1))
+                req.append(ceil_div(X + max(p, after), s))
+            if mask[0]:
+                for a in ph[1]:
+                    if a.K:
+                        req += [a.Q + a.sh, O + a.pad, a.Q - 1 - a.P + (a.K - 1) * a.d + 1]
+                req.append(max(a.sh for a in ph[1]) + max(a.Q for a in ph[1]))
+            Pd = max(req)
+            Px = s * Pd
+        else:
+            Pd, Px = O, X
+        dy = Lay(N, fold, O3[0], O3[1], Pd, O3[2])
+        x = Lay(N, fold, X3[0], X3[1], Px, X3[2])
+        # the phase grid: rows per image (fold: the dy pitch; 3D: enough for every phase),
+        # width enough for every phase's valid outputs after its shift
+        Qmax = tuple(max(a.Q for a in ph[i]) for i in range(3))
+        shmax = (0, max(a.sh for a in ph[1]), max(a.sh for a in ph[2]))
+        Wg = shmax[2] + Qmax[2]
+        for a in ph[2]:
+            if a.K:
+                Wg = max(Wg, O3[2] + a.pad - a.d * (a.K - 1))
+        Hg = Pd if fold else shmax[1] + Qmax[1]
+        dxg = Lay(N, fold, Qmax[0], Qmax[1], Hg, Wg)
+        phases = []
+        for rd in range(S[0]):
+            for rh in range(S[1]):
+                for rw in range(S[2]):
+                    axs = (ph[0][rd], ph[1][rh], ph[2][rw])
+                    if min(a.K for a in axs) == 0 or min(a.Q for a in axs) == 0:
+                        phases.append(None)
+                        continue
+                    left, right = wpad(axs[2], O3[2], Wg)
+                    phases.append(Fam(axs, left, right))
+        left, right = wpad(fw[2], X3[2], O3[2])
+        dwf = Fam(fw, left, right)
+        return Geo(nd, N, G, Cin, Cout, False, X3, O3, k3, fold, dy, x, S, phases, dxg, Qmax, shmax,
+                   dwf, Cout, Cin, "dy", "x")
+    # transposed: gradInput is a plain stride-s convolution of dy; gradWeight = x^T img2col(dy)
+    fw = tuple(forward_axis(s3[a], d3[a], pb3[a], k3[a], X3[a]) for a in range(3))
+    O, X, k, s, d, p = O3[1], X3[1], k3[1], s3[1], d3[1], pb3[1]
+    if fold:
+        after = max(0, (X - 1) * s - p + (k - 1) * d - (O - 1))
+        Px = max(X, ceil_div(O + max(p, after), s))
+        Pd = s * Px
+    else:
+        Pd, Px = O, X
+    dy = Lay(N, fold, O3[0], O3[1], Pd, O3[2])
+    x = Lay(N, fold, X3[0], X3[1], Px, X3[2])
+    left, right = wpad(fw[2], O3[2], X3[2])
+    fam = Fam(fw, left, right)
+    return Geo(nd, N, G, Cin, Cout, True, X3, O3, k3, fold, dy, x, (1, 1, 1), [fam], x, X3, (0, 0, 0),
+               fam, Cin, Cout, "x", "dy")
+
+
 # =============================================================================================
-# the tiling plan
+# tiling
 # =============================================================================================
 @dataclass
-class CubeTiling:
-    """Host-side tiling of one Cube kernel, as the kernel receives it."""
-    name: str
-    baseM: int              # dX: positions per L0C tile; dW: rows (channels) per L0C tile
-    baseN: int              # dX: channels per L0C tile; dW: img2col columns per L0C tile
-    baseK: int              # dX: img2col columns per Mmad; dW: positions per Mmad
-    c1Chunk: int            # C1 planes of the feature map per L1 slab (dX)
-    doubleBuffer: bool
-    blockDim: int
-    kSplit: int = 1
-    l1Bytes: int = 0
-    l0Bytes: dict = field(default_factory=dict)
+class CubeCaps:
+    L1: int
+    L0A: int
+    L0B: int
+    L0C: int
+    cores: int
+    a2: bool
+    macs: float           # MACs per cycle in the compute dtype
+    mte1_a: float         # bytes per cycle L1 -> L0A
+    mte1_b: float
+    gm_l1: float
 
 
-def _buf(profile, kind, name):
-    return profile.core_kind_for(kind)[1].buffers.get(name, 0)
+def cube_caps(profile, compute: str) -> CubeCaps:
+    _, kind = profile.core_kind_for("cube")
+    b = kind.buffers
+    return CubeCaps(b["L1"], b["L0A"], b["L0B"], b["L0C"], kind.count, "PIPE_FIX" in kind.pipes,
+                    profile.cube.macs_per_cycle[compute], profile.path("L1_L0A").bytes_per_cycle,
+                    profile.path("L1_L0B").bytes_per_cycle, profile.path("GM_L1").bytes_per_cycle)
 
 
-def _check_fit(what: dict, caps: dict, label: str):
-    for buf, need in what.items():
-        if need > caps[buf]:
-            raise tiling_error(f"{label}: {need} B of {buf} does not fit: {buf} holds {caps[buf]} B "
-                               f"({what[buf + '_why'] if buf + '_why' in what else ''})".rstrip(" ()"))
+# the planner's exchange rate between simulated cycles and instructions: a tile shape that saves
+# instructions (the simulator's own cost) at the price of a few cycles is preferred up to this rate
+INSTR_CYCLES = 6.0
 
 
-def _pick(ov: dict, key: str, gen: str, default: int) -> int:
-    v = ov.get(key, ov.get(gen, default))
+def _step_cycles(cc: CubeCaps, m, n, k, isz, c0) -> float:
+    """One L0 step: the Mmad against the MTE1 loads that feed it (they overlap, double-buffered)."""
+    mm = ceil_div(m, 16) * ceil_div(n, 16) * ceil_div(k, c0) * 16 * 16 * c0 / cc.macs + 2
+    mte1 = align_up(m, 16) * align_up(k, c0) * isz / cc.mte1_a + align_up(k, c0) * align_up(n, 16) * isz / cc.mte1_b + 5
+    return max(mm, mte1)
+
+
+def _balance(costs: list[float], blocks: int) -> tuple[list[list[int]], float]:
+    """Longest-processing-time assignment of units to blocks: (unit indices per block, makespan)."""
+    import heapq
+    blocks = max(1, min(blocks, len(costs)))
+    heap = [(0.0, b) for b in range(blocks)]
+    out = [[] for _ in range(blocks)]
+    for i in sorted(range(len(costs)), key=lambda i: -costs[i]):
+        t, b = heapq.heappop(heap)
+        out[b].append(i)
+        heapq.heappush(heap, (t + costs[i], b))
+    for o in out:
+        o.sort()
+    return out, max(t for t, _ in heap)
+
+
+def _pick(ov: dict, key: str, gen: str):
+    v = ov.get(key, ov.get(gen))
+    if v is None:
+        return None
     if int(v) <= 0:
         raise tiling_error(f"tiling override: {key} = {v} must be positive")
     return int(v)
 
 
-def plan_dx_tiling(ic: Img2col, cout: int, isz: int, profile, ov: dict, c0: int) -> tuple[CubeTiling, list]:
-    caps = {b: _buf(profile, "cube", b) for b in ("L1", "L0A", "L0B", "L0C")}
-    db = bool(ov.get("doubleBuffer", True))
-    nb = 2 if db else 1
-    baseN = _pick(ov, "dxBaseN", "baseN", min(align_up(cout, 16), 128 if isz == 2 else 64))
-    baseM = _pick(ov, "dxBaseM", "baseM", 128 if ic.odims[2] <= 128 else 128)
-    kcols = ic.C1 * ic.khw * c0
-    default_k = max(c0, min(kcols, (caps["L0A"] // nb) // (align_up(baseM, 16) * isz) // c0 * c0))
-    baseK = _pick(ov, "dxBaseK", "baseK", default_k)
-    if baseK % c0:
-        raise tiling_error(f"tiling override: dxBaseK {baseK} must be a multiple of C0 = {c0}")
-    rs = rects(ic, baseM)
-    mmax = max(r.m for r in rs)
-    need = {"L0A": nb * align_up(mmax, 16) * baseK * isz,
-            "L0B": nb * baseK * align_up(baseN, 16) * isz,
-            "L0C": nb * align_up(mmax, 16) * align_up(baseN, 16) * 4}
-    for b, v in need.items():
-        if v > caps[b]:
-            raise tiling_error(f"ConvolutionBackward gradInput tiling: {nb} x ({'baseM' if b != 'L0B' else 'baseK'}"
-                               f" {mmax if b != 'L0B' else baseK} x {'baseK' if b == 'L0A' else 'baseN'} "
-                               f"{baseK if b == 'L0A' else baseN}) needs {v} B of {b}, which does not fit: "
-                               f"{b} holds {caps[b]} B")
-    if mmax > 4095 or baseN > 4095 or baseK > 4095:
-        raise tiling_error(f"ConvolutionBackward gradInput tiling: an Mmad of m={mmax}, n={baseN}, "
-                           f"k={baseK} does not fit Mmad's [1, 4095] range")
-    # L1: the slab of the feature map for one rect (c1Chunk planes) and the weight tile
-    rows = max((r.th - 1) * ic.S[1] + (ic.K[1] - 1) * ic.D[1] + 1 for r in rs)
-    cols = max((r.tw - 1) * ic.S[2] + (ic.K[2] - 1) * ic.D[2] + 1 for r in rs)
-    rows, cols = min(rows, ic.fdims[1]), min(cols, ic.fdims[2])
-    plane = rows * cols * c0 * isz
-    wtile_per_c1 = align_up(baseN, 16) * ic.khw * c0 * isz
-    avail = caps["L1"] // nb
-    c1c = int(ov.get("c1Chunk", max(1, min(ic.C1, avail // max(plane + wtile_per_c1, 1)))))
-    l1 = nb * c1c * (plane + wtile_per_c1)
-    if l1 > caps["L1"] or c1c < 1:
-        raise tiling_error(f"ConvolutionBackward gradInput tiling: one C1 plane of the feature-map slab "
-                           f"({rows} x {cols} x C0) and its weight tile need {l1} B of L1, which does not "
-                           f"fit: L1 holds {caps['L1']} B")
-    t = CubeTiling("gradInput", baseM, baseN, baseK, c1c, db, 0, 1, l1, need)
-    return t, rs
+@dataclass
+class DxTiling:
+    m: int                # positions per unit (L0C tile rows)
+    nt: int               # channels per unit (L0C tile columns)
+    kk: int               # img2col columns per L0 step
+    c1n: int              # gradOutput C1 planes per L1 stage
+    nc: int               # L0C tiles in flight (1 or 2)
+    ntiles: list          # (n0, width) per n-tile
+    slab: int             # L1 bytes: the dy slab of a stage
+    bchunk: int           # L1 bytes: the weight chunk of a stage
+    units: list = field(default_factory=list)   # (g, q, plane, p0, m, j)
+    costs: list = field(default_factory=list)
 
 
-def plan_dw_tiling(ic: Img2col, mg: int, isz: int, profile, ov: dict, c0: int, ncores: int):
-    caps = {b: _buf(profile, "cube", b) for b in ("L1", "L0A", "L0B", "L0C")}
-    db = bool(ov.get("doubleBuffer", True))
-    nb = 2 if db else 1
-    ncols = ic.C1 * ic.khw * c0
-    baseM = _pick(ov, "dwBaseM", "baseM", min(align_up(mg, 16), 128))
-    baseN = _pick(ov, "dwBaseN", "baseN", min(ncols, 128 if isz == 2 else 64))
-    if baseN % c0:
-        baseN = align_up(baseN, c0)
-    default_k = (caps["L0A"] // nb) // (align_up(baseM, 16) * isz)
-    default_k = min(default_k, (caps["L0B"] // nb) // (align_up(baseN, 16) * isz), 4095)
-    default_k = max(16, default_k // 16 * 16)
-    baseK = _pick(ov, "dwBaseK", "baseK", default_k)
-    rs = rects(ic, baseK)
-    kmax = max(r.m for r in rs)
-    need = {"L0A": nb * align_up(baseM, 16) * align_up(kmax, c0) * isz,
-            "L0B": nb * align_up(kmax, c0) * align_up(baseN, 16) * isz,
-            "L0C": align_up(baseM, 16) * align_up(baseN, 16) * 4}
-    for b, v in need.items():
-        if v > caps[b]:
-            raise tiling_error(f"ConvolutionBackward gradWeight tiling: {v} B of {b} (baseM {baseM}, "
-                               f"baseN {baseN}, baseK {kmax}, {nb} buffers) does not fit: {b} holds "
-                               f"{caps[b]} B")
-    if baseM > 4095 or baseN > 4095 or kmax > 4095:
-        raise tiling_error(f"ConvolutionBackward gradWeight tiling: an Mmad of m={baseM}, n={baseN}, "
-                           f"k={kmax} does not fit Mmad's [1, 4095] range")
-    rows = max((r.th - 1) * ic.S[1] + (ic.K[1] - 1) * ic.D[1] + 1 for r in rs)
-    cols = max((r.tw - 1) * ic.S[2] + (ic.K[2] - 1) * ic.D[2] + 1 for r in rs)
-    rows, cols = min(rows, ic.fdims[1]), min(cols, ic.fdims[2])
-    c1_per_tile = min(ic.C1, ceil_div(baseN, ic.khw * c0) + 1)
-    slab = c1_per_tile * rows * cols * c0 * isz
-    atile = align_up(baseM, 16) * align_up(kmax, c0) * isz
-    l1 = nb * (slab + atile)
-    if l1 > caps["L1"]:
-        raise tiling_error(f"ConvolutionBackward gradWeight tiling: the feature-map slab ({c1_per_tile} "
-                           f"C1 planes of {rows} x {cols} x C0) and the left tile need {l1} B of L1, which "
-                           f"does not fit: L1 holds {caps['L1']} B (lower dwBaseK or dwBaseN)")
-    t = CubeTiling("gradWeight", baseM, baseN, kmax, c1_per_tile, db, 0, 1, l1, need)
-    return t, rs
+@dataclass
+class DwTiling:
+    mt: int               # dW rows per unit
+    nt: int               # dW columns per unit
+    kk: int               # positions per L0 step
+    kc: int               # positions per L1 stage
+    ks: int               # K split (partial sums per tile)
+    slabA: int
+    slabB: int
+    units: list = field(default_factory=list)   # (g, kd, m0, mt, col0, ncol, pieces)
+    costs: list = field(default_factory=list)
+    a_nd2nz: bool = False
 
 
-# =============================================================================================
-# vector kernels: a generic double-buffered load -> transform -> store loop with explicit flags
-# =============================================================================================
-def _pipeline(items, slot_in: int, slot_out: int, load, compute, store, zero=None):
-    """Per item: (optionally zero the in-slot on V), MTE2 load, V compute, MTE3 store; two slots
-    ping-pong, ordered by flags: V->MTE2 (in-slot free), MTE2->V, V->MTE3, MTE3->V (out-slot free).
-    load(in_t, item), compute(in_t, out_t, item), store(out_t, item); zero(item) -> bool asks
-    for Duplicate(0) of the in-slot before the load."""
-    pipe = TPipe()
-    bin_, bout = TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
-    pipe.InitBuffer(bin_, 2 * slot_in)
-    pipe.InitBuffer(bout, 2 * slot_out)
-    ins = [bin_.Get(np.uint8)[k * slot_in] for k in range(2)]
-    outs = [bout.Get(np.uint8)[k * slot_out] for k in range(2)]
-    for k in range(2):
-        SetFlag(HardEvent.V_MTE2, k)
-    out_pending = [False, False]
-    for i, item in enumerate(items):
-        k = i % 2
-        WaitFlag(HardEvent.V_MTE2, k)
-        if zero is not None and zero(item):
-            Duplicate(ins[k].ReinterpretCast(np.float32), 0.0, slot_in // 4)
-            SetFlag(HardEvent.V_MTE2, k)
-            WaitFlag(HardEvent.V_MTE2, k)
-        load(ins[k], item)
-        SetFlag(HardEvent.MTE2_V, k)
-        WaitFlag(HardEvent.MTE2_V, k)
-        if out_pending[k]:
-            WaitFlag(HardEvent.MTE3_V, k)
-        compute(ins[k], outs[k], item)
-        SetFlag(HardEvent.V_MTE2, k)
-        SetFlag(HardEvent.V_MTE3, k)
-        WaitFlag(HardEvent.V_MTE3, k)
-        store(outs[k], item)
-        SetFlag(HardEvent.MTE3_V, k)
-        out_pending[k] = True
-    for k in range(2):
-        WaitFlag(HardEvent.V_MTE2, k)
-        if out_pending[k]:
-            WaitFlag(HardEvent.MTE3_V, k)
+def _rows_for(m: int, Wg: int) -> int:
+    """Grid rows an m-position run can touch (it may start anywhere in a row)."""
+    return min(ceil_div(m - 1, Wg) + 1, ceil_div(m, Wg) + 1)
 
 
+def plan_dx(geo: Geo, cc: CubeCaps, isz: int, c0: int, osz: int, ov: dict, nb: int) -> DxTiling:
+    C1co = ceil_div(geo.Cout, c0)
+    lay = geo.dxg
+    Wg = lay.Wd
+    fams = [(q, f) for q, f in enumerate(geo.phases) if f is not None]
+    Khw_max = max(f.Khw for _, f in fams)
+    rows_needed = (lay.N - 1) * lay.pitch + geo.shmax[1] + geo.Qmax[1] if lay.fold else lay.pitch
+    M_plane = rows_needed * Wg
+    nplanes = lay.NP
+    o_m, o_n, o_k = _pick(ov, "dxBaseM", "baseM"), _pick(ov, "dxBaseN", "baseN"), _pick(ov, "dxBaseK", "baseK")
+    if o_k is not None and o_k % c0:
+        raise tiling_error(f"tiling override: dxBaseK {o_k} must be a multiple of C0 = {c0}")
+    Cin16 = align_up(geo.Cin, 16)
+    nts = [o_n] if o_n else sorted({min(Cin16, 256), min(Cin16, 128), min(Cin16, 64)}, reverse=True)
+    if o_m:
+        ms = [o_m]
+    else:
+        ms = sorted({min(align_up(M_plane, 16), v) for v in range(16, 4096, 16)})
+    best = None
+    Kq = {q: f.ax[0].K * C1co * f.Khw * c0 for q, f in fams}
+    for nt in nts:
+        n16 = align_up(nt, 16)
+        for m in ms:
+            m16 = align_up(m, 16)
+            if m16 * n16 * 4 > cc.L0C:
+                if o_m or o_n:
+                    raise tiling_error(f"ConvolutionBackward gradInput tiling: the L0C tile baseM {m} x baseN "
+                                       f"{nt} (FP32) needs {m16 * n16 * 4} B of L0C, which does not fit: L0C "
+                                       f"holds {cc.L0C} B")
+                continue
+            nc = 2 if 2 * m16 * n16 * 4 <= cc.L0C else 1
+            kmax = min(cc.L0A // (nb * m16 * isz), cc.L0B // (nb * n16 * isz)) // c0 * c0
+            if o_k:
+                need = {"L0A": nb * m16 * o_k * isz, "L0B": nb * o_k * n16 * isz}
+                for b, v in need.items():
+                    if v > getattr(cc, b):
+                        raise tiling_error(f"ConvolutionBackward gradInput tiling: {nb} x (baseM {m} x baseK {o_k}"
+                                           if b == "L0A" else
+                                           f"ConvolutionBackward gradInput tiling: {nb} x (baseK {o_k} x baseN {nt}"
+                                           f") needs {v} B of {b}, which does not fit: {b} holds {getattr(cc, b)} B")
+                kmax = o_k
+            if kmax < c0:
+                if o_m or o_n:
+                    raise tiling_error(f"ConvolutionBackward gradInput tiling: baseM {m} / baseN {nt} leave no room "
+                                       f"for one C0 of K in L0A/L0B ({cc.L0A} / {cc.L0B} B): does not fit")
+                continue
+            if m > 4095 or nt > 4095:
+                raise tiling_error(f"ConvolutionBackward gradInput tiling: an Mmad of m={m}, n={nt} does not fit "
+                                   f"Mmad's [1, 4095] range")
+            # L1: dy slab (all rows the tile's grid rows read) + weight chunk, per stage, double-buffered
+            rows = _rows_for(m, Wg) + max((f.ax[1].K - 1) * f.ax[1].d for _, f in fams)
+            rows = min(rows, geo.dy.R)
+            per_c1 = rows * geo.dy.Wd * c0 * isz + Khw_max * n16 * c0 * isz
+            c1n = min(C1co, (cc.L1 // nb) // per_c1)
+            if c1n < 1:
+                continue
+            stages_per = ceil_div(C1co, c1n)
+            c1n = ceil_div(C1co, stages_per)            # even stages
+            units = 0
+            cyc = 0.0
+            instr = 0.0
+            for q, f in fams:
+                nu = ceil_div(M_plane, m) * nplanes * ceil_div(geo.Cin, nt) * geo.G
+                per_unit, nsteps = _dx_unit_cost(cc, f, m, nt, kmax, c1n, C1co, rows, geo.dy.Wd, isz, c0, nc)
+                units += nu
+                cyc += nu * per_unit
+                instr += nu * (nsteps * 7 + f.ax[0].K * stages_per * 6 + 10)
+            waves = ceil_div(units, cc.cores)
+            est = max(cyc / cc.cores, waves * cyc / units)
+            score = est + INSTR_CYCLES * instr / cc.cores
+            if best is None or score < best[0]:
+                best = (score, m, nt, kmax, c1n, nc, rows)
+    if best is None:
+        raise tiling_error(f"ConvolutionBackward gradInput tiling: no L0/L1 tile fits (L1 {cc.L1} B, L0A "
+                           f"{cc.L0A} B, L0B {cc.L0B} B, L0C {cc.L0C} B); lower the tile overrides")
+    _, m, nt, kmax, c1n, nc, rows = best
+    n16 = align_up(nt, 16)
+    ntiles = [(n0, min(nt, geo.Cin - n0)) for n0 in range(0, geo.Cin, nt)]
+    t = DxTiling(m, nt, kmax, c1n, nc, ntiles, c1n * rows * geo.dy.Wd * c0 * isz,
+                 c1n * Khw_max * n16 * c0 * isz)
+    for g in range(geo.G):
+        for q, f in fams:
+            for pl in range(nplanes):
+                for p0 in range(0, M_plane, m):
+                    mm = min(m, M_plane - p0)
+                    for j, (n0, nw) in enumerate(ntiles):
+                        t.units.append((g, q, pl, p0, mm, j))
+                        t.costs.append(_dx_unit_cost(cc, f, mm, nw, kmax, c1n, C1co, rows, geo.dy.Wd, isz, c0, nc)[0])
+    # units sharing a weight block run one after another on a core (q, n-tile outermost)
+    order = sorted(range(len(t.units)), key=lambda i: (t.units[i][0], t.units[i][1], t.units[i][5], t.units[i][2],
+                                                       t.units[i][3]))
+    t.units = [t.units[i] for i in order]
+    t.costs = [t.costs[i] for i in order]
+    return t
+
+
+def _dx_unit_cost(cc, f, m, nt, kmax, c1n, C1co, rows, Wm, isz, c0, nc):
+    """Cycles of one gradInput unit: per L1 stage, its L0 steps (Mmad against MTE1) or its
+    copy-in (MTE2), whichever is longer; plus the L0C drain when it cannot overlap."""
+    step = _step_cycles(cc, m, nt, kmax, isz, c0)
+    cyc, nsteps = 0.0, 0
+    for a in range(0, C1co, c1n):
+        cn = min(c1n, C1co - a)
+        ks = ceil_div(cn * f.Khw * c0, kmax)
+        mte2 = 190 + (cn * rows * Wm * c0 * isz + cn * f.Khw * align_up(nt, 16) * c0 * isz) / cc.gm_l1
+        cyc += max(ks * step, mte2)
+        nsteps += ks
+    drain = align_up(m, 16) * align_up(nt, 16) * 4 / 118 + 85
+    cyc = f.ax[0].K * cyc + (drain if nc == 1 else max(0.0, drain - cyc))
+    return cyc, f.ax[0].K * nsteps
+
+
+def _pieces(geo: Geo, kc: int, per_image: bool) -> list[list]:
+    """The gradWeight reduction (grid positions) cut into stages: per grid plane, runs of at most
+    kc positions: [(plane, p0, length)]. per_image: runs stay inside one image's valid rows
+    (the ND->NZ path reads A from the NC[D]HW tensor)."""
+    lay = geo.dy if geo.amap == "dy" else geo.x
+    valid_rows = lay.H
+    out = []
+    if lay.fold:
+        if per_image:
+            for n in range(lay.N):
+                base = n * lay.pitch * lay.Wd
+                tot = valid_rows * lay.Wd
+                out += [(0, base + p, min(kc, tot - p)) for p in range(0, tot, kc)]
+        else:
+            tot = ((lay.N - 1) * lay.pitch + valid_rows) * lay.Wd
+            out += [(0, p, min(kc, tot - p)) for p in range(0, tot, kc)]
+    else:
+        tot = valid_rows * lay.Wd
+        for pl in range(lay.NP):
+            out += [(pl, p, min(kc, tot - p)) for p in range(0, tot, kc)]
+    return out
+
+
+def _split_pieces(pieces, ks):
+    total = sum(p[2] for p in pieces)
+    target = total / ks
+    parts, cur, acc = [], [], 0
+    for p in pieces:
+        cur.append(p)
+        acc += p[2]
+        if acc >= target * (len(parts) + 1) - 1e-9 and len(parts) < ks - 1:
+            parts.append(cur)
+            cur = []
+    parts.append(cur)
+    return [p for p in parts if p]
+
+
+def plan_dw(geo: Geo, cc: CubeCaps, isz: int, c0: int, ov: dict, nb: int, nd2nz: bool) -> DwTiling:
+    f = geo.dwf
+    KD, Khw = f.ax[0].K, f.Khw
+    C1b = ceil_div(geo.Cb, c0)
+    ncols = C1b * Khw * c0
+    Mg = geo.Mg
+    alay = geo.dy if geo.amap == "dy" else geo.x
+    blay = geo.x if geo.amap == "dy" else geo.dy
+    Wg, Wm = alay.Wd, blay.Wd
+    o_m, o_n, o_k = _pick(ov, "dwBaseM", "baseM"), _pick(ov, "dwBaseN", "baseN"), _pick(ov, "dwBaseK", "baseK")
+    o_ks = _pick(ov, "dwKSplit", "dwKSplit")
+    Mg16 = align_up(Mg, 16)
+    mts = [o_m] if o_m else sorted({min(Mg16, v) for v in (256, 192, 128, 64)}, reverse=True)
+    if o_n:
+        nts = [align_up(o_n, c0)]
+    else:
+        nts = sorted({min(ncols, v) for v in (512, 384, 256, 192, 128, 64)} | ({ncols} if ncols <= 1024 else set()),
+                     reverse=True)
+    K_total = sum(p[2] for p in _pieces(geo, 1 << 30, nd2nz))
+    best = None
+    for mt in mts:
+        m16 = align_up(mt, 16)
+        for nt in nts:
+            n16 = align_up(nt, 16)
+            if m16 * n16 * 4 > cc.L0C:
+                if o_m or o_n:
+                    raise tiling_error(f"ConvolutionBackward gradWeight tiling: the L0C tile baseM {mt} x baseN "
+                                       f"{nt} (FP32) needs {m16 * n16 * 4} B of L0C, which does not fit: L0C "
+                                       f"holds {cc.L0C} B")
+                continue
+            if mt > 4095 or nt > 4095:
+                raise tiling_error(f"ConvolutionBackward gradWeight tiling: an Mmad of m={mt}, n={nt} does not fit "
+                                   f"Mmad's [1, 4095] range")
+            kmax = min(cc.L0A // (nb * m16 * isz), cc.L0B // (nb * n16 * isz)) // 16 * 16
+            kmax = min(kmax, 4095 // 16 * 16)
+            if o_k:
+                need = {"L0A": nb * m16 * align_up(o_k, 16) * isz, "L0B": nb * align_up(o_k, 16) * n16 * isz}
+                for b, v in need.items():
+                    if v > getattr(cc, b):
+                        raise tiling_error(f"ConvolutionBackward gradWeight tiling: {v} B of {b} (baseM {mt}, baseN "
+                                           f"{nt}, baseK {o_k}, {nb} buffers) does not fit: {b} holds {getattr(cc, b)} B")
+                kmax = align_up(o_k, 16)
+            if kmax < 16:
+                if o_m or o_n:
+                    raise tiling_error(f"ConvolutionBackward gradWeight tiling: baseM {mt} / baseN {nt} leave no room "
+                                       f"for 16 positions in L0A/L0B ({cc.L0A} / {cc.L0B} B): does not fit")
+                continue
+            c1nB = min(C1b, ceil_div(nt, Khw * c0) + 1)
+            c1nA = ceil_div(mt, c0) + (0 if mt % c0 == 0 else 1)
+            # stage: as many L0 steps as L1 holds (A slab + B slab, double-buffered)
+            best_kc = None
+            for steps in (16, 12, 8, 6, 4, 3, 2, 1):
+                kc = steps * kmax
+                rows = _rows_for(kc, Wg)
+                if nd2nz:
+                    sa = m16 * align_up(kc, c0) * isz
+                else:
+                    sa = c1nA * min(rows, alay.R) * Wg * c0 * isz
+                rb = min((rows - 1) * f.ax[1].s + (f.ax[1].K - 1) * f.ax[1].d + 1, blay.R)
+                sb = c1nB * rb * Wm * c0 * isz
+                if nb * (sa + sb) <= cc.L1:
+                    best_kc = (kc, sa, sb)
+                    break
+            if best_kc is None:
+                continue
+            kc, sa, sb = best_kc
+            kc = min(kc, max(K_total, 16))
+            step = _step_cycles(cc, mt, nt, kmax, isz, c0)
+            tiles = geo.G * KD * ceil_div(Mg, mt) * ceil_div(ncols, nt)
+            nsteps = ceil_div(K_total, kmax)
+            unit_full = nsteps * step
+            # K split: balance tiles x splits over the cores
+            cands = [o_ks] if o_ks else range(1, max(1, cc.cores // tiles) * 4 + 2)
+            for ks in cands:
+                ks = max(1, min(ks, ceil_div(K_total, 16)))
+                units = tiles * ks
+                per = unit_full / ks + 300 + (150 if ks > 1 else 0)
+                est = ceil_div(units, cc.cores) * per
+                instr = units * (nsteps / ks * 7 + ceil_div(K_total, kc) / ks * 6 + 8)
+                score = est + INSTR_CYCLES * instr / cc.cores + (3000 if ks > 1 else 0)
+                if best is None or score < best[0]:
+                    best = (score, mt, nt, kmax, kc, ks, sa, sb)
+    if best is None:
+        raise tiling_error(f"ConvolutionBackward gradWeight tiling: no L0/L1 tile fits (L1 {cc.L1} B, L0A "
+                           f"{cc.L0A} B, L0B {cc.L0B} B, L0C {cc.L0C} B); lower the tile overrides")
+    _, mt, nt, kk, kc, ks, sa, sb = best
+    t = DwTiling(mt, nt, kk, kc, ks, sa, sb, a_nd2nz=nd2nz)
+    pieces = _pieces(geo, kc, nd2nz)
+    parts = _split_pieces(pieces, ks)
+    t.ks = len(parts)
+    for g in range(geo.G):
+        for kd in range(KD):
+            for m0 in range(0, Mg, mt):
+                for col0 in range(0, ncols, nt):
+                    ncol = min(nt, ncols - col0)
+                    mm = min(mt, Mg - m0)
+                    for part in parts:
+                        npos = sum(p[2] for p in part)
+                        t.units.append((g, kd, m0, mm, col0, ncol, part))
+                        t.costs.append(ceil_div(npos, kk) * _step_cycles(cc, mm, ncol, kk, isz, c0) + 300)
+    return t
+
+
+# ---- small helpers kept from the first version ----
 def _split(items: list, nblocks: int) -> list[list]:
     nblocks = max(1, min(nblocks, len(items)))
     per = ceil_div(len(items), nblocks)
@@ -325,343 +689,6 @@ def zero_fill_launch(name: str, dst: GM_ADDR, nbytes: int, profile) -> KernelLau
     blocks = _split(chunks, vector_core_count(profile))
     return KernelLaunch(f"ZeroFill({name})", _zero_fill_body, len(blocks), "vector", (dst, blocks, slot))
 
-
-# ---- NCHW -> NC1HWC0 (cast, channel padding, stride dilation) ------------------------------
-@dataclass
-class To5HD:
-    N: int
-    G: int
-    Cg: int
-    C1: int
-    c0: int
-    sdims: tuple       # source (D, H, W)
-    dil: tuple         # (sd, sh, sw) zero-insertion factors
-    fdims: tuple       # destination (Df, Hf, Wf)
-    src_dtype: np.dtype
-    dst_dtype: np.dtype
-    LP: int            # positions per item (UB row pitch, elements)
-
-
-def _to5hd_body(src: GM_ADDR, dst: GM_ADDR, t: To5HD, blocks):
-    items = blocks[GetBlockIdx()]
-    isz_s, isz_c = t.src_dtype.itemsize, t.dst_dtype.itemsize
-    c0, LP = t.c0, t.LP
-    P = t.sdims[0] * t.sdims[1] * t.sdims[2]
-    PF = t.fdims[0] * t.fdims[1] * t.fdims[2]
-    sGm, dGm = GlobalTensor(t.src_dtype), GlobalTensor(t.dst_dtype)
-    sGm.SetGlobalBuffer(src)
-    dGm.SetGlobalBuffer(dst)
-    cast = t.src_dtype != t.dst_dtype
-    slot_in = c0 * LP * max(isz_s, isz_c) + (c0 * LP * isz_c if cast else 0)
-    slot_out = c0 * LP * isz_c
-    dilated = any(d > 1 for d in t.dil)
-
-    def zero(it):
-        n, g, c1, p0, ln = it
-        return ln < LP or min(c0, t.Cg - c1 * c0) < c0
-
-    def load(ub, it):
-        n, g, c1, p0, ln = it
-        rows = min(c0, t.Cg - c1 * c0)
-        x = ub.ReinterpretCast(t.src_dtype)
-        DataCopyPad(x, sGm[((n * t.G + g) * t.Cg + c1 * c0) * P + p0],
-                    DataCopyExtParams(rows, ln * isz_s, (P - ln) * isz_s, (LP - align_up(ln * isz_s, 32) // isz_s) * isz_s // 32))
-
-    def compute(ub, out, it):
-        x = ub.ReinterpretCast(t.src_dtype)
-        if cast:
-            y = ub[c0 * LP * max(isz_s, isz_c)].ReinterpretCast(t.dst_dtype)
-            Cast(y, x, RoundMode.CAST_RINT if isz_c < isz_s else RoundMode.CAST_NONE, c0 * LP)
-            x = y
-        TransposeExt(out.ReinterpretCast(t.dst_dtype), x, None,
-                     TransposeParamsExt(1, c0, LP, 1, TransposeType.TRANSPOSE_NCHW2NHWC))
-
-    def store(out, it):
-        n, g, c1, p0, ln = it
-        o = out.ReinterpretCast(t.dst_dtype)
-        base = ((n * t.G + g) * t.C1 + c1) * PF * c0
-        if not dilated:
-            DataCopy(dGm[base + p0 * c0], o, ln * c0)
-            return
-        D, H, W = t.sdims
-        sd, sh, sw = t.dil
-        Df, Hf, Wf = t.fdims
-        p = p0
-        while p < p0 + ln:
-            d, rem = divmod(p, H * W)
-            h, w = divmod(rem, W)
-            run = min(W - w, p0 + ln - p)
-            doff = ((d * sd * Hf + h * sh) * Wf + w * sw) * c0
-            if sw == 1:
-                DataCopy(dGm[base + doff], o[(p - p0) * c0], run * c0)
-            else:
-                DataCopy(dGm[base + doff], o[(p - p0) * c0],
-                         DataCopyParams(run, c0 * isz_c // 32, 0, (sw - 1) * c0 * isz_c // 32))
-            p += run
-
-    _pipeline(items, slot_in, slot_out, load, compute, store, zero)
-
-
-def to5hd_launch(name, src: GM_ADDR, dst: GM_ADDR, t: To5HD, profile) -> KernelLaunch:
-    P = t.sdims[0] * t.sdims[1] * t.sdims[2]
-    items = []
-    for n in range(t.N):
-        for g in range(t.G):
-            for c1 in range(t.C1):
-                if any(d > 1 for d in t.dil):
-                    W = t.sdims[2]
-                    step = max(W, (t.LP // W) * W) if W <= t.LP else t.LP
-                else:
-                    step = t.LP
-                for p0 in range(0, P, step):
-                    items.append((n, g, c1, p0, min(step, P - p0)))
-    blocks = _split(items, vector_core_count(profile))
-    return KernelLaunch(f"TransData({name}->NC1HWC0)", _to5hd_body, len(blocks), "vector",
-                        (src, dst, t, blocks))
-
-
-def to5hd_lp(profile, c0, isz_s, isz_c, cast, W, dilated) -> int:
-    ub = ub_bytes(profile)
-    per = c0 * (max(isz_s, isz_c) + (isz_c if cast else 0) + isz_c) * 2
-    lp = ub // per
-    lp = max(16, min(lp, 4096) // 16 * 16)
-    if dilated and W < lp and W > 0:
-        lp = max(align_up(W, 16), (lp // W) * W // 16 * 16 if (lp // W) * W >= 16 else align_up(W, 16))
-        lp = align_up(lp, 16)
-    return lp
-
-
-# ---- flat cast ---------------------------------------------------------------------------------
-def _cast_body(src: GM_ADDR, dst: GM_ADDR, sdt, ddt, chunk, blocks):
-    items = blocks[GetBlockIdx()]
-    sGm, dGm = GlobalTensor(sdt), GlobalTensor(ddt)
-    sGm.SetGlobalBuffer(src)
-    dGm.SetGlobalBuffer(dst)
-
-    def load(ub, it):
-        o, n = it
-        DataCopyPad(ub.ReinterpretCast(sdt), sGm[o], DataCopyExtParams(1, n * sdt.itemsize, 0, 0))
-
-    def compute(ub, out, it):
-        Cast(out.ReinterpretCast(ddt), ub.ReinterpretCast(sdt),
-             RoundMode.CAST_RINT if ddt.itemsize < sdt.itemsize else RoundMode.CAST_NONE, align_up(it[1], 8))
-
-    def store(out, it):
-        o, n = it
-        DataCopyPad(dGm[o], out.ReinterpretCast(ddt), DataCopyExtParams(1, n * ddt.itemsize, 0, 0))
-
-    _pipeline(items, chunk * sdt.itemsize, chunk * ddt.itemsize, load, compute, store,
-              zero=lambda it: it[1] % 8 != 0)
-
-
-def cast_launch(name, src, dst, n, sdt, ddt, profile) -> KernelLaunch:
-    chunk = max(256, (ub_bytes(profile) // (2 * (sdt.itemsize + ddt.itemsize))) // 256 * 256)
-    chunk = min(chunk, 16384)
-    items = [(o, min(chunk, n - o)) for o in range(0, n, chunk)]
-    blocks = _split(items, vector_core_count(profile))
-    return KernelLaunch(f"Cast({name})", _cast_body, len(blocks), "vector", (src, dst, sdt, ddt, chunk, blocks))
-
-
-# ---- weight -> W'^T rows (dX right operand) ------------------------------------------------
-@dataclass
-class PackW:
-    G: int
-    rows_in: int       # source rows per group (non-transposed: Cout_g; transposed: Cin_g)
-    cols_in: int       # source columns per row (other channel count * kk)
-    M: int             # output rows per group (dX channels)
-    Kc: int            # channels of the K dimension per group
-    C1: int
-    c0: int
-    KD: int
-    KHW: int
-    flip: bool
-    src_dtype: np.dtype
-    dst_dtype: np.dtype
-    pitch: int         # UB row pitch of the loaded block (elements)
-
-
-def _packw_body(src: GM_ADDR, dst: GM_ADDR, t: PackW, blocks):
-    """Non-transposed: per (g, c1) load C0 rows (co) of Cin_g*kk, transpose to [(ci, k)][c0],
-    store each tap's [ci] column of 32-B rows at the flipped tap. Transposed: per (g, c1) load
-    Cin_g rows of the c1 chunk's (co, k), transpose each row block to [ci][k][c0], store."""
-    items = blocks[GetBlockIdx()]
-    isz_s, isz_c = t.src_dtype.itemsize, t.dst_dtype.itemsize
-    c0, kk = t.c0, t.KD * t.KHW
-    sGm, dGm = GlobalTensor(t.src_dtype), GlobalTensor(t.dst_dtype)
-    sGm.SetGlobalBuffer(src)
-    dGm.SetGlobalBuffer(dst)
-    cast = t.src_dtype != t.dst_dtype
-    rowsU = c0 if t.flip else t.M
-    elems = rowsU * t.pitch
-    slot_in = elems * max(isz_s, isz_c) + (elems * isz_c if cast else 0)
-    slot_out = elems * isz_c
-    rowK = t.KD * t.C1 * t.KHW * c0          # elements per output row (one dX channel)
-
-    def zero(it):
-        return True
-
-    def load(ub, it):
-        g, c1, ci0, cin = it
-        x = ub.ReinterpretCast(t.src_dtype)
-        if t.flip:
-            rows = min(c0, t.Kc - c1 * c0)
-            DataCopyPad(x, sGm[(g * t.rows_in + c1 * c0) * t.cols_in + ci0 * kk],
-                        DataCopyExtParams(rows, cin * kk * isz_s, (t.cols_in - cin * kk) * isz_s,
-                                          (t.pitch * isz_s - align_up(cin * kk * isz_s, 32)) // 32))
-        else:
-            v = min(c0, t.Kc - c1 * c0)
-            DataCopyPad(x, sGm[g * t.rows_in * t.cols_in + c1 * c0 * kk],
-                        DataCopyExtParams(t.M, v * kk * isz_s, (t.cols_in - v * kk) * isz_s,
-                                          (t.pitch * isz_s - align_up(v * kk * isz_s, 32)) // 32))
-
-    def compute(ub, out, it):
-        x = ub.ReinterpretCast(t.src_dtype)
-        if cast:
-            y = ub[elems * max(isz_s, isz_c)].ReinterpretCast(t.dst_dtype)
-            Cast(y, x, RoundMode.CAST_RINT if isz_c < isz_s else RoundMode.CAST_NONE, elems)
-            x = y
-        o = out.ReinterpretCast(t.dst_dtype)
-        if t.flip:      # [c0][pitch] -> [pitch][c0]
-            TransposeExt(o, x, None, TransposeParamsExt(1, c0, t.pitch, 1, TransposeType.TRANSPOSE_NCHW2NHWC))
-        elif t.pitch == c0 * kk:   # [ci][c0][k] -> [ci][k][c0], all rows at once
-            TransposeExt(o, x, None, TransposeParamsExt(t.M, c0, kk, 1, TransposeType.TRANSPOSE_NCHW2NHWC))
-        else:
-            for ci in range(t.M):
-                TransposeExt(o[ci * c0 * kk], x[ci * t.pitch], None,
-                             TransposeParamsExt(1, c0, kk, 1, TransposeType.TRANSPOSE_NCHW2NHWC))
-
-    def store(out, it):
-        g, c1, ci0, cin = it
-        o = out.ReinterpretCast(t.dst_dtype)
-        base = g * t.M * rowK
-        if t.flip:
-            for k in range(kk):
-                kf = kk - 1 - k
-                kd, khw = divmod(kf, t.KHW)
-                off = base + ci0 * rowK + (kd * t.C1 + c1) * t.KHW * c0 + khw * c0
-                DataCopyPad(dGm[off], o[k * c0],
-                            DataCopyExtParams(cin, c0 * isz_c, (kk - 1), rowK * isz_c - c0 * isz_c))
-        else:
-            off = base + c1 * t.KHW * c0
-            DataCopyPad(dGm[off], o, DataCopyExtParams(t.M * t.KD, t.KHW * c0 * isz_c, 0,
-                                                       (t.C1 - 1) * t.KHW * c0 * isz_c))
-
-    _pipeline(items, slot_in, slot_out, load, compute, store, zero)
-
-
-def packw_launch(src, dst, t: PackW, profile) -> KernelLaunch:
-    if t.flip:
-        isz = max(t.src_dtype.itemsize, t.dst_dtype.itemsize)
-        per_ci = t.c0 * t.KD * t.KHW * (2 * isz + 2 * t.dst_dtype.itemsize) * 2
-        cin = max(1, min(t.M, (ub_bytes(profile) - 4096) // per_ci))
-        t.pitch = align_up(cin * t.KD * t.KHW, 16)
-        items = [(g, c1, ci0, min(cin, t.M - ci0)) for g in range(t.G) for c1 in range(t.C1)
-                 for ci0 in range(0, t.M, cin)]
-    else:
-        items = [(g, c1, 0, t.M) for g in range(t.G) for c1 in range(t.C1)]
-    blocks = _split(items, vector_core_count(profile))
-    return KernelLaunch("TransData(weight->W'T)", _packw_body, len(blocks), "vector", (src, dst, t, blocks))
-
-
-# ---- dX rows (positions x channels) -> NCHW --------------------------------------------------
-def _dx_out_body(src: GM_ADDR, dst: GM_ADDR, N, G, Cg, Cpad, P, LP, dt, blocks):
-    items = blocks[GetBlockIdx()]
-    isz = dt.itemsize
-    sGm, dGm = GlobalTensor(dt), GlobalTensor(dt)
-    sGm.SetGlobalBuffer(src)
-    dGm.SetGlobalBuffer(dst)
-
-    def load(ub, it):
-        n, g, p0, ln = it
-        DataCopy(ub.ReinterpretCast(dt), sGm[((n * G + g) * P + p0) * Cpad], ln * Cpad)
-
-    def compute(ub, out, it):
-        TransposeExt(out.ReinterpretCast(dt), ub.ReinterpretCast(dt), None,
-                     TransposeParamsExt(1, Cpad, LP, 1, TransposeType.TRANSPOSE_NHWC2NCHW))
-
-    def store(out, it):
-        n, g, p0, ln = it
-        DataCopyPad(dGm[((n * G + g) * Cg) * P + p0], out.ReinterpretCast(dt),
-                    DataCopyExtParams(Cg, ln * isz, (LP * isz - align_up(ln * isz, 32)) // 32, (P - ln) * isz))
-
-    _pipeline(items, LP * Cpad * isz, LP * Cpad * isz, load, compute, store,
-              zero=lambda it: it[3] < LP)
-
-
-def dx_out_launch(src, dst, N, G, Cg, Cpad, P, dt, profile) -> KernelLaunch:
-    LP = max(16, min(2048, (ub_bytes(profile) // (4 * Cpad * dt.itemsize)) // 16 * 16))
-    if 4 * Cpad * dt.itemsize * 16 > ub_bytes(profile):
-        raise tiling_error(f"gradInput layout pass: {Cpad} channels x 16 positions x 4 buffers do not fit "
-                           f"in UB ({ub_bytes(profile)} B)")
-    items = [(n, g, p0, min(LP, P - p0)) for n in range(N) for g in range(G) for p0 in range(0, P, LP)]
-    blocks = _split(items, vector_core_count(profile))
-    return KernelLaunch("GradInput(NHWC->NCHW)", _dx_out_body, len(blocks), "vector",
-                        (src, dst, N, G, Cg, Cpad, P, LP, dt, blocks))
-
-
-# ---- dW accumulator (FP32, [g][m][kd][c1][khw][c0]) -> gradWeight --------------------------
-def _dw_out_body(src: GM_ADDR, dst: GM_ADDR, G, Mg, Cc, C1, c0, KD, KHW, kkp, mc, dt, blocks):
-    items = blocks[GetBlockIdx()]
-    kk = KD * KHW
-    isz = dt.itemsize
-    rowK = KD * C1 * KHW * c0
-    sGm, dGm = GlobalTensor(float32), GlobalTensor(dt)
-    sGm.SetGlobalBuffer(src)
-    dGm.SetGlobalBuffer(dst)
-    elems = mc * kkp * c0
-    first = [True]
-
-    def zero(it):
-        if first[0] or True:
-            first[0] = False
-            return True
-        return False
-
-    def load(ub, it):
-        g, c1, m0, mn = it
-        x = ub.ReinterpretCast(float32)
-        for kd in range(KD):
-            DataCopyPad(x[kd * KHW * c0], sGm[(g * Mg + m0) * rowK + (kd * C1 + c1) * KHW * c0],
-                        DataCopyExtParams(mn, KHW * c0 * 4, (rowK - KHW * c0) * 4,
-                                          (kkp - KHW) * c0 * 4 // 32))
-
-    def compute(ub, out, it):
-        g, c1, m0, mn = it
-        x = ub.ReinterpretCast(float32)
-        tr = ub[elems * 4].ReinterpretCast(float32)
-        TransposeExt(tr, x, None, TransposeParamsExt(1, c0, mn * kkp, 1, TransposeType.TRANSPOSE_NHWC2NCHW))
-        o = out.ReinterpretCast(dt)
-        if dt == F32:
-            from simulator.kernel import Copy
-            Copy(o, tr, c0 * mn * kkp)
-        else:
-            Cast(o, tr, RoundMode.CAST_RINT, c0 * mn * kkp)
-
-    def store(out, it):
-        g, c1, m0, mn = it
-        o = out.ReinterpretCast(dt)
-        for cc in range(min(c0, Cc - c1 * c0)):
-            c = c1 * c0 + cc
-            DataCopyPad(dGm[((g * Mg + m0) * Cc + c) * kk], o[cc * mn * kkp],
-                        DataCopyExtParams(mn, kk * isz, (kkp * isz - align_up(kk * isz, 32)) // 32,
-                                          (Cc * kk - kk) * isz))
-
-    _pipeline(items, 2 * elems * 4, elems * isz, load, compute, store, zero)
-
-
-def dw_out_launch(src, dst, G, Mg, Cc, C1, c0, KD, KHW, dt, profile) -> KernelLaunch:
-    kk = KD * KHW
-    kkp = align_up(kk, 32 // dt.itemsize)
-    kkp = align_up(kkp, 8)
-    per_m = kkp * c0 * (2 * 4 + dt.itemsize) * 2
-    mc = max(1, min(Mg, ub_bytes(profile) // per_m))
-    if mc < 1 or per_m > ub_bytes(profile):
-        raise tiling_error(f"gradWeight layout pass: one row ({kkp} taps x C0) needs {per_m} B of UB, "
-                           f"which does not fit: UB holds {ub_bytes(profile)} B")
-    items = [(g, c1, m0, min(mc, Mg - m0)) for g in range(G) for c1 in range(C1) for m0 in range(0, Mg, mc)]
-    blocks = _split(items, vector_core_count(profile))
-    return KernelLaunch("GradWeight(FP32 sum->weight layout)", _dw_out_body, len(blocks), "vector",
-                        (src, dst, G, Mg, Cc, C1, c0, KD, KHW, kkp, mc, dt, blocks))
 
 
 # ---- gradBias ----------------------------------------------------------------------------------
@@ -737,284 +764,1217 @@ def bias_launch(src, dst, N, C, P, sdt, odt, profile) -> KernelLaunch:
                         (src, dst, N, C, P, LP, cc, sdt, odt, blocks))
 
 
+
+
 # =============================================================================================
-# Cube kernels
+# vector kernels: passes over one block's UB, each a double-buffered MTE2 -> V -> MTE3 pipeline
+# =============================================================================================
+def _a32(n: int) -> int:
+    return align_up(n, 32)
+
+
+def _zview(t, nbytes: int):
+    """A tensor as 16- or 32-bit lanes for a zero fill of nbytes."""
+    if nbytes % 4 == 0:
+        return t.ReinterpretCast(np.float32), nbytes // 4
+    return t.ReinterpretCast(np.float16), nbytes // 2
+
+
+class VecBlock:
+    """One AIV block's UB, carved by hand: the passes run one after another (a PIPE_ALL barrier
+    between two), each laying out its two ping-pong slots from offset 0; a zero region at the top
+    feeds zero stores."""
+
+    def __init__(self, ub: int, zero_bytes: int):
+        self.pipe = TPipe()
+        buf = TBuf(TPosition.VECCALC)
+        self.pipe.InitBuffer(buf, ub)
+        self.raw = buf.Get(np.uint8)
+        self.ub = ub
+        self.zero_bytes = zero_bytes
+        self.top = ub - zero_bytes          # passes use [0, top)
+        self.zero_ready = False
+        self.passes = 0
+
+    def at(self, off: int, dt):
+        return self.raw[off].ReinterpretCast(dt)
+
+    def zeros(self):
+        if not self.zero_ready:
+            z, n = _zview(self.raw[self.top], self.zero_bytes)
+            Duplicate(z, 0.0, n)
+            SetFlag(HardEvent.V_MTE3, 2)
+            WaitFlag(HardEvent.V_MTE3, 2)
+            self.zero_ready = True
+        return self.raw[self.top]
+
+    def begin_pass(self):
+        if self.passes:
+            PipeBarrier(PIPE_ALL)
+        self.passes += 1
+
+
+def vpipe(vb: VecBlock, slot: int, items, load, compute, store, prezero=None):
+    """Per item: (prezero on V), MTE2 load into slot k, V compute, MTE3 store; two slots ping-pong,
+    ordered by flags V->MTE2 (slot's input free), MTE2->V, V->MTE3, MTE3->V (slot's output free).
+    Callbacks get (slot base offset, item); prezero(base, item) issues V instructions that must
+    precede the load, or returns False."""
+    vb.begin_pass()
+    if slot * 2 > vb.top:
+        raise tiling_error(f"vector pass needs 2 x {slot} B of UB; {vb.top} B available")
+    bases = (0, slot)
+    for k in range(2):
+        SetFlag(HardEvent.V_MTE2, k)
+    pending = [False, False]
+    for i, it in enumerate(items):
+        k = i & 1
+        b = bases[k]
+        WaitFlag(HardEvent.V_MTE2, k)
+        if prezero is not None and prezero(b, it):
+            SetFlag(HardEvent.V_MTE2, k)
+            WaitFlag(HardEvent.V_MTE2, k)
+        load(b, it)
+        SetFlag(HardEvent.MTE2_V, k)
+        WaitFlag(HardEvent.MTE2_V, k)
+        if pending[k]:
+            WaitFlag(HardEvent.MTE3_V, k)
+        compute(b, it)
+        SetFlag(HardEvent.V_MTE2, k)
+        SetFlag(HardEvent.V_MTE3, k)
+        WaitFlag(HardEvent.V_MTE3, k)
+        store(b, it)
+        SetFlag(HardEvent.MTE3_V, k)
+        pending[k] = True
+    for k in range(2):
+        WaitFlag(HardEvent.V_MTE2, k)
+        if pending[k]:
+            WaitFlag(HardEvent.MTE3_V, k)
+
+
+def copy_runs(dst, src, runs, isz: int) -> None:
+    """DataCopy element runs [(dst offset, src offset, count)] (count * isz whole 32-B blocks),
+    merging consecutive runs of one length and constant forward strides into one strided copy."""
+    i = 0
+    while i < len(runs):
+        d0, s0, n = runs[i]
+        j = i + 1
+        if j < len(runs) and runs[j][2] == n:
+            dd, ds = runs[j][0] - d0, runs[j][1] - s0
+            if dd >= n and ds >= n and (dd - n) * isz % 32 == 0 and (ds - n) * isz % 32 == 0:
+                while j + 1 < len(runs) and runs[j + 1][2] == n and runs[j + 1][0] - runs[j][0] == dd \
+                        and runs[j + 1][1] - runs[j][1] == ds:
+                    j += 1
+                j += 1
+                cnt = j - i
+                DataCopy(dst[d0], src[s0], DataCopyParams(cnt, n * isz // 32, (ds - n) * isz // 32,
+                                                          (dd - n) * isz // 32))
+                i = j
+                continue
+        DataCopy(dst[d0], src[s0], n)
+        i += 1
+
+
+def _round(dst_dt, src_dt):
+    return RoundMode.CAST_RINT if dst_dt.itemsize < src_dt.itemsize else RoundMode.CAST_NONE
+
+
+# ---- prologue: NC[D]HW -> tall NC1HWC0 (cast, channel padding, zero gap rows) ----------------
+@dataclass
+class To5HD:
+    name: str
+    N: int
+    G: int
+    Cg: int
+    C1: int
+    c0: int
+    P: int                # positions per image (D*H*W)
+    lay: Lay
+    sdt: np.dtype
+    cd: np.dtype
+    c1n: int              # C1 planes per item
+    L: int                # positions per item (P when whole images fit)
+    slot: int
+
+
+def plan_to5hd(name, N, G, Cg, c0, P, lay: Lay, sdt, cd, ub: int) -> To5HD:
+    C1 = ceil_div(Cg, c0)
+    isz_s, isz = sdt.itemsize, cd.itemsize
+    per_pos = c0 * (isz_s + (isz if sdt != cd else 0) + isz)      # in + cast + out, one C1 plane
+
+    def slot_of(c1n, Lp):
+        return _a32(c1n * c0 * Lp * isz_s) + (_a32(c1n * c0 * Lp * isz) if sdt != cd else 0) + _a32(c1n * c0 * Lp * isz)
+    room = ub // 2
+    if slot_of(1, P) <= room:
+        c1n = max(1, min(C1, room // max(slot_of(1, P), 1)))
+        while c1n > 1 and slot_of(c1n, P) > room:
+            c1n -= 1
+        return To5HD(name, N, G, Cg, C1, c0, P, lay, sdt, cd, c1n, P, slot_of(c1n, P))
+    unit = 32 // min(isz_s, isz)
+    L = max(unit, (room // per_pos) // unit * unit)
+    return To5HD(name, N, G, Cg, C1, c0, P, lay, sdt, cd, 1, L, slot_of(1, L))
+
+
+def to5hd_items(t: To5HD) -> list:
+    items = []
+    for n in range(t.N):
+        for g in range(t.G):
+            for c1a in range(0, t.C1, t.c1n):
+                for p0 in range(0, t.P, t.L):
+                    items.append((n, g, c1a, min(t.c1n, t.C1 - c1a), p0, min(t.L, t.P - p0)))
+    return items
+
+
+def pass_to5hd(vb: VecBlock, items, t: To5HD, sGm, dGm):
+    isz_s, isz, c0 = t.sdt.itemsize, t.cd.itemsize, t.c0
+    cast = t.sdt != t.cd
+    unit = 32 // isz_s
+
+    def geom(it):
+        n, g, c1a, c1n, p0, L = it
+        whole = L == t.P
+        Lp = L if whole else align_up(L, unit)
+        nch = min(c1n * c0, t.Cg - c1a * c0)
+        return whole, Lp, nch
+
+    def regions(b, c1n, Lp):
+        cap = c1n * c0 * Lp
+        r_in = b
+        r_cast = r_in + _a32(cap * isz_s)
+        r_out = r_cast + (_a32(cap * isz) if cast else 0)
+        return cap, r_in, r_cast, r_out
+
+    def prezero(b, it):
+        whole, Lp, nch = geom(it)
+        c1n, L = it[3], it[5]
+        if nch == c1n * c0 and (whole or (Lp == L and L * isz_s % 32 == 0)):
+            return False
+        cap = c1n * c0 * Lp
+        z, cnt = _zview(vb.raw[b], _a32(cap * isz_s))
+        Duplicate(z, 0.0, cnt)
+        return True
+
+    def load(b, it):
+        n, g, c1a, c1n, p0, L = it
+        whole, Lp, nch = geom(it)
+        src = sGm[((n * t.G + g) * t.Cg + c1a * c0) * t.P + p0]
+        dst = vb.at(b, t.sdt)
+        if whole:
+            DataCopyPad(dst, src, DataCopyExtParams(1, nch * t.P * isz_s, 0, 0))
+        else:
+            DataCopyPad(dst, src, DataCopyExtParams(nch, L * isz_s, (t.P - L) * isz_s,
+                                                    (Lp * isz_s - _a32(L * isz_s)) // 32))
+
+    def compute(b, it):
+        c1n = it[3]
+        whole, Lp, nch = geom(it)
+        cap, r_in, r_cast, r_out = regions(b, c1n, Lp)
+        src = vb.at(r_in, t.sdt)
+        if cast:
+            Cast(vb.at(r_cast, t.cd), src, _round(t.cd, t.sdt), cap)
+            src = vb.at(r_cast, t.cd)
+        TransposeExt(vb.at(r_out, t.cd), src, None, TransposeParamsExt(c1n, c0, Lp, 1, NCHW2NHWC))
+
+    def store(b, it):
+        n, g, c1a, c1n, p0, L = it
+        whole, Lp, nch = geom(it)
+        cap, r_in, r_cast, r_out = regions(b, c1n, Lp)
+        off = ((g * t.C1 + c1a) * t.lay.block + t.lay.img(n) + p0) * c0
+        DataCopy(dGm[off], vb.at(r_out, t.cd), DataCopyParams(c1n, L * c0 * isz // 32, (Lp - L) * c0 * isz // 32,
+                                                              (t.lay.block - L) * c0 * isz // 32))
+
+    vpipe(vb, t.slot, items, load, compute, store, prezero)
+
+
+def gap_items(t: To5HD, zero_bytes: int) -> list:
+    """Zero the gap rows between stacked images: per (g, c1), the gaps of as many images as the
+    zero region covers in one strided copy (or one gap in pieces when it is larger)."""
+    lay = t.lay
+    if not lay.fold or lay.pitch == lay.H:
+        return []
+    esz = t.c0 * t.cd.itemsize
+    gapP = (lay.pitch - lay.H) * lay.Wd
+    per = zero_bytes // (gapP * esz)
+    if per >= 1:
+        return [(g, c1, n0, min(per, lay.N - n0), 0, gapP) for g in range(t.G) for c1 in range(t.C1)
+                for n0 in range(0, lay.N, per)]
+    step = zero_bytes // esz
+    return [(g, c1, n, p, min(step, gapP - p)) and (g, c1, n, 1, p, min(step, gapP - p))
+            for g in range(t.G) for c1 in range(t.C1) for n in range(lay.N) for p in range(0, gapP, step)]
+
+
+def zero_gap(vb: VecBlock, it, t: To5HD, dGm):
+    g, c1, n0, nn, p, ln = it
+    lay, c0, isz = t.lay, t.c0, t.cd.itemsize
+    off = ((g * t.C1 + c1) * lay.block + lay.img(n0) + lay.H * lay.Wd + p) * c0
+    DataCopy(dGm[off], vb.zeros().ReinterpretCast(t.cd),
+             DataCopyParams(nn, ln * c0 * isz // 32, 0, (lay.pitch * lay.Wd - ln) * c0 * isz // 32))
+
+
+# ---- prologue: the weight as gradInput's right operand --------------------------------------
+@dataclass
+class PackW:
+    """Weight -> WP: per phase q, [g][kd tap][co1][n-tile j][hw tap][n16_j][c0]: for each L1
+    stage (a run of co1) and n-tile a strided block, and inside it the L0B zN fractals of
+    B = W'^T (rows: (co1, kh, kw) of the phase's taps, flipped; columns: input channels)."""
+    G: int
+    Cout: int             # per group (K side channels)
+    Cin: int              # per group (N side)
+    KD: int
+    KH: int
+    KW: int
+    c0: int
+    transposed: bool
+    sdt: np.dtype
+    cd: np.dtype
+    ntiles: list          # (n0, width)
+    phases: list          # per phase q: (base, kd taps, hw taps (orig kh, kw) in img2col order) or None
+    size: int             # elements
+    slot: int = 0
+    chunk: int = 0
+    items: list = field(default_factory=list)
+
+    @property
+    def C1(self) -> int:
+        return ceil_div(self.Cout, self.c0)
+
+    @property
+    def n16(self) -> list:
+        return [align_up(w, 16) for _, w in self.ntiles]
+
+    @property
+    def n16tot(self) -> int:
+        return sum(self.n16)
+
+    def off(self, g, q, kdt, co1, j, t) -> int:
+        base, kds, hws = self.phases[q]
+        Thw = len(hws)
+        n16 = self.n16
+        return base + ((((g * len(kds) + kdt) * self.C1 + co1) * Thw * self.n16tot)
+                       + Thw * sum(n16[:j]) + t * n16[j]) * self.c0
+
+
+def plan_packw(geo: Geo, w_dtype, cd, c0, ntiles, ub: int) -> PackW:
+    KD, KH, KW = geo.k
+    phases, base = [], 0
+    C1 = ceil_div(geo.Cout, c0)
+    n16tot = sum(align_up(w, 16) for _, w in ntiles)
+    for f in geo.phases:
+        if f is None:
+            phases.append(None)
+            continue
+        hws = [(kh, kw) for kh in f.ax[1].taps for kw in f.ax[2].taps]
+        phases.append((base, f.ax[0].taps, hws))
+        base += geo.G * f.ax[0].K * C1 * len(hws) * n16tot * c0
+    t = PackW(geo.G, geo.Cout, geo.Cin, KD, KH, KW, c0, geo.transposed, np.dtype(w_dtype), cd, ntiles,
+              phases, max(base, 1))
+    taps = KD * KH * KW
+    isz_s, isz = t.sdt.itemsize, cd.itemsize
+    room = ub // 2
+    # input channels per item: every item stays inside one n-tile
+    if not geo.transposed:
+        per_ci = c0 * taps * (isz_s + isz * (3 if t.sdt != cd else 2)) + 96
+    else:
+        per_ci = taps * (geo.Cout * (isz_s + (isz if t.sdt != cd else 0)) + 2 * C1 * c0 * isz) + 96
+    nci = room // per_ci
+    if nci < 1:
+        raise tiling_error(f"weight packing: one input channel ({per_ci} B) does not fit in UB ({ub} B)")
+    if nci < geo.Cin:
+        nci = nci // 16 * 16          # whole 32-B rows in UB for the strided load
+        if nci < 16:
+            raise tiling_error(f"weight packing: 16 input channels ({16 * per_ci} B) do not fit in UB ({ub} B)")
+    chunks = []
+    for j, (n0, nw) in enumerate(ntiles):
+        for ci0 in range(n0, n0 + nw, nci):
+            chunks.append((j, ci0, min(nci, n0 + nw - ci0)))
+    t.chunk = max(c[2] for c in chunks)
+    t.slot = t.chunk * per_ci
+    if not geo.transposed:
+        t.items = [(g, co1, j, ci0, n) for g in range(geo.G) for co1 in range(C1) for (j, ci0, n) in chunks]
+    else:
+        t.items = [(g, j, ci0, n) for g in range(geo.G) for (j, ci0, n) in chunks]
+    return t
+
+
+def pass_packw(vb: VecBlock, items, t: PackW, sGm, dGm):
+    c0, isz_s, isz = t.c0, t.sdt.itemsize, t.cd.itemsize
+    taps = t.KD * t.KH * t.KW
+    cast = t.sdt != t.cd
+    if not t.transposed:
+        def regs(b, n):
+            cap = c0 * n * taps
+            r_cast = b + _a32(cap * isz_s)
+            r_t1 = r_cast + (_a32(cap * isz) if cast else 0)
+            return cap, r_cast, r_t1, r_t1 + _a32(cap * isz)
+
+        def prezero(b, it):
+            g, co1, j, ci0, n = it
+            if min(c0, t.Cout - co1 * c0) == c0 and (n == t.Cin or n * taps * isz_s % 32 == 0):
+                return False
+            cap = c0 * n * taps
+            z, cnt = _zview(vb.raw[b], _a32(cap * isz_s))
+            Duplicate(z, 0.0, cnt)
+            return True
+
+        def load(b, it):
+            g, co1, j, ci0, n = it
+            nco = min(c0, t.Cout - co1 * c0)
+            src = sGm[((g * t.Cout + co1 * c0) * t.Cin + ci0) * taps]
+            if n == t.Cin:
+                DataCopyPad(vb.at(b, t.sdt), src, DataCopyExtParams(1, nco * t.Cin * taps * isz_s, 0, 0))
+            else:
+                row = n * taps * isz_s
+                if row % 32:
+                    raise tiling_error("weight packing: a channel chunk row is not 32-B aligned in UB")
+                DataCopyPad(vb.at(b, t.sdt), src, DataCopyExtParams(nco, row, (t.Cin - n) * taps * isz_s, 0))
+
+        def compute(b, it):
+            g, co1, j, ci0, n = it
+            cap, r_cast, r_t1, r_out = regs(b, n)
+            src = vb.at(b, t.sdt)
+            if cast:
+                Cast(vb.at(r_cast, t.cd), src, _round(t.cd, t.sdt), cap)
+                src = vb.at(r_cast, t.cd)
+            # [co][ci][tap] -> [tap][co][ci] -> [tap][ci][co]
+            TransposeExt(vb.at(r_t1, t.cd), src, None, nhwc2nchw(1, c0 * n, 1, taps))
+            TransposeExt(vb.at(r_out, t.cd), vb.at(r_t1, t.cd), None, TransposeParamsExt(taps, c0, n, 1, NCHW2NHWC))
+
+        def store(b, it):
+            g, co1, j, ci0, n = it
+            out = vb.at(regs(b, n)[3], t.cd)
+            n0 = t.ntiles[j][0]
+            runs = []
+            for q, ph in enumerate(t.phases):
+                if ph is None:
+                    continue
+                _, kds, hws = ph
+                for kdt, kd in enumerate(kds):
+                    for ti, (kh, kw) in enumerate(hws):
+                        tap = (kd * t.KH + kh) * t.KW + kw
+                        runs.append((t.off(g, q, kdt, co1, j, ti) + (ci0 - n0) * c0, tap * n * c0, n * c0))
+            copy_runs(dGm, out, runs, isz)
+
+        vpipe(vb, t.slot, items, load, compute, store, prezero)
+        return
+    # transposed: rows are input channels; [ci][co][tap] -> [co][tap][ci] -> [co1][tap][ci][c0]
+    C1 = t.C1
+
+    def lay_of(n):
+        cap_in = n * t.Cout * taps
+        cap = n * C1 * c0 * taps
+        r_cast = _a32(cap_in * isz_s)
+        r_t1 = r_cast + (_a32(cap_in * isz) if cast else 0)
+        r_out = r_t1 + _a32(cap * isz)
+        return cap_in, cap, r_cast, r_t1, r_out
+
+    def load(b, it):
+        g, j, ci0, n = it
+        cap_in = lay_of(n)[0]
+        DataCopyPad(vb.at(b, t.sdt), sGm[(g * t.Cin + ci0) * t.Cout * taps], DataCopyExtParams(1, cap_in * isz_s, 0, 0))
+
+    def compute(b, it):
+        g, j, ci0, n = it
+        cap_in, cap, r_cast, r_t1, r_out = lay_of(n)
+        src = vb.at(b, t.sdt)
+        if cast:
+            Cast(vb.at(b + r_cast, t.cd), src, _round(t.cd, t.sdt), cap_in)
+            src = vb.at(b + r_cast, t.cd)
+        if t.Cout % c0:
+            z, cnt = _zview(vb.raw[b + r_t1], _a32(cap * isz))
+            Duplicate(z, 0.0, cnt)
+        TransposeExt(vb.at(b + r_t1, t.cd), src, None, TransposeParamsExt(1, n, t.Cout * taps, 1, NCHW2NHWC))
+        TransposeExt(vb.at(b + r_out, t.cd), vb.at(b + r_t1, t.cd), None,
+                     TransposeParamsExt(C1, c0, taps * n, 1, NCHW2NHWC))
+
+    def store(b, it):
+        g, j, ci0, n = it
+        out = vb.at(b + lay_of(n)[4], t.cd)
+        n0 = t.ntiles[j][0]
+        _, kds, hws = t.phases[0]
+        runs = []
+        for co1 in range(C1):
+            for kdt, kd in enumerate(kds):
+                for ti, (kh, kw) in enumerate(hws):
+                    tap = (kd * t.KH + kh) * t.KW + kw
+                    runs.append((t.off(g, 0, kdt, co1, j, ti) + (ci0 - n0) * c0, ((co1 * taps + tap) * n) * c0, n * c0))
+        copy_runs(dGm, out, runs, isz)
+
+    vpipe(vb, t.slot, items, load, compute, store)
+
+
+# ---- prologue: zero fill (the gradWeight FP32 accumulator) ------------------------------------
+def zero_items(nbytes: int, zero_bytes: int) -> list:
+    return [(o, min(zero_bytes, nbytes - o)) for o in range(0, nbytes, zero_bytes)]
+
+
+def zero_fill(vb: VecBlock, it, dGm8):
+    off, n = it
+    z = vb.zeros()
+    if n % 32:
+        DataCopyPad(dGm8[off], z, DataCopyExtParams(1, n, 0, 0))
+    else:
+        DataCopy(dGm8[off], z, n)
+
+
+# ---- prologue: flat cast (gradWeight's ND->NZ left operand in a 32-bit compute dtype) ---------
+def cast_items(n: int, chunk: int) -> list:
+    return [(o, min(chunk, n - o)) for o in range(0, n, chunk)]
+
+
+def pass_cast(vb: VecBlock, items, sdt, ddt, chunk, sGm, dGm):
+    def prezero(b, it):
+        if it[1] % 8 == 0:
+            return False
+        z, n = _zview(vb.raw[b], _a32(chunk * sdt.itemsize))
+        Duplicate(z, 0.0, n)
+        return True
+
+    def load(b, it):
+        DataCopyPad(vb.at(b, sdt), sGm[it[0]], DataCopyExtParams(1, it[1] * sdt.itemsize, 0, 0))
+
+    def compute(b, it):
+        Cast(vb.at(b + _a32(chunk * sdt.itemsize), ddt), vb.at(b, sdt), _round(ddt, sdt), align_up(it[1], 8))
+
+    def store(b, it):
+        DataCopyPad(dGm[it[0]], vb.at(b + _a32(chunk * sdt.itemsize), ddt),
+                    DataCopyExtParams(1, it[1] * ddt.itemsize, 0, 0))
+
+    vpipe(vb, _a32(chunk * sdt.itemsize) + _a32(chunk * ddt.itemsize), items, load, compute, store, prezero)
+
+
+@dataclass
+class Prologue:
+    ub: int
+    zero_bytes: int
+    maps: list            # (To5HD, src GM index, dst GM index)
+    packw: PackW | None
+    acc_zero: int         # bytes of the accumulator to zero (0: none)
+    cast: tuple | None    # (n, sdt, ddt, chunk)
+    blocks: list          # per block: [(kind, item)]
+
+
+def _prologue_body(gms: tuple, P: Prologue):
+    work = P.blocks[GetBlockIdx()]
+    vb = VecBlock(P.ub, P.zero_bytes)
+    g = []
+    for a in gms:
+        t = GlobalTensor(a.dtype) if a is not None else None
+        if t is not None:
+            t.SetGlobalBuffer(a)
+        g.append(t)
+    by = {}
+    for kind, it in work:
+        by.setdefault(kind, []).append(it)
+    for i, (t, si, di) in enumerate(P.maps):
+        if by.get(("5hd", i)):
+            pass_to5hd(vb, by[("5hd", i)], t, g[si], g[di])
+    if P.packw is not None and by.get("pack"):
+        pass_packw(vb, by["pack"], P.packw, g[2], g[3])
+    if P.cast is not None and by.get("cast"):
+        n, sdt, ddt, chunk = P.cast
+        pass_cast(vb, by["cast"], sdt, ddt, chunk, g[6], g[7])
+    zeros = [(k, it) for k, it in work if k in ("acc0",) or (isinstance(k, tuple) and k[0] == "gap")]
+    if zeros:
+        vb.begin_pass()
+        acc8 = None
+        if g[5] is not None:
+            acc8 = GlobalTensor(np.uint8)
+            acc8.SetGlobalBuffer(gms[5].cast(np.uint8))
+        for kind, it in zeros:
+            if kind == "acc0":
+                zero_fill(vb, it, acc8)
+            else:
+                t, si, di = P.maps[kind[1]]
+                zero_gap(vb, it, t, g[di])
+
+
+# ---- epilogue: gradInput phase grids -> NC[D]HW ---------------------------------------------
+def tchain(vb: VecBlock, seq, cur: int, target: int, other: int, dt) -> int:
+    """Run transposes one after another, alternating between two buffers so that the last one
+    lands in `target` (cur must be neither)."""
+    for i, p in enumerate(seq):
+        dst = target if (len(seq) - 1 - i) % 2 == 0 else other
+        TransposeExt(vb.at(dst, dt), vb.at(cur, dt), None, p)
+        cur = dst
+    return cur
+
+
+def repitch(vb: VecBlock, src: int, tmp: int, dst: int, rows: int, width: int, widthp: int, dt):
+    """[rows][width] -> [rows][widthp] (rows padded to widthp, e.g. to start every row 32-B
+    aligned for a strided store): transpose to [width][rows] inside a zeroed [widthp][rows],
+    transpose back."""
+    z, n = _zview(vb.raw[tmp], _a32(widthp * rows * dt.itemsize))
+    Duplicate(z, 0.0, n)
+    TransposeExt(vb.at(tmp, dt), vb.at(src, dt), None, nhwc2nchw(1, rows, 1, width))
+    TransposeExt(vb.at(dst, dt), vb.at(tmp, dt), None, TransposeParamsExt(1, widthp, rows, 1, NCHW2NHWC))
+
+
+@dataclass
+class DxOut:
+    geo: Geo
+    odt: np.dtype
+    C1o: int
+    c1n: int              # C1 planes (of 16 channels) per item
+    ni: int               # phase rows per item
+    whole: bool           # an item is whole images (rows of every phase)
+    Wqp: int              # output row pitch in UB (elements)
+    mode: str             # "flat" (one contiguous store), "fast" (one strided store), "rows" (per channel)
+    reg: int              # bytes per region (3 per slot)
+    slot: int
+
+
+def plan_dx_out(geo: Geo, odt, ub: int) -> DxOut:
+    odt = np.dtype(odt)
+    osz = odt.itemsize
+    Sh, Sw = geo.S[1], geo.S[2]
+    Qh, Qw = geo.Qmax[1], geo.Qmax[2]
+    Wq = Qw * Sw
+    Xh, Xw = geo.X[1], geo.X[2]
+    unit = 32 // osz
+    room = ub // 2 // 3
+    C1o = ceil_div(geo.Cin, 16)
+    row_b = Sh * max(Sw * Qw, align_up(Wq, unit)) * 16 * osz        # one phase row, all phases, one C1
+    if row_b > room:
+        raise tiling_error(f"gradInput layout pass: one phase row ({row_b} B) does not fit in UB ({ub} B)")
+    if Qh * row_b <= room:          # whole images, as many C1 planes as fit
+        c1n = max(1, min(C1o, room // (Qh * row_b)))
+        ni = Qh
+        whole = True
+        if Wq == Xw and Qh * Sh == Xh and geo.X[0] == 1:
+            mode, Wqp = "flat", Wq
+        elif Wq == Xw and Qh * Sh == Xh and Xh * Xw * osz % 32 == 0:
+            mode, Wqp = "fast", Wq
+        else:
+            mode, Wqp = "rows", align_up(Wq, unit)
+    else:
+        c1n, whole = 1, False
+        ni = max(1, room // row_b)
+        mode = "rows"
+        if Wq == Xw:
+            for cand in range(ni, 0, -1):
+                if cand * Sh * Wq * osz % 32 == 0:
+                    if cand * 2 >= ni:
+                        ni, mode = cand, "fast"
+                    break
+        Wqp = Wq if mode == "fast" else align_up(Wq, unit)
+    reg = _a32(c1n * Sh * ni * max(Sw * Qw, Wqp) * 16 * osz)
+    return DxOut(geo, odt, C1o, c1n, ni, whole, Wqp, mode, reg, 3 * reg)
+
+
+def dx_out_items(t: DxOut) -> list:
+    geo = t.geo
+    Qh = geo.Qmax[1]
+    return [(g, c1, min(t.c1n, t.C1o - c1), n, xd, i0, min(t.ni, Qh - i0)) for n in range(geo.N)
+            for g in range(geo.G) for c1 in range(0, t.C1o, t.c1n) for xd in range(geo.X[0])
+            for i0 in range(0, Qh, t.ni)]
+
+
+def pass_dx_out(vb: VecBlock, items, t: DxOut, sGm, dGm):
+    geo, odt = t.geo, t.odt
+    osz = odt.itemsize
+    Sd, Sh, Sw = geo.S
+    Qw = geo.Qmax[2]
+    Wq = Qw * Sw
+    lay = geo.dxg
+    Xd, Xh, Xw = geo.X
+    S = geo.nphase
+    reg = t.reg
+    blk = 16 * osz // 32                          # 32-B blocks per position (16 channels)
+
+    def phase_of(xd, rh, rw):
+        return ((xd % Sd) * Sh + rh) * Sw + rw, xd // Sd
+
+    def prezero(b, it):
+        g, c1, c1n, n, xd, i0, ni = it
+        if ni == t.ni and all(geo.phases[phase_of(xd, rh, rw)[0]] is not None
+                              for rh in range(Sh) for rw in range(Sw)):
+            return False
+        z, cnt = _zview(vb.raw[b], reg)
+        Duplicate(z, 0.0, cnt)
+        return True
+
+    def load(b, it):
+        g, c1, c1n, n, xd, i0, ni = it
+        per_phase = t.ni * Qw                   # positions of one phase of one C1 plane in UB
+        for rh in range(Sh):
+            for rw in range(Sw):
+                pi = rh * Sw + rw
+                q, idd = phase_of(xd, rh, rw)
+                f = geo.phases[q]
+                if f is None:
+                    continue
+                row0 = n * lay.pitch if lay.fold else 0
+                plane = 0 if lay.fold else n * lay.D + idd
+                src = (((g * t.C1o + c1) * S + q) * lay.block + plane * lay.plane
+                       + (row0 + f.ax[1].sh + i0) * lay.Wd + f.ax[2].sh) * 16
+                dst = b + pi * per_phase * 16 * osz            # UB: [c1][phase][i][j][16]
+                if lay.Wd == Qw:
+                    DataCopy(vb.at(dst, odt), sGm[src],
+                             DataCopyParams(c1n, ni * Qw * blk, (S * lay.block - ni * Qw) * blk,
+                                            (S * per_phase - ni * Qw) * blk))
+                else:
+                    for c in range(c1n):
+                        DataCopy(vb.at(dst + c * S * per_phase * 16 * osz, odt), sGm[src + c * S * lay.block * 16],
+                                 DataCopyParams(ni, Qw * blk, (lay.Wd - Qw) * blk, 0))
+
+    def compute(b, it):
+        g, c1, c1n, n, xd, i0, ni = it
+        N16 = c1n * 16
+        seq = [nhwc2nchw(c1n, Sh * Sw * t.ni * Qw, 1, 16)]                          # -> [c1][16][rh][rw][i][j]
+        if Sw > 1:                                                                  # -> [c16][rh][i][j][rw]
+            seq.append(TransposeParamsExt(N16 * Sh, Sw, t.ni * Qw, 1, NCHW2NHWC))
+        if Sh > 1:                                                                  # -> [c16][i][rh][j rw]
+            seq.append(TransposeParamsExt(N16, Sh, t.ni, Wq, NCHW2NHWC))
+            seq.append(nhwc2nchw(N16 * t.ni, Wq, 1, Sh))
+        r = [b, b + reg, b + 2 * reg]
+        if t.mode != "rows":
+            tchain(vb, seq, r[0], r[2], r[1], odt)
+        else:             # rows padded to Wqp: every row (and channel block) 32-B aligned
+            tchain(vb, seq, r[0], r[1], r[2], odt)
+            repitch(vb, r[1], r[0], r[2], N16 * t.ni * Sh, Wq, t.Wqp, odt)
+
+    def store(b, it):
+        g, c1, c1n, n, xd, i0, ni = it
+        out = vb.at(b + 2 * reg, odt)
+        h0 = i0 * Sh
+        nrows = min(ni * Sh, Xh - h0)
+        if nrows <= 0:
+            return
+        nch = min(c1n * 16, geo.Cin - c1 * 16)
+        chan = ((n * geo.G + g) * geo.Cin + c1 * 16) * Xd * Xh * Xw + (xd * Xh + h0) * Xw
+        pitch = t.ni * Sh * t.Wqp
+        if t.mode == "flat":
+            DataCopyPad(dGm[chan], out, DataCopyExtParams(1, nch * Xh * Xw * osz, 0, 0))
+        elif t.mode == "fast":
+            DataCopyPad(dGm[chan], out, DataCopyExtParams(nch, nrows * Xw * osz, (pitch * osz - _a32(nrows * Xw * osz)) // 32,
+                                                          (Xd * Xh * Xw - nrows * Xw) * osz))
+        else:
+            for cc in range(nch):
+                DataCopyPad(dGm[chan + cc * Xd * Xh * Xw], out[cc * pitch],
+                            DataCopyExtParams(nrows, Xw * osz, (t.Wqp * osz - _a32(Xw * osz)) // 32, 0))
+
+    vpipe(vb, t.slot, items, load, compute, store, prezero)
+
+
+# ---- epilogue: gradWeight accumulator -> (rows, channels, taps) -------------------------------
+@dataclass
+class DwOut:
+    G: int
+    Mg: int
+    Cc: int               # real B-map channels per group
+    C1: int
+    c0: int
+    KD: int
+    Khw: int
+    adt: np.dtype         # accumulator dtype
+    odt: np.dtype
+    mr: int
+    rowp: int             # output row pitch in UB (elements)
+    reg: int
+    slot: int
+
+
+def plan_dw_out(G, Mg, Cc, c0, KD, Khw, adt, odt, ub: int) -> DwOut:
+    adt, odt = np.dtype(adt), np.dtype(odt)
+    C1 = ceil_div(Cc, c0)
+    rowK = KD * C1 * Khw * c0
+    rowp = rowK if (Cc == C1 * c0 or rowK * odt.itemsize % 32 == 0) else align_up(rowK, 32 // odt.itemsize)
+    per_row = rowK * adt.itemsize + 3 * max(rowK, rowp) * odt.itemsize + 96
+    room = ub // 2
+    if per_row > room:
+        raise tiling_error(f"gradWeight layout pass: one row ({per_row} B) does not fit in UB ({ub} B)")
+    mr = max(1, min(Mg, room // per_row))
+    reg = _a32(mr * max(rowK, rowp) * odt.itemsize)
+    slot = _a32(mr * rowK * adt.itemsize) + 3 * reg
+    return DwOut(G, Mg, Cc, C1, c0, KD, Khw, adt, odt, mr, rowp, reg, slot)
+
+
+def dw_out_items(t: DwOut) -> list:
+    return [(g, m0, min(t.mr, t.Mg - m0)) for g in range(t.G) for m0 in range(0, t.Mg, t.mr)]
+
+
+def pass_dw_out(vb: VecBlock, items, t: DwOut, sGm, dGm):
+    c0, KD, Khw, C1 = t.c0, t.KD, t.Khw, t.C1
+    rowK = KD * C1 * Khw * c0
+    taps = KD * Khw
+    asz, osz = t.adt.itemsize, t.odt.itemsize
+    r0 = _a32(t.mr * rowK * asz)
+
+    def regs(b):
+        return [b + r0, b + r0 + t.reg, b + r0 + 2 * t.reg]
+
+    def load(b, it):
+        g, m0, mr = it
+        n = mr * rowK
+        src = sGm[(g * t.Mg + m0) * rowK]
+        if n * asz % 32:
+            DataCopyPad(vb.at(b, t.adt), src, DataCopyExtParams(1, n * asz, 0, 0))
+        else:
+            DataCopy(vb.at(b, t.adt), src, n)
+
+    def compute(b, it):
+        g, m0, mr = it
+        r = regs(b)
+        n = mr * rowK
+        cur = b
+        if t.adt != t.odt:
+            Cast(vb.at(r[0], t.odt), vb.at(b, t.adt), _round(t.odt, t.adt), n)
+            cur = r[0]
+        seq = []
+        if KD > 1:        # [m][kd][c1][hw c0] -> [m][c1][kd][hw c0]
+            seq.append(TransposeParamsExt(mr, KD, C1, Khw * c0, NCHW2NHWC))
+            seq.append(nhwc2nchw(mr * C1, Khw * c0, 1, KD))
+        seq.append(nhwc2nchw(mr * C1, KD * Khw, 1, c0))      # -> [m][c1][c0][kd hw]
+        if t.rowp == rowK:
+            tchain(vb, seq, cur, r[2], r[1], t.odt)
+        else:
+            tchain(vb, seq, cur, r[1], r[2], t.odt)
+            repitch(vb, r[1], r[0], r[2], mr, rowK, t.rowp, t.odt)
+
+    def store(b, it):
+        g, m0, mr = it
+        out = vb.at(regs(b)[2], t.odt)
+        dst = dGm[(g * t.Mg + m0) * t.Cc * taps]
+        if t.Cc == C1 * c0:
+            n = mr * t.Cc * taps
+            if n * osz % 32:
+                DataCopyPad(dst, out, DataCopyExtParams(1, n * osz, 0, 0))
+            else:
+                DataCopy(dst, out, n)
+        else:
+            DataCopyPad(dst, out, DataCopyExtParams(mr, t.Cc * taps * osz,
+                                                    (t.rowp * osz - _a32(t.Cc * taps * osz)) // 32, 0))
+
+    vpipe(vb, t.slot, items, load, compute, store)
+
+
+@dataclass
+class Epilogue:
+    ub: int
+    dx: DxOut | None
+    dw: DwOut | None
+    blocks: list
+
+
+def _epilogue_body(gms: tuple, E: Epilogue):
+    work = E.blocks[GetBlockIdx()]
+    vb = VecBlock(E.ub, 0)
+    g = []
+    for a in gms:
+        t = None
+        if a is not None:
+            t = GlobalTensor(a.dtype)
+            t.SetGlobalBuffer(a)
+        g.append(t)
+    dx = [it for k, it in work if k == "dx"]
+    dw = [it for k, it in work if k == "dw"]
+    if dx:
+        pass_dx_out(vb, dx, E.dx, g[0], g[1])
+    if dw:
+        pass_dw_out(vb, dw, E.dw, g[2], g[3])
+
+
+# =============================================================================================
+# the Cube kernel
 # =============================================================================================
 @dataclass
-class CubeArgs:
-    ic: Img2col
-    cd: np.dtype          # compute storage dtype
+class CubeJob:
+    """Host-side tiling of the Cube launch."""
+    geo: Geo
+    a2: bool
+    cd: np.dtype
     hf32: bool
-    t: CubeTiling
-    Mg: int               # dX: channels per group (rows of W'^T); dW: rows per group (A channels)
-    Mtot: int             # dW: channels of the A tensor (all groups)
-    Cpad: int             # dX: padded channels per group of the output rows
-    out_dtype: np.dtype
-    a2: bool              # Fixpipe (A2) or L0C -> UB (coupled)
+    nb: int               # L1 / L0 buffers (2: double-buffered)
+    l1: int               # bytes per L1 stage slot
+    l0a: int
+    l0b: int
+    l0c: int              # bytes of L0C in use
+    dx: DxTiling | None
+    dw: DwTiling | None
+    wp: PackW | None
+    dxg_dt: np.dtype | None
+    acc_dt: np.dtype | None
+    ub_out: int           # coupled chips: UB bytes per output slot
+    blocks: list          # per block: [("dx", i) ...] then [("dw", i) ...]
 
 
-def _slab(FGm, a1, ic: Img2col, n, g, c1a, c1n, j, hlo, l1H, wlo, l1W, c0, isz):
-    Df, Hf, Wf = ic.fdims
-    base = (((n * ic.G + g) * ic.C1 + c1a) * Df + j) * Hf * Wf * c0 + (hlo * Wf + wlo) * c0
-    if l1W == Wf:
-        DataCopy(a1, FGm[base], DataCopyParams(c1n, l1H * Wf * c0 * isz // 32,
-                                               (Df * Hf * Wf - l1H * Wf) * c0 * isz // 32, 0))
-    else:
-        for i in range(c1n):
-            DataCopy(a1[i * l1H * l1W * c0], FGm[base + i * Df * Hf * Wf * c0],
-                     DataCopyParams(l1H, l1W * c0 * isz // 32, (Wf - l1W) * c0 * isz // 32, 0))
+class Stage:
+    __slots__ = ("copyin", "steps", "first", "last", "out")
+
+    def __init__(self, copyin, steps, first=False, last=False, out=None):
+        self.copyin, self.steps, self.first, self.last, self.out = copyin, steps, first, last, out
 
 
-def _queues(a: CubeArgs, slab_bytes, b1_bytes, l0a_bytes, l0b_bytes, l0c_bytes):
-    nb = 2 if a.t.doubleBuffer else 1
-    pipe = TPipe()
-    q = {}
-    for name, pos, size, depth in (("A1", TPosition.A1, slab_bytes, nb), ("B1", TPosition.B1, b1_bytes, nb),
-                                   ("A2", TPosition.A2, l0a_bytes, nb), ("B2", TPosition.B2, l0b_bytes, nb),
-                                   ("CO1", TPosition.CO1, l0c_bytes, 1)):
-        q[name] = TQue(pos, depth)
-        pipe.InitBuffer(q[name], depth, max(size, 512))
-    if not a.a2:
-        q["CO2"] = TQue(TPosition.CO2, 1)
-        pipe.InitBuffer(q["CO2"], 1, l0c_bytes)
-    return pipe, q
+class Sched:
+    """The block's Cube pipeline with explicit flags: L1 stage slots (MTE2 -> MTE1), L0A/L0B
+    step slots (MTE1 -> M), L0C tiles (M -> FIX on A2; M -> V -> MTE3 through UB on the coupled
+    chips). The next stage's copy-in is written before this stage's compute, so MTE2 prefetches
+    one stage ahead; every slot is released by the pipe that used it last."""
+
+    def __init__(self, job: CubeJob, l1, l0a, l0b, l0c: list, ub: list | None):
+        self.job, self.l1, self.l0a, self.l0b, self.l0c, self.ub = job, l1, l0a, l0b, l0c, ub
+        self.nb = job.nb
+        self.nstage = self.nstep = self.nunit = 0
+        self.ub_pending = [False] * len(l0c)
+
+    def run(self, stages):
+        it = iter(stages)
+        nxt = next(it, None)
+        if nxt is None:
+            return
+        self._copyin(nxt, 0)
+        i = 0
+        while nxt is not None:
+            cur = nxt
+            nxt = next(it, None)
+            if nxt is not None:
+                self._copyin(nxt, i + 1)
+            self._compute(cur, i)
+            if cur.last:
+                self._copyout(cur.out)
+            i += 1
+        self._drain(i)
+
+    def _copyin(self, st: Stage, i: int):
+        s = i % self.nb
+        if i >= self.nb:
+            WaitFlag(HardEvent.MTE1_MTE2, s)
+        st.copyin(self.l1[s])
+        SetFlag(HardEvent.MTE2_MTE1, s)
+
+    def _compute(self, st: Stage, i: int):
+        s = i % self.nb
+        nb = self.nb
+        WaitFlag(HardEvent.MTE2_MTE1, s)
+        cslot = self.nunit % len(self.l0c)
+        for n, (la, lb, m, nn, k) in enumerate(st.steps):
+            j = self.nstep % nb
+            if self.nstep >= nb:
+                WaitFlag(HardEvent.M_MTE1, j)
+            la(self.l0a[j], self.l1[s])
+            lb(self.l0b[j], self.l1[s])
+            SetFlag(HardEvent.MTE1_M, j)
+            WaitFlag(HardEvent.MTE1_M, j)
+            first = st.first and n == 0
+            if first and self.nunit >= len(self.l0c):
+                WaitFlag(HardEvent.FIX_M if self.job.a2 else HardEvent.V_M, cslot)
+            Mmad(self.l0c[cslot], self.l0a[j], self.l0b[j], MmadParams(m=m, n=nn, k=k, cmatrixInitVal=first))
+            SetFlag(HardEvent.M_MTE1, j)
+            self.nstep += 1
+        SetFlag(HardEvent.MTE1_MTE2, s)
+
+    def _copyout(self, out):
+        cs = self.nunit % len(self.l0c)
+        c = self.l0c[cs]
+        if self.job.a2:
+            SetFlag(HardEvent.M_FIX, cs)
+            WaitFlag(HardEvent.M_FIX, cs)
+            out(c, None, "fix")
+            SetFlag(HardEvent.FIX_M, cs)
+        else:
+            SetFlag(HardEvent.M_V, cs)
+            WaitFlag(HardEvent.M_V, cs)
+            if self.ub_pending[cs]:
+                WaitFlag(HardEvent.MTE3_V, cs)
+            out(c, self.ub[cs], "ub")          # L0C -> UB on V
+            SetFlag(HardEvent.V_M, cs)
+            SetFlag(HardEvent.V_MTE3, cs)
+            WaitFlag(HardEvent.V_MTE3, cs)
+            out(c, self.ub[cs], "store")       # UB -> GM on MTE3
+            SetFlag(HardEvent.MTE3_V, cs)
+            self.ub_pending[cs] = True
+        self.nunit += 1
+
+    def _drain(self, nstages: int):
+        for i in range(max(0, nstages - self.nb), nstages):
+            WaitFlag(HardEvent.MTE1_MTE2, i % self.nb)
+        for i in range(max(0, self.nstep - self.nb), self.nstep):
+            WaitFlag(HardEvent.M_MTE1, i % self.nb)
+        nc = len(self.l0c)
+        for u in range(max(0, self.nunit - nc), self.nunit):
+            WaitFlag(HardEvent.FIX_M if self.job.a2 else HardEvent.V_M, u % nc)
+        for cs, p in enumerate(self.ub_pending):
+            if p:
+                WaitFlag(HardEvent.MTE3_V, cs)
+        self.nstage = self.nstep = self.nunit = 0
+        self.ub_pending = [False] * nc
 
 
-def _copy_out_coupled(q, c, m, nn, dst_gm: GlobalTensor, row_stride: int, odt, atomic: bool):
-    """Coupled chips: L0C -> UB (NZ, with FP32 -> FP16 conversion if asked) on PIPE_V, then each
-    16-column strip to GM rows on MTE3 (atomic add for partial sums)."""
-    m1, n1 = ceil_div(m, 16), ceil_div(nn, 16)
-    ub = q["CO2"].AllocTensor(odt)
-    DataCopy(ub, c, DataCopyParams(1, m1 * n1, 0, 0),
-             DataCopyEnhancedParams(BlockMode.BLOCK_MODE_MATRIX,
-                                    DeqScale.DEQF16 if odt == F16 else DeqScale.DEQ_NONE))
-    q["CO2"].EnQue(ub)
-    ub = q["CO2"].DeQue(odt)
-    isz = odt.itemsize
+def _coupled_out(c, ub, phase, m, n, odt, dst, strips_stride, rows_stride, atomic, nz: bool):
+    """Coupled chips: L0C -> UB (V, whole fractals, NZ kept, FP32 -> FP16 on the way), then UB
+    -> GM on MTE3: NZ strips into NC1HWC0 planes (nz) or 16-column strips into row-major rows."""
+    m1, n1 = ceil_div(m, 16), ceil_div(n, 16)
+    u = ub.ReinterpretCast(odt)
+    osz = odt.itemsize
+    if phase == "ub":
+        DataCopy(u, c, DataCopyParams(1, m1 * n1, 0, 0),
+                 DataCopyEnhancedParams(BlockMode.BLOCK_MODE_MATRIX, DeqScale.DEQF16 if odt == F16 else DeqScale.DEQ_NONE))
+        return
     if atomic:
         SetAtomicAdd(np.float32)
-    for l in range(n1):
-        DataCopy(dst_gm[l * 16], ub[l * m1 * 256],
-                 DataCopyParams(m, 16 * isz // 32, 0, (row_stride - 16) * isz // 32))
+    if nz:
+        DataCopy(dst, u, DataCopyParams(n1, m * 16 * osz // 32, (m1 * 16 - m) * 16 * osz // 32,
+                                        (strips_stride - m) * 16 * osz // 32))
+    else:
+        for l in range(n1):
+            DataCopy(dst[l * 16], u[l * m1 * 256], DataCopyParams(m, 16 * osz // 32, 0, (rows_stride - 16) * osz // 32))
     if atomic:
         SetAtomicNone()
-    q["CO2"].FreeTensor(ub)
 
 
-def _grad_input_body(F: GM_ADDR, WT: GM_ADDR, OUT: GM_ADDR, a: CubeArgs, blocks):
-    """dX rows = img2col(F) (positions x (c1,kh,kw,c0)) x W'^T ((c1,k,c0) x ci), per unit
-    (rect, group, channel tile); K runs over the kernel depth taps and C1 chunks in L1."""
-    units = blocks[GetBlockIdx()]
-    ic, t, cd = a.ic, a.t, a.cd
+def _gm(a, dt=None):
+    if a is None:
+        return None
+    g = GlobalTensor(dt or a.dtype)
+    g.SetGlobalBuffer(a)
+    return g
+
+
+def _cube_body(DY, XM, WP, DXG, ACC, A32, job: CubeJob):
+    geo, cd = job.geo, job.cd
     isz, c0 = cd.itemsize, 32 // cd.itemsize
-    KD, KHW = ic.K[0], ic.khw
-    rowK = KD * ic.C1 * KHW * c0
-    Df = ic.fdims[0]
-    nt_max = min(t.baseN, align_up(a.Mg, 16))
-    mmax = max(u[0].m for u in units)
-    slab = t.c1Chunk * min((max(u[0].th for u in units) - 1) * ic.S[1] + (ic.K[1] - 1) * ic.D[1] + 1, ic.fdims[1]) \
-        * min((max(u[0].tw for u in units) - 1) * ic.S[2] + (ic.K[2] - 1) * ic.D[2] + 1, ic.fdims[2]) * c0 * isz
-    b1 = align_up(nt_max, 16) * t.c1Chunk * KHW * c0 * isz
-    l0a = align_up(mmax, 16) * t.baseK * isz
-    l0b = t.baseK * align_up(nt_max, 16) * isz
-    l0c = align_up(mmax, 16) * align_up(nt_max, 16) * 4
-    pipe, q = _queues(a, max(align_up(slab, 32), align_up(mmax, 16) * 32), max(b1, align_up(nt_max, 16) * 32),
-                      max(l0a, align_up(mmax, 16) * 32), max(l0b, align_up(nt_max, 16) * 32), l0c)
-    if a.hf32:
+    work = job.blocks[GetBlockIdx()]
+    pipe = TPipe()
+    bufs = {}
+    for name, pos, size in (("L1", TPosition.A1, job.nb * job.l1), ("L0A", TPosition.A2, job.nb * job.l0a),
+                            ("L0B", TPosition.B2, job.nb * job.l0b), ("L0C", TPosition.CO1, job.l0c)):
+        b = TBuf(pos)
+        pipe.InitBuffer(b, size)
+        bufs[name] = b.Get(np.uint8)
+    ub = None
+    if not job.a2:
+        b = TBuf(TPosition.VECCALC)
+        pipe.InitBuffer(b, 2 * job.ub_out)
+        ub = [b.Get(np.uint8)[i * job.ub_out] for i in range(2)]
+    if job.hf32:
         SetHF32Mode(True)
-    FGm, WGm, OGm = GlobalTensor(cd), GlobalTensor(cd), GlobalTensor(a.out_dtype)
-    FGm.SetGlobalBuffer(F)
-    WGm.SetGlobalBuffer(WT)
-    OGm.SetGlobalBuffer(OUT)
-    _, Ho, Wo = ic.odims
-    P = ic.positions
-    for r, g, n0, nt in units:
-        m = r.m
-        m1, n1 = ceil_div(m, 16), ceil_div(nt, 16)
-        c = q["CO1"].AllocTensor(float32)
-        first = True
-        hlo, l1H, top, bottom = ic.axis_window(1, r.oh0, r.th)
-        wlo, l1W, left, right = ic.axis_window(2, r.ow0, r.tw)
-        for kd in range(KD):
-            j = r.od * ic.S[0] + kd * ic.D[0] - ic.P[0]
-            if not 0 <= j < Df or l1H == 0 or l1W == 0:
-                continue
-            for c1a in range(0, ic.C1, t.c1Chunk):
-                c1n = min(t.c1Chunk, ic.C1 - c1a)
-                a1 = q["A1"].AllocTensor(cd)
-                _slab(FGm, a1, ic, r.n, g, c1a, c1n, j, hlo, l1H, wlo, l1W, c0, isz)
-                q["A1"].EnQue(a1)
-                bt = q["B1"].AllocTensor(cd)
-                width = c1n * KHW * c0
-                if nt % 16:
-                    InitConstValue(bt, InitConstValueParams(1, align_up(nt, 16) * ceil_div(width, c0), 0, 0))
-                DataCopy(bt, WGm[(g * a.Mg + n0) * rowK + (kd * ic.C1 + c1a) * KHW * c0],
-                         Nd2NzParams(1, nt, width, 0, rowK, align_up(nt, 16), 1, 0))
-                q["B1"].EnQue(bt)
-                a1 = q["A1"].DeQue(cd)
-                bt = q["B1"].DeQue(cd)
-                for k0 in range(0, width, t.baseK):
-                    kl = min(t.baseK, width - k0)
-                    a2 = q["A2"].AllocTensor(cd)
-                    LoadData(a2, a1, LoadData3DParamsV2(
-                        padList=(left, right, top, bottom), l1H=l1H, l1W=l1W, channelSize=c1n * c0,
-                        kExtension=kl, mExtension=m, kStartPt=k0, mStartPt=0, strideW=ic.S[2],
-                        strideH=ic.S[1], filterW=ic.K[2], filterH=ic.K[1], dilationFilterW=ic.D[2],
-                        dilationFilterH=ic.D[1]))
-                    q["A2"].EnQue(a2)
-                    b2 = q["B2"].AllocTensor(cd)
-                    LoadData(b2, bt, LoadData2DParams(startIndex=(k0 // c0) * n1,
-                                                      repeatTimes=ceil_div(kl, c0) * n1, srcStride=1))
-                    q["B2"].EnQue(b2)
-                    a2 = q["A2"].DeQue(cd)
-                    b2 = q["B2"].DeQue(cd)
-                    Mmad(c, a2, b2, MmadParams(m=m, n=nt, k=kl, cmatrixInitVal=first))
-                    first = False
-                    q["A2"].FreeTensor(a2)
-                    q["B2"].FreeTensor(b2)
-                q["A1"].FreeTensor(a1)
-                q["B1"].FreeTensor(bt)
-        if first:       # no tap reaches the map: the tile is zero (an Mmad of zero fractals)
-            z1 = q["A1"].AllocTensor(cd)
-            InitConstValue(z1, InitConstValueParams(1, m1 * 16, 0, 0))
-            q["A1"].EnQue(z1)
-            zb = q["B1"].AllocTensor(cd)
-            InitConstValue(zb, InitConstValueParams(1, n1 * 16, 0, 0))
-            q["B1"].EnQue(zb)
-            z1, zb = q["A1"].DeQue(cd), q["B1"].DeQue(cd)
-            a2 = q["A2"].AllocTensor(cd)
-            LoadData(a2, z1, LoadData2DParams(startIndex=0, repeatTimes=m1, srcStride=1))
-            q["A2"].EnQue(a2)
-            b2 = q["B2"].AllocTensor(cd)
-            LoadData(b2, zb, LoadData2DParams(startIndex=0, repeatTimes=n1, srcStride=1))
-            q["B2"].EnQue(b2)
-            a2, b2 = q["A2"].DeQue(cd), q["B2"].DeQue(cd)
-            Mmad(c, a2, b2, MmadParams(m=m, n=nt, k=c0, cmatrixInitVal=True))
-            q["A2"].FreeTensor(a2)
-            q["B2"].FreeTensor(b2)
-            q["A1"].FreeTensor(z1)
-            q["B1"].FreeTensor(zb)
-        q["CO1"].EnQue(c)
-        c = q["CO1"].DeQue(float32)
-        pos0 = (r.od * Ho + r.oh0) * Wo + r.ow0
-        dst = OGm[((r.n * ic.G + g) * P + pos0) * a.Cpad + n0]
-        if a.a2:
-            Fixpipe(dst, c, FixpipeParamsV220(nSize=nt, mSize=m, srcStride=m1 * 16, dstStride=a.Cpad))
-        else:
-            _copy_out_coupled(q, c, m, nt, dst, a.Cpad, a.out_dtype, False)
-        q["CO1"].FreeTensor(c)
+    l1 = [bufs["L1"][i * job.l1] for i in range(job.nb)]
+    l0a = [bufs["L0A"][i * job.l0a].ReinterpretCast(cd) for i in range(job.nb)]
+    l0b = [bufs["L0B"][i * job.l0b].ReinterpretCast(cd) for i in range(job.nb)]
+    gDY, gX, gWP = _gm(DY, cd), _gm(XM, cd), _gm(WP, cd)
+    gDXG = _gm(DXG, job.dxg_dt) if DXG is not None else None
+    gACC = _gm(ACC, job.acc_dt) if ACC is not None else None
+    gA32 = _gm(A32, cd) if A32 is not None else None
+    dx_units = [i for k, i in work if k == "dx"]
+    dw_units = [i for k, i in work if k == "dw"]
+    if dx_units:
+        t = job.dx
+        csz = align_up(t.m, 16) * align_up(t.nt, 16) * 4
+        l0c = [bufs["L0C"][i * csz].ReinterpretCast(float32) for i in range(t.nc)]
+        s = Sched(job, l1, l0a, l0b, l0c, ub)
+        s.run(_dx_stages(job, dx_units, gDY, gWP, gDXG, isz, c0))
+    if dw_units:
+        if dx_units:
+            PipeBarrier(PIPE_ALL)
+        l0c = [bufs["L0C"][0].ReinterpretCast(float32)]
+        s = Sched(job, l1, l0a, l0b, l0c, ub)
+        s.run(_dw_stages(job, dw_units, gDY, gX, gACC, gA32, isz, c0))
 
 
-def _grad_weight_body(A: GM_ADDR, F: GM_ADDR, DW: GM_ADDR, a: CubeArgs, blocks):
-    """dW tile (rows x img2col columns) = sum over this block's position tiles of
-    A (rows x positions) x img2col(F) (positions x columns); partial sums atomic-add into the FP32
-    accumulator."""
-    units = blocks[GetBlockIdx()]
-    ic, t, cd = a.ic, a.t, a.cd
-    isz, c0 = cd.itemsize, 32 // cd.itemsize
-    KD, KHW = ic.K[0], ic.khw
-    rowK = KD * ic.C1 * KHW * c0
-    Df = ic.fdims[0]
-    _, Ho, Wo = ic.odims
-    PD = ic.positions
-    rows = min((max(r.th for u in units for r in u[5]) - 1) * ic.S[1] + (ic.K[1] - 1) * ic.D[1] + 1, ic.fdims[1])
-    cols = min((max(r.tw for u in units for r in u[5]) - 1) * ic.S[2] + (ic.K[2] - 1) * ic.D[2] + 1, ic.fdims[2])
-    slab = t.c1Chunk * rows * cols * c0 * isz
-    kmax = align_up(t.baseK, 16)
-    a1b = align_up(t.baseM, 16) * kmax * isz
-    pipe, q = _queues(a, a1b, align_up(slab, 32), a1b, kmax * align_up(t.baseN, 16) * isz,
-                      align_up(t.baseM, 16) * align_up(t.baseN, 16) * 4)
-    if a.hf32:
-        SetHF32Mode(True)
-    AGm, FGm, DGm = GlobalTensor(cd), GlobalTensor(cd), GlobalTensor(float32)
-    AGm.SetGlobalBuffer(A)
-    FGm.SetGlobalBuffer(F)
-    DGm.SetGlobalBuffer(DW)
-    for g, kd, m0, mt, col0, kitems in units:
-        ncol = min(t.baseN, ic.C1 * KHW * c0 - col0)
-        c1a = col0 // (KHW * c0)
-        c1n = ceil_div(col0 + ncol, KHW * c0) - c1a
-        kst = col0 - c1a * KHW * c0
-        m1 = ceil_div(mt, 16)
-        c = q["CO1"].AllocTensor(float32)
-        first = True
-        for r in kitems:
-            j = r.od * ic.S[0] + kd * ic.D[0] - ic.P[0]
-            hlo, l1H, top, bottom = ic.axis_window(1, r.oh0, r.th)
-            wlo, l1W, left, right = ic.axis_window(2, r.ow0, r.tw)
-            if not 0 <= j < Df or l1H == 0 or l1W == 0:
-                continue
-            kt = r.m
-            k1 = ceil_div(kt, c0)
-            pos0 = (r.od * Ho + r.oh0) * Wo + r.ow0
-            a1 = q["A1"].AllocTensor(cd)
-            if mt % 16:
-                InitConstValue(a1, InitConstValueParams(1, m1 * 16 * k1, 0, 0))
-            DataCopy(a1, AGm[(r.n * a.Mtot + g * a.Mg + m0) * PD + pos0],
-                     Nd2NzParams(1, mt, kt, 0, PD, m1 * 16, 1, 0))
-            q["A1"].EnQue(a1)
-            fm = q["B1"].AllocTensor(cd)
-            _slab(FGm, fm, ic, r.n, g, c1a, c1n, j, hlo, l1H, wlo, l1W, c0, isz)
-            q["B1"].EnQue(fm)
-            a1 = q["A1"].DeQue(cd)
-            fm = q["B1"].DeQue(cd)
-            a2 = q["A2"].AllocTensor(cd)
-            for i in range(m1):
-                LoadData(a2[i * k1 * 512 // isz], a1, LoadData2DParams(startIndex=i, repeatTimes=k1, srcStride=m1))
-            q["A2"].EnQue(a2)
-            b2 = q["B2"].AllocTensor(cd)
-            LoadData(b2, fm, LoadData3DParamsV2(
-                padList=(left, right, top, bottom), l1H=l1H, l1W=l1W, channelSize=c1n * c0,
-                kExtension=ncol, mExtension=kt, kStartPt=kst, mStartPt=0, strideW=ic.S[2],
-                strideH=ic.S[1], filterW=ic.K[2], filterH=ic.K[1], dilationFilterW=ic.D[2],
-                dilationFilterH=ic.D[1]))
-            q["B2"].EnQue(b2)
-            a2 = q["A2"].DeQue(cd)
-            b2 = q["B2"].DeQue(cd)
-            Mmad(c, a2, b2, MmadParams(m=mt, n=ncol, k=kt, cmatrixInitVal=first))
-            first = False
-            q["A2"].FreeTensor(a2)
-            q["B2"].FreeTensor(b2)
-            q["A1"].FreeTensor(a1)
-            q["B1"].FreeTensor(fm)
-        if first:
-            q["CO1"].FreeTensor(c)
+def _zero_stage(m: int, n: int, c0: int, out) -> Stage:
+    """A unit no tap reaches: an Mmad of zero fractals writes its (zero) tile."""
+    m1, n1 = ceil_div(m, 16), ceil_div(n, 16)
+
+    def copyin(l1):
+        InitConstValue(l1, InitConstValueParams(1, (m1 + n1) * 16, 0, 0))
+
+    def la(a2, l1):
+        LoadData(a2, l1.ReinterpretCast(a2.dtype), LoadData2DParams(startIndex=0, repeatTimes=m1, srcStride=1))
+
+    def lb(b2, l1):
+        LoadData(b2, l1.ReinterpretCast(b2.dtype), LoadData2DParams(startIndex=m1, repeatTimes=n1, srcStride=1))
+    return Stage(copyin, [(la, lb, m, n, c0)], True, True, out)
+
+
+def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
+    geo, t, wp = job.geo, job.dx, job.wp
+    my, lay = geo.dy, geo.dxg
+    Wg = lay.Wd
+    C1co = ceil_div(geo.Cout, c0)
+    C1o = ceil_div(geo.Cin, 16)
+    S = geo.nphase
+    odt = job.dxg_dt
+    for ui in unit_ids:
+        g, q, pl, p0, m, j = t.units[ui]
+        f = geo.phases[q]
+        n0, nw = t.ntiles[j]
+        n1 = ceil_div(nw, 16)
+        m1 = ceil_div(m, 16)
+        Khw = f.Khw
+        kk = t.kk
+        dst = gDXG[(((g * C1o + n0 // 16) * S + q) * lay.block + pl * lay.plane + p0) * 16]
+
+        def out(c, ub, phase, m=m, nw=nw, dst=dst, m1=m1):
+            if phase == "fix":
+                Fixpipe(dst, c, FixpipeParamsV220(nSize=nw, mSize=m, srcStride=m1 * 16, dstStride=S * lay.block), CFG_NZ)
+            else:
+                _coupled_out(c, ub, phase, m, nw, odt, dst, S * lay.block, 0, False, True)
+        oh0, oh1 = p0 // Wg, (p0 + m - 1) // Wg
+        hlo, l1H, top, bot = axis_window(f.ax[1], oh0, oh1 - oh0 + 1, my.R)
+        mst = p0 - oh0 * Wg
+        specs = []
+        if l1H:
+            for kdt in range(f.ax[0].K):
+                if my.fold:
+                    plane = 0
+                else:
+                    n_img, idd = divmod(pl, lay.D)
+                    jd = idd * f.ax[0].s - f.ax[0].P + kdt * f.ax[0].d
+                    if not 0 <= jd < my.D:
+                        continue
+                    plane = n_img * my.D + jd
+                for c1a in range(0, C1co, t.c1n):
+                    specs.append((kdt, plane, c1a, min(t.c1n, C1co - c1a)))
+        if not specs:
+            yield _zero_stage(m, nw, c0, out)
             continue
-        q["CO1"].EnQue(c)
-        c = q["CO1"].DeQue(float32)
-        dst = DGm[((g * a.Mg + m0) * KD + kd) * ic.C1 * KHW * c0 + col0]
-        if a.a2:
-            SetAtomicAdd(np.float32)
-            Fixpipe(dst, c, FixpipeParamsV220(nSize=ncol, mSize=mt, srcStride=m1 * 16, dstStride=rowK))
-            SetAtomicNone()
-        else:
-            _copy_out_coupled(q, c, mt, ncol, dst, rowK, F32, True)
-        q["CO1"].FreeTensor(c)
+        for si, (kdt, plane, c1a, cn) in enumerate(specs):
+            slab_bytes = cn * l1H * my.Wd * c0 * isz
+            src_a = gDY[(((g * C1co + c1a) * my.NP + plane) * my.R + hlo) * my.Wd * c0]
+            src_b = gWP[wp.off(g, q, kdt, c1a, j, 0)]
+            blen = Khw * n1 * 16 * c0 * isz // 32
+            bgap = Khw * (wp.n16tot - n1 * 16) * c0 * isz // 32
+
+            def copyin(l1, src_a=src_a, src_b=src_b, cn=cn, slab_bytes=slab_bytes, blen=blen, bgap=bgap, l1H=l1H):
+                DataCopy(l1.ReinterpretCast(job.cd), src_a,
+                         DataCopyParams(cn, l1H * my.Wd * c0 * isz // 32, (my.block - l1H * my.Wd) * c0 * isz // 32, 0))
+                DataCopy(l1[_a32(slab_bytes)].ReinterpretCast(job.cd), src_b, DataCopyParams(cn, blen, bgap, 0))
+            kst = cn * Khw * c0
+            steps = []
+            for k0 in range(0, kst, kk):
+                kl = min(kk, kst - k0)
+                p3 = LoadData3DParamsV2(padList=(f.left, f.right, top, bot), l1H=l1H, l1W=my.Wd, channelSize=cn * c0,
+                                        kExtension=kl, mExtension=m, kStartPt=k0, mStartPt=mst,
+                                        strideW=f.ax[2].s, strideH=f.ax[1].s, filterW=f.ax[2].K,
+                                        filterH=f.ax[1].K, dilationFilterW=f.ax[2].d, dilationFilterH=f.ax[1].d)
+                p2 = LoadData2DParams(startIndex=(k0 // c0) * n1, repeatTimes=ceil_div(kl, c0) * n1, srcStride=1)
+
+                def la(a2, l1, p3=p3):
+                    LoadData(a2, l1.ReinterpretCast(a2.dtype), p3)
+
+                def lb(b2, l1, p2=p2, off=_a32(slab_bytes)):
+                    LoadData(b2, l1[off].ReinterpretCast(b2.dtype), p2)
+                steps.append((la, lb, m, nw, kl))
+            yield Stage(copyin, steps, si == 0, si == len(specs) - 1, out)
+
+
+def _dw_stages(job: CubeJob, unit_ids, gDY, gX, gACC, gA32, isz, c0):
+    geo, t = job.geo, job.dw
+    f = geo.dwf
+    alay = geo.dy if geo.amap == "dy" else geo.x
+    blay = geo.x if geo.amap == "dy" else geo.dy
+    gA, gB = (gDY, gX) if geo.amap == "dy" else (gX, gDY)
+    Wg, Wm = alay.Wd, blay.Wd
+    Khw, KD = f.Khw, f.ax[0].K
+    C1a, C1b = ceil_div(geo.Mg, c0), ceil_div(geo.Cb, c0)
+    rowKd = C1b * Khw * c0
+    kk = t.kk
+    atomic = t.ks > 1
+    HWimg = alay.D * alay.H * alay.Wd
+    for ui in unit_ids:
+        g, kd, m0, mt, col0, ncol, pieces = t.units[ui]
+        m1 = ceil_div(mt, 16)
+        c1aB = col0 // (Khw * c0)
+        c1nB = ceil_div(col0 + ncol, Khw * c0) - c1aB
+        kstB = col0 - c1aB * Khw * c0
+        c1aA = m0 // c0
+        c1nA = ceil_div(m0 + mt, c0) - c1aA
+        kstA = m0 - c1aA * c0
+        dst = gACC[((g * geo.Mg + m0) * KD + kd) * rowKd + col0]
+
+        def out(c, ub, phase, mt=mt, ncol=ncol, dst=dst, m1=m1):
+            if phase == "fix":
+                if atomic:
+                    SetAtomicAdd(np.float32)
+                Fixpipe(dst, c, FixpipeParamsV220(nSize=ncol, mSize=mt, srcStride=m1 * 16, dstStride=KD * rowKd))
+                if atomic:
+                    SetAtomicNone()
+            else:
+                _coupled_out(c, ub, phase, mt, ncol, job.acc_dt, dst, 0, KD * rowKd, atomic, False)
+        specs = []
+        for (pl, p0, kl) in pieces:
+            if blay.fold:
+                plane_b = 0
+            else:
+                n_img, od = divmod(pl, alay.D)
+                jd = od * f.ax[0].s - f.ax[0].P + kd * f.ax[0].d
+                if not 0 <= jd < blay.D:
+                    continue
+                plane_b = n_img * blay.D + jd
+            oh0, oh1 = p0 // Wg, (p0 + kl - 1) // Wg
+            hlo, l1H, top, bot = axis_window(f.ax[1], oh0, oh1 - oh0 + 1, blay.R)
+            if l1H == 0:
+                continue
+            specs.append((pl, p0, kl, plane_b, oh0, oh1 - oh0 + 1, hlo, l1H, top, bot))
+        if not specs:
+            if atomic:
+                continue             # nothing to add
+            yield _zero_stage(mt, ncol, c0, out)
+            continue
+        for si, (pl, p0, kl, plane_b, oh0, rowsA, hlo, l1H, top, bot) in enumerate(specs):
+            if t.a_nd2nz:
+                a_bytes = align_up(mt, 16) * align_up(kl, c0) * isz
+                if alay.fold:
+                    n_img = p0 // (alay.pitch * Wg)
+                    pimg = p0 - n_img * alay.pitch * Wg
+                else:
+                    n_img, od = divmod(pl, alay.D)
+                    pimg = od * alay.H * Wg + p0
+                src_a = gA32[((n_img * geo.G + g) * geo.Mg + m0) * HWimg + pimg]
+            else:
+                a_bytes = c1nA * rowsA * Wg * c0 * isz
+                src_a = gA[(((g * C1a + c1aA) * alay.NP + pl) * alay.R + oh0) * Wg * c0]
+            src_b = gB[(((g * C1b + c1aB) * blay.NP + plane_b) * blay.R + hlo) * Wm * c0]
+            boff = _a32(a_bytes)
+
+            def copyin(l1, src_a=src_a, src_b=src_b, kl=kl, rowsA=rowsA, boff=boff, l1H=l1H, mt=mt, m1=m1,
+                       c1nA=c1nA, c1nB=c1nB):
+                a1 = l1.ReinterpretCast(job.cd)
+                if t.a_nd2nz:
+                    if mt % 16:
+                        InitConstValue(a1, InitConstValueParams(1, m1 * 16 * ceil_div(kl, c0), 0, 0))
+                    DataCopy(a1, src_a, Nd2NzParams(1, mt, kl, 0, HWimg, m1 * 16, 1, 0))
+                else:
+                    DataCopy(a1, src_a, DataCopyParams(c1nA, rowsA * Wg * c0 * isz // 32,
+                                                       (alay.block - rowsA * Wg) * c0 * isz // 32, 0))
+                DataCopy(l1[boff].ReinterpretCast(job.cd), src_b,
+                         DataCopyParams(c1nB, l1H * Wm * c0 * isz // 32, (blay.block - l1H * Wm) * c0 * isz // 32, 0))
+            steps = []
+            for q0 in range(0, kl, kk):
+                kq = min(kk, kl - q0)
+                k1 = ceil_div(kq, c0)
+                mst = p0 + q0 - oh0 * Wg
+                if t.a_nd2nz:
+                    def la(a2, l1, q0=q0, k1=k1):
+                        frac = 512 // a2.dtype.itemsize
+                        for kb in range(k1):
+                            LoadData(a2[kb * frac], l1.ReinterpretCast(a2.dtype),
+                                     LoadData2DParams(startIndex=(q0 // c0 + kb) * m1, repeatTimes=m1, srcStride=1,
+                                                      dstGap=k1 - 1))
+                else:
+                    pa = LoadData3DParamsV2(padList=(0, 0, 0, 0), l1H=rowsA, l1W=Wg, channelSize=c1nA * c0,
+                                            kExtension=mt, mExtension=kq, kStartPt=kstA, mStartPt=mst,
+                                            enTranspose=True)
+
+                    def la(a2, l1, pa=pa):
+                        LoadData(a2, l1.ReinterpretCast(a2.dtype), pa)
+                pb = LoadData3DParamsV2(padList=(f.left, f.right, top, bot), l1H=l1H, l1W=Wm, channelSize=c1nB * c0,
+                                        kExtension=ncol, mExtension=kq, kStartPt=kstB, mStartPt=mst,
+                                        strideW=f.ax[2].s, strideH=f.ax[1].s, filterW=f.ax[2].K, filterH=f.ax[1].K,
+                                        dilationFilterW=f.ax[2].d, dilationFilterH=f.ax[1].d)
+
+                def lb(b2, l1, pb=pb, boff=boff):
+                    LoadData(b2, l1[boff].ReinterpretCast(b2.dtype), pb)
+                steps.append((la, lb, mt, ncol, kq))
+            yield Stage(copyin, steps, si == 0, si == len(specs) - 1, out)
 
 
 # =============================================================================================
 # the plan
 # =============================================================================================
-def _pad3(t: tuple, fill: int) -> tuple:
-    return (fill,) * (3 - len(t)) + tuple(t)
-
-
-def _cube_units_dx(rs, G, Mg, baseN, ncores, block_dim_ov):
-    units = [(r, g, n0, min(baseN, Mg - n0)) for g in range(G) for r in rs for n0 in range(0, Mg, baseN)]
-    return _split(units, block_dim_ov or ncores)
-
-
-def _cube_units_dw(rs, G, KD, Mg, ncols, t: CubeTiling, ncores, ksplit_ov, block_dim_ov):
-    tiles = [(g, kd, m0, min(t.baseM, Mg - m0), col0)
-             for g in range(G) for kd in range(KD) for m0 in range(0, Mg, t.baseM)
-             for col0 in range(0, ncols, t.baseN)]
-    cores = block_dim_ov or ncores
-    ks = ksplit_ov or max(1, min(len(rs), cores // max(len(tiles), 1)))
-    units = []
-    for tile in tiles:
-        for part in _split(rs, ks):
-            units.append(tile + (part,))
-    return _split(units, cores), ks
+def _deal(items: list, nblocks: int) -> list[list]:
+    """Items dealt round-robin over at most nblocks blocks (similar items, similar costs)."""
+    nblocks = max(1, min(nblocks, len(items)))
+    return [items[b::nblocks] for b in range(nblocks)]
 
 
 def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_math, profile) -> Plan:
@@ -1023,18 +1983,11 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
     ov = tiling_override(op, TILING_FIELDS)
     cd = STORAGE[compute]
     isz, c0 = cd.itemsize, 32 // cd.itemsize
-    nd = geom.nd
     G = geom.groups
-    kk3 = _pad3(geom.k, 1)
-    S3, D3 = _pad3(geom.stride, 1), _pad3(geom.dilation, 1)
-    PL3 = _pad3(tuple(p[0] for p in geom.pad), 0)
-    in3, out3 = _pad3(geom.in_sp, 1), _pad3(geom.out_sp, 1)
-    Cin_g, Cout_g = geom.Cin // G, geom.Cout // G
-    KD, KHW = kk3[0], kk3[1] * kk3[2]
-    kk = KD * KHW
-    ncores = profile.core_kind_for("cube")[1].count
-    a2 = "PIPE_FIX" in profile.core_kind_for("cube")[1].pipes
     hf32 = compute == "HF32"
+    nb = 2 if bool(ov.get("doubleBuffer", True)) else 1
+    nvec = vector_core_count(profile)
+    ub = ub_bytes(profile)
     workspace: list[tuple[str, int]] = []
     tiling: dict = {"computeDtype": compute, "cubeMathType": cube_math, "promotedDtype": promoted,
                     "C0": c0, "groups": G}
@@ -1043,9 +1996,8 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
         workspace.append((name, max(int(nbytes), 32)))
         return len(workspace) - 1
 
-    steps = []   # (kind, payload) resolved at build time with workspace offsets
     empty = geom.N == 0 or geom.Cin == 0 or geom.Cout == 0
-    # ---- inputs: contiguous copies -------------------------------------------------------
+    steps = []
     srcs = {}
     for name, t, needed in (("gradOutput", go, mask[0] or mask[1] or mask[2]), ("input", x, mask[1]),
                             ("weight", w, mask[0])):
@@ -1055,8 +2007,15 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
             srcs[name] = ("tensor", t)
         else:
             idx = part(f"contiguous copy of {name} (non-contiguous view)", t.numel() * t.itemsize)
-            steps.append(("contig", name, t, idx))
+            steps.append((name, t, idx))
             srcs[name] = ("ws", idx, t.dtype)
+
+    def offsets():
+        out, off = [], 0
+        for _, n in workspace:
+            out.append(off)
+            off += align_up(n, 512)
+        return out
 
     def src_arg(name, ws, offs):
         s = srcs[name]
@@ -1065,77 +2024,142 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
             return tensor_arg(t, name) + t.offset
         return workspace_arg(ws, offs[s[1]], workspace[s[1]][1], s[2], f"workspace:{name}")
 
-    launches_spec = []
+    def ws_arg(i, dt, label, ws, offs):
+        return workspace_arg(ws, offs[i], workspace[i][1], dt, label)
+
+    cube = None
     if not empty and (mask[0] or mask[1]):
-        if not geom.transposed:
-            ic_dx = Img2col(geom.N, G, Cout_g, ceil_div(Cout_g, c0),
-                            tuple((o - 1) * s + 1 for o, s in zip(out3, S3)), in3, (1, 1, 1), D3,
-                            tuple(d * (k - 1) - p for d, k, p in zip(D3, kk3, PL3)), kk3)
-            ic_dw = Img2col(geom.N, G, Cin_g, ceil_div(Cin_g, c0), in3, out3, S3, D3, PL3, kk3)
-            dx_dil = S3
-        else:
-            ic_dx = Img2col(geom.N, G, Cout_g, ceil_div(Cout_g, c0), out3, in3, S3, D3, PL3, kk3)
-            ic_dw = ic_dx
-            dx_dil = (1, 1, 1)
+        geo = make_geo(geom, mask)
+        cc = cube_caps(profile, compute)
         if mask[0]:
-            for i, p in enumerate(ic_dx.P):
-                if -p > 255 * 4096 or p > 255:
-                    raise tiling_error(f"gradInput: the transposed convolution needs a load3d padding of "
-                                       f"{p} (> 255) along axis {i}, which does not fit load3d's padList")
-            t_dx, rs_dx = plan_dx_tiling(ic_dx, Cin_g, isz, profile, ov, c0)
-            if (t_dx.baseK // c0) * ceil_div(min(t_dx.baseN, Cin_g), 16) > 255:
-                t_dx.baseK = max(c0, 255 // ceil_div(min(t_dx.baseN, Cin_g), 16) * c0)
-            blocks_dx = _cube_units_dx(rs_dx, G, Cin_g, t_dx.baseN, ncores, int(ov.get("blockDim", 0)))
-            t_dx.blockDim = len(blocks_dx)
-            tiling["gradInput"] = {k: v for k, v in t_dx.__dict__.items() if k != "name"}
+            for f in geo.phases:
+                if f is not None:
+                    _load3d_limits(f, "ConvolutionBackward gradInput")
+        nd2nz = isz == 4
+        dx = plan_dx(geo, cc, isz, c0, gi.itemsize, ov, nb) if mask[0] else None
+        dw = plan_dw(geo, cc, isz, c0, ov, nb, nd2nz) if mask[1] else None
+        C1co, C1ci = ceil_div(geo.Cout, c0), ceil_div(geo.Cin, c0)
+        zero_bytes = min(16384, ub // 8) // 32 * 32
+        room = ub - zero_bytes
+        # ---- workspace parts
+        DYM = part(f"gradOutput as tall NC1HWC0 ({dtype_name(cd)}, C0 {c0}, {geo.dy.pitch} rows per image)",
+                   G * C1co * geo.dy.block * c0 * isz)
+        XM = None
         if mask[1]:
-            Mg_dw = Cout_g if not geom.transposed else Cin_g
-            ncols = ic_dw.C1 * KHW * c0
-            t_dw, rs_dw = plan_dw_tiling(ic_dw, Mg_dw, isz, profile, ov, c0, ncores)
-            if t_dw.baseK > 255 * c0:
-                raise tiling_error(f"gradWeight tiling: baseK {t_dw.baseK} positions needs more than 255 "
-                                   f"load2d fractals per row band; it does not fit")
-            blocks_dw, ks = _cube_units_dw(rs_dw, G, KD, Mg_dw, ncols, t_dw, ncores,
-                                           int(ov.get("dwKSplit", 0)), int(ov.get("blockDim", 0)))
-            t_dw.blockDim, t_dw.kSplit = len(blocks_dw), ks
-            tiling["gradWeight"] = {k: v for k, v in t_dw.__dict__.items() if k != "name"}
-        # feature maps in NC1HWC0
-        Fdx = Fdw = None
+            XM = part(f"input as tall NC1HWC0 ({dtype_name(cd)}, C0 {c0}, {geo.x.pitch} rows per image)",
+                      G * C1ci * geo.x.block * c0 * isz)
+        maps = [(plan_to5hd("gradOutput", geo.N, G, geo.Cout, c0, int(np.prod(geo.O)), geo.dy, go.dtype, cd, room),
+                 0, 4)]
+        if mask[1]:
+            maps.append((plan_to5hd("input", geo.N, G, geo.Cin, c0, int(np.prod(geo.X)), geo.x, x.dtype, cd, room),
+                         1, 8))
+        wp = WP = DXG = None
         if mask[0]:
-            Fdx = part("gradOutput as NC1HWC0" + (" dilated by the stride" if any(s > 1 for s in dx_dil) else "")
-                       + f" ({dtype_name(cd)}, the gradInput feature map)",
-                       geom.N * G * ic_dx.C1 * int(np.prod(ic_dx.fdims)) * c0 * isz)
+            wp = plan_packw(geo, w.dtype, cd, c0, dx.ntiles, room)
+            WP = part(f"weight as gradInput's right operand (taps flipped, {'per sub-pixel phase, ' if geo.nphase > 1 else ''}"
+                      f"L0B zN fractals per n-tile of {dx.nt}, {dtype_name(cd)})", wp.size * isz)
+            DXG = part(f"gradInput per sub-pixel phase, NC1HWC0 ({geo.nphase} phase grid(s) of {geo.dxg.R} x "
+                       f"{geo.dxg.Wd}, {dtype_name(gi.dtype)})",
+                       G * ceil_div(geo.Cin, 16) * geo.nphase * geo.dxg.block * 16 * gi.itemsize)
+        ACC = A32 = None
+        acc_dt = None
+        cast = None
         if mask[1]:
-            if geom.transposed and Fdx is not None:
-                Fdw = Fdx
-            else:
-                nm = "input" if not geom.transposed else "gradOutput"
-                Fdw = part(f"{nm} as NC1HWC0 ({dtype_name(cd)}, the gradWeight feature map)",
-                           geom.N * G * ic_dw.C1 * int(np.prod(ic_dw.fdims)) * c0 * isz)
-        launches_spec.append(("features", ic_dx if mask[0] else None, ic_dw if mask[1] else None, Fdx, Fdw, dx_dil))
-        if mask[0]:
-            WT = part(f"weight as W'^T rows ({dtype_name(cd)}, taps {'flipped, ' if not geom.transposed else ''}"
-                      f"the gradInput right operand)", G * Cin_g * KD * ic_dx.C1 * KHW * c0 * isz)
-            Cpad = align_up(Cin_g, 16)
-            DXW = part(f"gradInput rows (positions x channels, {dtype_name(gi.dtype)}) from the Cube",
-                       geom.N * G * ic_dx.positions * Cpad * gi.itemsize)
-            launches_spec.append(("dx", ic_dx, t_dx, blocks_dx, WT, DXW, Cpad, Fdx))
+            KD, Khw = geo.dwf.ax[0].K, geo.dwf.Khw
+            rowKd = ceil_div(geo.Cb, c0) * Khw * c0
+            acc_dt = F32 if dw.ks > 1 else np.dtype(gw.dtype)
+            ACC = part((f"gradWeight FP32 accumulator (partial sums of {dw.ks} cores per tile, atomic add)"
+                        if dw.ks > 1 else f"gradWeight tiles ({dtype_name(acc_dt)}, C0-blocked columns)"),
+                       G * geo.Mg * KD * rowKd * acc_dt.itemsize)
+            if nd2nz:
+                aname, at = ("gradOutput", go) if geo.amap == "dy" else ("input", x)
+                if np.dtype(at.dtype) != cd:
+                    A32 = part(f"{aname} cast to {dtype_name(cd)} (gradWeight's left operand, ND->NZ)", at.numel() * isz)
+                    cast = (at.numel(), np.dtype(at.dtype), cd, 8192, aname)
+                else:
+                    A32 = ("src", aname)
+        # ---- cube blocks: LPT over the AICs
+        costs, kinds = [], []
+        if dx is not None:
+            costs += dx.costs
+            kinds += [("dx", i) for i in range(len(dx.units))]
+        if dw is not None:
+            costs += dw.costs
+            kinds += [("dw", i) for i in range(len(dw.units))]
+        nblk = int(ov.get("blockDim", 0)) or cc.cores
+        groups_, makespan = _balance(costs, nblk)
+        blocks = []
+        for grp in groups_:
+            ks = [kinds[i] for i in grp]
+            blocks.append([k for k in ks if k[0] == "dx"] + [k for k in ks if k[0] == "dw"])
+        l1 = max(_a32(dx.slab) + dx.bchunk if dx else 0, _a32(dw.slabA) + dw.slabB if dw else 0)
+        l0a = max(align_up(dx.m, 16) * dx.kk * isz if dx else 0, align_up(dw.mt, 16) * dw.kk * isz if dw else 0)
+        l0b = max(dx.kk * align_up(dx.nt, 16) * isz if dx else 0, dw.kk * align_up(dw.nt, 16) * isz if dw else 0)
+        l0c = max(dx.nc * align_up(dx.m, 16) * align_up(dx.nt, 16) * 4 if dx else 0,
+                  align_up(dw.mt, 16) * align_up(dw.nt, 16) * 4 if dw else 0)
+        for b, need, cap in (("L1", nb * l1, cc.L1), ("L0A", nb * l0a, cc.L0A), ("L0B", nb * l0b, cc.L0B),
+                             ("L0C", l0c, cc.L0C)):
+            if need > cap:
+                raise tiling_error(f"ConvolutionBackward tiling: {need} B of {b} does not fit: {b} holds {cap} B")
+        ub_out = 0
+        if not cc.a2:
+            ub_out = max(align_up(dx.m, 16) * align_up(dx.nt, 16) * gi.itemsize if dx else 0,
+                         align_up(dw.mt, 16) * align_up(dw.nt, 16) * acc_dt.itemsize if dw else 0)
+            if 2 * ub_out > ub:
+                raise tiling_error(f"ConvolutionBackward tiling: 2 x {ub_out} B of UB for L0C -> UB does not fit")
+        cube = CubeJob(geo, cc.a2, cd, hf32, nb, _a32(l1), l0a, l0b, l0c, dx, dw, wp,
+                       np.dtype(gi.dtype) if mask[0] else None, acc_dt, ub_out, blocks)
+        # ---- prologue work
+        pro_items = []
+        for i, (t, _, _) in enumerate(maps):
+            pro_items += [(("5hd", i), it) for it in to5hd_items(t)]
+            pro_items += [(("gap", i), it) for it in gap_items(t, zero_bytes)]
+        if wp is not None:
+            pro_items += [("pack", it) for it in wp.items]
+        if mask[1] and dw.ks > 1:
+            pro_items += [("acc0", it) for it in zero_items(workspace[ACC][1], zero_bytes)]
+        if cast is not None:
+            pro_items += [("cast", it) for it in cast_items(cast[0], cast[3])]
+        pro_blocks = [[] for _ in range(min(nvec, len(pro_items)))]
+        kinds_p = []
+        for k, _ in pro_items:
+            if k not in kinds_p:
+                kinds_p.append(k)
+        off = 0
+        for k in kinds_p:
+            its = [it for kk, it in pro_items if kk == k]
+            for i, it in enumerate(its):
+                pro_blocks[(off + i) % len(pro_blocks)].append((k, it))
+            off += len(its)
+        prologue = Prologue(ub, zero_bytes, maps, wp, workspace[ACC][1] if (mask[1] and dw.ks > 1) else 0,
+                            cast[:4] if cast else None, pro_blocks)
+        # ---- epilogue work
+        dxo = plan_dx_out(geo, gi.dtype, ub) if mask[0] else None
+        dwo = None
         if mask[1]:
-            a_name = "gradOutput" if not geom.transposed else "input"
-            a_src = go if not geom.transposed else x
-            Adw = None
-            if a_src.dtype != cd:
-                Adw = part(f"{a_name} cast to {dtype_name(cd)} (the gradWeight left operand)",
-                           a_src.numel() * isz)
-            DW = part(f"gradWeight FP32 accumulator (partial sums of {t_dw.kSplit} core(s) per tile, atomic add)",
-                      G * Mg_dw * KD * ic_dw.C1 * KHW * c0 * 4)
-            launches_spec.append(("dw", ic_dw, t_dw, blocks_dw, a_name, a_src, Adw, DW, Mg_dw, Fdw))
-    # outputs that are not contiguous: computed dense in the workspace, then ViewCopy
+            dwo = plan_dw_out(G, geo.Mg, geo.Cb, c0, geo.dwf.ax[0].K, geo.dwf.Khw, acc_dt, gw.dtype, ub)
+        epi_items = ([("dx", it) for it in dx_out_items(dxo)] if dxo else []) + \
+                    ([("dw", it) for it in dw_out_items(dwo)] if dwo else [])
+        epi_blocks = [[] for _ in range(min(nvec, len(epi_items)))]
+        for i, it in enumerate(epi_items):
+            epi_blocks[i % len(epi_blocks)].append(it)
+        epilogue = Epilogue(ub, dxo, dwo, epi_blocks)
+        if dx is not None:
+            tiling["gradInput"] = {"baseM": dx.m, "baseN": dx.nt, "baseK": dx.kk, "c1Chunk": dx.c1n,
+                                   "L0CTiles": dx.nc, "units": len(dx.units), "phases": geo.nphase,
+                                   "phasesWithTaps": sum(f is not None for f in geo.phases),
+                                   "rowsPerImage": geo.dy.pitch, "doubleBuffer": nb == 2}
+        if dw is not None:
+            tiling["gradWeight"] = {"baseM": dw.mt, "baseN": dw.nt, "baseK": dw.kk, "stagePositions": dw.kc,
+                                    "kSplit": dw.ks, "units": len(dw.units), "leftOperand":
+                                    "ND->NZ + load2d" if dw.a_nd2nz else "load3d (1x1, transposed)",
+                                    "doubleBuffer": nb == 2}
+        tiling["blockDim"] = len(blocks)
+        tiling["estimatedCubeCycles"] = round(makespan)
     dense_out = {}
     for i, (name, t) in enumerate((("gradInput", gi), ("gradWeight", gw), ("gradBias", gb))):
         if mask[i] and t.numel() > 0 and not t.is_contiguous():
             dense_out[name] = part(f"{name} dense, before the strided write-back", t.numel() * t.itemsize)
-    offs_cache = {}
     plan = Plan(workspace, lambda ws: [], tiling)
 
     def out_arg(name, t, ws, offs):
@@ -1145,80 +2169,56 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
         return tensor_arg(t, name) + t.offset
 
     def build(ws):
-        offs = list(plan.workspace_offsets().values())
+        offs = offsets()
+        assert offs == list(plan.workspace_offsets().values()) or len(set(n for n, _ in workspace)) != len(workspace)
         L = []
-        for st in steps:
-            _, name, t, idx = st
+        for name, t, idx in steps:
             b, _ = view_copy_launch(t, name, profile, gather=True)
-            L.append(b(workspace_arg(ws, offs[idx], workspace[idx][1], t.dtype, f"workspace:{name}")))
+            L.append(b(ws_arg(idx, t.dtype, f"workspace:{name}", ws, offs)))
         if empty:
             if mask[1] and gw.numel():
-                L.append(zero_fill_launch("gradWeight", out_arg("gradWeight", gw, ws, offs), gw.numel() * gw.itemsize, profile))
+                L.append(zero_fill_launch("gradWeight", out_arg("gradWeight", gw, ws, offs), gw.numel() * gw.itemsize,
+                                          profile))
+            if mask[0] and gi.numel() and (geom.Cout == 0 and geom.N > 0 and geom.Cin > 0):
+                L.append(zero_fill_launch("gradInput", out_arg("gradInput", gi, ws, offs), gi.numel() * gi.itemsize,
+                                          profile))
             if mask[2] and gb.numel() and (geom.N == 0 or geom.Cout == 0):
-                L.append(zero_fill_launch("gradBias", out_arg("gradBias", gb, ws, offs), gb.numel() * gb.itemsize, profile))
-        for spec in launches_spec:
-            if spec[0] == "features":
-                _, icx, icw, Fdx, Fdw, dil = spec
-                goa = src_arg("gradOutput", ws, offs)
-                for ic, idx, src_name, sdil in ((icx, Fdx, "gradOutput", dil),
-                                                (icw, Fdw if Fdw != Fdx else None,
-                                                 "input" if not geom.transposed else "gradOutput", (1, 1, 1))):
-                    if ic is None or idx is None:
-                        continue
-                    sarg = src_arg(src_name, ws, offs)
-                    sdt = sarg.dtype
-                    fb = workspace[idx][1]
-                    farg = workspace_arg(ws, offs[idx], fb, cd, f"workspace:{src_name}5HD")
-                    sd = _pad3((go if src_name == "gradOutput" else x).viewDims[2:], 1)
-                    if any(v > 1 for v in sdil):
-                        L.append(zero_fill_launch(f"{src_name} dilated", farg, fb, profile))
-                    lp = to5hd_lp(profile, c0, sdt.itemsize, isz, sdt != cd, sd[2], any(v > 1 for v in sdil))
-                    L.append(to5hd_launch(src_name, sarg, farg, To5HD(geom.N, G, ic.C, ic.C1, c0, sd, sdil,
-                                                                      ic.fdims, sdt, cd, lp), profile))
-            elif spec[0] == "dx":
-                _, ic, t, blocks, WT, DXW, Cpad, Fdx = spec
-                warg = src_arg("weight", ws, offs)
-                wt_arg = workspace_arg(ws, offs[WT], workspace[WT][1], cd, "workspace:W'T")
-                wsrc = w
-                if not geom.transposed:
-                    pw = PackW(G, Cout_g, Cin_g * kk, Cin_g, Cout_g, ic.C1, c0, KD, KHW, True, warg.dtype, cd,
-                               align_up(Cin_g * kk * warg.dtype.itemsize, 32) // warg.dtype.itemsize)
-                    pw.pitch = align_up(pw.pitch, 16)
+                L.append(zero_fill_launch("gradBias", out_arg("gradBias", gb, ws, offs), gb.numel() * gb.itemsize,
+                                          profile))
+        if cube is not None:
+            dya = src_arg("gradOutput", ws, offs)
+            xa = src_arg("input", ws, offs) if mask[1] else None
+            wa = src_arg("weight", ws, offs) if mask[0] else None
+            wpa = ws_arg(WP, cd, "workspace:W'", ws, offs) if WP is not None else None
+            dym = ws_arg(DYM, cd, "workspace:dy 5HD", ws, offs)
+            xm = ws_arg(XM, cd, "workspace:x 5HD", ws, offs) if XM is not None else None
+            acca = ws_arg(ACC, acc_dt, "workspace:dW acc", ws, offs) if ACC is not None else None
+            dxga = ws_arg(DXG, gi.dtype, "workspace:dX phases", ws, offs) if DXG is not None else None
+            a32 = cs_src = cs_dst = None
+            if A32 is not None:
+                if isinstance(A32, tuple):
+                    a32 = src_arg(A32[1], ws, offs)
                 else:
-                    pitch = c0 * kk
-                    if (pitch * warg.dtype.itemsize) % 32:
-                        pitch = align_up(pitch * warg.dtype.itemsize, 32) // warg.dtype.itemsize
-                    pw = PackW(G, Cin_g, Cout_g * kk, Cin_g, Cout_g, ic.C1, c0, KD, KHW, False, warg.dtype, cd, pitch)
-                L.append(packw_launch(warg, wt_arg, pw, profile))
-                fx = workspace_arg(ws, offs[Fdx], workspace[Fdx][1], cd, "workspace:F(dX)")
-                dxw = workspace_arg(ws, offs[DXW], workspace[DXW][1], gi.dtype, "workspace:dX rows")
-                args = CubeArgs(ic, cd, hf32, t, Cin_g, 0, Cpad, gi.dtype, a2)
-                L.append(KernelLaunch("GradInput(Cube: img2col x W'T)", _grad_input_body, len(blocks), "cube",
-                                      (fx, wt_arg, dxw, args, blocks)))
-                L.append(dx_out_launch(dxw, out_arg("gradInput", gi, ws, offs), geom.N, G, Cin_g, Cpad,
-                                       ic.positions, gi.dtype, profile))
-                if "gradInput" in dense_out:
-                    b, _ = view_copy_launch(gi, "gradInput", profile, gather=False)
-                    L.append(b(out_arg("gradInput", gi, ws, offs)))
-            elif spec[0] == "dw":
-                _, ic, t, blocks, a_name, a_src, Adw, DW, Mg, Fdw = spec
-                aarg = src_arg(a_name, ws, offs)
-                if Adw is not None:
-                    dst = workspace_arg(ws, offs[Adw], workspace[Adw][1], cd, f"workspace:{a_name}:cast")
-                    L.append(cast_launch(a_name, aarg, dst, a_src.numel(), aarg.dtype, cd, profile))
-                    aarg = dst
-                dwa = workspace_arg(ws, offs[DW], workspace[DW][1], F32, "workspace:dW FP32")
-                L.append(zero_fill_launch("gradWeight accumulator", dwa, workspace[DW][1], profile))
-                fw = workspace_arg(ws, offs[Fdw], workspace[Fdw][1], cd, "workspace:F(dW)")
-                args = CubeArgs(ic, cd, hf32, t, Mg, Mg * G, 0, F32, a2)
-                L.append(KernelLaunch("GradWeight(Cube: A x img2col, atomic FP32)", _grad_weight_body,
-                                      len(blocks), "cube", (aarg, fw, dwa, args, blocks)))
-                Cc = ic.C
-                L.append(dw_out_launch(dwa, out_arg("gradWeight", gw, ws, offs), G, Mg, Cc, ic.C1, c0, KD, KHW,
-                                       gw.dtype, profile))
-                if "gradWeight" in dense_out:
-                    b, _ = view_copy_launch(gw, "gradWeight", profile, gather=False)
-                    L.append(b(out_arg("gradWeight", gw, ws, offs)))
+                    a32 = cs_dst = ws_arg(A32, cd, "workspace:A cast", ws, offs)
+                    cs_src = src_arg(cast[4], ws, offs)
+            gms = (dya, xa, wa, wpa, dym, acca, cs_src, cs_dst, xm)
+            L.append(KernelLaunch("TransData(gradOutput, input -> NC1HWC0; weight -> W')" if mask[0] and mask[1] else
+                                  ("TransData(gradOutput -> NC1HWC0; weight -> W')" if mask[0] else
+                                   "TransData(gradOutput, input -> NC1HWC0)"),
+                                  _prologue_body, len(prologue.blocks), "vector", (gms, prologue)))
+            name = " + ".join(n for n, b in (("GradInput(sub-pixel img2col x W'T)", mask[0]),
+                                             ("GradWeight(dy^T x img2col)", mask[1])) if b)
+            L.append(KernelLaunch(f"Cube: {name}", _cube_body, len(cube.blocks), "cube",
+                                  (dym, xm, wpa, dxga, acca, a32, cube)))
+            ego = (dxga, out_arg("gradInput", gi, ws, offs) if mask[0] else None,
+                   acca, out_arg("gradWeight", gw, ws, offs) if mask[1] else None)
+            L.append(KernelLaunch(" + ".join(n for n, b in (("GradInput(phases NC1HWC0 -> NCHW)", mask[0]),
+                                                           ("GradWeight(-> weight layout)", mask[1])) if b),
+                                  _epilogue_body, len(epilogue.blocks), "vector", (ego, epilogue)))
+            for name, t in (("gradInput", gi), ("gradWeight", gw)):
+                if name in dense_out:
+                    b, _ = view_copy_launch(t, name, profile, gather=False)
+                    L.append(b(out_arg(name, t, ws, offs)))
         if mask[2] and gb.numel() and not (geom.N == 0):
             goa = src_arg("gradOutput", ws, offs)
             P = int(np.prod(geom.out_sp))
