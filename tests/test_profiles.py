@@ -90,12 +90,14 @@ def test_310p3_vector_cores():
 
 @pytest.mark.parametrize("soc", sorted(SPEC))
 def test_nominal_per_core_rates(soc):
-    """SPEC: 910A/910B ini ddr 32 B/cycle read; 310P3 ddr 17; UB->DDR 64 on 910A."""
+    """SPEC's platform-ini per-core L2 rates carry the coupled chips' GM paths (a path's rate is
+    what an L2 hit gets; device memory bounds misses chip-wide): 910A l2 110 read / 86 write,
+    310P3 l2 114 read."""
     p = simulator.load_profile(soc)
     if soc == "Ascend310P3":
-        assert p.path("GM_UB").bytes_per_cycle == 17
+        assert p.path("GM_UB").bytes_per_cycle == 114 and p.path("GM_L1").bytes_per_cycle == 114
     if soc == "Ascend910A":
-        assert p.path("GM_UB").bytes_per_cycle == 32 and p.path("UB_GM").bytes_per_cycle == 64
+        assert p.path("GM_UB").bytes_per_cycle == 110 and p.path("UB_GM").bytes_per_cycle == 86
     with pytest.raises(simulator.ProfileError, match="no data path"):
         p.path("GM_NOWHERE")
 
