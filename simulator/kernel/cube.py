@@ -637,8 +637,11 @@ def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadPar
     # whatever the padding of A and B gives); an accumulating Mmad reads the rows it uses
     init = bool(params.cmatrixInitVal)
     if not init:
-        reads.extend(("L0C", dst.offset + l * m1 * 16 * c_row, dst.offset + l * m1 * 16 * c_row + m * c_row)
-                     for l in range(n1))
+        if m == m1 * 16:          # whole strips: one contiguous span
+            reads.append(("L0C", dst.offset, dst.offset + c_bytes))
+        else:
+            reads.extend(("L0C", dst.offset + l * m1 * 16 * c_row, dst.offset + l * m1 * 16 * c_row + m * c_row)
+                         for l in range(n1))
     cspans = [("L0C", dst.offset, dst.offset + c_bytes)]
     cycles = mmad_cycles(ctx.profile, m, n, k, cname)
     fn = None
