@@ -235,28 +235,76 @@ class Geo:
     Cb: int               # B-map channels per group
     amap: str             # "dy" or "x": the A-map (its layout is the grid)
     bmap: str
+    s2d: "S2D | None" = None   # gradWeight over the input folded 2x2 into channels (conv1-like layers)
 
     @property
     def nphase(self) -> int:
         return self.S[0] * self.S[1] * self.S[2]
 
 
-def make_geo(geom, mask) -> Geo:
+@dataclass(frozen=True)
+class S2D:
+    """gradWeight of a stride-2 convolution with few input channels, over the input folded 2x2
+    into channels: x'[i][j][(ph, pw, c)] = x[2i + ph - eh][2j + pw] (C padded to cp = C0 / 4 per
+    phase, so 16 lanes hold 4 phases x cp channels instead of 16 lanes holding C of them). The
+    convolution becomes stride 1 with taps t, the original tap k = 2t + phase + delta (k outside
+    [0, K) is a tap the weight does not have: its gradient is computed and dropped)."""
+    Cin: int
+    cp: int
+    eh: int
+    Xh: int               # x' rows / columns per image
+    Xw: int
+    Kh: int               # taps of the folded convolution
+    Kw: int
+    dh: int               # delta: k = 2t + phase + delta
+    dw: int
+    K: tuple              # original kernel (KH, KW)
+
+
+def _s2d_axis(X, k, p, e):
+    pairs = [(kk, ph) for kk in range(k) for ph in (0, 1) if (kk - p + e - ph) % 2 == 0]
+    a = [(kk - p + e - ph) // 2 for kk, ph in pairs]
+    amin, amax = min(a), max(a)
+    return (X + e + 1) // 2, amax - amin + 1, -amin, 2 * amin + p - e
+
+
+def _s2d_geo(geom, c0, mask) -> S2D | None:
+    """The folded gradWeight applies to 2D, groups 1, stride 2 x 2, dilation 1, 4 * C_in <= C0
+    (16-bit), an input width whose rows stay 32-B aligned, and a requested gradWeight."""
+    if (geom.nd != 2 or geom.transposed or geom.groups != 1 or tuple(geom.stride) != (2, 2)
+            or tuple(geom.dilation) != (1, 1) or c0 != 16 or 4 * geom.Cin > c0 or not mask[1]
+            or geom.in_sp[1] % 16 or geom.Cout % 16):
+        return None
+    (kh, kw), (ph, pw) = geom.k, (geom.pad[0][0], geom.pad[1][0])
+    Xh, Kh, Ph, dh = _s2d_axis(geom.in_sp[0], kh, ph, ph % 2)
+    Xw, Kw, Pw, dw = _s2d_axis(geom.in_sp[1], kw, pw, 0)
+    return S2D(geom.Cin, c0 // 4, ph % 2, Xh, Xw, Kh, Kw, dh, dw, (kh, kw)), (Ph, Pw)
+
+
+def make_geo(geom, mask, c0: int = 16) -> Geo:
     nd, N, G = geom.nd, geom.N, geom.groups
     k3, s3, d3 = _pad3(geom.k, 1), _pad3(geom.stride, 1), _pad3(geom.dilation, 1)
     pb3 = _pad3(tuple(p[0] for p in geom.pad), 0)
     X3, O3 = _pad3(geom.in_sp, 1), _pad3(geom.out_sp, 1)
     fold = nd < 3
     Cin, Cout = geom.Cin // G, geom.Cout // G
+    sd = _s2d_geo(geom, c0, mask)
+    if sd is not None:
+        sd, (Ph, Pw) = sd
     if not geom.transposed:
         fw = tuple(forward_axis(s3[a], d3[a], pb3[a], k3[a], O3[a]) for a in range(3))
+        if sd is not None:
+            fw = (fw[0], forward_axis(1, 1, Ph, sd.Kh, O3[1]), forward_axis(1, 1, Pw, sd.Kw, O3[2]))
         ph = [phase_axes(X3[a], O3[a], k3[a], s3[a], d3[a], pb3[a]) for a in range(3)]
         S = tuple(len(p) for p in ph)
         # pitches (fold axis H): dy rows per image Pd, x rows per image Px = s_h * Pd
         O, X, k, s, d, p = O3[1], X3[1], k3[1], s3[1], d3[1], pb3[1]
         if fold:
             req = [O]
-            if mask[1]:
+            if mask[1] and sd is not None:
+                after = max(0, (O - 1) - Ph + (sd.Kh - 1) - (sd.Xh - 1))
+                req.append(sd.Xh + max(Ph, after))
+            elif mask[1]:
                 after = max(0, (O - 1) * s - p + (k - 1) * d - (X - 1))
                 req.append(ceil_div(X + max(p, after), s))
             if mask[0]:
@@ -265,11 +313,11 @@ def make_geo(geom, mask) -> Geo:
                         req += [a.Q + a.sh, O + a.pad, a.Q - 1 - a.P + (a.K - 1) * a.d + 1]
                 req.append(max(a.sh for a in ph[1]) + max(a.Q for a in ph[1]))
             Pd = max(req)
-            Px = s * Pd
+            Px = Pd if sd is not None else s * Pd
         else:
             Pd, Px = O, X
         dy = Lay(N, fold, O3[0], O3[1], Pd, O3[2])
-        x = Lay(N, fold, X3[0], X3[1], Px, X3[2])
+        x = Lay(N, fold, X3[0], X3[1], Px, X3[2]) if sd is None else Lay(N, fold, 1, sd.Xh, Px, sd.Xw)
         # the phase grid: rows per image (fold: the dy pitch; 3D: enough for every phase),
         # width enough for every phase's valid outputs after its shift
         Qmax = tuple(max(a.Q for a in ph[i]) for i in range(3))
@@ -290,10 +338,10 @@ def make_geo(geom, mask) -> Geo:
                         continue
                     left, right = wpad(axs[2], O3[2], Wg)
                     phases.append(Fam(axs, left, right))
-        left, right = wpad(fw[2], X3[2], O3[2])
+        left, right = wpad(fw[2], x.Wd, O3[2])
         dwf = Fam(fw, left, right)
         return Geo(nd, N, G, Cin, Cout, False, X3, O3, k3, fold, dy, x, S, phases, dxg, Qmax, shmax,
-                   dwf, Cout, Cin, "dy", "x")
+                   dwf, Cout, c0 if sd is not None else Cin, "dy", "x", sd)
     # transposed: gradInput is a plain stride-s convolution of dy; gradWeight = x^T img2col(dy)
     fw = tuple(forward_axis(s3[a], d3[a], pb3[a], k3[a], X3[a]) for a in range(3))
     O, X, k, s, d, p = O3[1], X3[1], k3[1], s3[1], d3[1], pb3[1]
@@ -1010,11 +1058,120 @@ def zero_gap(vb: VecBlock, it, t: To5HD, dGm):
              DataCopyParams(nn, ln * c0 * isz // 32, 0, (lay.pitch * lay.Wd - ln) * c0 * isz // 32))
 
 
+def perm_plan(dims, perm) -> list:
+    """Transposes that permute the axes of a contiguous tensor (dims) into the order perm: each
+    axis is moved into place from the last position back, one NCHW2NHWC when nothing trails the
+    moved block, two (a rotation and its partial undo) otherwise."""
+    cur, shape, steps = list(range(len(dims))), list(dims), []
+    for pos in range(len(dims) - 1, -1, -1):
+        i = cur.index(perm[pos])
+        if i == pos:
+            continue
+        outer, A = int(np.prod(shape[:i])), shape[i]
+        B, inner = int(np.prod(shape[i + 1:pos + 1])), int(np.prod(shape[pos + 1:]))
+        if inner == 1:
+            steps.append(TransposeParamsExt(outer, A, B, 1, NCHW2NHWC))
+        else:
+            steps.append(TransposeParamsExt(outer, A, B, inner, NCHW2NHWC))    # [o][A][B][in] -> [o][B][in][A]
+            steps.append(nhwc2nchw(outer * B, inner, 1, A))                    # -> [o][B][A][in]
+        cur.insert(pos, cur.pop(i))
+        shape.insert(pos, shape.pop(i))
+    return steps
+
+
+def run_perm(vb: VecBlock, steps, src: int, bufs: tuple, dt) -> int:
+    """Run perm_plan's transposes from src, writing bufs[0], bufs[1], bufs[0], ... (src must not
+    lie in bufs[0]; it may lie in bufs[1], read before that is overwritten); returns where the
+    result is."""
+    cur = src
+    for i, p in enumerate(steps):
+        dst = bufs[i % 2]
+        TransposeExt(vb.at(dst, dt), vb.at(cur, dt), None, p)
+        cur = dst
+    return cur
+
+
+def perm_result(steps, src: int, bufs: tuple) -> int:
+    return bufs[(len(steps) - 1) % 2] if steps else src
+
+
+# ---- prologue: the input folded 2x2 into channels (space-to-depth, conv1-like gradWeight) ---------
+@dataclass
+class S2DMap:
+    name: str
+    N: int
+    sd: S2D
+    X: tuple              # original (H, W)
+    lay: Lay
+    sdt: np.dtype
+    cd: np.dtype
+    ni: int               # x' rows per item
+    slot: int
+    G: int = 1
+    C1: int = 1
+    c0: int = 16
+
+
+def plan_s2d_map(N, sd: S2D, X, lay: Lay, sdt, cd, ub: int) -> S2DMap:
+    sdt, cd = np.dtype(sdt), np.dtype(cd)
+    per_row = sd.cp * 2 * 2 * sd.Xw                  # elements of one x' row (in and out alike)
+    room = ub // 2
+    per_b = _a32(per_row * sdt.itemsize) + 2 * _a32(per_row * cd.itemsize)
+    ni = max(1, min(sd.Xh, room // per_b))
+    slot = _a32(ni * per_row * sdt.itemsize) + 2 * _a32(ni * per_row * cd.itemsize)
+    return S2DMap("input", N, sd, tuple(X), lay, sdt, cd, ni, slot)
+
+
+def s2d_items(t: S2DMap) -> list:
+    return [(n, i0, min(t.ni, t.sd.Xh - i0)) for n in range(t.N) for i0 in range(0, t.sd.Xh, t.ni)]
+
+
+def pass_s2d(vb: VecBlock, items, t: S2DMap, sGm, dGm):
+    sd, ni = t.sd, t.ni
+    isz_s, isz = t.sdt.itemsize, t.cd.itemsize
+    Xh, Xw = t.X
+    Wx2 = 2 * sd.Xw
+    n_in = sd.cp * 2 * ni * Wx2
+    r_a = _a32(n_in * isz_s)
+    r_b = r_a + _a32(n_in * isz)
+    cast = t.sdt != t.cd
+    # [c][i][ph][j][pw] -> [i][j][ph][pw][c]: 16 lanes = (ph, pw, c)
+    steps = perm_plan((sd.cp, ni, 2, sd.Xw, 2), (1, 3, 2, 4, 0))
+
+    def prezero(b, it):
+        z, cnt = _zview(vb.raw[b], _a32(n_in * isz_s))
+        Duplicate(z, 0.0, cnt)
+        return True
+
+    def load(b, it):
+        n, i0, nr = it
+        h0 = 2 * i0 - sd.eh
+        lo, hi = max(h0, 0), min(h0 + 2 * ni, Xh)
+        if hi > lo:
+            DataCopyPad(vb.at(b + (lo - h0) * Wx2 * isz_s, t.sdt), sGm[n * sd.Cin * Xh * Xw + lo * Xw],
+                        DataCopyExtParams(sd.Cin, (hi - lo) * Xw * isz_s, (Xh * Xw - (hi - lo) * Xw) * isz_s,
+                                          (2 * ni * Wx2 * isz_s - _a32((hi - lo) * Xw * isz_s)) // 32))
+
+    def compute(b, it):
+        src = b
+        if cast:
+            Cast(vb.at(b + r_a, t.cd), vb.at(b, t.sdt), _round(t.cd, t.sdt), n_in)
+            src = b + r_a
+        run_perm(vb, steps, src, (b + r_a, b + r_b) if not cast else (b + r_b, b + r_a), t.cd)
+
+    def store(b, it):
+        n, i0, nr = it
+        res = perm_result(steps, b + r_a if cast else b, (b + r_a, b + r_b) if not cast else (b + r_b, b + r_a))
+        DataCopy(dGm[(t.lay.img(n) + i0 * sd.Xw) * 16], vb.at(res, t.cd), nr * sd.Xw * 16)
+
+    vpipe(vb, t.slot, items, load, compute, store, prezero)
+
+
 # ---- prologue: the weight as gradInput's right operand --------------------------------------
 @dataclass
 class PackW:
-    """Weight -> WP: per phase q, [g][kd tap][co1][n-tile j][hw tap][n16_j][c0]: for each L1
-    stage (a run of co1) and n-tile a strided block, and inside it the L0B zN fractals of
+    """Weight -> WP: per phase q, [g][n-tile j][kd tap][co1][hw tap][n16_j][c0]: for each L1
+    stage (a run of co1) and n-tile one contiguous block, and inside it the L0B zN fractals of
     B = W'^T (rows: (co1, kh, kw) of the phase's taps, flipped; columns: input channels)."""
     G: int
     Cout: int             # per group (K side channels)
@@ -1049,8 +1206,10 @@ class PackW:
         base, kds, hws = self.phases[q]
         Thw = len(hws)
         n16 = self.n16
-        return base + ((((g * len(kds) + kdt) * self.C1 + co1) * Thw * self.n16tot)
-                       + Thw * sum(n16[:j]) + t * n16[j]) * self.c0
+        # [g][n-tile j][kd][co1][hw tap][n16_j][c0]: a stage's run of co1 is one contiguous block
+        KDq = len(kds)
+        return base + (g * KDq * self.C1 * Thw * self.n16tot + KDq * self.C1 * Thw * sum(n16[:j])
+                       + ((kdt * self.C1 + co1) * Thw + t) * n16[j]) * self.c0
 
 
 def plan_packw(geo: Geo, w_dtype, cd, c0, ntiles, ub: int) -> PackW:
@@ -1266,7 +1425,10 @@ def _prologue_body(gms: tuple, P: Prologue):
         by.setdefault(kind, []).append(it)
     for i, (t, si, di) in enumerate(P.maps):
         if by.get(("5hd", i)):
-            pass_to5hd(vb, by[("5hd", i)], t, g[si], g[di])
+            if isinstance(t, S2DMap):
+                pass_s2d(vb, by[("5hd", i)], t, g[si], g[di])
+            else:
+                pass_to5hd(vb, by[("5hd", i)], t, g[si], g[di])
     if P.packw is not None and by.get("pack"):
         pass_packw(vb, by["pack"], P.packw, g[2], g[3])
     if P.cast is not None and by.get("cast"):
@@ -1318,7 +1480,8 @@ class DxOut:
     whole: bool           # an item is whole images (rows of every phase)
     Wqp: int              # output row pitch in UB (elements)
     mode: str             # "flat" (one contiguous store), "fast" (one strided store), "rows" (per channel)
-    reg: int              # bytes per region (3 per slot)
+    reg: int              # bytes per region
+    nreg: int             # regions per slot: in, (work,) out
     slot: int
 
 
@@ -1330,34 +1493,41 @@ def plan_dx_out(geo: Geo, odt, ub: int) -> DxOut:
     Wq = Qw * Sw
     Xh, Xw = geo.X[1], geo.X[2]
     unit = 32 // osz
-    room = ub // 2 // 3
     C1o = ceil_div(geo.Cin, 16)
-    row_b = Sh * max(Sw * Qw, align_up(Wq, unit)) * 16 * osz        # one phase row, all phases, one C1
-    if row_b > room:
-        raise tiling_error(f"gradInput layout pass: one phase row ({row_b} B) does not fit in UB ({ub} B)")
-    if Qh * row_b <= room:          # whole images, as many C1 planes as fit
-        c1n = max(1, min(C1o, room // (Qh * row_b)))
-        ni = Qh
-        whole = True
-        if Wq == Xw and Qh * Sh == Xh and geo.X[0] == 1:
-            mode, Wqp = "flat", Wq
-        elif Wq == Xw and Qh * Sh == Xh and Xh * Xw * osz % 32 == 0:
-            mode, Wqp = "fast", Wq
+    for nreg in (2, 3):
+        room = ub // 2 // nreg
+        row_b = Sh * max(Sw * Qw, align_up(Wq, unit)) * 16 * osz        # one phase row, all phases, one C1
+        if row_b > room:
+            if nreg == 3:
+                raise tiling_error(f"gradInput layout pass: one phase row ({row_b} B) does not fit in UB ({ub} B)")
+            continue
+        if Qh * row_b <= room:          # whole images, as many C1 planes as fit
+            c1n = max(1, min(C1o, room // (Qh * row_b)))
+            ni = Qh
+            whole = True
+            if Wq == Xw and Qh * Sh == Xh and geo.X[0] == 1:
+                mode, Wqp = "flat", Wq
+            elif Wq == Xw and Qh * Sh == Xh and Xh * Xw * osz % 32 == 0:
+                mode, Wqp = "fast", Wq
+            else:
+                mode, Wqp = "rows", align_up(Wq, unit)
         else:
-            mode, Wqp = "rows", align_up(Wq, unit)
-    else:
-        c1n, whole = 1, False
-        ni = max(1, room // row_b)
-        mode = "rows"
-        if Wq == Xw:
-            for cand in range(ni, 0, -1):
-                if cand * Sh * Wq * osz % 32 == 0:
-                    if cand * 2 >= ni:
-                        ni, mode = cand, "fast"
-                    break
-        Wqp = Wq if mode == "fast" else align_up(Wq, unit)
+            c1n, whole = 1, False
+            ni = max(1, room // row_b)
+            mode = "rows"
+            if Wq == Xw:
+                for cand in range(ni, 0, -1):
+                    if cand * Sh * Wq * osz % 32 == 0:
+                        if cand * 2 >= ni:
+                            ni, mode = cand, "fast"
+                        break
+            Wqp = Wq if mode == "fast" else align_up(Wq, unit)
+        ntrans = 1 + (Sw > 1) + 2 * (Sh > 1)
+        if nreg == 2 and (ntrans > 1 or mode == "rows"):
+            continue
+        break
     reg = _a32(c1n * Sh * ni * max(Sw * Qw, Wqp) * 16 * osz)
-    return DxOut(geo, odt, C1o, c1n, ni, whole, Wqp, mode, reg, 3 * reg)
+    return DxOut(geo, odt, C1o, c1n, ni, whole, Wqp, mode, reg, nreg, nreg * reg)
 
 
 def dx_out_items(t: DxOut) -> list:
@@ -1425,7 +1595,7 @@ def pass_dx_out(vb: VecBlock, items, t: DxOut, sGm, dGm):
         if Sh > 1:                                                                  # -> [c16][i][rh][j rw]
             seq.append(TransposeParamsExt(N16, Sh, t.ni, Wq, NCHW2NHWC))
             seq.append(nhwc2nchw(N16 * t.ni, Wq, 1, Sh))
-        r = [b, b + reg, b + 2 * reg]
+        r = [b, b + reg, b + (t.nreg - 1) * reg]
         if t.mode != "rows":
             tchain(vb, seq, r[0], r[2], r[1], odt)
         else:             # rows padded to Wqp: every row (and channel block) 32-B aligned
@@ -1434,7 +1604,7 @@ def pass_dx_out(vb: VecBlock, items, t: DxOut, sGm, dGm):
 
     def store(b, it):
         g, c1, c1n, n, xd, i0, ni = it
-        out = vb.at(b + 2 * reg, odt)
+        out = vb.at(b + (t.nreg - 1) * reg, odt)
         h0 = i0 * Sh
         nrows = min(ni * Sh, Xh - h0)
         if nrows <= 0:
@@ -1470,6 +1640,7 @@ class DwOut:
     mr: int
     rowp: int             # output row pitch in UB (elements)
     reg: int
+    nreg: int
     slot: int
 
 
@@ -1478,14 +1649,15 @@ def plan_dw_out(G, Mg, Cc, c0, KD, Khw, adt, odt, ub: int) -> DwOut:
     C1 = ceil_div(Cc, c0)
     rowK = KD * C1 * Khw * c0
     rowp = rowK if (Cc == C1 * c0 or rowK * odt.itemsize % 32 == 0) else align_up(rowK, 32 // odt.itemsize)
-    per_row = rowK * adt.itemsize + 3 * max(rowK, rowp) * odt.itemsize + 96
+    nreg = 1 if (adt == odt and KD == 1 and rowp == rowK) else 3
+    per_row = rowK * adt.itemsize + nreg * max(rowK, rowp) * odt.itemsize + 96
     room = ub // 2
     if per_row > room:
         raise tiling_error(f"gradWeight layout pass: one row ({per_row} B) does not fit in UB ({ub} B)")
     mr = max(1, min(Mg, room // per_row))
     reg = _a32(mr * max(rowK, rowp) * odt.itemsize)
-    slot = _a32(mr * rowK * adt.itemsize) + 3 * reg
-    return DwOut(G, Mg, Cc, C1, c0, KD, Khw, adt, odt, mr, rowp, reg, slot)
+    slot = _a32(mr * rowK * adt.itemsize) + nreg * reg
+    return DwOut(G, Mg, Cc, C1, c0, KD, Khw, adt, odt, mr, rowp, reg, nreg, slot)
 
 
 def dw_out_items(t: DwOut) -> list:
@@ -1500,6 +1672,8 @@ def pass_dw_out(vb: VecBlock, items, t: DwOut, sGm, dGm):
     r0 = _a32(t.mr * rowK * asz)
 
     def regs(b):
+        if t.nreg == 1:
+            return [None, None, b + r0]
         return [b + r0, b + r0 + t.reg, b + r0 + 2 * t.reg]
 
     def load(b, it):
@@ -1524,7 +1698,9 @@ def pass_dw_out(vb: VecBlock, items, t: DwOut, sGm, dGm):
             seq.append(TransposeParamsExt(mr, KD, C1, Khw * c0, NCHW2NHWC))
             seq.append(nhwc2nchw(mr * C1, Khw * c0, 1, KD))
         seq.append(nhwc2nchw(mr * C1, KD * Khw, 1, c0))      # -> [m][c1][c0][kd hw]
-        if t.rowp == rowK:
+        if t.nreg == 1:
+            TransposeExt(vb.at(r[2], t.odt), vb.at(cur, t.odt), None, seq[0])
+        elif t.rowp == rowK:
             tchain(vb, seq, cur, r[2], r[1], t.odt)
         else:
             tchain(vb, seq, cur, r[1], r[2], t.odt)
@@ -1548,10 +1724,80 @@ def pass_dw_out(vb: VecBlock, items, t: DwOut, sGm, dGm):
 
 
 @dataclass
+class S2DOut:
+    """gradWeight of the folded convolution ([m][th][tw][ph][pw][c]) back to (m, C, KH, KW):
+    permutes, with the taps outside the kernel and the padding channels cropped off as whole
+    leading blocks."""
+    sd: S2D
+    Mg: int
+    adt: np.dtype
+    odt: np.dtype
+    mr: int
+    slot: int
+
+
+def plan_s2d_out(sd: S2D, Mg: int, adt, odt, ub: int) -> S2DOut:
+    adt, odt = np.dtype(adt), np.dtype(odt)
+    row = sd.Kh * sd.Kw * 16
+    per = row * (adt.itemsize + 2 * odt.itemsize)
+    mr = max(16, min(Mg, (ub // 2) // per) // 16 * 16)
+    slot = _a32(mr * row * adt.itemsize) + 2 * _a32(mr * row * odt.itemsize)
+    return S2DOut(sd, Mg, adt, odt, mr, slot)
+
+
+def s2d_out_items(t: S2DOut) -> list:
+    return [(m0, min(t.mr, t.Mg - m0)) for m0 in range(0, t.Mg, t.mr)]
+
+
+def pass_s2d_dw(vb: VecBlock, items, t: S2DOut, sGm, dGm):
+    sd = t.sd
+    Th, Tw, cp, C = sd.Kh, sd.Kw, sd.cp, sd.Cin
+    KH, KW = sd.K
+    row = Th * Tw * 16
+    asz, osz = t.adt.itemsize, t.odt.itemsize
+    rA = _a32(t.mr * row * asz)
+    rB = rA + _a32(t.mr * row * osz)
+    cast = t.adt != t.odt
+
+    def chain(b, mr, emit: bool):
+        A, B = b + rA, b + rB
+        cur = b
+        if cast:
+            if emit:
+                Cast(vb.at(A, t.odt), vb.at(b, t.adt), _round(t.odt, t.adt), mr * row)
+            cur = A
+        other = lambda c: (B, A) if A <= c < B else (A, B)          # noqa: E731
+        for dims, perm, crop in (((mr, Th, Tw, 2, 2, cp), (1, 3, 2, 4, 5, 0), -sd.dh * 2 * Tw * cp * mr),
+                                 ((KH, 2 * Tw, cp, mr), (1, 0, 2, 3), -sd.dw * KH * cp * mr),
+                                 ((KW, KH, cp, mr), (2, 3, 1, 0), 0),
+                                 ((C, mr, KH, KW), (1, 0, 2, 3), 0)):
+            steps = perm_plan(dims, perm)
+            bufs = other(cur)
+            cur = run_perm(vb, steps, cur, bufs, t.odt) if emit else perm_result(steps, cur, bufs)
+            cur += crop * osz
+        return cur
+
+    def load(b, it):
+        m0, mr = it
+        DataCopy(vb.at(b, t.adt), sGm[m0 * row], mr * row)
+
+    def compute(b, it):
+        chain(b, it[1], True)
+
+    def store(b, it):
+        m0, mr = it
+        res = chain(b, mr, False)
+        n = mr * C * KH * KW
+        DataCopyPad(dGm[m0 * C * KH * KW], vb.at(res, t.odt), DataCopyExtParams(1, n * osz, 0, 0))
+
+    vpipe(vb, t.slot, items, load, compute, store)
+
+
+@dataclass
 class Epilogue:
     ub: int
     dx: DxOut | None
-    dw: DwOut | None
+    dw: "DwOut | S2DOut | None"
     blocks: list
 
 
@@ -1570,7 +1816,10 @@ def _epilogue_body(gms: tuple, E: Epilogue):
     if dx:
         pass_dx_out(vb, dx, E.dx, g[0], g[1])
     if dw:
-        pass_dw_out(vb, dw, E.dw, g[2], g[3])
+        if isinstance(E.dw, S2DOut):
+            pass_s2d_dw(vb, dw, E.dw, g[2], g[3])
+        else:
+            pass_dw_out(vb, dw, E.dw, g[2], g[3])
 
 
 # =============================================================================================
@@ -1831,13 +2080,13 @@ def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
             slab_bytes = cn * l1H * my.Wd * c0 * isz
             src_a = gDY[(((g * C1co + c1a) * my.NP + plane) * my.R + hlo) * my.Wd * c0]
             src_b = gWP[wp.off(g, q, kdt, c1a, j, 0)]
-            blen = Khw * n1 * 16 * c0 * isz // 32
-            bgap = Khw * (wp.n16tot - n1 * 16) * c0 * isz // 32
+            blen = cn * Khw * n1 * 16 * c0 * isz // 32
+            bgap = 0
 
             def copyin(l1, src_a=src_a, src_b=src_b, cn=cn, slab_bytes=slab_bytes, blen=blen, bgap=bgap, l1H=l1H):
                 DataCopy(l1.ReinterpretCast(job.cd), src_a,
                          DataCopyParams(cn, l1H * my.Wd * c0 * isz // 32, (my.block - l1H * my.Wd) * c0 * isz // 32, 0))
-                DataCopy(l1[_a32(slab_bytes)].ReinterpretCast(job.cd), src_b, DataCopyParams(cn, blen, bgap, 0))
+                DataCopy(l1[_a32(slab_bytes)].ReinterpretCast(job.cd), src_b, DataCopyParams(1, blen, 0, 0))
             kst = cn * Khw * c0
             steps = []
             for k0 in range(0, kst, kk):
@@ -2029,7 +2278,7 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
 
     cube = None
     if not empty and (mask[0] or mask[1]):
-        geo = make_geo(geom, mask)
+        geo = make_geo(geom, mask, c0)
         cc = cube_caps(profile, compute)
         if mask[0]:
             for f in geo.phases:
@@ -2050,7 +2299,9 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
                       G * C1ci * geo.x.block * c0 * isz)
         maps = [(plan_to5hd("gradOutput", geo.N, G, geo.Cout, c0, int(np.prod(geo.O)), geo.dy, go.dtype, cd, room),
                  0, 4)]
-        if mask[1]:
+        if mask[1] and geo.s2d is not None:
+            maps.append((plan_s2d_map(geo.N, geo.s2d, geo.X[1:], geo.x, x.dtype, cd, room), 1, 8))
+        elif mask[1]:
             maps.append((plan_to5hd("input", geo.N, G, geo.Cin, c0, int(np.prod(geo.X)), geo.x, x.dtype, cd, room),
                          1, 8))
         wp = WP = DXG = None
@@ -2112,7 +2363,7 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
         # ---- prologue work
         pro_items = []
         for i, (t, _, _) in enumerate(maps):
-            pro_items += [(("5hd", i), it) for it in to5hd_items(t)]
+            pro_items += [(("5hd", i), it) for it in (s2d_items(t) if isinstance(t, S2DMap) else to5hd_items(t))]
             pro_items += [(("gap", i), it) for it in gap_items(t, zero_bytes)]
         if wp is not None:
             pro_items += [("pack", it) for it in wp.items]
@@ -2136,10 +2387,13 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
         # ---- epilogue work
         dxo = plan_dx_out(geo, gi.dtype, ub) if mask[0] else None
         dwo = None
-        if mask[1]:
+        if mask[1] and geo.s2d is not None:
+            dwo = plan_s2d_out(geo.s2d, geo.Mg, acc_dt, gw.dtype, ub)
+        elif mask[1]:
             dwo = plan_dw_out(G, geo.Mg, geo.Cb, c0, geo.dwf.ax[0].K, geo.dwf.Khw, acc_dt, gw.dtype, ub)
         epi_items = ([("dx", it) for it in dx_out_items(dxo)] if dxo else []) + \
-                    ([("dw", it) for it in dw_out_items(dwo)] if dwo else [])
+                    ([("dw", it) for it in (s2d_out_items(dwo) if isinstance(dwo, S2DOut) else dw_out_items(dwo))]
+                     if dwo else [])
         epi_blocks = [[] for _ in range(min(nvec, len(epi_items)))]
         for i, it in enumerate(epi_items):
             epi_blocks[i % len(epi_blocks)].append(it)

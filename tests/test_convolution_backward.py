@@ -91,6 +91,9 @@ CASES = [
     _case("training", (1, 6, 8, 8), (3, 3), 6, (1, 1), (1, 1), (1, 1), groups=3, transposed=True, opad=(0, 0)),
     _case("inference", (2, 3, 9), (3,), 5, (2,), (1,), (1,)),                            # 310P3 1D
     _case("inference", (1, 4, 6, 5), (2, 2), 3, (1, 1), (0, 1, 1, 0), (1, 1), dtype=f32, cm=2),
+    # conv1-like (stride 2, C_in <= 4): gradWeight over the input folded 2x2 into channels
+    _case("A2", (2, 3, 32, 32), (7, 7), 16, (2, 2), (3, 3), (1, 1)),
+    _case("A2", (1, 2, 14, 16), (4, 3), 32, (2, 2), (2, 1), (1, 1), mask=(0, 1, 0), dtype=BF16, cm=0),
 ]
 # every outputMask subset, on a small 2D case, on A2 and on the coupled training series
 CASES += [_case(s, (1, 3, 5, 5), (3, 3), 4, (1, 1), (1, 1), (1, 1), mask=m)
