@@ -112,7 +112,7 @@ def _u(v, lo, hi, pipe, name, field):
 
 
 # ---------------------------------------------------------------------------------------------
-# record-time memo (timing-only mode): load2d, load3d and Mmad are pure functions of their
+# record-time memo (timing-only mode): load2d, load3d, Mmad and Transpose are pure functions of their
 # parameters, their operands' windows and the core kind; a repeat of an instruction already
 # checked on this profile and core kind reuses its cost and sanitizer spans (the engine still
 # checks the spans when the instruction runs). Functional mode always records in full.
@@ -977,6 +977,11 @@ def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor |
     profile's vector class 'transpose' over the bytes moved."""
     ctx = current_context()
     pipe, name = "PIPE_V", "Transpose"
+    key = None
+    if params is not None and isinstance(src, LocalTensor) and isinstance(dst, LocalTensor):
+        key = _memo_key(ctx, "transpose", (dst, src), tuple(params.__dict__.values()))
+        if _memo_hit(ctx, key):
+            return
     _pipe_ok(pipe, name)
     if params is None:
         raise _fault(pipe, f"{name}: TransposeParamsExt is required")
@@ -1006,8 +1011,8 @@ def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor |
                 dst.view(ctx, count)[...] = s.reshape(n_, c_, h_, w_).transpose(0, 2, 3, 1).reshape(-1)
             else:
                 dst.view(ctx, count)[...] = s.reshape(n_, h_, w_, c_).transpose(0, 3, 1, 2).reshape(-1)
-    ctx.emit(Instr(pipe, name, COMPUTE, cycles, path=None, reads=(src.span(count),),
-                   writes=(dst.span(count),), fn=fn, operands=(dst, src, shape, params.transposeType.name)))
+    _memo_emit(ctx, key, pipe, name, COMPUTE, cycles, path=None, reads=(src.span(count),),
+               writes=(dst.span(count),), fn=fn, operands=(dst, src, shape, params.transposeType.name))
 
 
 __all__ = [
