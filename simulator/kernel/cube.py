@@ -451,6 +451,32 @@ def _write_zn(mat: np.ndarray, k0: int) -> np.ndarray:
     return pad.reshape(k1, k0, n1, 16).transpose(0, 2, 3, 1).reshape(-1)
 
 
+_L3D_INDEX: dict = {}
+
+
+def _l3d_index(mst, mext, kst, kext, wo, plane_cols, fw, c0, sh, sw, top, left, dh, dw, l1h, l1w):
+    """Functional load3d's gather: the flat map index of every (row, column) of the window and
+    which of them fall inside the map (None: all do). Cached per geometry (many loads repeat)."""
+    key = (mst, mext, kst, kext, wo, plane_cols, fw, c0, sh, sw, top, left, dh, dw, l1h, l1w)
+    hit = _L3D_INDEX.get(key)
+    if hit is not None:
+        return hit
+    rows = mst + np.arange(mext)
+    cols = kst + np.arange(kext)
+    oh, ow = rows // wo, rows % wo
+    c1 = cols // plane_cols
+    rem = cols % plane_cols
+    kh, kw, cc = rem // (fw * c0), (rem // c0) % fw, rem % c0
+    hh = oh[:, None] * sh - top + kh[None, :] * dh
+    ww = ow[:, None] * sw - left + kw[None, :] * dw
+    valid = (hh >= 0) & (hh < l1h) & (ww >= 0) & (ww < l1w)
+    idx = ((c1[None, :] * l1h + np.clip(hh, 0, l1h - 1)) * l1w + np.clip(ww, 0, l1w - 1)) * c0 + cc[None, :]
+    if len(_L3D_INDEX) >= 512:
+        _L3D_INDEX.clear()
+    _L3D_INDEX[key] = hit = (None if valid.all() else valid, idx)
+    return hit
+
+
 def _load3d(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2) -> None:
     ctx = current_context()
     pipe, name = "PIPE_MTE1", "LoadData(3Dv2)"
@@ -546,20 +572,11 @@ def _load3d(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2) -> None:
         tr = bool(p.enTranspose)
         soff = src.offset
 
-        rows = mst + np.arange(mext)
-        cols = kst + np.arange(kext)
-        oh, ow = rows // wo, rows % wo
-        c1 = cols // plane_cols
-        rem = cols % plane_cols
-        kh, kw, cc = rem // (fw * c0), (rem // c0) % fw, rem % c0
-        hh = oh[:, None] * sh - top + kh[None, :] * dh
-        ww = ow[:, None] * sw - left + kw[None, :] * dw
-        valid = (hh >= 0) & (hh < l1h) & (ww >= 0) & (ww < l1w)
-        idx = ((c1[None, :] * l1h + np.clip(hh, 0, l1h - 1)) * l1w + np.clip(ww, 0, l1w - 1)) * c0 + cc[None, :]
+        valid, idx = _l3d_index(mst, mext, kst, kext, wo, plane_cols, fw, c0, sh, sw, top, left, dh, dw, l1h, l1w)
 
         def fn():
             fmap = core.buffers["L1"][soff:soff + map_bytes].view(dt)
-            x = np.where(valid, fmap[idx], pad_value).astype(dt)
+            x = fmap[idx] if valid is None else np.where(valid, fmap[idx], pad_value).astype(dt)
             if to_b:
                 out = _write_zn(x, c0)
             else:
@@ -738,7 +755,8 @@ def _mmad_math(a, b, c, cname: str, k0: int, init: bool) -> np.ndarray:
     a64[:, :k] = a.astype(np.float64)
     b64 = np.zeros((k1 * k0, n16))
     b64[:k, :n] = b.astype(np.float64)
-    steps = np.einsum("mjk,jkn->jmn", a64.reshape(m, k1, k0), b64.reshape(k1, k0, n16)).astype(np.float32)
+    # each k0-deep step in float64 (exact products; batched BLAS), rounded to float32 per step
+    steps = np.matmul(a64.reshape(m, k1, k0).transpose(1, 0, 2), b64.reshape(k1, k0, n16)).astype(np.float32)
     acc = np.zeros((m, n16), dtype=np.float32) if init else c.astype(np.float32).copy()
     for j in range(k1):
         acc += steps[j]
