@@ -1847,10 +1847,14 @@ class CubeJob:
 
 
 class Stage:
-    __slots__ = ("copyin", "steps", "first", "last", "out")
+    """One L1 stage: copyin(l1 slot, load_b) and its L0 steps (loadA, loadB, m, n, k, B key).
+    bkey names the right-operand block the stage copies into its slot's B region: a slot that
+    already holds it skips the copy (and an L0B slot that holds a step's B skips the load)."""
+    __slots__ = ("copyin", "steps", "first", "last", "out", "bkey")
 
-    def __init__(self, copyin, steps, first=False, last=False, out=None):
+    def __init__(self, copyin, steps, first=False, last=False, out=None, bkey=None):
         self.copyin, self.steps, self.first, self.last, self.out = copyin, steps, first, last, out
+        self.bkey = bkey
 
 
 class Sched:
@@ -1864,6 +1868,8 @@ class Sched:
         self.nb = job.nb
         self.nstage = self.nstep = self.nunit = 0
         self.ub_pending = [False] * len(l0c)
+        self.l1b = [None] * self.nb           # the B block each L1 slot holds
+        self.l0bk = [None] * self.nb          # the B step each L0B slot holds
 
     def run(self, stages):
         it = iter(stages)
@@ -1887,7 +1893,9 @@ class Sched:
         s = i % self.nb
         if i >= self.nb:
             WaitFlag(HardEvent.MTE1_MTE2, s)
-        st.copyin(self.l1[s])
+        load_b = st.bkey is None or self.l1b[s] != st.bkey
+        st.copyin(self.l1[s], load_b)
+        self.l1b[s] = st.bkey
         SetFlag(HardEvent.MTE2_MTE1, s)
 
     def _compute(self, st: Stage, i: int):
@@ -1895,12 +1903,14 @@ class Sched:
         nb = self.nb
         WaitFlag(HardEvent.MTE2_MTE1, s)
         cslot = self.nunit % len(self.l0c)
-        for n, (la, lb, m, nn, k) in enumerate(st.steps):
+        for n, (la, lb, m, nn, k, bk) in enumerate(st.steps):
             j = self.nstep % nb
             if self.nstep >= nb:
                 WaitFlag(HardEvent.M_MTE1, j)
             la(self.l0a[j], self.l1[s])
-            lb(self.l0b[j], self.l1[s])
+            if bk is None or self.l0bk[j] != bk:
+                lb(self.l0b[j], self.l1[s])
+            self.l0bk[j] = bk
             SetFlag(HardEvent.MTE1_M, j)
             WaitFlag(HardEvent.MTE1_M, j)
             first = st.first and n == 0
@@ -2023,7 +2033,7 @@ def _zero_stage(m: int, n: int, c0: int, out) -> Stage:
     """A unit no tap reaches: an Mmad of zero fractals writes its (zero) tile."""
     m1, n1 = ceil_div(m, 16), ceil_div(n, 16)
 
-    def copyin(l1):
+    def copyin(l1, load_b=True):
         InitConstValue(l1, InitConstValueParams(1, (m1 + n1) * 16, 0, 0))
 
     def la(a2, l1):
@@ -2031,7 +2041,7 @@ def _zero_stage(m: int, n: int, c0: int, out) -> Stage:
 
     def lb(b2, l1):
         LoadData(b2, l1.ReinterpretCast(b2.dtype), LoadData2DParams(startIndex=m1, repeatTimes=n1, srcStride=1))
-    return Stage(copyin, [(la, lb, m, n, c0)], True, True, out)
+    return Stage(copyin, [(la, lb, m, n, c0, None)], True, True, out)
 
 
 def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
@@ -2042,6 +2052,7 @@ def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
     C1o = ceil_div(geo.Cin, 16)
     S = geo.nphase
     odt = job.dxg_dt
+    boff = _a32(t.slab)                     # the weight block's place in every L1 slot
     for ui in unit_ids:
         g, q, pl, p0, m, j = t.units[ui]
         f = geo.phases[q]
@@ -2077,16 +2088,16 @@ def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
             yield _zero_stage(m, nw, c0, out)
             continue
         for si, (kdt, plane, c1a, cn) in enumerate(specs):
-            slab_bytes = cn * l1H * my.Wd * c0 * isz
             src_a = gDY[(((g * C1co + c1a) * my.NP + plane) * my.R + hlo) * my.Wd * c0]
             src_b = gWP[wp.off(g, q, kdt, c1a, j, 0)]
             blen = cn * Khw * n1 * 16 * c0 * isz // 32
             bgap = 0
 
-            def copyin(l1, src_a=src_a, src_b=src_b, cn=cn, slab_bytes=slab_bytes, blen=blen, bgap=bgap, l1H=l1H):
+            def copyin(l1, load_b, src_a=src_a, src_b=src_b, cn=cn, blen=blen, l1H=l1H):
                 DataCopy(l1.ReinterpretCast(job.cd), src_a,
                          DataCopyParams(cn, l1H * my.Wd * c0 * isz // 32, (my.block - l1H * my.Wd) * c0 * isz // 32, 0))
-                DataCopy(l1[_a32(slab_bytes)].ReinterpretCast(job.cd), src_b, DataCopyParams(1, blen, 0, 0))
+                if load_b:
+                    DataCopy(l1[boff].ReinterpretCast(job.cd), src_b, DataCopyParams(1, blen, 0, 0))
             kst = cn * Khw * c0
             steps = []
             for k0 in range(0, kst, kk):
@@ -2100,10 +2111,11 @@ def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
                 def la(a2, l1, p3=p3):
                     LoadData(a2, l1.ReinterpretCast(a2.dtype), p3)
 
-                def lb(b2, l1, p2=p2, off=_a32(slab_bytes)):
-                    LoadData(b2, l1[off].ReinterpretCast(b2.dtype), p2)
-                steps.append((la, lb, m, nw, kl))
-            yield Stage(copyin, steps, si == 0, si == len(specs) - 1, out)
+                def lb(b2, l1, p2=p2):
+                    LoadData(b2, l1[boff].ReinterpretCast(b2.dtype), p2)
+                bkey = ("dx", g, q, j, kdt, c1a)
+                steps.append((la, lb, m, nw, kl, bkey + (k0, kl)))
+            yield Stage(copyin, steps, si == 0, si == len(specs) - 1, out, bkey)
 
 
 def _dw_stages(job: CubeJob, unit_ids, gDY, gX, gACC, gA32, isz, c0):
@@ -2175,8 +2187,8 @@ def _dw_stages(job: CubeJob, unit_ids, gDY, gX, gACC, gA32, isz, c0):
             src_b = gB[(((g * C1b + c1aB) * blay.NP + plane_b) * blay.R + hlo) * Wm * c0]
             boff = _a32(a_bytes)
 
-            def copyin(l1, src_a=src_a, src_b=src_b, kl=kl, rowsA=rowsA, boff=boff, l1H=l1H, mt=mt, m1=m1,
-                       c1nA=c1nA, c1nB=c1nB):
+            def copyin(l1, load_b=True, src_a=src_a, src_b=src_b, kl=kl, rowsA=rowsA, boff=boff, l1H=l1H, mt=mt,
+                       m1=m1, c1nA=c1nA, c1nB=c1nB):
                 a1 = l1.ReinterpretCast(job.cd)
                 if t.a_nd2nz:
                     if mt % 16:
@@ -2213,7 +2225,7 @@ def _dw_stages(job: CubeJob, unit_ids, gDY, gX, gACC, gA32, isz, c0):
 
                 def lb(b2, l1, pb=pb, boff=boff):
                     LoadData(b2, l1[boff].ReinterpretCast(b2.dtype), pb)
-                steps.append((la, lb, mt, ncol, kq))
+                steps.append((la, lb, mt, ncol, kq, None))
             yield Stage(copyin, steps, si == 0, si == len(specs) - 1, out)
 
 
