@@ -1562,9 +1562,22 @@ def pass_dx_out(vb: VecBlock, items, t: DxOut, sGm, dGm):
         Duplicate(z, 0.0, cnt)
         return True
 
+    inplane = Sh * Sw
+    # every in-plane phase present and unshifted, rows whole: the (C1, phase) blocks of an item
+    # are evenly strided in the workspace and one strided copy loads them all
+    one_copy = (Sd == 1 and lay.Wd == Qw and all(f is not None and f.ax[1].sh == 0 and f.ax[2].sh == 0
+                                                    for f in geo.phases))
+
     def load(b, it):
         g, c1, c1n, n, xd, i0, ni = it
         per_phase = t.ni * Qw                   # positions of one phase of one C1 plane in UB
+        if one_copy:
+            row0 = n * lay.pitch if lay.fold else 0
+            plane = 0 if lay.fold else n * lay.D + xd
+            src = ((g * t.C1o + c1) * S * lay.block + plane * lay.plane + (row0 + i0) * lay.Wd) * 16
+            DataCopy(vb.at(b, odt), sGm[src], DataCopyParams(c1n * inplane, ni * Qw * blk, (lay.block - ni * Qw) * blk,
+                                                             (per_phase - ni * Qw) * blk))
+            return
         for rh in range(Sh):
             for rw in range(Sw):
                 pi = rh * Sw + rw
