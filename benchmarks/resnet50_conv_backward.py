@@ -22,14 +22,15 @@ Roofline lower bound (cycles), for any implementation of the call: the largest o
   * every compulsory byte (those reads plus the gradients written) once through the L2 at its
     chip-wide bandwidth.
 
-Why the large 3x3 layers reach ~55-65 % cube utilisation while the 4096^3 GEMM of
-benchmarks/calibration.py reaches 93 % (docs/CONVOLUTION.md has the per-launch breakdown):
+Why the large 3x3 layers reach 45-65 % cube utilisation over the call (74-86 % inside the Cube
+launch) while the 4096^3 GEMM of benchmarks/calibration.py reaches 93 % (docs/CONVOLUTION.md has
+the per-launch breakdown and the measured table):
   * the operator is three launches, not one: TransData of gradOutput and input into NC1HWC0 (and
     the weight into the Cube's fractal layout) before the Cube, and the layout pass of both
     gradients after it. Those passes move the activations through UB at device-memory / L2
     speed while the Cube idles, and each launch pays its 2 us start-up: on l3 3x3 256 the Cube
     launch is ~78 % of the call, the vector passes and launch gaps the rest;
-  * inside the Cube launch (~80-85 % busy): the batch is folded into the feature map's rows with
+  * inside the Cube launch (74-86 % of peak): the batch is folded into the feature map's rows with
     one zero gap row per image (so a load3d window never mixes two images), and those gap rows
     are computed as junk positions (1/8 of the work on 7x7 maps, 1/15 on 14x14); positions are
     cut into tiles of whole 16-row fractals, and 120 units do not split evenly over 24 cores;
