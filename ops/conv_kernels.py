@@ -899,6 +899,45 @@ def vpipe(vb: VecBlock, slot: int, items, load, compute, store, prezero=None):
             WaitFlag(HardEvent.MTE3_V, k)
 
 
+def vring(vb: VecBlock, region: int, items, load, compute, store, prezero=None):
+    """The load -> one-transpose -> store pipeline on a ring of three UB regions: item j loads into
+    L_j and writes its result into O_j = L_(j-1) (consumed by the previous item's compute), so
+    L_(j+1) is the region whose output item j-1 stored. Flags: MTE2->V (loaded), V->MTE3
+    (computed), MTE3->MTE2 (stored: the region may be loaded again), and MTE3->V before a
+    prezero. 1.5 regions per item in flight instead of 2 slots x (in, out), 6 flags instead of 8.
+    Callbacks get (load region, out region, item)."""
+    vb.begin_pass()
+    if region * 3 > vb.top:
+        raise tiling_error(f"vector pass needs 3 x {region} B of UB; {vb.top} B available")
+    regs = (0, region, 2 * region)
+    stored = [False, False, False]     # region holds an output whose store has been issued
+    for j, it in enumerate(items):
+        li, oi = (j * 2) % 3, (j * 2 + 1) % 3 if j == 0 else ((j - 1) * 2) % 3
+        # L_j: L_0 = 0, O_0 = 1, L_1 = 2, O_1 = 0, L_2 = 1, O_2 = 2 ... (L_j = 2j mod 3, O_j = L_(j-1))
+        if stored[li]:
+            WaitFlag(HardEvent.MTE3_MTE2, li)
+            stored[li] = False
+        if prezero is not None:
+            if prezero(regs[li], regs[oi], it, dry=True):
+                SetFlag(HardEvent.MTE2_V, 3)       # the region is free on MTE2's side too
+                WaitFlag(HardEvent.MTE2_V, 3)
+                prezero(regs[li], regs[oi], it, dry=False)
+                SetFlag(HardEvent.V_MTE2, 3)
+                WaitFlag(HardEvent.V_MTE2, 3)
+        load(regs[li], regs[oi], it)
+        SetFlag(HardEvent.MTE2_V, li)
+        WaitFlag(HardEvent.MTE2_V, li)
+        compute(regs[li], regs[oi], it)
+        SetFlag(HardEvent.V_MTE3, oi)
+        WaitFlag(HardEvent.V_MTE3, oi)
+        store(regs[li], regs[oi], it)
+        SetFlag(HardEvent.MTE3_MTE2, oi)
+        stored[oi] = True
+    for r in range(3):
+        if stored[r]:
+            WaitFlag(HardEvent.MTE3_MTE2, r)
+
+
 def copy_runs(dst, src, runs, isz: int) -> None:
     """DataCopy element runs [(dst offset, src offset, count)] (count * isz whole 32-B blocks),
     merging consecutive runs of one length and constant forward strides into one strided copy."""
@@ -941,12 +980,22 @@ class To5HD:
     cd: np.dtype
     c1n: int              # C1 planes per item
     L: int                # positions per item (P when whole images fit)
-    slot: int
+    slot: int             # bytes per slot (vpipe) or per ring region (vring)
+    ring: bool = False
 
 
 def plan_to5hd(name, N, G, Cg, c0, P, lay: Lay, sdt, cd, ub: int) -> To5HD:
     C1 = ceil_div(Cg, c0)
     isz_s, isz = sdt.itemsize, cd.itemsize
+    if sdt == cd:          # no cast: one transpose per item, on the ring of three regions
+        room = ub // 3
+        plane = _a32(c0 * P * isz)
+        if plane <= room:
+            c1n = max(1, min(C1, room // plane))
+            return To5HD(name, N, G, Cg, C1, c0, P, lay, sdt, cd, c1n, P, _a32(c1n * c0 * P * isz), True)
+        unit = 32 // isz
+        L = max(unit, (room // (c0 * isz)) // unit * unit)
+        return To5HD(name, N, G, Cg, C1, c0, P, lay, sdt, cd, 1, L, _a32(c0 * L * isz), True)
     per_pos = c0 * (isz_s + (isz if sdt != cd else 0) + isz)      # in + cast + out, one C1 plane
 
     def slot_of(c1n, Lp):
@@ -1030,7 +1079,28 @@ def pass_to5hd(vb: VecBlock, items, t: To5HD, sGm, dGm):
         DataCopy(dGm[off], vb.at(r_out, t.cd), DataCopyParams(c1n, L * c0 * isz // 32, (Lp - L) * c0 * isz // 32,
                                                               (t.lay.block - L) * c0 * isz // 32))
 
-    vpipe(vb, t.slot, items, load, compute, store, prezero)
+    if not t.ring:
+        vpipe(vb, t.slot, items, load, compute, store, prezero)
+        return
+
+    def r_prezero(lb, ob, it, dry):
+        if dry:
+            whole, Lp, nch = geom(it)
+            return not (nch == it[3] * c0 and (whole or (Lp == it[5] and it[5] * isz_s % 32 == 0)))
+        return prezero(lb, it)
+
+    def r_compute(lb, ob, it):
+        whole, Lp, nch = geom(it)
+        TransposeExt(vb.at(ob, t.cd), vb.at(lb, t.sdt), None, TransposeParamsExt(it[3], c0, Lp, 1, NCHW2NHWC))
+
+    def r_store(lb, ob, it):
+        n, g, c1a, c1n, p0, L = it
+        whole, Lp, nch = geom(it)
+        off = ((g * t.C1 + c1a) * t.lay.block + t.lay.img(n) + p0) * c0
+        DataCopy(dGm[off], vb.at(ob, t.cd), DataCopyParams(c1n, L * c0 * isz // 32, (Lp - L) * c0 * isz // 32,
+                                                           (t.lay.block - L) * c0 * isz // 32))
+
+    vring(vb, t.slot, items, lambda lb, ob, it: load(lb, it), r_compute, r_store, r_prezero)
 
 
 def gap_items(t: To5HD, zero_bytes: int) -> list:
@@ -1495,7 +1565,7 @@ def plan_dx_out(geo: Geo, odt, ub: int) -> DxOut:
     unit = 32 // osz
     C1o = ceil_div(geo.Cin, 16)
     for nreg in (2, 3):
-        room = ub // 2 // nreg
+        room = ub // 3 if nreg == 2 else ub // 2 // nreg       # nreg 2: the ring of three regions
         row_b = Sh * max(Sw * Qw, align_up(Wq, unit)) * 16 * osz        # one phase row, all phases, one C1
         if row_b > room:
             if nreg == 3:
@@ -1527,7 +1597,7 @@ def plan_dx_out(geo: Geo, odt, ub: int) -> DxOut:
             continue
         break
     reg = _a32(c1n * Sh * ni * max(Sw * Qw, Wqp) * 16 * osz)
-    return DxOut(geo, odt, C1o, c1n, ni, whole, Wqp, mode, reg, nreg, nreg * reg)
+    return DxOut(geo, odt, C1o, c1n, ni, whole, Wqp, mode, reg, nreg, reg if nreg == 2 else nreg * reg)
 
 
 def dx_out_items(t: DxOut) -> list:
@@ -1635,7 +1705,23 @@ def pass_dx_out(vb: VecBlock, items, t: DxOut, sGm, dGm):
                 DataCopyPad(dGm[chan + cc * Xd * Xh * Xw], out[cc * pitch],
                             DataCopyExtParams(nrows, Xw * osz, (t.Wqp * osz - _a32(Xw * osz)) // 32, 0))
 
-    vpipe(vb, t.slot, items, load, compute, store, prezero)
+    if t.nreg != 2:
+        vpipe(vb, t.slot, items, load, compute, store, prezero)
+        return
+    # one transpose (stride 1): the ring of three regions; store() reads b + reg = the out region
+
+    def r_prezero(lb, ob, it, dry):
+        g, c1, c1n, n, xd, i0, ni = it
+        need = not (ni == t.ni and all(geo.phases[phase_of(xd, rh, rw)[0]] is not None
+                                       for rh in range(Sh) for rw in range(Sw)))
+        return need if dry else prezero(lb, it)
+
+    def r_compute(lb, ob, it):
+        g, c1, c1n, n, xd, i0, ni = it
+        TransposeExt(vb.at(ob, odt), vb.at(lb, odt), None, nhwc2nchw(c1n, Sh * Sw * t.ni * Qw, 1, 16))
+
+    vring(vb, reg, items, lambda lb, ob, it: load(lb, it), r_compute,
+          lambda lb, ob, it: store(ob - reg, it), r_prezero)
 
 
 # ---- epilogue: gradWeight accumulator -> (rows, channels, taps) -------------------------------

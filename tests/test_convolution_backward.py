@@ -94,6 +94,9 @@ CASES = [
     # conv1-like (stride 2, C_in <= 4): gradWeight over the input folded 2x2 into channels
     _case("A2", (2, 3, 32, 32), (7, 7), 16, (2, 2), (3, 3), (1, 1)),
     _case("A2", (1, 2, 14, 16), (4, 3), 32, (2, 2), (2, 1), (1, 1), mask=(0, 1, 0), dtype=BF16, cm=0),
+    # maps too large for one UB item: chunked TransData and layout passes with a partial last chunk
+    _case("A2", (1, 16, 88, 72), (3, 3), 16, (1, 1), (1, 1), (1, 1), mask=(1, 1, 0)),
+    _case("A2", (1, 16, 88, 72), (3, 3), 16, (2, 2), (1, 1), (1, 1), mask=(1, 0, 0)),
 ]
 # every outputMask subset, on a small 2D case, on A2 and on the coupled training series
 CASES += [_case(s, (1, 3, 5, 5), (3, 3), 4, (1, 1), (1, 1), (1, 1), mask=m)
