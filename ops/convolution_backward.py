@@ -29,7 +29,7 @@ Where the seed document and SPEC differ, SPEC wins (it records what the code doe
 may be null where their mask bit is 0; on A2, cubeMathType 2 (USE_FP16) with BF16 computes in
 FP16 rather than failing, and 1/3 with FP16 or BF16 keep the dtype.
 
-The computation (kernels, tiling, workspace) is in ops/conv_kernels.py and ops/conv_tiling.py; it
+The computation (kernels, tiling, workspace) is in ops/conv_kernels.py (docs/CONVOLUTION.md); it
 is shared with aclnnConvTbcBackward (ops/conv_tbc_backward.py).
 """
 from __future__ import annotations
