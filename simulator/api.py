@@ -6,6 +6,7 @@ workspace, phase 2 on a stream, synchronize, and the outputs copied back.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,18 @@ class RunResult:
         if name in outputs:
             return outputs[name]
         raise AttributeError(name)
+
+
+@contextmanager
+def _private_device(soc, mode, profile, trace):
+    """A private ACL runtime with device 0 set: calls here never touch the caller's ACL state."""
+    rt = acl.Runtime()
+    with acl.use_runtime(rt):
+        ret = acl.aclInit(None, soc=soc, mode=mode, profile=profile, trace=trace)
+        if ret:
+            _fail(ret)
+        acl.aclrtSetDevice(0)
+        yield rt
 
 
 def _fail(status, message=None):
@@ -114,12 +127,7 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
         raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
                          f"{op} has no parameter(s) {', '.join(sorted(unknown))}; "
                          f"parameters: {', '.join(p.name for p in opdef.params)}")
-    rt = acl.Runtime()
-    with acl.use_runtime(rt):
-        ret = acl.aclInit(None, soc=soc, mode=mode, profile=profile, trace=trace)
-        if ret:
-            _fail(ret)
-        acl.aclrtSetDevice(0)
+    with _private_device(soc, mode, profile, trace):
         aclnn.set_tiling_override(op, tiling)
         host: dict[str, _HostTensor] = {}
         args: dict[str, Any] = {}
@@ -201,12 +209,7 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
     Raises KernelError with the core, pipe and instruction at fault."""
     from .kernel import GM_ADDR
     from .machine import KernelLaunch
-    rt = acl.Runtime()
-    with acl.use_runtime(rt):
-        ret = acl.aclInit(None, soc=soc, mode=mode, profile=profile, trace=trace)
-        if ret:
-            _fail(ret)
-        acl.aclrtSetDevice(0)
+    with _private_device(soc, mode, profile, trace) as rt:
         placed: dict[str, tuple[int, np.ndarray]] = {}
         values = []
         for key, v in args.items():

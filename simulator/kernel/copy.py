@@ -74,6 +74,20 @@ def _local_check(t: LocalTensor, lo: int, hi: int, pipe: str, name: str) -> None
         raise _fault(pipe, f"{name}: {t.buffer}[{lo}:{hi}] overflows {t.buffer} ({cap} B)")
 
 
+def _local_spans(t: LocalTensor, blocks, pipe: str, name: str, role: str) -> list[tuple[str, int, int]]:
+    """Check a local tensor's blocks [(byte offset, bytes)] against its buffer and alignment;
+    return them as sanitizer spans."""
+    align = current_context().profile.alignment[t.buffer]
+    spans = []
+    for off, n in blocks:
+        lo = t.offset + off
+        _local_check(t, lo, lo + n, pipe, name)
+        if lo % align:
+            raise _fault(pipe, f"{name}: {role} {t.buffer} address {lo} not {align}-byte aligned")
+        spans.append((t.buffer, lo, lo + n))
+    return spans
+
+
 def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str) -> None:
     """Emit one copy instruction moving `blocks` = [(src byte offset, dst byte offset, bytes)]
     relative to the tensors' starts."""
@@ -93,21 +107,11 @@ def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str) -> None:
     if sbuf == "GM":
         gm_src = _gm_blocks(src, [(b[0], b[2]) for b in blocks], pipe, name)
     else:
-        for so, _, n in blocks:
-            lo = src.offset + so
-            _local_check(src, lo, lo + n, pipe, name)
-            if lo % ctx.profile.alignment[sbuf]:
-                raise _fault(pipe, f"{name}: source {sbuf} address {lo} not {ctx.profile.alignment[sbuf]}-byte aligned")
-            reads.append((sbuf, lo, lo + n))
+        reads = _local_spans(src, [(b[0], b[2]) for b in blocks], pipe, name, "source")
     if dbuf == "GM":
         gm_dst = _gm_blocks(dst, [(b[1], b[2]) for b in blocks], pipe, name)
     else:
-        for _, do, n in blocks:
-            lo = dst.offset + do
-            _local_check(dst, lo, lo + n, pipe, name)
-            if lo % ctx.profile.alignment[dbuf]:
-                raise _fault(pipe, f"{name}: destination {dbuf} address {lo} not {ctx.profile.alignment[dbuf]}-byte aligned")
-            writes.append((dbuf, lo, lo + n))
+        writes = _local_spans(dst, [(b[1], b[2]) for b in blocks], pipe, name, "destination")
     if path is None:
         cycles = ctx.profile.vector_cycles("copy", "FLOAT", moved)
         kind, chan = COMPUTE, 0
