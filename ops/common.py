@@ -1,6 +1,7 @@
 """Pieces every operator shares: how a tensor becomes a kernel argument, and the two copy kernels
 that make a non-contiguous view contiguous in the workspace (as CANN's l0op::Contiguous does) and
-write a contiguous result back into a non-contiguous output view (ViewCopy)."""
+write a contiguous result back into a non-contiguous output view (ViewCopy): a generic copy of the
+view's runs, and for permuted views (transposes) a tiled copy with a vector Transpose in UB."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,8 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.acl import aclTensor
-from simulator.kernel import (GM_ADDR, DataCopyExtParams, DataCopyPad, GetBlockIdx, GlobalTensor,
-                              HardEvent, SetFlag, TBuf, TPipe, TPosition, WaitFlag)
+from simulator.kernel import (GM_ADDR, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx,
+                              GlobalTensor, HardEvent, SetFlag, TBuf, TPipe, TPosition, WaitFlag)
+from simulator.kernel.cube import Transpose, TransposeParamsExt, TransposeType
 from simulator.machine import KernelLaunch, align_up, ceil_div
 from simulator.profile import Profile
 
@@ -165,7 +167,18 @@ def _view_copy_body(strided: GM_ADDR, dense: GM_ADDR, blocks, gather: bool, isz:
 
 def view_copy_launch(t: aclTensor, name: str, profile: Profile, gather: bool):
     """A launch builder that copies view `t` into (gather) or out of (scatter) a dense
-    workspace buffer. Returns (builder(dense GM_ADDR) -> KernelLaunch, block_dim)."""
+    workspace buffer. Returns (builder(dense GM_ADDR) -> KernelLaunch, block_dim).
+    Permuted views (innermost view dimension not unit-stride, some other dimension unit-stride)
+    take the transpose path (`plan_transpose_copy`); everything else the generic run copy."""
+    tp = plan_transpose_copy(t, profile)
+    if tp is not None:
+        strided = tensor_arg(t, name)
+
+        def build_t(dense: GM_ADDR) -> KernelLaunch:
+            label = ("Contiguous" if gather else "ViewCopy") + f"({name})"
+            return KernelLaunch(label, _transpose_copy_body, tp.block_dim, "vector",
+                                (strided, dense, tp, gather))
+        return build_t, tp.block_dim
     block_dim, blocks = plan_view_copy(t, profile)
     slot = (ub_bytes(profile) // 2) // 32 * 32
     strided = tensor_arg(t, name)
@@ -175,3 +188,211 @@ def view_copy_launch(t: aclTensor, name: str, profile: Profile, gather: bool):
         return KernelLaunch(label, _view_copy_body, block_dim, "vector",
                             (strided, dense, blocks, gather, t.itemsize, slot))
     return build, block_dim
+
+
+# ---- permuted view <-> contiguous: 2-D tiles transposed in UB -----------------------------------
+# A view whose innermost dimension is not unit-stride (a transpose / permutation) has runs of one
+# element, and the generic copy above moves one 32-B burst per element. As CANN does with a
+# TransData / Transpose kernel, this path picks the view's unit-stride dimension `a` (the
+# storage's contiguous axis) and the view dimensions after it, flattened, `b` (contiguous in the
+# dense tensor), and copies (a x b) tiles: MTE2 brings tb rows of ta storage-contiguous elements
+# (one DataCopyPad per run of rows along the view's innermost dimension: blockCount rows,
+# srcStride the gap), the vector unit transposes the tile in UB (Transpose, NCHW2NHWC on
+# (1, rows, 1, cols), bytes-wise on a same-size integer type), and MTE3 writes ta dense rows of tb
+# elements (one DataCopyPad). ViewCopy is the same in reverse. Two UB slots (each an input and an
+# output region) ping-pong, ordered by explicit flags; tiles are split over the vector cores.
+
+_SAME_SIZE_INT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+
+
+@dataclass
+class TransposeTile:
+    """One tile: `na` elements along a (contiguous in storage) times `nb` along b (contiguous in
+    the dense tensor). Storage rows: `groups` of (offset, rows, row stride) in b order, each row
+    `na` elements; dense rows: `na` rows of `nb` elements from `dense_off`, `dense_stride` apart."""
+    na: int
+    nb: int
+    groups: list
+    dense_off: int
+
+
+@dataclass
+class TransposePlan:
+    block_dim: int
+    blocks: list                 # per block: list of TransposeTile
+    isz: int
+    dense_stride: int            # elements between consecutive a rows of the dense tensor
+    region: int                  # bytes of one UB region (4 regions: 2 slots x in/out)
+
+
+def _merge_dims(shape, strides):
+    """Drop size-1 dims and merge adjacent dims that are contiguous in storage (outer stride =
+    inner stride x inner size); the dense (row-major) order is unchanged by the merge."""
+    merged: list[list[int]] = []
+    for d, s in zip(shape, strides):
+        if d == 1:
+            continue
+        if merged and merged[-1][1] == s * d:
+            merged[-1] = [merged[-1][0] * d, s]
+        else:
+            merged.append([d, s])
+    return merged
+
+
+def plan_transpose_copy(t: aclTensor, profile: Profile) -> TransposePlan | None:
+    """The transpose path's plan for view `t`, or None when it does not apply (contiguous or
+    unit-stride innermost, broadcast / overlapping views, no unit-stride dimension, tiny slices)."""
+    shape, strides = [int(d) for d in t.viewDims], [int(s) for s in t.stride]
+    if not shape or int(np.prod(shape)) == 0 or any(s < 0 for s in strides):
+        return None
+    dims = _merge_dims(shape, strides)
+    if len(dims) < 2 or dims[-1][1] == 1 or any(s == 0 for _, s in dims):
+        return None
+    # no overlap: sorted by stride, each stride passes the furthest element the dims below reach
+    by_stride = sorted(((s, d) for d, s in dims))
+    if by_stride[0][0] != 1:
+        return None
+    reach = 0
+    for s, d in by_stride:
+        if s <= reach:
+            return None
+        reach += (d - 1) * s
+    j = next(i for i, (_, s) in enumerate(dims) if s == 1)
+    A = dims[j][0]
+    bdims = dims[j + 1:]
+    Bt = int(np.prod([d for d, _ in bdims]))
+    if A < 2 or A * Bt < 256:
+        return None
+    isz = t.itemsize
+    if isz not in _SAME_SIZE_INT:
+        return None
+    al = 32 // isz
+    ncores = vector_core_count(profile)
+    region = (ub_bytes(profile) // 4) // 32 * 32
+    total = int(np.prod([d for d, _ in dims]))
+    # tiles no bigger than a core's share, but at least 8 KiB (runs long enough to pay)
+    E = min(region // isz, max(8192 // isz, align_up(ceil_div(total, ncores), al)))
+    R, r_s = bdims[-1]
+    nq = Bt // R
+    sq = max(al, int(np.sqrt(E)) // al * al)
+    ta = min(align_up(A, al), sq)
+    tb_lim = (E // ta) // al * al
+    if tb_lim >= R:
+        m = min(nq, tb_lim // R)
+        m = ceil_div(nq, ceil_div(nq, m))
+        tb = m * R
+    else:
+        m = 0
+        tb = align_up(ceil_div(R, ceil_div(R, tb_lim)), al)
+        tb = min(tb, tb_lim)
+    ta_lim = (E // align_up(tb, al)) // al * al
+    ta = min(A, ta_lim)
+    ta = min(A, align_up(ceil_div(A, ceil_div(A, ta)), al))
+    assert align_up(ta, al) * align_up(tb, al) * isz <= region
+    # offsets of the b-outer tuples (all b dims but the innermost), in storage
+    qoff = np.zeros(1, dtype=np.int64)
+    for d, s in bdims[:-1]:
+        qoff = (qoff[:, None] + np.arange(d, dtype=np.int64)[None, :] * s).reshape(-1)
+    qoff = qoff.tolist()
+    ooff = np.array([t.offset], dtype=np.int64)
+    for d, s in dims[:j]:
+        ooff = (ooff[:, None] + np.arange(d, dtype=np.int64)[None, :] * s).reshape(-1)
+    # b tiles: (b start, nb, groups relative to the tile's storage base)
+    btiles = []
+    if m:
+        for q0 in range(0, nq, m):
+            qs = qoff[q0:q0 + m]
+            btiles.append((q0 * R, len(qs) * R, [(q, R, r_s) for q in qs]))
+    else:
+        for q in range(nq):
+            for r0 in range(0, R, tb):
+                n = min(tb, R - r0)
+                btiles.append((q * R + r0, n, [(qoff[q] + r0 * r_s, n, r_s)]))
+    tiles = []
+    for o, base in enumerate(ooff.tolist()):
+        for a0 in range(0, A, ta):
+            na = min(ta, A - a0)
+            for b0, nb, groups in btiles:
+                tiles.append(TransposeTile(na, nb, [(base + a0 + g, n, st) for g, n, st in groups],
+                                           o * A * Bt + a0 * Bt + b0))
+    block_dim = max(1, min(ncores, len(tiles)))
+    per = ceil_div(len(tiles), block_dim)
+    blocks = [tiles[i * per:(i + 1) * per] for i in range(block_dim)]
+    blocks = [b for b in blocks if b]
+    return TransposePlan(len(blocks), blocks, isz, Bt, region)
+
+
+def _transpose_copy_body(strided: GM_ADDR, dense: GM_ADDR, plan: TransposePlan, gather: bool):
+    """Kernel body of the transpose path (see above). Per slot k: MTE2 fills in[k], V transposes
+    in[k] -> out[k], MTE3 drains out[k]; flags MTE2->V, V->MTE3 forward and V->MTE2 (in[k] free),
+    MTE3->V (out[k] free) back."""
+    tiles = plan.blocks[GetBlockIdx()]
+    isz, region, dstride = plan.isz, plan.region, plan.dense_stride
+    al = 32 // isz
+    it = _SAME_SIZE_INT[isz]
+    pipe = TPipe()
+    buf = TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(buf, 4 * region)
+    ub = buf.Get(np.uint8)
+    sGm, dGm = GlobalTensor(np.uint8), GlobalTensor(np.uint8)
+    sGm.SetGlobalBuffer(strided.cast(np.uint8))
+    dGm.SetGlobalBuffer(dense.cast(np.uint8))
+    ins = [ub[(2 * k) * region] for k in range(2)]
+    outs = [ub[(2 * k + 1) * region] for k in range(2)]
+    m2v = [pipe.AllocEventID(HardEvent.MTE2_V) for _ in range(2)]
+    v2m3 = [pipe.AllocEventID(HardEvent.V_MTE3) for _ in range(2)]
+    v2m2 = [pipe.AllocEventID(HardEvent.V_MTE2) for _ in range(2)]
+    m3v = [pipe.AllocEventID(HardEvent.MTE3_V) for _ in range(2)]
+    # the input regions' padding (row tails, rows past a tail tile) is transposed into padding
+    # columns that are never written out; give it defined bytes once
+    for k in range(min(2, len(tiles))):
+        Duplicate(ins[k].ReinterpretCast(np.int16), 0, region // 2)
+        SetFlag(HardEvent.V_MTE2, v2m2[k])
+    in_free = [k < len(tiles) for k in range(2)]     # a V->MTE2 flag is pending for in[k]
+    out_busy = [False, False]       # an MTE3->V flag is pending for out[k]
+    for i, tile in enumerate(tiles):
+        k = i % 2
+        na, nb = tile.na, tile.nb
+        pa, pb = align_up(na, al), align_up(nb, al)
+        if in_free[k]:
+            WaitFlag(HardEvent.V_MTE2, v2m2[k])
+            in_free[k] = False
+        src_u, dst_u = ins[k], outs[k]
+        if gather:          # storage rows (b) of na elements -> in: (pb rows, pa cols)
+            row = 0
+            for off, n, st in tile.groups:
+                DataCopyPad(src_u[row * pa * isz], sGm[off * isz],
+                            DataCopyExtParams(n, na * isz, (st - na) * isz if n > 1 else 0, 0))
+                row += n
+            rows, cols = pb, pa
+        else:               # dense rows (a) of nb elements -> in: (pa rows, pb cols)
+            DataCopyPad(src_u, dGm[tile.dense_off * isz],
+                        DataCopyExtParams(na, nb * isz, (dstride - nb) * isz if na > 1 else 0, 0))
+            rows, cols = pa, pb
+        SetFlag(HardEvent.MTE2_V, m2v[k])
+        WaitFlag(HardEvent.MTE2_V, m2v[k])
+        if out_busy[k]:
+            WaitFlag(HardEvent.MTE3_V, m3v[k])
+            out_busy[k] = False
+        Transpose(dst_u.ReinterpretCast(it), src_u.ReinterpretCast(it), None,
+                  TransposeParamsExt(1, rows, 1, cols, TransposeType.TRANSPOSE_NCHW2NHWC))
+        SetFlag(HardEvent.V_MTE2, v2m2[k])
+        in_free[k] = True
+        SetFlag(HardEvent.V_MTE3, v2m3[k])
+        WaitFlag(HardEvent.V_MTE3, v2m3[k])
+        if gather:          # out: (pa rows, pb cols) -> dense rows
+            DataCopyPad(dGm[tile.dense_off * isz], dst_u,
+                        DataCopyExtParams(na, nb * isz, 0, (dstride - nb) * isz if na > 1 else 0))
+        else:               # out: (pb rows, pa cols) -> storage rows
+            row = 0
+            for off, n, st in tile.groups:
+                DataCopyPad(sGm[off * isz], dst_u[row * pa * isz],
+                            DataCopyExtParams(n, na * isz, 0, (st - na) * isz if n > 1 else 0))
+                row += n
+        SetFlag(HardEvent.MTE3_V, m3v[k])
+        out_busy[k] = True
+    for k in range(2):
+        if in_free[k]:
+            WaitFlag(HardEvent.V_MTE2, v2m2[k])
+        if out_busy[k]:
+            WaitFlag(HardEvent.MTE3_V, m3v[k])
