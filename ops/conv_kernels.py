@@ -32,7 +32,6 @@ ViewCopy, as CANN's l0op does. Every intermediate buffer is a named workspace pa
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import ml_dtypes
@@ -40,7 +39,7 @@ import numpy as np
 
 from simulator.aclnn import Plan, tiling_override
 from simulator.enums import AclnnError, aclnnStatus, dtype_name
-from simulator.kernel import (GM_ADDR, Add, Cast, Copy, DataCopy, DataCopyExtParams, DataCopyPad,
+from simulator.kernel import (GM_ADDR, Add, Cast, DataCopy, DataCopyExtParams, DataCopyPad,
                               DataCopyParams, Duplicate, GetBlockIdx, GlobalTensor, HardEvent,
                               PipeBarrier, PIPE_ALL, RoundMode, SetAtomicAdd, SetAtomicNone,
                               SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag, float32)
@@ -472,7 +471,6 @@ def plan_dx(geo: Geo, cc: CubeCaps, isz: int, c0: int, osz: int, ov: dict, nb: i
     else:
         ms = sorted({min(align_up(M_plane, 16), v) for v in range(16, 4096, 16)})
     best = None
-    Kq = {q: f.ax[0].K * C1co * f.Khw * c0 for q, f in fams}
     for nt in nts:
         n16 = align_up(nt, 16)
         for m in ms:
@@ -2088,7 +2086,7 @@ def _gm(a, dt=None):
 
 
 def _cube_body(DY, XM, WP, DXG, ACC, A32, job: CubeJob):
-    geo, cd = job.geo, job.cd
+    cd = job.cd
     isz, c0 = cd.itemsize, 32 // cd.itemsize
     work = job.blocks[GetBlockIdx()]
     pipe = TPipe()
@@ -2190,7 +2188,6 @@ def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
             src_a = gDY[(((g * C1co + c1a) * my.NP + plane) * my.R + hlo) * my.Wd * c0]
             src_b = gWP[wp.off(g, q, kdt, c1a, j, 0)]
             blen = cn * Khw * n1 * 16 * c0 * isz // 32
-            bgap = 0
 
             def copyin(l1, load_b, src_a=src_a, src_b=src_b, cn=cn, blen=blen, l1H=l1H):
                 DataCopy(l1.ReinterpretCast(job.cd), src_a,

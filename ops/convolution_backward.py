@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.acl import aclBoolArray, aclIntArray, aclTensor
+from simulator.acl import aclBoolArray, aclIntArray
 from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register
 from simulator.enums import aclFormat, dtype_name, param_invalid, param_nullptr
 

@@ -1137,8 +1137,6 @@ def plan(a: dict, profile) -> Plan:
     outs = {"inputGrad": a["inputGrad"] if want_in else None,
             "gridGrad": a["gridGrad"] if want_gg else None}
     workspace: list[tuple[str, int]] = []
-    pre: list = []                    # (purpose index, builder) run first
-    post: list = []
 
     def add_ws(purpose: str, nbytes: int) -> int:
         workspace.append((purpose, nbytes))

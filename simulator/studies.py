@@ -38,8 +38,8 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import yaml
 
-from .enums import AclnnError, KernelError, aclnnStatus
-from .profile import PIPES, Profile, ProfileError, list_socs, load_profile
+from .enums import AclnnError, KernelError
+from .profile import PIPES, Profile, ProfileError, load_profile
 
 FORMAT = "ascend-sim/workload-trace/1"
 TOP_LEVEL_KEYS = {"format", "name", "description", "source", "defaults", "calls", "baselines", "notes"}

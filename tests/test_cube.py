@@ -19,7 +19,6 @@ import pytest
 import simulator
 from simulator.enums import KernelError
 from simulator.kernel import *  # noqa: F401,F403
-from simulator.kernel import cube as cubemod
 from simulator.machine import COMPUTE, Instr, current_context
 from simulator.profile import list_socs, load_profile
 

@@ -23,7 +23,6 @@ the same sum with each weight replaced by |unnormalised coordinate| + 1.
 from __future__ import annotations
 
 import contextlib
-import time
 
 import ml_dtypes
 import numpy as np
