@@ -26,8 +26,9 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.acl import aclTensor
-from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register
-from simulator.enums import aclFormat, dtype_name, param_invalid, param_nullptr
+from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, require_present,
+                             require_support)
+from simulator.enums import aclFormat, dtype_name, param_invalid
 
 from .convolution_backward import ConvGeometry, cube_compute_dtype, promote
 
@@ -38,12 +39,8 @@ NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias
 
 def check(a: dict, profile) -> None:
     op = OP
-    for name in NAMES:
-        if a[name] is None:
-            raise param_nullptr(f"{op}: {name} is a null pointer")
-    support = profile.supports(op)
-    if support is None:
-        raise param_invalid(f"aclnn{op} is not supported on {profile.soc_version} ({profile.series_name})")
+    require_present(a, NAMES, op)
+    support = require_support(op, profile)
     for name in NAMES:
         check_tensor_view(a[name], name)
     for name in NAMES:

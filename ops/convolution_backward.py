@@ -39,7 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.acl import aclBoolArray, aclIntArray
-from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register
+from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, require_present,
+                             require_support)
 from simulator.enums import aclFormat, dtype_name, param_invalid, param_nullptr
 
 OP = "ConvolutionBackward"
@@ -151,10 +152,8 @@ def conv_out_len(i: int, k: int, s: int, d: int, lo: int, hi: int, transposed: b
 def check(a: dict, profile) -> None:
     op = OP
     go, x, w = a["gradOutput"], a["input"], a["weight"]
-    for name in ("gradOutput", "input", "weight", "stride", "padding", "dilation", "outputPadding",
-                 "outputMask"):
-        if a[name] is None:
-            raise param_nullptr(f"{op}: {name} is a null pointer")
+    require_present(a, ("gradOutput", "input", "weight", "stride", "padding", "dilation", "outputPadding",
+                        "outputMask"), op)
     mask_arr = a["outputMask"]
     if not isinstance(mask_arr, aclBoolArray):
         raise param_invalid(f"{op}: outputMask must be an aclBoolArray, got {type(mask_arr).__name__}")
@@ -168,9 +167,7 @@ def check(a: dict, profile) -> None:
     if mask[2] and a["biasSizes"] is None:
         raise param_nullptr(f"{op}: biasSizes is a null pointer but outputMask asks for gradBias")
 
-    support = profile.supports(op)
-    if support is None:
-        raise param_invalid(f"aclnn{op} is not supported on {profile.soc_version} ({profile.series_name})")
+    support = require_support(op, profile)
     outs = [(n, a[n]) for n, bit in zip(("gradInput", "gradWeight", "gradBias"), mask) if bit]
     # unrequested outputs that were passed anyway are still read as tensors (and ignored)
     tensors = [("gradOutput", go), ("input", x), ("weight", w)] + outs

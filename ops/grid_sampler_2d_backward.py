@@ -71,8 +71,9 @@ from functools import partial
 
 import numpy as np
 
-from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register
-from simulator.enums import NUMPY_OF, aclDataType, dtype_name, param_invalid, param_nullptr
+from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, require_present,
+                             require_support)
+from simulator.enums import NUMPY_OF, aclDataType, dtype_name, param_invalid
 from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Abs, Add, Cast, Compare, CompareScalar, Copy,
                               DataCopy, DataCopyExtParams, DataCopyPad, Div, Duplicate,
                               GetBlockIdx, GlobalTensor, HardEvent, Maxs, Mins, Mul, Muls,
@@ -1068,12 +1069,8 @@ def check(a: dict, profile) -> None:
     if not any(mask):
         return
     names = ["gradOutput", "input", "grid"] + [n for n, on in zip(("inputGrad", "gridGrad"), mask) if on]
-    for name in names:
-        if a[name] is None:
-            raise param_nullptr(f"{name} is a null pointer")
-    support = profile.supports(OP)
-    if support is None:
-        raise param_invalid(f"aclnn{OP} is not supported on {profile.soc_version} ({profile.series_name})")
+    require_present(a, names)
+    support = require_support(OP, profile)
     for name in names:
         check_tensor_view(a[name], name)
     x = a["input"]

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register, tiling_override
-from simulator.enums import NUMPY_OF, AclnnError, aclnnStatus, dtype_name, param_invalid, param_nullptr
+from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, require_present,
+                             require_support, tiling_override)
+from simulator.enums import NUMPY_OF, AclnnError, aclnnStatus, dtype_name, param_invalid
 from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, Cast, DataCopy, DataCopyExtParams,
                               DataCopyPad, Exp, GetBlockIdx, GlobalTensor, Mul, Muls, Reciprocal,
                               RoundMode, TBuf, TPipe, TPosition, TQue, float32)
@@ -162,13 +163,8 @@ def plan_tiling(n: int, dtype: np.dtype, profile, override: dict | None = None) 
 
 
 def check(a: dict, profile) -> None:
-    for name in ("gradOutput", "self", "gradInput"):
-        if a[name] is None:
-            raise param_nullptr(f"{name} is a null pointer")
-    support = profile.supports("SiluBackward")
-    if support is None:
-        raise param_invalid(f"aclnnSiluBackward is not supported on {profile.soc_version} "
-                            f"({profile.series_name})")
+    require_present(a, ("gradOutput", "self", "gradInput"))
+    support = require_support("SiluBackward", profile)
     for name in ("gradOutput", "self", "gradInput"):
         check_tensor_view(a[name], name)
     for name in ("gradOutput", "self", "gradInput"):

@@ -247,6 +247,22 @@ def tiling_override(op: str, allowed: set[str]) -> dict:
 
 
 # ---- checks shared by operators ----------------------------------------------------------------
+def require_present(a: dict, names, op: str = "") -> None:
+    """The SPEC's first check: a null tensor or array is 161001."""
+    prefix = f"{op}: " if op else ""
+    for name in names:
+        if a[name] is None:
+            raise param_nullptr(f"{prefix}{name} is a null pointer")
+
+
+def require_support(op: str, profile: Profile):
+    """What the chip's product series supports of the operator; not at all is 161002."""
+    support = profile.supports(op)
+    if support is None:
+        raise param_invalid(f"aclnn{op} is not supported on {profile.soc_version} ({profile.series_name})")
+    return support
+
+
 def check_tensor_view(t, name: str) -> None:
     """A tensor that is not null must describe a valid view of device memory it owns (161002)."""
     if not isinstance(t, acl.aclTensor):
