@@ -319,9 +319,10 @@ def _mmad_chain(a, b, soc, hf32=False, accumulate_twice=False, out_dtype=np.floa
 
 @pytest.mark.parametrize("dtype, name", [(np.float16, "FLOAT16"), (bf16, "BF16"), (np.float32, "FLOAT"),
                                          (np.float32, "HF32")])
-def test_mmad_numerics_bit_exact(dtype, name):
+@pytest.mark.parametrize("k", [72, 64])      # a tail of k (general path) or whole k0 steps (fast path)
+def test_mmad_numerics_bit_exact(dtype, name, k):
     rng = np.random.default_rng(4)
-    m, n, k = 40, 24, 72                                     # tails in m, n and k
+    m, n = 40, 24                                            # tails in m and n
     a = (rng.standard_normal((m, k)) * 3).astype(dtype)
     b = (rng.standard_normal((k, n)) * 3).astype(dtype)
     c, _ = _mmad_chain(a, b, "Ascend910B1", hf32=name == "HF32", accumulate_twice=True)

@@ -112,22 +112,21 @@ def _u(v, lo, hi, pipe, name, field):
 
 
 # ---------------------------------------------------------------------------------------------
-# record-time memo (timing-only mode): load2d, load3d, Mmad and Transpose are pure functions of their
-# parameters, their operands' windows and the core kind; a repeat of an instruction already
-# checked on this profile and core kind reuses its cost and sanitizer spans (the engine still
-# checks the spans when the instruction runs). Functional mode always records in full.
+# record-time memo: load2d, load3d, Mmad and Transpose are pure functions of their parameters,
+# their operands' windows and the core kind; a repeat of an instruction already checked on this
+# profile and core kind reuses its cost and sanitizer spans (the engine still checks the spans when
+# the instruction runs). In functional mode the memo keeps a factory `make(core) -> fn` for the
+# functional effect, so a repeat builds only its closure over the recording core.
 # ---------------------------------------------------------------------------------------------
 _MEMO: dict = {}
 _MEMO_PROFILES: dict = {}
 _MEMO_MAX = 200_000
 
 
-def _memo_key(ctx, tag, tensors, params) -> tuple | None:
-    if ctx.functional:
-        return None
+def _memo_key(ctx, tag, tensors, params) -> tuple:
     prof = ctx.profile
     _MEMO_PROFILES.setdefault(id(prof), prof)          # keeps the id from being reused
-    return (tag, id(prof), ctx.core.kind_name, getattr(ctx, "hf32_mode", False),
+    return (tag, id(prof), ctx.core.kind_name, ctx.functional, getattr(ctx, "hf32_mode", False),
             tuple((t.buffer, t.offset, t.size, t.dtype) for t in tensors), params)
 
 
@@ -137,17 +136,20 @@ def _memo_hit(ctx, key) -> bool:
     hit = _MEMO.get(key)
     if hit is None:
         return False
-    ctx.emit(Instr(*hit[0], **hit[1]))
+    args, kw, make = hit
+    ctx.emit(Instr(*args, fn=make(ctx.core) if make is not None else None, **kw))
     return True
 
 
-def _memo_emit(ctx, key, *args, **kw) -> None:
+def _memo_emit(ctx, key, make, *args, **kw) -> None:
+    """Emit the instruction; `make(core)` builds its functional effect (None in timing-only mode)."""
+    if not ctx.functional:
+        make = None
     if key is not None:
         if len(_MEMO) >= _MEMO_MAX:
             _MEMO.clear()
-        _MEMO[key] = (args, kw)
-    ctx.emit(Instr(*args, **kw))
-
+        _MEMO[key] = (args, kw, make)
+    ctx.emit(Instr(*args, fn=make(ctx.core) if make is not None else None, **kw))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,22 +373,26 @@ def _load2d(dst: LocalTensor, src, p: LoadData2DParams) -> None:
     else:
         writes = tuple((dst.buffer, dst.offset + i * (1 + gap) * FRACTAL_BYTES,
                         dst.offset + (i * (1 + gap) + 1) * FRACTAL_BYTES) for i in range(rep))
-    fn = None
-    if ctx.functional:
-        src_off = [s0 + i * ss * FRACTAL_BYTES for i in range(rep)]
-        dst_off = [dst.offset + i * (1 + gap) * FRACTAL_BYTES for i in range(rep)]
-        core, dt, tr = ctx.core, dst.dtype, bool(p.ifTranspose)
-        so = np.asarray(src_off)[:, None] + np.arange(FRACTAL_BYTES)
-        do = np.asarray(dst_off)[:, None] + np.arange(FRACTAL_BYTES)
+    dt, tr, dbuf, d0 = dst.dtype, bool(p.ifTranspose), dst.buffer, dst.offset
+
+    def make(core):
+        l1, out = core.buffers["L1"], core.buffers[dbuf]
+        if ss == 1 and gap == 0 and not tr:          # one contiguous run of fractals
+            def fn():
+                out[d0:dst_hi] = l1[s0:src_hi]
+            return fn
+        so = (s0 + np.arange(rep) * ss * FRACTAL_BYTES)[:, None] + np.arange(FRACTAL_BYTES)
+        do = (d0 + np.arange(rep) * (1 + gap) * FRACTAL_BYTES)[:, None] + np.arange(FRACTAL_BYTES)
 
         def fn():
-            data = core.buffers["L1"][so]
+            data = l1[so]
             if tr:
                 data = np.ascontiguousarray(data.view(dt).reshape(rep, 16, 16).transpose(0, 2, 1))
                 data = data.view(np.uint8).reshape(rep, FRACTAL_BYTES)
-            core.buffers[dst.buffer][do] = data
-    _memo_emit(ctx, key, pipe, name, COMPUTE, cycles, path=path, nbytes=nbytes, reads=reads,
-               writes=writes, fn=fn, operands=(dst, src, f"{rep} fractals", "T" if p.ifTranspose else ""))
+            out[do] = data
+        return fn
+    _memo_emit(ctx, key, make, pipe, name, COMPUTE, cycles, path=path, nbytes=nbytes, reads=reads,
+               writes=writes, operands=(dst, src, f"{rep} fractals", "T" if p.ifTranspose else ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -477,6 +483,35 @@ def _l3d_index(mst, mext, kst, kext, wo, plane_cols, fw, c0, sh, sw, top, left, 
     return hit
 
 
+_L3D_GATHER: dict = {}
+
+
+def _l3d_gather(geometry: tuple, layout: str):
+    """Functional load3d as one gather: for every element of the destination's fractals (zZ, zZ
+    of the transpose, or zN) the flat map index it takes, plus the positions that are fractal
+    padding (zero) and the window positions outside the map (padValue), each None if there are
+    none. Cached per geometry and layout."""
+    key = (geometry, layout)
+    hit = _L3D_GATHER.get(key)
+    if hit is not None:
+        return hit
+    c0 = geometry[7]
+    valid, idx = _l3d_index(*geometry)
+    marked = idx.astype(np.int64) + 2                 # 0: fractal padding, 1: outside the map
+    if valid is not None:
+        marked[~valid] = 1
+    if layout == "zN":
+        laid = _write_zn(marked, c0)
+    else:
+        laid = _write_zz(marked.T if layout == "zZT" else marked, c0)
+    zeros, pads = np.flatnonzero(laid == 0), np.flatnonzero(laid == 1)
+    hit = (np.maximum(laid - 2, 0), zeros if zeros.size else None, pads if pads.size else None)
+    if len(_L3D_GATHER) >= 512:
+        _L3D_GATHER.clear()
+    _L3D_GATHER[key] = hit
+    return hit
+
+
 def _load3d(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2) -> None:
     ctx = current_context()
     pipe, name = "PIPE_MTE1", "LoadData(3Dv2)"
@@ -564,26 +599,25 @@ def _load3d(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2) -> None:
     _extent(dst, dst.offset + nbytes, pipe, name, "destination")
     path = "L1_L0A" if dst.buffer == "L0A" else "L1_L0B"
     cycles = ctx.profile.path(path).cycles(nbytes)
-    fn = None
-    if ctx.functional:
-        core = ctx.core
-        pad_value = dt.type(p.padValue)
-        to_b = dst.buffer == "L0B"
-        tr = bool(p.enTranspose)
-        soff = src.offset
+    geometry = (mst, mext, kst, kext, wo, plane_cols, fw, c0, sh, sw, top, left, dh, dw, l1h, l1w)
+    pad_value, layout = dt.type(p.padValue), ("zN" if dst.buffer == "L0B" else "zZT" if p.enTranspose else "zZ")
+    soff, dbuf, d0 = src.offset, dst.buffer, dst.offset
 
-        valid, idx = _l3d_index(mst, mext, kst, kext, wo, plane_cols, fw, c0, sh, sw, top, left, dh, dw, l1h, l1w)
+    def make(core):
+        gather, zeros, pads = _l3d_gather(geometry, layout)
+        l1, out = core.buffers["L1"], core.buffers[dbuf]
 
         def fn():
-            fmap = core.buffers["L1"][soff:soff + map_bytes].view(dt)
-            x = fmap[idx] if valid is None else np.where(valid, fmap[idx], pad_value).astype(dt)
-            if to_b:
-                out = _write_zn(x, c0)
-            else:
-                out = _write_zz(x.T if tr else x, c0)
-            core.buffers[dst.buffer][dst.offset:dst.offset + nbytes] = out.view(np.uint8)
-    _memo_emit(ctx, key, pipe, name, COMPUTE, cycles, path=path, nbytes=nbytes, reads=_merge(reads),
-               writes=((dst.buffer, dst.offset, dst.offset + nbytes),), fn=fn,
+            fmap = l1[soff:soff + map_bytes].view(dt)
+            res = out[d0:d0 + nbytes].view(dt)
+            np.take(fmap, gather, out=res, mode="clip")
+            if zeros is not None:
+                res[zeros] = 0
+            if pads is not None:
+                res[pads] = pad_value
+        return fn
+    _memo_emit(ctx, key, make, pipe, name, COMPUTE, cycles, path=path, nbytes=nbytes, reads=_merge(reads),
+               writes=((dst.buffer, dst.offset, dst.offset + nbytes),),
                operands=(dst, src, f"m [{mst}:+{mext}] x k [{kst}:+{kext}]"))
 
 
@@ -715,25 +749,48 @@ def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadPar
                          for l in range(n1))
     cspans = [("L0C", dst.offset, dst.offset + c_bytes)]
     cycles = mmad_cycles(ctx.profile, m, n, k, cname)
-    fn = None
-    if ctx.functional:
-        core = ctx.core
-        at, bt = fm.dtype, filter.dtype
-        ao, bo, co = fm.offset, filter.offset, dst.offset
+    at, bt = fm.dtype, filter.dtype
+    ao, bo, co = fm.offset, filter.offset, dst.offset
+
+    def make(core):
+        a_raw = core.buffers["L0A"][ao:ao + a_bytes].view(at).reshape(m1, k1, 16, k0)
+        b_raw = core.buffers["L0B"][bo:bo + b_bytes].view(bt).reshape(k1, n1, 16, k0)
+        cview = core.buffers["L0C"][co:co + c_bytes].view(acc).reshape(n1, m1 * 16, 16)
+        if cname != "INT8" and k == k1 * k0:
+            def fn():                              # whole k0 steps: the common case, no padding of k
+                with np.errstate(all="ignore"):    # padding rows may hold anything
+                    _mmad_steps(a_raw, b_raw, cview, cname == "HF32", init)
+            return fn
 
         def fn():
-            a = core.buffers["L0A"][ao:ao + a_bytes].view(at).reshape(m1, k1, 16, k0)
-            a = a.transpose(0, 2, 1, 3).reshape(m1 * 16, k1 * k0)[:, :k]
-            b = core.buffers["L0B"][bo:bo + b_bytes].view(bt).reshape(k1, n1, 16, k0)
-            b = b.transpose(0, 3, 1, 2).reshape(k1 * k0, n1 * 16)[:k]
-            cview = core.buffers["L0C"][co:co + c_bytes].view(acc).reshape(n1, m1 * 16, 16)
+            a = a_raw.transpose(0, 2, 1, 3).reshape(m1 * 16, k1 * k0)[:, :k]
+            b = b_raw.transpose(0, 3, 1, 2).reshape(k1 * k0, n1 * 16)[:k]
             c = cview.transpose(1, 0, 2).reshape(m1 * 16, n1 * 16)
-            with np.errstate(all="ignore"):        # padding rows may hold anything
+            with np.errstate(all="ignore"):
                 out = _mmad_math(a, b, c, cname, k0, init)
             cview[...] = out.reshape(m1 * 16, n1, 16).transpose(1, 0, 2)
-    _memo_emit(ctx, key, pipe, name, COMPUTE, cycles, path=None, reads=tuple(reads),
-               writes=tuple(cspans), fn=fn,
+        return fn
+    _memo_emit(ctx, key, make, pipe, name, COMPUTE, cycles, path=None, reads=tuple(reads),
+               writes=tuple(cspans),
                operands=(dst, fm, filter, f"m={m} n={n} k={k}", cname, "init" if init else "acc"))
+
+
+def _mmad_steps(a_raw, b_raw, cview, hf32: bool, init: bool) -> None:
+    """_mmad_math's float arithmetic straight on the fractal layouts, for k a whole number of
+    k0 steps: A2 (m1, k1, 16, k0), B2 (k1, n1, 16, k0), C (n1, m1*16, 16) in place. Bit for bit
+    the same as _mmad_math: each step exact in float64, rounded to float32, added in order."""
+    m1, k1, _, k0 = a_raw.shape
+    a = a_raw.transpose(1, 0, 2, 3).reshape(k1, m1 * 16, k0)
+    b = b_raw.transpose(0, 3, 1, 2).reshape(k1, k0, -1)
+    if hf32:
+        a, b = hf32_round(a), hf32_round(b)
+    steps = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    rows = cview.transpose(1, 0, 2).reshape(m1 * 16, -1)      # C row-major (a copy)
+    if init:
+        rows[...] = 0.0
+    for j in range(k1):
+        rows += steps[j]
+    cview[...] = rows.reshape(m1 * 16, -1, 16).transpose(1, 0, 2)
 
 
 def _mmad_math(a, b, c, cname: str, k0: int, init: bool) -> np.ndarray:
@@ -1018,19 +1075,25 @@ def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor |
     if lo[1] > hi[0]:
         raise _fault(pipe, f"{name}: source and destination overlap")
     cycles = ctx.profile.vector_cycles("transpose", dtype_name(src.dtype), nbytes)
-    fn = None
-    if ctx.functional:
-        to_nhwc = params.transposeType is TransposeType.TRANSPOSE_NCHW2NHWC
-        n_, c_, h_, w_ = shape
+    to_nhwc = params.transposeType is TransposeType.TRANSPOSE_NCHW2NHWC
+    n_, c_, h_, w_ = shape
+    sdt, s0, sbuf, d0, dbuf = src.dtype, src.offset, src.buffer, dst.offset, dst.buffer
+
+    def make(core):
+        s = core.buffers[sbuf][s0:s0 + nbytes].view(sdt)
+        d = core.buffers[dbuf][d0:d0 + nbytes].view(sdt)
+        if to_nhwc:
+            s, d = s.reshape(n_, c_, h_, w_), d.reshape(n_, h_, w_, c_)
+            perm = (0, 2, 3, 1)
+        else:
+            s, d = s.reshape(n_, h_, w_, c_), d.reshape(n_, c_, h_, w_)
+            perm = (0, 3, 1, 2)
 
         def fn():
-            s = src.view(ctx, count)
-            if to_nhwc:
-                dst.view(ctx, count)[...] = s.reshape(n_, c_, h_, w_).transpose(0, 2, 3, 1).reshape(-1)
-            else:
-                dst.view(ctx, count)[...] = s.reshape(n_, h_, w_, c_).transpose(0, 3, 1, 2).reshape(-1)
-    _memo_emit(ctx, key, pipe, name, COMPUTE, cycles, path=None, reads=(src.span(count),),
-               writes=(dst.span(count),), fn=fn, operands=(dst, src, shape, params.transposeType.name))
+            d[...] = s.transpose(perm)
+        return fn
+    _memo_emit(ctx, key, make, pipe, name, COMPUTE, cycles, path=None, reads=(src.span(count),),
+               writes=(dst.span(count),), operands=(dst, src, shape, params.transposeType.name))
 
 
 __all__ = [
