@@ -108,6 +108,8 @@ class CoreState:
         self.buffers = {b: (np.zeros(n, dtype=np.uint8) if functional else None)
                         for b, n in kind.buffers.items()}
         self.valid: dict[str, np.ndarray] = {}
+        self.effects: dict = {}       # memoised instructions' functional effects (simulator.kernel.cube)
+        self.checked: set = set()
         self.flags: dict[tuple, Instr | None] = {}     # flag -> the SetFlag that set it
         self.waiters: dict[tuple, simpy.Event] = {}
         self.pipe_state: dict[str, str] = {}
@@ -117,6 +119,7 @@ class CoreState:
     def reset_for_block(self, block: int) -> None:
         self.block = block
         self.valid = {b: np.zeros(n, dtype=np.bool_) for b, n in self.kind.buffers.items()}
+        self.checked: set = set()     # spans known valid in this block (written, or read and checked)
         self.flags = {}
         self.waiters = {}
         self.pipe_state = {p: "idle" for p in self.kind.pipes}
@@ -265,7 +268,7 @@ class Device:
                 ctx.pipe_alloc.Destroy()
         finally:
             _current.pop()
-        program = ctx.program
+        program, ctx.program = ctx.program, []       # effects that close over ctx make no cycle
         rec.instructions += len(program)
         queues = {p: deque() for p in core.kind.pipes}
         wake: dict[str, simpy.Event | None] = {p: None for p in core.kind.pipes}
@@ -393,7 +396,7 @@ class Device:
         tracing = self.tracing
         busy_key = (core.name, pipe)
         busy = work = 0.0
-        valid = core.valid
+        valid, checked = core.valid, core.checked
         trace = rec.trace
         while True:
             if not q:
@@ -444,12 +447,16 @@ class Device:
                 core.pipe_state[pipe] = ("waiting for a cross-core flag at {instr}", instr)
                 yield from self._xwait(core, group, instr, env.now)
                 continue
-            for buf, lo, hi in instr.reads:
+            for span in instr.reads:
+                if span in checked:         # bytes once written stay written for the block
+                    continue
+                buf, lo, hi = span
                 v = valid[buf][lo:hi]
                 if not v.all():
                     bad = lo + int(np.argmin(v))
                     raise core.fault(pipe, instr, f"reads {buf}[{lo}:{hi}] but byte {bad} was never "
                                      f"written in this block (missing copy-in or missing flag)")
+                checked.add(span)
             start = env.now
             core.pipe_state[pipe] = ("executing {instr}", instr)
             hbm_bytes = 0
@@ -477,8 +484,11 @@ class Device:
                 dur = need = instr.cycles
             if dur > 0:
                 yield env.timeout(dur)
-            for buf, lo, hi in instr.writes:
-                valid[buf][lo:hi] = True
+            for span in instr.writes:
+                if span not in checked:
+                    buf, lo, hi = span
+                    valid[buf][lo:hi] = True
+                    checked.add(span)
             if functional and instr.fn is not None:
                 instr.fn()
             busy += dur

@@ -138,6 +138,14 @@ class L2Cache:
     def access(self, ranges, write: bool) -> tuple[int, int]:
         """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
         bytes of dirty lines evicted to it)."""
+        fetch = self._access_disjoint(ranges, write) if len(ranges) > 1 else None
+        if fetch is None:
+            fetch = self._access_each(ranges, write)
+        evicted = self._evict() if self.resident > self.capacity else 0
+        return fetch, evicted
+
+    def _access_each(self, ranges, write: bool) -> int:
+        """access() one range at a time (any ranges); returns the bytes to fetch."""
         line, sector = self.line, self.SECTOR
         fetch = 0
         for addr, n in ranges:
@@ -165,8 +173,50 @@ class L2Cache:
             self.hit_lines += present
             self.miss_lines += new
             self.resident += new
-        evicted = self._evict() if self.resident > self.capacity else 0
-        return fetch, evicted
+        return fetch
+
+    def _access_disjoint(self, ranges, write: bool) -> int | None:
+        """access() for many ranges in one allocation that touch ascending, disjoint sets of
+        lines (a strided copy's rows): the same updates in one pass of array operations.
+        Returns the bytes to fetch, or None (nothing changed) if the ranges do not qualify."""
+        r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        r = r[r[:, 1] > 0]
+        if not len(r):
+            return 0
+        a = self.find(int(r[0, 0]))
+        if a is None:
+            return None
+        rel, end = r[:, 0] - a.addr, r[:, 0] - a.addr + r[:, 1]
+        if rel.min() < 0 or end.max() > a.size:
+            return None
+        line, sector = self.line, self.SECTOR
+        l0, l1 = rel // line, (end - 1) // line + 1
+        if np.any(l0[1:] < l1[:-1]):
+            return None
+        _, mask, stamp = self._tags(int(r[0, 0]))
+        counts = l1 - l0
+        first = np.cumsum(counts) - counts
+        lines = np.arange(int(counts.sum())) + np.repeat(l0 - first, counts)
+        want = np.full(lines.size, self.full, np.uint32)
+        lo = ((rel - l0 * line) // sector).astype(np.uint32)
+        want[first] &= (self.full >> lo) << lo
+        hi = (-(-(end - (l1 - 1) * line) // sector)).astype(np.uint32)
+        want[first + counts - 1] &= (np.uint32(1) << hi) - np.uint32(1)
+        m = mask[lines]
+        present = int(np.count_nonzero(m))
+        fetch = 0
+        if write:
+            mask[lines] = m | want | self.dirty
+        else:
+            fetch = int(np.bitwise_count(want & ~m).sum()) * sector
+            mask[lines] = m | want
+        stamp[lines] = self.clock + np.repeat(np.arange(len(r)), counts)
+        self.clock += len(r)
+        new = lines.size - present
+        self.hit_lines += present
+        self.miss_lines += new
+        self.resident += new
+        return fetch
 
     def _evict(self) -> int:
         """Evict the least recently used lines until 1/16 of the cache is free; returns the

@@ -124,10 +124,13 @@ _MEMO_MAX = 200_000
 
 
 def _memo_key(ctx, tag, tensors, params) -> tuple:
-    prof = ctx.profile
-    _MEMO_PROFILES.setdefault(id(prof), prof)          # keeps the id from being reused
-    return (tag, id(prof), ctx.core.kind_name, ctx.functional, getattr(ctx, "hf32_mode", False),
-            tuple((t.buffer, t.offset, t.size, t.dtype) for t in tensors), params)
+    scope = ctx.__dict__.get("memo_scope")
+    if scope is None:
+        prof = ctx.profile
+        _MEMO_PROFILES.setdefault(id(prof), prof)      # keeps the id from being reused
+        scope = ctx.memo_scope = (id(prof), ctx.core.kind_name, ctx.functional)
+    return (tag, scope, ctx.__dict__.get("hf32_mode", False), params,
+            *[(t.buffer, t.offset, t.size, t.dtype) for t in tensors])
 
 
 def _memo_hit(ctx, key) -> bool:
@@ -137,8 +140,19 @@ def _memo_hit(ctx, key) -> bool:
     if hit is None:
         return False
     args, kw, make = hit
-    ctx.emit(Instr(*args, fn=make(ctx.core) if make is not None else None, **kw))
+    ctx.emit(Instr(*args, fn=_effect(ctx.core, key, make), **kw))
     return True
+
+
+def _effect(core, key, make):
+    """The functional effect of a memoised instruction on this core: built once per core and
+    key (it closes over the core's buffers only), then shared by every repeat."""
+    if make is None:
+        return None
+    fn = core.effects.get(key)
+    if fn is None:
+        fn = core.effects[key] = make(core)
+    return fn
 
 
 def _memo_emit(ctx, key, make, *args, **kw) -> None:
@@ -149,7 +163,9 @@ def _memo_emit(ctx, key, make, *args, **kw) -> None:
         if len(_MEMO) >= _MEMO_MAX:
             _MEMO.clear()
         _MEMO[key] = (args, kw, make)
-    ctx.emit(Instr(*args, fn=make(ctx.core) if make is not None else None, **kw))
+        ctx.emit(Instr(*args, fn=_effect(ctx.core, key, make), **kw))
+    else:
+        ctx.emit(Instr(*args, fn=make(ctx.core) if make is not None else None, **kw))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -784,7 +800,7 @@ def _mmad_steps(a_raw, b_raw, cview, hf32: bool, init: bool) -> None:
     b = b_raw.transpose(0, 3, 1, 2).reshape(k1, k0, -1)
     if hf32:
         a, b = hf32_round(a), hf32_round(b)
-    steps = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    steps = np.matmul(a, b, dtype=np.float64).astype(np.float32)
     rows = cview.transpose(1, 0, 2).reshape(m1 * 16, -1)      # C row-major (a copy)
     if init:
         rows[...] = 0.0
