@@ -151,6 +151,8 @@ def _effect(core, key, make):
         return None
     fn = core.effects.get(key)
     if fn is None:
+        if len(core.effects) >= 20_000:          # bounded: effects hold views and gather indices
+            core.effects.clear()
         fn = core.effects[key] = make(core)
     return fn
 
