@@ -49,3 +49,32 @@ def test_overlapping_lines_fall_back():
     c = L2Cache(64 * 1024, 512, _find)
     assert c._access_disjoint([(0, 100), (200, 100)], False) is None       # both in line 0
     assert c._access_disjoint([(0, 100), (512, 100)], False) == 2 * 4 * 32   # 4 sectors each
+
+
+def test_ranges_match_a_line_by_line_model():
+    """Every access path against a plain model: a line is a hit if it holds any sector; a read
+    fetches the sectors it lacks; a write fills its sectors without a fetch and marks the line dirty."""
+    rng = np.random.default_rng(2)
+    c = L2Cache(1 << 24, 512, _find)                   # large: no eviction in this test
+    lines: dict[int, tuple[int, bool]] = {}            # line address -> (sector bits, dirty)
+    hits = misses = 0
+    for _ in range(400):
+        al = ALLOCS[rng.integers(2)]
+        rows, stride = int(rng.integers(1, 40)), int(rng.integers(1, 9000))
+        n, start = int(rng.integers(1, 6000)), al.addr + int(rng.integers(0, 50_000))
+        ranges = [(start + i * stride, n) for i in range(rows) if start + i * stride + n <= al.addr + al.size]
+        write = bool(rng.integers(2))
+        fetch = 0
+        for addr, nb in ranges:
+            for la in range((addr - al.addr) // 512, (addr - al.addr + nb - 1) // 512 + 1):
+                lo = max(addr, al.addr + la * 512)
+                hi = min(addr + nb, al.addr + (la + 1) * 512)
+                want = sum(1 << s for s in range((lo - al.addr - la * 512) // 32,
+                                                 -(-(hi - al.addr - la * 512) // 32)))
+                bits, dirty = lines.get(al.addr + la * 512, (0, False))
+                hits, misses = hits + bool(bits), misses + (not bits)
+                if not write:
+                    fetch += bin(want & ~bits).count("1") * 32
+                lines[al.addr + la * 512] = (bits | want, dirty or write)
+        assert c.access(ranges, write) == (fetch, 0)
+        assert (c.hit_lines, c.miss_lines) == (hits, misses)

@@ -36,6 +36,20 @@ def test_regress_passes_on_the_shipped_silu_trace():
     assert "regress: PASS (49 calls" in p.stdout
 
 
+@pytest.mark.parametrize("trace, calls", [
+    ("resnet50_conv_backward.yaml", "0,2,21"),              # 1x1 and 3x3 at 7x7, and a 56x56 1x1
+    ("fconv_wmt_en_de_conv_tbc_backward.yaml", "14"),       # a 512-channel, kernel-3 ConvTBC
+    ("deformable_detr_grid_sample_backward.yaml", "0"),     # the smallest decoder level
+])
+def test_regress_passes_on_the_shipped_cube_and_gather_traces(trace, calls):
+    """A few calls of each model trace against its recorded Ascend910B1 baselines (the whole traces
+    take minutes: `ascend-sim regress traces/<trace>`). Re-record after an intended change to the
+    cost model or a kernel: ascend-sim regress traces/<trace> --calls <calls> --update"""
+    p = cli("regress", f"traces/{trace}", "--soc", "Ascend910B1", "--calls", calls, "--workers", "1")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr
+    assert f"regress: PASS ({len(calls.split(','))} calls" in p.stdout
+
+
 def test_regress_fails_on_a_tampered_baseline_and_update_repairs_it(tmp_path):
     t = tmp_path / "smoke.jsonl"
     shutil.copy(TRACES / "silu_smoke.jsonl", t)
