@@ -138,7 +138,9 @@ class L2Cache:
     def access(self, ranges, write: bool) -> tuple[int, int]:
         """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
         bytes of dirty lines evicted to it)."""
-        fetch = self._access_disjoint(ranges, write) if len(ranges) > 1 else None
+        fetch = None
+        if len(ranges) >= 8 and sum(n for _, n in ranges) >= 48 * self.line:   # worth the array set-up
+            fetch = self._access_disjoint(ranges, write)
         if fetch is None:
             fetch = self._access_each(ranges, write)
         evicted = self._evict() if self.resident > self.capacity else 0
@@ -154,6 +156,9 @@ class L2Cache:
             base, mask, stamp = self._tags(addr)
             rel, end = addr - base, addr - base + n
             l0, l1 = rel // line, (end - 1) // line + 1
+            if l1 - l0 <= 8:                     # a few lines: plain integers beat array calls
+                fetch += self._access_lines(mask, stamp, l0, l1, rel, end, write)
+                continue
             m = mask[l0:l1]
             want = np.full(l1 - l0, self.full, np.uint32)
             lo = (rel - l0 * line) // sector
@@ -174,6 +179,33 @@ class L2Cache:
             self.miss_lines += new
             self.resident += new
         return fetch
+
+    def _access_lines(self, mask, stamp, l0: int, l1: int, rel: int, end: int, write: bool) -> int:
+        """One range's update, line by line (the same as the array form in _access_each)."""
+        line, sector, full = self.line, self.SECTOR, int(self.full)
+        lo = (rel - l0 * line) // sector
+        hi = -(-(end - (l1 - 1) * line) // sector)
+        dirty = int(self.dirty) if write else 0
+        present = fetch = 0
+        for i in range(l0, l1):
+            want = full
+            if i == l0:
+                want &= (full >> lo) << lo
+            if i == l1 - 1:
+                want &= (1 << hi) - 1
+            old = mask.item(i)
+            if old:
+                present += 1
+            if not write:
+                fetch += (want & ~old).bit_count()
+            mask[i] = old | want | dirty
+        stamp[l0:l1] = self.clock
+        self.clock += 1
+        new = (l1 - l0) - present
+        self.hit_lines += present
+        self.miss_lines += new
+        self.resident += new
+        return fetch * sector
 
     def _access_disjoint(self, ranges, write: bool) -> int | None:
         """access() for many ranges in one allocation that touch ascending, disjoint sets of
