@@ -191,6 +191,8 @@ def aclFinalize() -> int:
     rt = _runtime
     if not rt.initialized:
         return rt.error(aclError.ACL_ERROR_UNINITIALIZE, "aclFinalize: not initialised")
+    if rt.device is not None:
+        rt.device.abandon_recordings()     # blocks of tasks never synchronised
     rt.__init__()
     return ACL_SUCCESS
 
@@ -212,6 +214,7 @@ def aclrtResetDevice(deviceId: int) -> int:
     rt = _runtime
     if rt.device is None or deviceId != rt.device_id:
         return rt.error(aclError.ACL_ERROR_INVALID_PARAM, f"aclrtResetDevice: device {deviceId} is not set")
+    rt.device.abandon_recordings()
     rt.device = None
     rt.device_id = None
     return ACL_SUCCESS
@@ -398,6 +401,7 @@ def _internal(rt: Runtime, e: Exception) -> int:
 def _reset_engine(rt: Runtime) -> None:
     """After a fault the device's engine restarts (as a device reset would); memory survives."""
     old = rt.device
+    old.abandon_recordings()
     fresh = Device(rt.profile, functional=rt.functional, trace=rt.tracing)
     fresh.memory = old.memory
     rt.device = fresh

@@ -11,7 +11,10 @@ The engine knows instructions, pipes, buffers and paths; it never knows an opera
 """
 from __future__ import annotations
 
+import os
+import threading
 from collections import deque
+from queue import SimpleQueue
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -142,7 +145,9 @@ class BlockContext:
         self.profile = device.profile
         self.block_idx, self.block_num = block_idx, block_num
         self.group, self.sub_block = group, sub_block
-        self.program: list[Instr] = []
+        self.program: list[Instr] = []   # recorded, not yet taken by the scalar unit
+        self.taken = 0                    # instructions the scalar unit has taken so far
+        self.recorder: "ProgramRecorder | None" = None
         self.functional = device.functional
         self.pipe_alloc: Any = None   # the block's TPipe (simulator.kernel)
         self.atomic = None            # SetAtomicAdd's dtype: GM writes then add instead of store
@@ -151,8 +156,10 @@ class BlockContext:
         if instr.pipe not in self.core.kind.pipes:
             raise self.core.fault(instr.pipe, instr,
                                   f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
-        instr.index = len(self.program)
+        instr.index = self.taken + len(self.program)
         self.program.append(instr)
+        if len(self.program) >= ProgramRecorder.CHUNK and self.recorder is not None:
+            self.recorder.pause()
         return instr
 
 
@@ -173,14 +180,116 @@ class Group:
         return [c for c in self.cores if "vector" in c.kind.units and "cube" not in c.kind.units]
 
 
-_current: list[BlockContext] = []
+_recording = threading.local()          # .ctx: the block whose body this thread is running
 
 
 def current_context() -> BlockContext:
-    if not _current:
+    ctx = getattr(_recording, "ctx", None)
+    if ctx is None:
         raise RuntimeError("kernel instructions can only be issued inside a kernel body that the "
                            "machine is running (see docs/KERNELS.md)")
-    return _current[-1]
+    return ctx
+
+
+class _Abandoned(BaseException):
+    """Unwinds a kernel body whose block the engine has given up on (a fault, a deadlock)."""
+
+
+class _Helpers:
+    """Reusable threads for ProgramRecorder (a recording may wait a long time for its turn)."""
+
+    def __init__(self):
+        self.jobs: SimpleQueue = SimpleQueue()
+        self.idle = 0
+        self.lock = threading.Lock()
+
+    def run(self, job: Callable[[], None]) -> None:
+        with self.lock:
+            spawn = self.idle == 0
+            self.idle -= 0 if spawn else 1
+        self.jobs.put(job)
+        if spawn:
+            threading.Thread(target=self._loop, name="ascend-sim recorder", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self.jobs.get()()
+            with self.lock:
+                self.idle += 1
+
+
+_HELPERS = _Helpers()
+
+
+def _fresh_helpers_after_fork() -> None:
+    """A forked child (a sweep's worker process) has none of the parent's helper threads."""
+    global _HELPERS
+    _HELPERS = _Helpers()
+
+
+os.register_at_fork(after_in_child=_fresh_helpers_after_fork)
+
+
+class ProgramRecorder:
+    """Runs a block's kernel body on a helper thread, CHUNK instructions at a time: the scalar
+    unit takes a chunk and issues it while the body waits, so a long kernel never holds its whole
+    program in memory (a 20-million-instruction block once took more than 12 GB). The engine and
+    the body take strict turns (one always waits for the other), so recording is exactly as
+    deterministic as one plain call, and a block's program is the same instructions either way."""
+
+    CHUNK = 8192
+
+    def __init__(self, ctx: BlockContext, body: Callable[..., None], args: tuple):
+        self.ctx, self.body, self.args = ctx, body, args
+        self.body_turn = threading.Semaphore(0)
+        self.engine_turn = threading.Semaphore(0)
+        self.finished = self.abandoned = False
+        self.error: BaseException | None = None
+        ctx.recorder = self
+        _HELPERS.run(self._record)
+
+    def _record(self) -> None:
+        self.body_turn.acquire()
+        _recording.ctx = self.ctx
+        try:
+            if not self.abandoned:
+                self.body(*self.args)
+                if self.ctx.pipe_alloc is not None:
+                    self.ctx.pipe_alloc.Destroy()
+        except _Abandoned:
+            pass
+        except BaseException as e:           # raised again on the engine's side, in chunks()
+            self.error = e
+        finally:
+            _recording.ctx = None
+            self.finished = True
+            self.engine_turn.release()
+
+    def pause(self) -> None:
+        """Body side: a chunk is full; wait until the scalar unit wants more."""
+        self.engine_turn.release()
+        self.body_turn.acquire()
+        if self.abandoned:
+            raise _Abandoned()
+
+    def chunks(self):
+        """Engine side: the program, a chunk at a time, as the body records it."""
+        ctx = self.ctx
+        while not self.finished:
+            self.body_turn.release()
+            self.engine_turn.acquire()
+            if self.error is not None:
+                raise self.error
+            chunk, ctx.program = ctx.program, []
+            ctx.taken += len(chunk)
+            yield chunk
+        ctx.recorder = None                  # no cycle left between the block and its recorder
+
+    def abandon(self) -> None:
+        if not self.finished:
+            self.abandoned = True
+            self.body_turn.release()
+            self.engine_turn.acquire()
 
 
 class Device:
@@ -219,6 +328,7 @@ class Device:
         self.xwaiters: dict[tuple, list] = {}            # key -> [(event, need, consume)]
         self.xwaits_done: dict[tuple, int] = {}          # (core, flag) -> mode-0 waits so far
         self.xlimit = profile.sync.cross_core_counter_limit
+        self.recorders: set[ProgramRecorder] = set()      # blocks still recording their programs
 
     # ---- launches ----------------------------------------------------------------------------
     def run_launch(self, launch: KernelLaunch, rec: TaskRecord):
@@ -261,15 +371,8 @@ class Device:
         self.active.add(core)
         rec.cores_used.setdefault(core.kind_name, set()).add(core.name)
         ctx = BlockContext(self, core, b, launch.block_dim, group, sub)
-        _current.append(ctx)
-        try:
-            launch.body(*launch.args)
-            if ctx.pipe_alloc is not None:
-                ctx.pipe_alloc.Destroy()
-        finally:
-            _current.pop()
-        program, ctx.program = ctx.program, []       # effects that close over ctx make no cycle
-        rec.instructions += len(program)
+        recorder = ProgramRecorder(ctx, launch.body, launch.args)
+        self.recorders.add(recorder)
         queues = {p: deque() for p in core.kind.pipes}
         wake: dict[str, simpy.Event | None] = {p: None for p in core.kind.pipes}
         space: dict[str, simpy.Event | None] = {p: None for p in core.kind.pipes}
@@ -278,7 +381,7 @@ class Device:
                  for p in core.kind.pipes]
         ts = env.now
         depth, issue = self.depth, self.issue_cycles
-        for instr in program + [Instr(p, "END", END) for p in core.kind.pipes]:
+        for instr in self._program(recorder, rec, core):
             if instr.kind == BARRIER and instr.flag == "PIPE_ALL":
                 # the scalar unit stalls until every pipe has drained
                 core.scalar_state = ("stalled at {instr} until every pipe drains", instr)
@@ -314,6 +417,7 @@ class Device:
                     ev.succeed()
             ts += issue
         core.scalar_state = "done issuing"
+        self.recorders.discard(recorder)
         yield simpy.AllOf(env, pipes)
         leftover = [(k, v) for k, v in core.flags.items() if v]
         if leftover:
@@ -323,6 +427,21 @@ class Device:
         self.active.discard(core)
         core.block = -1
         yield pool.put(core)
+
+    @staticmethod
+    def _program(recorder: ProgramRecorder, rec: TaskRecord, core: CoreState):
+        """The block's instructions in program order, then an END for every pipe."""
+        for chunk in recorder.chunks():
+            rec.instructions += len(chunk)
+            yield from chunk
+        for p in core.kind.pipes:
+            yield Instr(p, "END", END)
+
+    def abandon_recordings(self) -> None:
+        """Unwind the kernel bodies of blocks that will never finish (after a fault)."""
+        for r in list(self.recorders):
+            r.abandon()
+        self.recorders.clear()
 
     def _put(self, core, q, wake, space, instr, ts):
         while len(q) >= self.depth:

@@ -394,3 +394,77 @@ def test_report_tables_add_up(tmp_path):
     import json
     d = json.loads(r.report.to_json())
     assert d["cycles"] == r.cycles and d["bound"] in d["utilisation"]
+
+
+# ---- long programs: recorded a chunk at a time ---------------------------------------------------
+def k_long(x, n):
+    _, t = _ub()
+    g = _gm(x)[GetBlockIdx() * 64]
+    DataCopy(t, g, 64)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    for _ in range(n):
+        Adds(t, t, 1.0, 64)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(g, t, 64)
+
+
+def k_long_then_fault(x, n):
+    _, t = _ub(1024)
+    DataCopy(t, _gm(x), 64)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    for _ in range(n):
+        Adds(t, t, 1.0, 64)
+    Exp(t, t, 1000)                      # more than the operand holds: a record-time fault
+
+
+def k_long_deadlock(x, n):
+    _, t = _ub()
+    WaitFlag(HardEvent.MTE2_V, 0)        # nobody sets it
+    for _ in range(n):
+        Adds(t, t, 1.0, 64)
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Record programs 100 instructions at a time, and note how long each chunk grew."""
+    from simulator.machine import ProgramRecorder
+    seen = []
+    pause = ProgramRecorder.pause
+
+    def noting(self):
+        seen.append(len(self.ctx.program))
+        pause(self)
+    monkeypatch.setattr(ProgramRecorder, "CHUNK", 100)
+    monkeypatch.setattr(ProgramRecorder, "pause", noting)
+    return seen
+
+
+def test_a_long_program_in_chunks_gives_the_same_result_and_cycles(small_chunks):
+    x = np.zeros(1024, np.float32)
+    args = {"x": x, "n": 3000}
+    chunked = simulator.run_kernel(k_long, 2, args)
+    assert len(small_chunks) >= 2 * 30 and max(small_chunks) == 100     # never more than a chunk held
+    small_chunks.clear()
+    from simulator.machine import ProgramRecorder
+    ProgramRecorder.CHUNK = 10 ** 9                                    # (restored by monkeypatch)
+    whole = simulator.run_kernel(k_long, 2, args)
+    assert small_chunks == []
+    assert chunked.cycles == whole.cycles and chunked.report.instructions == whole.report.instructions == 2 * 3006
+    np.testing.assert_array_equal(chunked["x"][:128], np.full(128, 3000.0, np.float32))
+    np.testing.assert_array_equal(chunked["x"][128:], 0.0)
+
+
+def test_faults_and_deadlocks_after_many_chunks_are_reported_and_unwound(small_chunks):
+    import threading
+    msg = fault_of(k_long_then_fault, x=np.zeros(1024, np.float32), n=1000)
+    assert "exceeds the operand" in msg and "Exp" in msg
+    before = threading.active_count()
+    for _ in range(3):
+        msg = fault_of(k_long_deadlock, x=np.zeros(1024, np.float32), n=1000)
+        assert "deadlock" in msg and "PIPE_V" in msg
+    assert threading.active_count() <= before + 1       # abandoned recordings gave their threads back
+    r = simulator.run_kernel(k_long, 1, {"x": np.zeros(1024, np.float32), "n": 10})   # still usable
+    np.testing.assert_array_equal(r["x"][:64], 10.0)
