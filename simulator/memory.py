@@ -174,11 +174,14 @@ class L2Cache:
                 m |= want
             stamp[l0:l1] = self.clock
             self.clock += 1
-            new = (l1 - l0) - present
-            self.hit_lines += present
-            self.miss_lines += new
-            self.resident += new
+            self._count(present, l1 - l0)
         return fetch
+
+    def _count(self, present: int, lines: int) -> None:
+        """Book `lines` touched lines of which `present` were held: hits, misses, residency."""
+        self.hit_lines += present
+        self.miss_lines += lines - present
+        self.resident += lines - present
 
     def _access_lines(self, mask, stamp, l0: int, l1: int, rel: int, end: int, write: bool) -> int:
         """One range's update, line by line (the same as the array form in _access_each)."""
@@ -201,10 +204,7 @@ class L2Cache:
             mask[i] = old | want | dirty
         stamp[l0:l1] = self.clock
         self.clock += 1
-        new = (l1 - l0) - present
-        self.hit_lines += present
-        self.miss_lines += new
-        self.resident += new
+        self._count(present, l1 - l0)
         return fetch * sector
 
     def _access_disjoint(self, ranges, write: bool) -> int | None:
@@ -244,10 +244,7 @@ class L2Cache:
             mask[lines] = m | want
         stamp[lines] = self.clock + np.repeat(np.arange(len(r)), counts)
         self.clock += len(r)
-        new = lines.size - present
-        self.hit_lines += present
-        self.miss_lines += new
-        self.resident += new
+        self._count(present, lines.size)
         return fetch
 
     def _evict(self) -> int:

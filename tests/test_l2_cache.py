@@ -17,6 +17,15 @@ def _find(addr):
     return next((a for a in ALLOCS if a.addr <= addr < a.addr + a.size), None)
 
 
+def _strided(rng, max_rows, max_stride, max_n, max_start):
+    """Random rows of a strided copy inside one allocation: [(address, bytes)], and read/write."""
+    al = ALLOCS[rng.integers(2)]
+    rows, stride = int(rng.integers(1, max_rows)), int(rng.integers(1, max_stride))
+    n, start = int(rng.integers(0, max_n)), al.addr + int(rng.integers(0, max_start))
+    ranges = [(start + i * stride, n) for i in range(rows) if start + i * stride + n <= al.addr + al.size]
+    return al, ranges, bool(rng.integers(2))
+
+
 def _state(c):
     return (c.hit_lines, c.miss_lines, c.resident, c.clock,
             {k: (m.tolist(), s.tolist()) for k, (m, s) in c.tags.items()})
@@ -28,11 +37,7 @@ def test_disjoint_ranges_match_range_at_a_time():
     for _ in range(150):
         fast, ref = L2Cache(64 * 1024, 512, _find), L2Cache(64 * 1024, 512, _find)
         for _ in range(30):
-            al = ALLOCS[rng.integers(2)]
-            rows, stride = int(rng.integers(2, 20)), int(rng.integers(1, 3000))
-            n, start = int(rng.integers(0, 2000)), al.addr + int(rng.integers(0, 5000))
-            ranges = [(start + i * stride, n) for i in range(rows) if start + i * stride + n <= al.addr + al.size]
-            write = bool(rng.integers(2))
+            _, ranges, write = _strided(rng, 20, 3000, 2000, 5000)
             if fast._access_disjoint(list(ranges), write) is not None:
                 fast_taken += 1
                 fast.clock, fast.hit_lines, fast.miss_lines, fast.resident = (ref.clock, ref.hit_lines,
@@ -59,13 +64,11 @@ def test_ranges_match_a_line_by_line_model():
     lines: dict[int, tuple[int, bool]] = {}            # line address -> (sector bits, dirty)
     hits = misses = 0
     for _ in range(400):
-        al = ALLOCS[rng.integers(2)]
-        rows, stride = int(rng.integers(1, 40)), int(rng.integers(1, 9000))
-        n, start = int(rng.integers(1, 6000)), al.addr + int(rng.integers(0, 50_000))
-        ranges = [(start + i * stride, n) for i in range(rows) if start + i * stride + n <= al.addr + al.size]
-        write = bool(rng.integers(2))
+        al, ranges, write = _strided(rng, 40, 9000, 6000, 50_000)
         fetch = 0
         for addr, nb in ranges:
+            if nb <= 0:
+                continue
             for la in range((addr - al.addr) // 512, (addr - al.addr + nb - 1) // 512 + 1):
                 lo = max(addr, al.addr + la * 512)
                 hi = min(addr + nb, al.addr + (la + 1) * 512)
