@@ -2,10 +2,10 @@
 
 A kernel launch is a body of Python (written in the micro-program language of simulator.kernel)
 and a block count. When a core takes a block, the body runs once in that block's context and
-records the block's micro-program: a list of `Instr`. The core's scalar unit then issues the
-instructions in order into per-pipe queues of bounded depth; each pipe executes its queue in order
-and the pipes run in parallel, ordered only by set/wait flags and barriers. GM transfers also
-reserve bytes on the chip-wide device-memory channel.
+records the block's micro-program: `Instr`s, handed over a chunk at a time (ProgramRecorder). The
+core's scalar unit issues them in order into per-pipe queues of bounded depth; each pipe executes
+its queue in order and the pipes run in parallel, ordered only by set/wait flags and barriers. GM
+transfers also reserve bytes on the chip-wide L2 and device-memory channels.
 
 The engine knows instructions, pipes, buffers and paths; it never knows an operator.
 """
