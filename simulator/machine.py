@@ -2,7 +2,7 @@
 
 A kernel launch is a body of Python (written in the micro-program language of simulator.kernel)
 and a block count. When a core takes a block, the body runs once in that block's context and
-records the block's micro-program: `Instr`s, handed over a chunk at a time (ProgramRecorder). The
+records the block's micro-program: `Instr`s (a long one a chunk at a time, ProgramRecorder). The
 core's scalar unit issues them in order into per-pipe queues of bounded depth; each pipe executes
 its queue in order and the pipes run in parallel, ordered only by set/wait flags and barriers. GM
 transfers also reserve bytes on the chip-wide L2 and device-memory channels.
@@ -158,7 +158,9 @@ class BlockContext:
                                   f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
         instr.index = self.taken + len(self.program)
         self.program.append(instr)
-        if len(self.program) >= ProgramRecorder.CHUNK and self.recorder is not None:
+        if len(self.program) >= ProgramRecorder.CHUNK:
+            if self.recorder is None:
+                raise _TooLong()
             self.recorder.pause()
         return instr
 
@@ -193,6 +195,11 @@ def current_context() -> BlockContext:
 
 class _Abandoned(BaseException):
     """Unwinds a kernel body whose block the engine has given up on (a fault, a deadlock)."""
+
+
+class _TooLong(BaseException):
+    """Unwinds a kernel body recorded in one go that outgrew a chunk (it is recorded again by a
+    ProgramRecorder)."""
 
 
 class _Helpers:
@@ -230,26 +237,46 @@ def _fresh_helpers_after_fork() -> None:
 os.register_at_fork(after_in_child=_fresh_helpers_after_fork)
 
 
+def record_whole(ctx: BlockContext, body: Callable[..., None], args: tuple) -> list[Instr] | None:
+    """Run a block's kernel body on this thread and return its program, or None if it outgrew
+    ProgramRecorder.CHUNK instructions (then a ProgramRecorder records it again, in chunks)."""
+    _recording.ctx = ctx
+    try:
+        body(*args)
+        if ctx.pipe_alloc is not None:
+            ctx.pipe_alloc.Destroy()
+    except _TooLong:
+        return None
+    finally:
+        _recording.ctx = None
+    program, ctx.program = ctx.program, []      # effects that close over ctx make no cycle
+    return program
+
+
 class ProgramRecorder:
-    """Runs a block's kernel body on a helper thread, CHUNK instructions at a time: the scalar
-    unit takes a chunk and issues it while the body waits, so a long kernel never holds its whole
-    program in memory (a 20-million-instruction block once took more than 12 GB). The engine and
-    the body take strict turns (one always waits for the other), so recording is exactly as
-    deterministic as one plain call, and a block's program is the same instructions either way."""
+    """Runs a long block's kernel body on a helper thread, CHUNK instructions at a time: the
+    scalar unit takes a chunk and issues it while the body waits, so a long kernel never holds its
+    whole program in memory (a 20-million-instruction block once took more than 12 GB). The engine
+    and the body take strict turns (one always waits for the other), so recording is exactly as
+    deterministic as one plain call, and a block's program is the same instructions either way.
+    Most blocks are shorter than a chunk and are recorded in one go on the engine's thread
+    (record_whole; a thread handoff costs ~0.1 ms on a small VM); a body that outgrows a chunk is
+    unwound and recorded again here, so kernel bodies must not change anything outside their
+    block while they record (none of ours does)."""
 
     CHUNK = 8192
 
     def __init__(self, ctx: BlockContext, body: Callable[..., None], args: tuple):
         self.ctx, self.body, self.args = ctx, body, args
-        self.body_turn = threading.Semaphore(0)
-        self.engine_turn = threading.Semaphore(0)
-        self.finished = self.abandoned = False
+        # binary semaphores; a turn is given by releasing the other side's lock
+        self.body_turn, self.engine_turn = threading.Lock(), threading.Lock()
+        self.body_turn.acquire()
+        self.engine_turn.acquire()
+        self.started = self.finished = self.abandoned = False
         self.error: BaseException | None = None
         ctx.recorder = self
-        _HELPERS.run(self._record)
 
     def _record(self) -> None:
-        self.body_turn.acquire()
         _recording.ctx = self.ctx
         try:
             if not self.abandoned:
@@ -276,7 +303,11 @@ class ProgramRecorder:
         """Engine side: the program, a chunk at a time, as the body records it."""
         ctx = self.ctx
         while not self.finished:
-            self.body_turn.release()
+            if self.started:
+                self.body_turn.release()
+            else:                                # the body's first turn starts it
+                self.started = True
+                _HELPERS.run(self._record)
             self.engine_turn.acquire()
             if self.error is not None:
                 raise self.error
@@ -286,7 +317,7 @@ class ProgramRecorder:
         ctx.recorder = None                  # no cycle left between the block and its recorder
 
     def abandon(self) -> None:
-        if not self.finished:
+        if self.started and not self.finished:
             self.abandoned = True
             self.body_turn.release()
             self.engine_turn.acquire()
@@ -371,8 +402,12 @@ class Device:
         self.active.add(core)
         rec.cores_used.setdefault(core.kind_name, set()).add(core.name)
         ctx = BlockContext(self, core, b, launch.block_dim, group, sub)
-        recorder = ProgramRecorder(ctx, launch.body, launch.args)
-        self.recorders.add(recorder)
+        program = record_whole(ctx, launch.body, launch.args)
+        recorder = None
+        if program is None:
+            ctx = BlockContext(self, core, b, launch.block_dim, group, sub)
+            recorder = ProgramRecorder(ctx, launch.body, launch.args)
+            self.recorders.add(recorder)
         queues = {p: deque() for p in core.kind.pipes}
         wake: dict[str, simpy.Event | None] = {p: None for p in core.kind.pipes}
         space: dict[str, simpy.Event | None] = {p: None for p in core.kind.pipes}
@@ -381,7 +416,7 @@ class Device:
                  for p in core.kind.pipes]
         ts = env.now
         depth, issue = self.depth, self.issue_cycles
-        for instr in self._program(recorder, rec, core):
+        for instr in self._program(program, recorder, rec, core):
             if instr.kind == BARRIER and instr.flag == "PIPE_ALL":
                 # the scalar unit stalls until every pipe has drained
                 core.scalar_state = ("stalled at {instr} until every pipe drains", instr)
@@ -418,6 +453,7 @@ class Device:
             ts += issue
         core.scalar_state = "done issuing"
         self.recorders.discard(recorder)
+        del program
         yield simpy.AllOf(env, pipes)
         leftover = [(k, v) for k, v in core.flags.items() if v]
         if leftover:
@@ -429,9 +465,10 @@ class Device:
         yield pool.put(core)
 
     @staticmethod
-    def _program(recorder: ProgramRecorder, rec: TaskRecord, core: CoreState):
+    def _program(program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
+                 core: CoreState):
         """The block's instructions in program order, then an END for every pipe."""
-        for chunk in recorder.chunks():
+        for chunk in [program] if recorder is None else recorder.chunks():
             rec.instructions += len(chunk)
             yield from chunk
         for p in core.kind.pipes:
