@@ -475,30 +475,24 @@ def _write_zn(mat: np.ndarray, k0: int) -> np.ndarray:
     return pad.reshape(k1, k0, n1, 16).transpose(0, 2, 3, 1).reshape(-1)
 
 
-_L3D_INDEX: dict = {}
-
-
 def _l3d_index(mst, mext, kst, kext, wo, plane_cols, fw, c0, sh, sw, top, left, dh, dw, l1h, l1w):
-    """Functional load3d's gather: the flat map index of every (row, column) of the window and
-    which of them fall inside the map (None: all do). Cached per geometry (many loads repeat)."""
-    key = (mst, mext, kst, kext, wo, plane_cols, fw, c0, sh, sw, top, left, dh, dw, l1h, l1w)
-    hit = _L3D_INDEX.get(key)
-    if hit is not None:
-        return hit
-    rows = mst + np.arange(mext)
-    cols = kst + np.arange(kext)
-    oh, ow = rows // wo, rows % wo
-    c1 = cols // plane_cols
-    rem = cols % plane_cols
+    """Functional load3d's gather: the flat map index of every (row, column) of the window (0
+    where the position falls outside the map) and which positions fall inside (None: all do).
+    The map index ((c1 * l1H + h) * l1W + w) * C0 + c0 is a row part plus a column part, since
+    h and w are each a row term plus a column term: one broadcast add, not a dozen 2-D passes."""
+    oh, ow = np.divmod(mst + np.arange(mext), wo)
+    c1, rem = np.divmod(kst + np.arange(kext), plane_cols)
     kh, kw, cc = rem // (fw * c0), (rem // c0) % fw, rem % c0
-    hh = oh[:, None] * sh - top + kh[None, :] * dh
-    ww = ow[:, None] * sw - left + kw[None, :] * dw
+    h_row, w_row = oh * sh - top, ow * sw - left
+    h_col, w_col = kh * dh, kw * dw
+    idx = ((h_row * l1w + w_row) * c0)[:, None] + (((c1 * l1h + h_col) * l1w + w_col) * c0 + cc)[None, :]
+    if (h_row.min() + h_col.min() >= 0 and h_row.max() + h_col.max() < l1h
+            and w_row.min() + w_col.min() >= 0 and w_row.max() + w_col.max() < l1w):
+        return None, idx
+    hh = h_row[:, None] + h_col[None, :]
+    ww = w_row[:, None] + w_col[None, :]
     valid = (hh >= 0) & (hh < l1h) & (ww >= 0) & (ww < l1w)
-    idx = ((c1[None, :] * l1h + np.clip(hh, 0, l1h - 1)) * l1w + np.clip(ww, 0, l1w - 1)) * c0 + cc[None, :]
-    if len(_L3D_INDEX) >= 512:
-        _L3D_INDEX.clear()
-    _L3D_INDEX[key] = hit = (None if valid.all() else valid, idx)
-    return hit
+    return valid, np.where(valid, idx, 0)
 
 
 _L3D_GATHER: dict = {}
