@@ -496,6 +496,7 @@ def _l3d_index(mst, mext, kst, kext, wo, plane_cols, fw, c0, sh, sw, top, left, 
 
 
 _L3D_GATHER: dict = {}
+_L3D_GATHER_BYTES = [0]
 
 
 def _l3d_gather(geometry: tuple, layout: str):
@@ -518,9 +519,12 @@ def _l3d_gather(geometry: tuple, layout: str):
         laid = _write_zz(marked.T if layout == "zZT" else marked, c0)
     zeros, pads = np.flatnonzero(laid == 0), np.flatnonzero(laid == 1)
     hit = (np.maximum(laid - 2, 0), zeros if zeros.size else None, pads if pads.size else None)
-    if len(_L3D_GATHER) >= 512:
+    size = sum(a.nbytes for a in hit if a is not None)
+    if _L3D_GATHER_BYTES[0] + size > 256 << 20:      # bounded: a big window's index is ~0.6 MB
         _L3D_GATHER.clear()
+        _L3D_GATHER_BYTES[0] = 0
     _L3D_GATHER[key] = hit
+    _L3D_GATHER_BYTES[0] += size
     return hit
 
 
