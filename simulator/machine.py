@@ -238,14 +238,19 @@ def _fresh_helpers_after_fork() -> None:
 os.register_at_fork(after_in_child=_fresh_helpers_after_fork)
 
 
+def _run_body(ctx: BlockContext, body: Callable[..., None], args: tuple) -> None:
+    """The kernel body, then its TPipe's end (which consumes the flags FreeTensor left set)."""
+    body(*args)
+    if ctx.pipe_alloc is not None:
+        ctx.pipe_alloc.Destroy()
+
+
 def record_whole(ctx: BlockContext, body: Callable[..., None], args: tuple) -> list[Instr] | None:
     """Run a block's kernel body on this thread and return its program, or None if it outgrew
     ProgramRecorder.CHUNK instructions (then a ProgramRecorder records it again, in chunks)."""
     _recording.ctx = ctx
     try:
-        body(*args)
-        if ctx.pipe_alloc is not None:
-            ctx.pipe_alloc.Destroy()
+        _run_body(ctx, body, args)
     except _TooLong:
         return None
     finally:
@@ -261,9 +266,9 @@ class ProgramRecorder:
     and the body take strict turns (one always waits for the other), so recording is exactly as
     deterministic as one plain call, and a block's program is the same instructions either way.
     Most blocks are shorter than a chunk and are recorded in one go on the engine's thread
-    (record_whole; a thread handoff cost ~0.15 ms per block on this project's 2-core VM); a body that outgrows a chunk is
-    unwound and recorded again here, so kernel bodies must not change anything outside their
-    block while they record (none of ours does)."""
+    (record_whole; a thread handoff cost ~0.15 ms per block on this project's 2-core VM); a
+    body that outgrows a chunk is unwound and recorded again here, so kernel bodies must not
+    change anything outside their block while they record (none of ours does)."""
 
     CHUNK = 8192
 
@@ -281,9 +286,7 @@ class ProgramRecorder:
         _recording.ctx = self.ctx
         try:
             if not self.abandoned:
-                self.body(*self.args)
-                if self.ctx.pipe_alloc is not None:
-                    self.ctx.pipe_alloc.Destroy()
+                _run_body(self.ctx, self.body, self.args)
         except _Abandoned:
             pass
         except BaseException as e:           # raised again on the engine's side, in chunks()

@@ -161,13 +161,14 @@ def _memo_emit(ctx, key, make, *args, **kw) -> None:
     """Emit the instruction; `make(core)` builds its functional effect (None in timing-only mode)."""
     if not ctx.functional:
         make = None
-    if key is not None:
+    if key is None:
+        fn = make(ctx.core) if make is not None else None
+    else:
         if len(_MEMO) >= _MEMO_MAX:
             _MEMO.clear()
         _MEMO[key] = (args, kw, make)
-        ctx.emit(Instr(*args, fn=_effect(ctx.core, key, make), **kw))
-    else:
-        ctx.emit(Instr(*args, fn=make(ctx.core) if make is not None else None, **kw))
+        fn = _effect(ctx.core, key, make)
+    ctx.emit(Instr(*args, fn=fn, **kw))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -510,7 +511,7 @@ def _l3d_gather(geometry: tuple, layout: str):
         return hit
     c0 = geometry[7]
     valid, idx = _l3d_index(*geometry)
-    marked = idx.astype(np.int64) + 2                 # 0: fractal padding, 1: outside the map
+    marked = idx + 2                                  # 0: fractal padding, 1: outside the map
     if valid is not None:
         marked[~valid] = 1
     if layout == "zN":
