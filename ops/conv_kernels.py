@@ -452,6 +452,34 @@ def _rows_for(m: int, Wg: int) -> int:
     return min(ceil_div(m - 1, Wg) + 1, ceil_div(m, Wg) + 1)
 
 
+def _l0_k_room(what: str, cc: CubeCaps, nb: int, isz: int, m: int, n: int, kstep: int, o_k: int | None,
+               forced: bool) -> int | None:
+    """The deepest K step (a multiple of kstep) that nb buffers of an m x K tile in L0A and a
+    K x n tile in L0B leave room for, with the m x n FP32 result in L0C; None if this (m, n)
+    does not fit. A forced baseK (o_k) is checked and returned (rounded up to kstep); a forced
+    tile that does not fit is a tiling error saying what does not fit."""
+    m16, n16 = align_up(m, 16), align_up(n, 16)
+    if m16 * n16 * 4 > cc.L0C:
+        if forced:
+            raise tiling_error(f"ConvolutionBackward {what} tiling: the L0C tile baseM {m} x baseN {n} (FP32) "
+                               f"needs {m16 * n16 * 4} B of L0C, which does not fit: L0C holds {cc.L0C} B")
+        return None
+    if o_k:
+        k = align_up(o_k, kstep)
+        for b, v in (("L0A", nb * m16 * k * isz), ("L0B", nb * k * n16 * isz)):
+            if v > getattr(cc, b):
+                raise tiling_error(f"ConvolutionBackward {what} tiling: {v} B of {b} (baseM {m}, baseN {n}, "
+                                   f"baseK {o_k}, {nb} buffers) does not fit: {b} holds {getattr(cc, b)} B")
+        return k
+    k = min(cc.L0A // (nb * m16 * isz), cc.L0B // (nb * n16 * isz)) // kstep * kstep
+    if k < kstep:
+        if forced:
+            raise tiling_error(f"ConvolutionBackward {what} tiling: baseM {m} / baseN {n} leave no room for "
+                               f"{kstep} of K in L0A/L0B ({cc.L0A} / {cc.L0B} B): does not fit")
+        return None
+    return k
+
+
 def plan_dx(geo: Geo, cc: CubeCaps, isz: int, c0: int, osz: int, ov: dict, nb: int) -> DxTiling:
     C1co = ceil_div(geo.Cout, c0)
     lay = geo.dxg
@@ -475,28 +503,10 @@ def plan_dx(geo: Geo, cc: CubeCaps, isz: int, c0: int, osz: int, ov: dict, nb: i
         n16 = align_up(nt, 16)
         for m in ms:
             m16 = align_up(m, 16)
-            if m16 * n16 * 4 > cc.L0C:
-                if o_m or o_n:
-                    raise tiling_error(f"ConvolutionBackward gradInput tiling: the L0C tile baseM {m} x baseN "
-                                       f"{nt} (FP32) needs {m16 * n16 * 4} B of L0C, which does not fit: L0C "
-                                       f"holds {cc.L0C} B")
+            kmax = _l0_k_room("gradInput", cc, nb, isz, m, nt, c0, o_k, bool(o_m or o_n))
+            if kmax is None:
                 continue
             nc = 2 if 2 * m16 * n16 * 4 <= cc.L0C else 1
-            kmax = min(cc.L0A // (nb * m16 * isz), cc.L0B // (nb * n16 * isz)) // c0 * c0
-            if o_k:
-                need = {"L0A": nb * m16 * o_k * isz, "L0B": nb * o_k * n16 * isz}
-                for b, v in need.items():
-                    if v > getattr(cc, b):
-                        raise tiling_error(f"ConvolutionBackward gradInput tiling: {nb} x (baseM {m} x baseK {o_k}"
-                                           if b == "L0A" else
-                                           f"ConvolutionBackward gradInput tiling: {nb} x (baseK {o_k} x baseN {nt}"
-                                           f") needs {v} B of {b}, which does not fit: {b} holds {getattr(cc, b)} B")
-                kmax = o_k
-            if kmax < c0:
-                if o_m or o_n:
-                    raise tiling_error(f"ConvolutionBackward gradInput tiling: baseM {m} / baseN {nt} leave no room "
-                                       f"for one C0 of K in L0A/L0B ({cc.L0A} / {cc.L0B} B): does not fit")
-                continue
             if m > 4095 or nt > 4095:
                 raise tiling_error(f"ConvolutionBackward gradInput tiling: an Mmad of m={m}, n={nt} does not fit "
                                    f"Mmad's [1, 4095] range")
@@ -623,30 +633,14 @@ def plan_dw(geo: Geo, cc: CubeCaps, isz: int, c0: int, ov: dict, nb: int, nd2nz:
     for mt in mts:
         m16 = align_up(mt, 16)
         for nt in nts:
-            n16 = align_up(nt, 16)
-            if m16 * n16 * 4 > cc.L0C:
-                if o_m or o_n:
-                    raise tiling_error(f"ConvolutionBackward gradWeight tiling: the L0C tile baseM {mt} x baseN "
-                                       f"{nt} (FP32) needs {m16 * n16 * 4} B of L0C, which does not fit: L0C "
-                                       f"holds {cc.L0C} B")
+            kmax = _l0_k_room("gradWeight", cc, nb, isz, mt, nt, 16, o_k, bool(o_m or o_n))
+            if kmax is None:
                 continue
             if mt > 4095 or nt > 4095:
                 raise tiling_error(f"ConvolutionBackward gradWeight tiling: an Mmad of m={mt}, n={nt} does not fit "
                                    f"Mmad's [1, 4095] range")
-            kmax = min(cc.L0A // (nb * m16 * isz), cc.L0B // (nb * n16 * isz)) // 16 * 16
-            kmax = min(kmax, 4095 // 16 * 16)
-            if o_k:
-                need = {"L0A": nb * m16 * align_up(o_k, 16) * isz, "L0B": nb * align_up(o_k, 16) * n16 * isz}
-                for b, v in need.items():
-                    if v > getattr(cc, b):
-                        raise tiling_error(f"ConvolutionBackward gradWeight tiling: {v} B of {b} (baseM {mt}, baseN "
-                                           f"{nt}, baseK {o_k}, {nb} buffers) does not fit: {b} holds {getattr(cc, b)} B")
-                kmax = align_up(o_k, 16)
-            if kmax < 16:
-                if o_m or o_n:
-                    raise tiling_error(f"ConvolutionBackward gradWeight tiling: baseM {mt} / baseN {nt} leave no room "
-                                       f"for 16 positions in L0A/L0B ({cc.L0A} / {cc.L0B} B): does not fit")
-                continue
+            if not o_k:
+                kmax = min(kmax, 4095 // 16 * 16)
             c1nB = min(C1b, ceil_div(nt, Khw * c0) + 1)
             c1nA = ceil_div(mt, c0) + (0 if mt % c0 == 0 else 1)
             # stage: as many L0 steps as L1 holds (A slab + B slab, double-buffered)
