@@ -116,18 +116,23 @@ def plan_view_copy(t: aclTensor, profile: Profile) -> tuple[int, list[list[list[
     return len(blocks), blocks
 
 
+def _byte_io(strided: GM_ADDR, dense: GM_ADDR, ub_bytes: int):
+    """The copy kernels' set-up: a TPipe with ub_bytes of UB scratch, and both GM tensors as bytes."""
+    pipe = TPipe()
+    buf = TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(buf, ub_bytes)
+    sGm, dGm = GlobalTensor(np.uint8), GlobalTensor(np.uint8)
+    sGm.SetGlobalBuffer(strided.cast(np.uint8))
+    dGm.SetGlobalBuffer(dense.cast(np.uint8))
+    return pipe, buf.Get(np.uint8), sGm, dGm
+
+
 def _view_copy_body(strided: GM_ADDR, dense: GM_ADDR, blocks, gather: bool, isz: int,
                     slot_bytes: int):
     """Kernel body: per tile, MTE2 brings runs into UB (32-B aligned rows), MTE3 writes them
     out; two UB slots ping-pong, ordered by explicit flags."""
     tiles = blocks[GetBlockIdx()]
-    pipe = TPipe()
-    buf = TBuf(TPosition.VECCALC)
-    pipe.InitBuffer(buf, 2 * slot_bytes)
-    ub = buf.Get(np.uint8)
-    sGm, dGm = GlobalTensor(np.uint8), GlobalTensor(np.uint8)
-    sGm.SetGlobalBuffer(strided.cast(np.uint8))
-    dGm.SetGlobalBuffer(dense.cast(np.uint8))
+    pipe, ub, sGm, dGm = _byte_io(strided, dense, 2 * slot_bytes)
     ev = [pipe.AllocEventID(HardEvent.MTE2_MTE3) for _ in range(2)]
     back = [pipe.AllocEventID(HardEvent.MTE3_MTE2) for _ in range(2)]
     pending = [False, False]
@@ -330,13 +335,7 @@ def _transpose_copy_body(strided: GM_ADDR, dense: GM_ADDR, plan: TransposePlan, 
     isz, region, dstride = plan.isz, plan.region, plan.dense_stride
     al = 32 // isz
     it = _SAME_SIZE_INT[isz]
-    pipe = TPipe()
-    buf = TBuf(TPosition.VECCALC)
-    pipe.InitBuffer(buf, 4 * region)
-    ub = buf.Get(np.uint8)
-    sGm, dGm = GlobalTensor(np.uint8), GlobalTensor(np.uint8)
-    sGm.SetGlobalBuffer(strided.cast(np.uint8))
-    dGm.SetGlobalBuffer(dense.cast(np.uint8))
+    pipe, ub, sGm, dGm = _byte_io(strided, dense, 4 * region)
     ins = [ub[(2 * k) * region] for k in range(2)]
     outs = [ub[(2 * k + 1) * region] for k in range(2)]
     m2v = [pipe.AllocEventID(HardEvent.MTE2_V) for _ in range(2)]
