@@ -213,21 +213,26 @@ def test_unrequested_outputs_are_not_written():
     assert (res.outputs["gradInput"] == 7).all() and (res.outputs["gradBias"] == 9).all()
 
 
-@pytest.mark.parametrize("soc", ["Ascend910B1", "Ascend910A"])
-def test_conv_tbc_backward_numerics(soc):
-    rng = np.random.default_rng(2)
-    T, B, cin, cout, K, pad = 7, 3, 5, 6, 3, 1
+def run_and_check_conv_tbc(soc, seed, T, B, cin, cout, K, pad, **run_kw):
+    """A random FP16 ConvTbcBackward call, its three gradients checked against conv_tbc_backward."""
+    rng = np.random.default_rng(seed)
     x = rng.standard_normal((T, B, cin)).astype(np.float16)
     w = rng.standard_normal((K, cin, cout)).astype(np.float16)
     b = rng.standard_normal((cout,)).astype(np.float16)
     dy = rng.standard_normal((T + 2 * pad + 1 - K, B, cout)).astype(np.float16)
     res = simulator.run("ConvTbcBackward", soc=soc, self=dy, input=x, weight=w, bias=b, pad=pad,
-                        cubeMathType=1)
+                        cubeMathType=1, **run_kw)
     ref = conv_tbc_backward(dy, x, w, pad)
     absref = conv_tbc_backward(np.abs(dy.astype(np.float64)), np.abs(x.astype(np.float64)),
                                np.abs(w.astype(np.float64)), pad)
     for i, name in enumerate(("gradInput", "gradWeight", "gradBias")):
         assert_close(res.outputs[name], ref[i], absref[i], "FLOAT16" if i < 2 else "FLOAT", name)
+    return res
+
+
+@pytest.mark.parametrize("soc", ["Ascend910B1", "Ascend910A"])
+def test_conv_tbc_backward_numerics(soc):
+    res = run_and_check_conv_tbc(soc, 2, T=7, B=3, cin=5, cout=6, K=3, pad=1)
     # it ran the convolution's kernels (shared code, not a copy)
     names = " ".join(l["name"] for l in res.report.launches)
     assert "GradInput" in names and "GradWeight" in names

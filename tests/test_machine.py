@@ -442,14 +442,14 @@ def small_chunks(monkeypatch):
     return seen
 
 
-def test_a_long_program_in_chunks_gives_the_same_result_and_cycles(small_chunks):
+def test_a_long_program_in_chunks_gives_the_same_result_and_cycles(small_chunks, monkeypatch):
     x = np.zeros(1024, np.float32)
     args = {"x": x, "n": 3000}
     chunked = simulator.run_kernel(k_long, 2, args)
     assert len(small_chunks) >= 2 * 30 and max(small_chunks) == 100     # never more than a chunk held
     small_chunks.clear()
     from simulator.machine import ProgramRecorder
-    ProgramRecorder.CHUNK = 10 ** 9                                    # (restored by monkeypatch)
+    monkeypatch.setattr(ProgramRecorder, "CHUNK", 10 ** 9)             # the whole program in one go
     whole = simulator.run_kernel(k_long, 2, args)
     assert small_chunks == []
     assert chunked.cycles == whole.cycles and chunked.report.instructions == whole.report.instructions == 2 * 3006

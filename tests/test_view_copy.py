@@ -223,20 +223,7 @@ def test_declined_views(case):
 # ---- ConvTbcBackward: its permuted (T, B, C) views on the transpose path -----------------------
 @pytest.mark.parametrize("soc", ["Ascend910B1", "Ascend910A"])
 def test_conv_tbc_backward_takes_the_transpose_path(monkeypatch, soc):
-    from conv_reference import conv_tbc_backward
-    from test_convolution_backward import assert_close
-    rng = np.random.default_rng(7)
-    T, B, cin, cout, K, pad = 21, 3, 40, 36, 3, 1
-    x = rng.standard_normal((T, B, cin)).astype(np.float16)
-    w = rng.standard_normal((K, cin, cout)).astype(np.float16)
-    b = rng.standard_normal((cout,)).astype(np.float16)
-    dy = rng.standard_normal((T + 2 * pad + 1 - K, B, cout)).astype(np.float16)
+    from test_convolution_backward import run_and_check_conv_tbc
     spy = _Spy(monkeypatch)
-    res = simulator.run("ConvTbcBackward", soc=soc, self=dy, input=x, weight=w, bias=b, pad=pad,
-                        cubeMathType=1, trace=False)
+    run_and_check_conv_tbc(soc, 7, T=21, B=3, cin=40, cout=36, K=3, pad=1, trace=False)
     assert len(spy.taken) == 5 and not spy.declined, (spy.taken, spy.declined)
-    ref = conv_tbc_backward(dy, x, w, pad)
-    absref = conv_tbc_backward(np.abs(dy.astype(np.float64)), np.abs(x.astype(np.float64)),
-                               np.abs(w.astype(np.float64)), pad)
-    for i, name in enumerate(("gradInput", "gradWeight", "gradBias")):
-        assert_close(res.outputs[name], ref[i], absref[i], "FLOAT16" if i < 2 else "FLOAT", name)
