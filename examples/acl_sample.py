@@ -17,6 +17,12 @@ def get_shape_size(shape) -> int:
     return n
 
 
+def host_data(shape, value: float) -> np.ndarray:
+    """A flat FLOAT host vector for a shape, every element `value` (the samples' std::vector<float>
+    of 1s, 2s or 0s)."""
+    return np.full(get_shape_size(shape), value, dtype=np.float32)
+
+
 def init(device_id: int = 0, soc: str | None = None):
     """aclInit, aclrtSetDevice, aclrtCreateStream (soc=None: $ASCEND_SIM_SOC or Ascend910B1)."""
     ret = acl.aclInit(None, soc=soc)

@@ -11,9 +11,8 @@ steps), gradBias 6.0 (6 steps x 1 batch).
 Ascend910B1 by default; `ASCEND_SIM_SOC=Ascend910A` for the training series (the inference series
 does not have this operator: phase 1 returns 161002 there).
 """
-import numpy as np
 
-from acl_sample import (create_acl_tensor, finalize, get_shape_size, init, print_cost, print_results,
+from acl_sample import (create_acl_tensor, finalize, host_data, init, print_cost, print_results,
                         run_two_phase)
 from simulator.enums import aclFormat
 
@@ -28,15 +27,13 @@ def main() -> int:
     bias_shape = [2]
     pad, cube_math_type = 1, 1
     ncl, nd = aclFormat.ACL_FORMAT_NCL, aclFormat.ACL_FORMAT_ND
-    ones = lambda shape: np.ones(get_shape_size(shape), dtype=np.float32)  # noqa: E731
-    zeros = lambda shape: np.zeros(get_shape_size(shape), dtype=np.float32)  # noqa: E731
-    self_t, _ = create_acl_tensor(ones(self_shape), self_shape, ncl)
-    input_t, _ = create_acl_tensor(ones(input_shape), input_shape, ncl)
-    weight_t, _ = create_acl_tensor(ones(weight_shape), weight_shape, ncl)
-    bias_t, _ = create_acl_tensor(ones(bias_shape), bias_shape, nd)
-    grad_input, grad_input_dev = create_acl_tensor(zeros(input_shape), input_shape, ncl)
-    grad_weight, grad_weight_dev = create_acl_tensor(zeros(weight_shape), weight_shape, ncl)
-    grad_bias, grad_bias_dev = create_acl_tensor(zeros(bias_shape), bias_shape, nd)
+    self_t, _ = create_acl_tensor(host_data(self_shape, 1.0), self_shape, ncl)
+    input_t, _ = create_acl_tensor(host_data(input_shape, 1.0), input_shape, ncl)
+    weight_t, _ = create_acl_tensor(host_data(weight_shape, 1.0), weight_shape, ncl)
+    bias_t, _ = create_acl_tensor(host_data(bias_shape, 1.0), bias_shape, nd)
+    grad_input, grad_input_dev = create_acl_tensor(host_data(input_shape, 0.0), input_shape, ncl)
+    grad_weight, grad_weight_dev = create_acl_tensor(host_data(weight_shape, 0.0), weight_shape, ncl)
+    grad_bias, grad_bias_dev = create_acl_tensor(host_data(bias_shape, 0.0), bias_shape, nd)
 
     executor, ws = run_two_phase(                              # 3. the two-phase call
         "ConvTbcBackward", stream, self_t, input_t, weight_t, bias_t, pad, cube_math_type,

@@ -7,9 +7,8 @@ gradOutput, input: (2, 2, 7, 7) ones; weight (2, 2, 1, 1) ones; stride 1, paddin
 not transposed, groups 1, outputMask all true, cubeMathType 1, FLOAT. Expected: gradInput 2.0
 everywhere, gradWeight 98.0, gradBias 98.0.
 """
-import numpy as np
 
-from acl_sample import (create_acl_tensor, finalize, get_shape_size, init, print_cost, print_results,
+from acl_sample import (create_acl_tensor, finalize, host_data, init, print_cost, print_results,
                         run_two_phase)
 from simulator import acl
 from simulator.enums import aclFormat
@@ -24,13 +23,12 @@ def main() -> int:
     weight_shape = [2, 2, 1, 1]
     bias_size = [2]
     nchw, nd = aclFormat.ACL_FORMAT_NCHW, aclFormat.ACL_FORMAT_ND
-    ones = lambda shape: np.ones(get_shape_size(shape), dtype=np.float32)  # noqa: E731
-    grad_output, _ = create_acl_tensor(ones(grad_output_shape), grad_output_shape, nchw)
-    inp, _ = create_acl_tensor(ones(input_shape), input_shape, nchw)
-    weight, _ = create_acl_tensor(ones(weight_shape), weight_shape, nchw)
-    grad_input, grad_input_dev = create_acl_tensor(ones(input_shape), input_shape, nchw)
-    grad_weight, grad_weight_dev = create_acl_tensor(ones(weight_shape), weight_shape, nchw)
-    grad_bias, grad_bias_dev = create_acl_tensor(ones(bias_size), bias_size, nd)
+    grad_output, _ = create_acl_tensor(host_data(grad_output_shape, 1.0), grad_output_shape, nchw)
+    inp, _ = create_acl_tensor(host_data(input_shape, 1.0), input_shape, nchw)
+    weight, _ = create_acl_tensor(host_data(weight_shape, 1.0), weight_shape, nchw)
+    grad_input, grad_input_dev = create_acl_tensor(host_data(input_shape, 1.0), input_shape, nchw)
+    grad_weight, grad_weight_dev = create_acl_tensor(host_data(weight_shape, 1.0), weight_shape, nchw)
+    grad_bias, grad_bias_dev = create_acl_tensor(host_data(bias_size, 1.0), bias_size, nd)
     bias_sizes = acl.aclCreateIntArray(bias_size, 1)
     strides = acl.aclCreateIntArray([1, 1], 2)
     pads = acl.aclCreateIntArray([0, 0], 2)
