@@ -2135,6 +2135,16 @@ def _zero_stage(m: int, n: int, c0: int, out) -> Stage:
     return Stage(copyin, [(la, lb, m, n, c0, None)], True, True, out)
 
 
+def _depth_plane(pl: int, out_depth: int, src, ax, k: int) -> int | None:
+    """The plane of map `src` that depth tap k of output plane pl (image-major, out_depth planes
+    per image) reads, or None if it falls in the depth padding; 0 for a folded map (2-D)."""
+    if src.fold:
+        return 0
+    n_img, od = divmod(pl, out_depth)
+    jd = od * ax.s - ax.P + k * ax.d
+    return n_img * src.D + jd if 0 <= jd < src.D else None
+
+
 def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
     geo, t, wp = job.geo, job.dx, job.wp
     my, lay = geo.dy, geo.dxg
@@ -2165,14 +2175,9 @@ def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
         specs = []
         if l1H:
             for kdt in range(f.ax[0].K):
-                if my.fold:
-                    plane = 0
-                else:
-                    n_img, idd = divmod(pl, lay.D)
-                    jd = idd * f.ax[0].s - f.ax[0].P + kdt * f.ax[0].d
-                    if not 0 <= jd < my.D:
-                        continue
-                    plane = n_img * my.D + jd
+                plane = _depth_plane(pl, lay.D, my, f.ax[0], kdt)
+                if plane is None:
+                    continue
                 for c1a in range(0, C1co, t.c1n):
                     specs.append((kdt, plane, c1a, min(t.c1n, C1co - c1a)))
         if not specs:
@@ -2243,14 +2248,9 @@ def _dw_stages(job: CubeJob, unit_ids, gDY, gX, gACC, gA32, isz, c0):
                 _coupled_out(c, ub, phase, mt, ncol, job.acc_dt, dst, 0, KD * rowKd, atomic, False)
         specs = []
         for (pl, p0, kl) in pieces:
-            if blay.fold:
-                plane_b = 0
-            else:
-                n_img, od = divmod(pl, alay.D)
-                jd = od * f.ax[0].s - f.ax[0].P + kd * f.ax[0].d
-                if not 0 <= jd < blay.D:
-                    continue
-                plane_b = n_img * blay.D + jd
+            plane_b = _depth_plane(pl, alay.D, blay, f.ax[0], kd)
+            if plane_b is None:
+                continue
             oh0, oh1 = p0 // Wg, (p0 + kl - 1) // Wg
             hlo, l1H, top, bot = axis_window(f.ax[1], oh0, oh1 - oh0 + 1, blay.R)
             if l1H == 0:
