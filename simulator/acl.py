@@ -376,7 +376,7 @@ def _run_until(event: simpy.Event | None) -> int:
         return ACL_SUCCESS
     device = rt.device
     try:
-        device.env.run(until=event)
+        device.run(until=event)
     except KernelError as e:
         _reset_engine(rt)
         return rt.error(aclError.ACL_ERROR_RT_AICORE_EXCEPTION, f"AI Core fault: {e}")
@@ -427,10 +427,12 @@ def aclrtSynchronizeDevice() -> int:
     if rt.device is None:
         return rt.error(aclError.ACL_ERROR_UNINITIALIZE, "aclrtSynchronizeDevice: no device set")
     try:
-        rt.device.env.run()
+        rt.device.run()
     except KernelError as e:
         _reset_engine(rt)
         return rt.error(aclError.ACL_ERROR_RT_AICORE_EXCEPTION, f"AI Core fault: {e}")
+    except Exception as e:
+        return _internal(rt, e)
     if rt.device.active:
         report = rt.device.deadlock_report()
         _reset_engine(rt)

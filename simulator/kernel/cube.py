@@ -802,12 +802,13 @@ def _mmad_steps(a_raw, b_raw, cview, hf32: bool, init: bool) -> None:
     if hf32:
         a, b = hf32_round(a), hf32_round(b)
     steps = np.matmul(a, b, dtype=np.float64).astype(np.float32)
-    rows = cview.transpose(1, 0, 2).reshape(m1 * 16, -1)      # C row-major (a copy)
+    first = steps[0].reshape(m1 * 16, -1, 16)
     if init:
-        rows[...] = 0.0
-    for j in range(k1):
-        rows += steps[j]
-    cview[...] = rows.reshape(m1 * 16, -1, 16).transpose(1, 0, 2)
+        first += 0.0                              # as 0 + step: a -0.0 step gives +0.0
+    else:
+        first += cview.transpose(1, 0, 2)         # C + step 0, in NZ order
+    # the steps in order (np.add.reduce over the outer axis adds row by row; tested bit-exact)
+    cview[...] = np.add.reduce(steps, axis=0).reshape(m1 * 16, -1, 16).transpose(1, 0, 2)
 
 
 def _mmad_math(a, b, c, cname: str, k0: int, init: bool) -> np.ndarray:
