@@ -153,6 +153,20 @@ def test_fault_in_one_call_leaves_the_runtime_usable():
         assert acl.aclrtSynchronizeStream(None) == 0 and done
 
 
+def test_collector_threshold_is_raised_only_while_the_engine_runs():
+    import gc
+    seen = []
+
+    def k_probe(x):
+        seen.append(gc.get_threshold()[0])
+
+    before = gc.get_threshold()
+    simulator.run_kernel(k_probe, 1, {"x": np.zeros(64, np.float32)})
+    assert seen and seen[0] >= 50_000 and gc.get_threshold() == before
+    fault_of(k_deadlock)                    # restored after a fault as well
+    assert gc.get_threshold() == before
+
+
 # ---- cross-core flags (A2) ---------------------------------------------------------------------
 def k_mix_handoff(buf):
     pipe = TPipe()
