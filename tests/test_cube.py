@@ -406,6 +406,48 @@ def test_fixpipe_atomic_add_and_bf16_out():
     assert np.array_equal(r["hg"], exact.astype(bf16))
 
 
+@pytest.mark.parametrize("config, m, n, ss, ds, relu, atomic", [
+    (CFG_ROW_MAJOR, 20, 40, 32, 40, False, False),      # dense rows
+    (CFG_ROW_MAJOR, 20, 40, 32, 57, True, False),       # rows ds apart, relu
+    (CFG_ROW_MAJOR, 7, 23, 16, 30, False, True),        # atomic add into strided rows
+    (CFG_NZ, 20, 40, 32, 24, False, False),             # a partial last strip
+    (CFG_NZ, 16, 48, 16, 16, True, True),               # whole strips, relu, atomic
+])
+def test_fixpipe_layouts_against_an_element_loop(config, m, n, ss, ds, relu, atomic):
+    """Fixpipe reads n1 NZ strips of 16 columns, ss rows apart, from L0C and writes them to GM as
+    rows ds elements apart (CFG_ROW_MAJOR) or as strips of 16 columns ds rows apart (CFG_NZ)."""
+    n1 = -(-n // 16)
+    l0c = (np.arange(n1 * ss * 16, dtype=np.float32) - 300.0) / 8
+    size = (m - 1) * ds + n if config is CFG_ROW_MAJOR else ((n1 - 1) * ds + m) * 16
+    base = np.linspace(-1, 1, size).astype(np.float32)
+
+    def body(cg):
+        pipe = TPipe()
+        co1 = TBuf(TPosition.CO1)
+        pipe.InitBuffer(co1, l0c.nbytes)
+        lc = co1.Get(float32)
+        ctx = current_context()                 # test hook: seed L0C as an Mmad would
+        core = ctx.core
+        ctx.emit(Instr("PIPE_M", "seed L0C", COMPUTE, 1.0, writes=(("L0C", 0, l0c.nbytes),),
+                       fn=lambda: core.buffers["L0C"].__setitem__(slice(0, l0c.nbytes), l0c.view(np.uint8))))
+        PipeBarrier(PIPE_ALL)
+        C = GlobalTensor(float32)
+        C.SetGlobalBuffer(cg)
+        if atomic:
+            SetAtomicAdd(np.float32)
+        Fixpipe(C, lc, FixpipeParamsV220(nSize=n, mSize=m, srcStride=ss, dstStride=ds, reluEn=relu), config)
+
+    out = run(body, {"cg": base.copy()})["cg"]
+    want = base.copy()
+    for r in range(m):
+        for c in range(n):
+            v = l0c[(c // 16) * ss * 16 + r * 16 + c % 16]
+            v = max(v, np.float32(0)) if relu else v
+            at = r * ds + c if config is CFG_ROW_MAJOR else (c // 16) * ds * 16 + r * 16 + c % 16
+            want[at] = want[at] + v if atomic else v
+    assert np.array_equal(out, want)
+
+
 def test_l0c_to_ub_on_coupled_chip():
     """910A: L0C -> UB with DEQF16 keeps NZ fractals and converts to half."""
     vals = np.arange(2 * 256, dtype=np.float32).reshape(-1) / 7

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..enums import dtype_name
 from ..machine import COMPUTE, GM_XFER, Instr, align_up, ceil_div, current_context
@@ -925,7 +926,6 @@ def Fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220,
         row = n * osz
         gm = ((addr, m * row),) if ds == n else tuple((addr + r * ds * osz, row) for r in range(m))
         moved = m * align_up(row, BLOCK_BYTES) if ds != n else align_up(m * row, BLOCK_BYTES)
-        idx = (np.arange(m)[:, None] * ds + np.arange(n)[None, :]) if ctx.functional else None
     else:
         if ds < m:
             raise _fault(pipe, f"{name}: dstStride {ds} rows is less than mSize {m} (strips would overlap)")
@@ -934,10 +934,6 @@ def Fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220,
         strip = m * 16 * osz
         gm = tuple((addr + l * ds * 16 * osz, strip) for l in range(n1))
         moved = n1 * align_up(strip, BLOCK_BYTES)
-        idx = None
-        if ctx.functional:
-            idx = (np.arange(n1)[None, :, None] * ds * 16 + np.arange(m)[:, None, None] * 16
-                   + np.arange(16)[None, None, :]).reshape(m, n1 * 16)[:, :n]
     written = sum(b for _, b in gm)
     cost_bytes = max(written, m * n1 * row_src)
     cycles = ctx.profile.path("L0C_GM").cycles(cost_bytes)
@@ -954,16 +950,27 @@ def Fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220,
             if g is None:
                 return
             cv = core.buffers["L0C"][so:so + ((n1 - 1) * ss + m) * row_src].view(src.dtype)
-            vals = np.stack([cv[l * ss * 16:(l * ss + m) * 16].reshape(m, 16) for l in range(n1)], axis=1)
-            vals = vals.reshape(m, n1 * 16)[:, :n]
+            # NZ strips of 16 columns, ss rows apart, read as one (m, n1, 16) view
+            vals = as_strided(cv, (m, n1, 16), (16 * isz, ss * 16 * isz, isz)).reshape(m, n1 * 16)[:, :n]
             if relu:
                 vals = np.maximum(vals, 0)
             vals = vals.astype(out)
             gv = g.view(out)
-            if atomic is not None:
-                gv[idx] += vals
-            else:
-                gv[idx] = vals
+
+            def put(view, v):
+                if atomic is not None:
+                    view += v
+                else:
+                    view[...] = v
+            if config is CFG_ROW_MAJOR:         # m rows of n, ds apart
+                put(as_strided(gv, (m, n), (ds * osz, osz)), vals)
+            else:                               # NZ strips of 16 columns, ds rows apart
+                strips = as_strided(gv, (m, n1, 16), (16 * osz, ds * 16 * osz, osz))
+                w = n // 16
+                if w:
+                    put(strips[:, :w], vals[:, :w * 16].reshape(m, w, 16))
+                if n % 16:
+                    put(strips[:, w, :n % 16], vals[:, w * 16:])
     label = name + ("+AtomicAdd" if atomic is not None else "")
     ctx.emit(Instr(pipe, label, GM_XFER, cycles, path="L0C_GM", nbytes=written, chan_bytes=moved,
                    gm=gm, gm_write=True, reads=reads, fn=fn,
