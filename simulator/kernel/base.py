@@ -64,13 +64,8 @@ class HardEvent(Enum):
     S_MTE3 = ("PIPE_S", "PIPE_MTE3")
     MTE3_S = ("PIPE_MTE3", "PIPE_S")
 
-    @property
-    def src(self) -> str:
-        return self.value[0]
-
-    @property
-    def dst(self) -> str:
-        return self.value[1]
+    def __init__(self, src: str, dst: str):
+        self.src, self.dst = src, dst     # plain attributes: flags are most of a Cube kernel's instructions
 
 
 class TPosition(Enum):
