@@ -369,8 +369,9 @@ class Device:
     def run(self, until: simpy.Event | None = None) -> None:
         """Advance simulated time (until `until` has happened, or until nothing is left to do).
         The engine allocates several short-lived objects per instruction, all freed by reference
-        counting (programs hold no cycles); at the collector's default threshold (700 allocations)
-        young collections took 10-15 % of a run's wall time, so it is raised while the engine runs."""
+        counting (programs hold no cycles); at the collector's default gen-0 threshold (700
+        allocations) collections took 10-17 % of a run's wall time, so it is raised while the
+        engine runs."""
         old = gc.get_threshold()
         gc.set_threshold(max(old[0], 50_000), *old[1:])
         try:

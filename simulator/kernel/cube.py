@@ -945,6 +945,12 @@ def Fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220,
     if ctx.functional:
         device, core, so = ctx.device, ctx.core, src.offset
 
+        def put(view, v):                       # into a strided GM view: store, or add (atomic)
+            if atomic is not None:
+                view += v
+            else:
+                view[...] = v
+
         def fn():
             g = device.memory.bytes_at(addr, hi)
             if g is None:
@@ -956,12 +962,6 @@ def Fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220,
                 vals = np.maximum(vals, 0)
             vals = vals.astype(out)
             gv = g.view(out)
-
-            def put(view, v):
-                if atomic is not None:
-                    view += v
-                else:
-                    view[...] = v
             if config is CFG_ROW_MAJOR:         # m rows of n, ds apart
                 put(as_strided(gv, (m, n), (ds * osz, osz)), vals)
             else:                               # NZ strips of 16 columns, ds rows apart
