@@ -40,7 +40,7 @@ import numpy as np
 from simulator.aclnn import Plan, tiling_override
 from simulator.enums import AclnnError, aclnnStatus, dtype_name
 from simulator.kernel import (GM_ADDR, Add, Cast, DataCopy, DataCopyExtParams, DataCopyPad,
-                              DataCopyParams, Duplicate, GetBlockIdx, GlobalTensor, HardEvent,
+                              DataCopyParams, Duplicate, GetBlockIdx, GlobalTensor, HardEvent, LocalTensor,
                               PipeBarrier, PIPE_ALL, RoundMode, SetAtomicAdd, SetAtomicNone,
                               SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag, float32)
 from simulator.kernel.cube import (CFG_NZ, BlockMode, DataCopyEnhancedParams, DeqScale, Fixpipe,
@@ -452,6 +452,11 @@ def _rows_for(m: int, Wg: int) -> int:
     return min(ceil_div(m - 1, Wg) + 1, ceil_div(m, Wg) + 1)
 
 
+def _window_rows(ax: Axis, grid_rows: int) -> int:
+    """Map rows that grid_rows consecutive output rows of an img2col family read along H."""
+    return (grid_rows - 1) * ax.s + (ax.K - 1) * ax.d + 1
+
+
 def _l0_k_room(what: str, cc: CubeCaps, nb: int, isz: int, m: int, n: int, kstep: int, o_k: int | None,
                forced: bool) -> int | None:
     """The deepest K step (a multiple of kstep) that nb buffers of an m x K tile in L0A and a
@@ -511,7 +516,9 @@ def plan_dx(geo: Geo, cc: CubeCaps, isz: int, c0: int, osz: int, ov: dict, nb: i
                 raise tiling_error(f"ConvolutionBackward gradInput tiling: an Mmad of m={m}, n={nt} does not fit "
                                    f"Mmad's [1, 4095] range")
             # L1: dy slab (all rows the tile's grid rows read) + weight chunk, per stage, double-buffered
-            rows = _rows_for(m, Wg) + max((f.ax[1].K - 1) * f.ax[1].d for _, f in fams)
+            # the dy rows a tile's grid rows read: (rows - 1) * stride + the window's reach; stride
+            # is 1 for the phases of a convolution's gradInput, s for a transposed one's
+            rows = max(_window_rows(f.ax[1], _rows_for(m, Wg)) for _, f in fams)
             rows = min(rows, geo.dy.R)
             per_c1 = rows * geo.dy.Wd * c0 * isz + Khw_max * n16 * c0 * isz
             c1n = min(C1co, (cc.L1 // nb) // per_c1)
@@ -652,7 +659,7 @@ def plan_dw(geo: Geo, cc: CubeCaps, isz: int, c0: int, ov: dict, nb: int, nd2nz:
                     sa = m16 * align_up(kc, c0) * isz
                 else:
                     sa = c1nA * min(rows, alay.R) * Wg * c0 * isz
-                rb = min((rows - 1) * f.ax[1].s + (f.ax[1].K - 1) * f.ax[1].d + 1, blay.R)
+                rb = min(_window_rows(f.ax[1], rows), blay.R)
                 sb = c1nB * rb * Wm * c0 * isz
                 if nb * (sa + sb) <= cc.L1:
                     best_kc = (kc, sa, sb)
@@ -811,6 +818,13 @@ def bias_launch(src, dst, N, C, P, sdt, odt, profile) -> KernelLaunch:
 # =============================================================================================
 def _a32(n: int) -> int:
     return align_up(n, 32)
+
+
+def _region(t, nbytes: int, dtype):
+    """The first nbytes of local tensor t as a tensor of its own (so that a copy planned for
+    this region and writing past it is a fault, not a silent overwrite of the next region)."""
+    dtype = np.dtype(dtype)
+    return LocalTensor(t.buffer, t.offset, dtype, nbytes // dtype.itemsize, t.position)
 
 
 def _zview(t, nbytes: int):
@@ -2189,7 +2203,7 @@ def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
             blen = cn * Khw * n1 * 16 * c0 * isz // 32
 
             def copyin(l1, load_b, src_a=src_a, src_b=src_b, cn=cn, blen=blen, l1H=l1H):
-                DataCopy(l1.ReinterpretCast(job.cd), src_a,
+                DataCopy(_region(l1, t.slab, job.cd), src_a,
                          DataCopyParams(cn, l1H * my.Wd * c0 * isz // 32, (my.block - l1H * my.Wd) * c0 * isz // 32, 0))
                 if load_b:
                     DataCopy(l1[boff].ReinterpretCast(job.cd), src_b, DataCopyParams(1, blen, 0, 0))
@@ -2279,7 +2293,7 @@ def _dw_stages(job: CubeJob, unit_ids, gDY, gX, gACC, gA32, isz, c0):
 
             def copyin(l1, load_b=True, src_a=src_a, src_b=src_b, kl=kl, rowsA=rowsA, boff=boff, l1H=l1H, mt=mt,
                        m1=m1, c1nA=c1nA, c1nB=c1nB):
-                a1 = l1.ReinterpretCast(job.cd)
+                a1 = _region(l1, boff, job.cd)
                 if t.a_nd2nz:
                     if mt % 16:
                         InitConstValue(a1, InitConstValueParams(1, m1 * 16 * ceil_div(kl, c0), 0, 0))
@@ -2328,6 +2342,29 @@ def _deal(items: list, nblocks: int) -> list[list]:
     return [items[b::nblocks] for b in range(nblocks)]
 
 
+def _cube_geometry(geom, go):
+    """The convolution the Cube computes, the gradOutput view it reads, and whether no window
+    reads any element at all. A transposed convolution's outputPadding may reach past every
+    window along W (outputPadding >= stride, which CANN accepts in 1D and 2D): those last
+    columns of gradOutput feed no gradient but gradBias, and load3d's output width follows its
+    map's width, so the Cube reads a view of the columns the windows reach (made contiguous by
+    the usual copy)."""
+    if not geom.transposed:
+        return geom, go, False
+    X, O, k, s, d = geom.in_sp[-1], geom.out_sp[-1], geom.k[-1], geom.stride[-1], geom.dilation[-1]
+    before = geom.pad[-1][0]
+    reach = (X - 1) * s + d * (k - 1) + 1 - before      # columns of gradOutput the windows read
+    if reach <= 0:
+        return geom, go, True
+    if O < reach + s:           # load3d's grid is X wide: the extra columns fit in its last stride
+        return geom, go, False
+    from dataclasses import replace
+    from simulator.acl import aclTensor
+    view = aclTensor(go.viewDims[:-1] + (reach,), go.dataType, go.stride, go.offset, go.format, go.storageDims,
+                     go.data)
+    return replace(geom, out_sp=geom.out_sp[:-1] + (reach,)), view, False
+
+
 def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_math, profile) -> Plan:
     mask = [o is not None for o in outs]
     gi, gw, gb = outs
@@ -2348,16 +2385,28 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
         return len(workspace) - 1
 
     empty = geom.N == 0 or geom.Cin == 0 or geom.Cout == 0
+    wanted = mask
+    call_geom = geom
+    geom, go_cube, no_taps = _cube_geometry(geom, go)
+    # windows that touch no input element (stride and padding skip them all) give a zero
+    # gradInput, and for a transposed convolution a zero gradWeight too: a zero fill writes them
+    dx_zero = mask[0] and not empty and (no_taps or not geom.transposed
+                                         and all(f is None for f in make_geo(geom, mask, c0).phases))
+    dw_zero = mask[1] and not empty and no_taps
+    mask = [mask[0] and not dx_zero, mask[1] and not dw_zero, mask[2]]      # what the Cube computes
     steps = []
     srcs = {}
-    for name, t, needed in (("gradOutput", go, mask[0] or mask[1] or mask[2]), ("input", x, mask[1]),
-                            ("weight", w, mask[0])):
+    for name, t, needed in (("gradOutput", go, mask[2] or (go_cube is go and (mask[0] or mask[1]))),
+                            ("gradOutput:cube", go_cube, go_cube is not go and (mask[0] or mask[1])),
+                            ("input", x, mask[1]), ("weight", w, mask[0])):
         if not needed or t.numel() == 0:
             continue
         if t.is_contiguous():
             srcs[name] = ("tensor", t)
         else:
-            idx = part(f"contiguous copy of {name} (non-contiguous view)", t.numel() * t.itemsize)
+            idx = part(f"contiguous copy of gradOutput's first {t.viewDims[-1]} columns (the ones the windows read)"
+                       if name == "gradOutput:cube" else f"contiguous copy of {name} (non-contiguous view)",
+                       t.numel() * t.itemsize)
             steps.append((name, t, idx))
             srcs[name] = ("ws", idx, t.dtype)
 
@@ -2445,7 +2494,10 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
         for grp in groups_:
             ks = [kinds[i] for i in grp]
             blocks.append([k for k in ks if k[0] == "dx"] + [k for k in ks if k[0] == "dw"])
-        l1 = max(_a32(dx.slab) + dx.bchunk if dx else 0, _a32(dw.slabA) + dw.slabB if dw else 0)
+        l1 = max(_a32(dx.slab) + dx.bchunk if dx else 0, _a32(dw.slabA) + dw.slabB if dw else 0,
+                 # a unit that no tap reaches writes its tile from zero fractals (_zero_stage)
+                 (ceil_div(dx.m, 16) + ceil_div(dx.nt, 16)) * 512 if dx else 0,
+                 (ceil_div(dw.mt, 16) + ceil_div(dw.nt, 16)) * 512 if dw else 0)
         l0a = max(align_up(dx.m, 16) * dx.kk * isz if dx else 0, align_up(dw.mt, 16) * dw.kk * isz if dw else 0)
         l0b = max(dx.kk * align_up(dx.nt, 16) * isz if dx else 0, dw.kk * align_up(dw.nt, 16) * isz if dw else 0)
         l0c = max(dx.nc * align_up(dx.m, 16) * align_up(dx.nt, 16) * 4 if dx else 0,
@@ -2514,7 +2566,7 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
         tiling["estimatedCubeCycles"] = round(makespan)
     dense_out = {}
     for i, (name, t) in enumerate((("gradInput", gi), ("gradWeight", gw), ("gradBias", gb))):
-        if mask[i] and t.numel() > 0 and not t.is_contiguous():
+        if wanted[i] and t.numel() > 0 and not t.is_contiguous():
             dense_out[name] = part(f"{name} dense, before the strided write-back", t.numel() * t.itemsize)
     plan = Plan(workspace, lambda ws: [], tiling)
 
@@ -2541,8 +2593,11 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
             if mask[2] and gb.numel() and (geom.N == 0 or geom.Cout == 0):
                 L.append(zero_fill_launch("gradBias", out_arg("gradBias", gb, ws, offs), gb.numel() * gb.itemsize,
                                           profile))
+        for name, t, zero in (("gradInput", gi, dx_zero), ("gradWeight", gw, dw_zero)):
+            if zero:
+                L.append(zero_fill_launch(name, out_arg(name, t, ws, offs), t.numel() * t.itemsize, profile))
         if cube is not None:
-            dya = src_arg("gradOutput", ws, offs)
+            dya = src_arg("gradOutput" if go_cube is go else "gradOutput:cube", ws, offs)
             xa = src_arg("input", ws, offs) if mask[1] else None
             wa = src_arg("weight", ws, offs) if mask[0] else None
             wpa = ws_arg(WP, cd, "workspace:W'", ws, offs) if WP is not None else None
@@ -2571,13 +2626,13 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
             L.append(KernelLaunch(" + ".join(n for n, b in (("GradInput(phases NC1HWC0 -> NCHW)", mask[0]),
                                                            ("GradWeight(-> weight layout)", mask[1])) if b),
                                   _epilogue_body, len(epilogue.blocks), "vector", (ego, epilogue)))
-            for name, t in (("gradInput", gi), ("gradWeight", gw)):
-                if name in dense_out:
-                    b, _ = view_copy_launch(t, name, profile, gather=False)
-                    L.append(b(out_arg(name, t, ws, offs)))
+        for name, t in (("gradInput", gi), ("gradWeight", gw)):
+            if name in dense_out:       # written dense above (by the epilogue or a zero fill)
+                b, _ = view_copy_launch(t, name, profile, gather=False)
+                L.append(b(out_arg(name, t, ws, offs)))
         if mask[2] and gb.numel() and not (geom.N == 0):
             goa = src_arg("gradOutput", ws, offs)
-            P = int(np.prod(geom.out_sp))
+            P = int(np.prod(call_geom.out_sp))
             L.append(bias_launch(goa, out_arg("gradBias", gb, ws, offs), geom.N, geom.Cout, P, goa.dtype,
                                  gb.dtype, profile))
             if "gradBias" in dense_out:

@@ -225,9 +225,12 @@ def check(a: dict, profile) -> None:
     else:
         if any(v < 0 for v in out_pad):
             raise param_invalid(f"{op}: outputPadding {out_pad} must be >= 0")
-        for i, (p, s) in enumerate(zip(out_pad, stride)):
-            if p >= s:
-                raise param_invalid(f"{op}: outputPadding[{i}] = {p} must be smaller than stride[{i}] = {s}")
+        # CANN's checker bounds outputPadding by stride for 3D only (docs/CONVOLUTION.md)
+        if len(x.viewDims) == 5:
+            for i, (p, s) in enumerate(zip(out_pad, stride)):
+                if p >= s:
+                    raise param_invalid(f"{op}: outputPadding[{i}] = {p} must be smaller than stride[{i}] = {s} "
+                                        f"for a 3D transposed convolution")
 
     # 6. cubeMathType
     cube_compute_dtype(promoted, a["cubeMathType"], profile, op)

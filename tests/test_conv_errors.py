@@ -149,8 +149,13 @@ CONV_CASES = [
     ("dilation 0", {}, _ints("dilation", [1, 0]), INV3),
     ("groups 0", {}, _set(groups=0), INV3),
     ("outputPadding 1 without transposed", {}, _ints("outputPadding", [1, 0]), INV3),
-    ("outputPadding >= stride, transposed", dict(transposed=True, stride=(2, 2), ws=(4, 3, 3, 3)),
-     _ints("outputPadding", [2, 0]), INV3),
+    # CANN's checker bounds outputPadding by stride in 3D only (1D / 2D accept any value >= 0);
+    # the shapes here agree with the outputPadding, so the bound is what rejects the call
+    ("outputPadding >= stride, transposed 3D", dict(xs=(1, 3, 4, 5, 5), ws=(3, 2, 2, 3, 3), stride=(2, 2, 2),
+                                                    padding=(0, 1, 1), dilation=(1, 1, 1), transposed=True,
+                                                    output_padding=[0, 2, 0]), None, INV3),
+    ("outputPadding >= stride, transposed 2D (accepted)", dict(transposed=True, stride=(2, 2), ws=(4, 3, 3, 3),
+                                                               output_padding=[2, 3]), None, T3),
     ("outputPadding negative, transposed", dict(transposed=True, stride=(2, 2), ws=(4, 3, 3, 3)),
      _ints("outputPadding", [-1, 0]), INV3),
     # 6. cubeMathType (SPEC section 3)
@@ -239,6 +244,8 @@ def test_convolution_backward_status(series, case):
     want = expected[list(SERIES).index(series)]
     ws, executor, ret = aclnn.aclnnConvolutionBackwardGetWorkspaceSize(**a)
     assert ret == want, (series, acl.aclGetRecentErrMsg())
+    if case[0] == "outputPadding >= stride, transposed 3D" and series == "A2":
+        assert "outputPadding[1] = 2 must be smaller than stride[1] = 2" in acl.aclGetRecentErrMsg()
     if want:
         assert executor is None and acl.aclGetRecentErrMsg()
     else:

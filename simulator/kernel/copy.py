@@ -78,10 +78,15 @@ def _local_spans(t: LocalTensor, blocks, pipe: str, name: str, role: str) -> lis
     """Check a local tensor's blocks [(byte offset, bytes)] against its buffer and alignment;
     return them as sanitizer spans."""
     align = current_context().profile.alignment[t.buffer]
+    end = t.offset + t.size * t.dtype.itemsize
     spans = []
     for off, n in blocks:
         lo = t.offset + off
         _local_check(t, lo, lo + n, pipe, name)
+        if lo + n > end:
+            # inside the buffer but past the tensor: it would overwrite a neighbour's data
+            raise _fault(pipe, f"{name}: {role} {t.buffer}[{lo}:{lo + n}] goes beyond its tensor {t!r} "
+                         f"(ends at {end})")
         if lo % align:
             raise _fault(pipe, f"{name}: {role} {t.buffer} address {lo} not {align}-byte aligned")
         spans.append((t.buffer, lo, lo + n))

@@ -1,0 +1,158 @@
+"""A randomised comparison of all three ConvolutionBackward gradients against references we did not
+derive from the kernels: the float64 formula reference (tests/conv_reference.py) on every case, and
+torch's own `convolution_backward` in float64 where torch is installed.
+
+The generator covers the whole parameter space the operator accepts: 1D, 2D and 3D (3D on the A2
+series only), transposed and not, stride / dilation / padding (symmetric and 2D 4-entry) and
+outputPadding per spatial dim independently, groups, channel counts on both sides of C0, odd and
+tiny spatial sizes, every outputMask, non-contiguous views, and every dtype and cubeMathType the
+chip's series allows, on Ascend910A, Ascend310P3, Ascend910B1 and Ascend910B4. Cases are seeded and
+reproducible (the test id names the seed); `CONV_RANDOM_CASES=N` runs more of them.
+
+A miss here used to hide: the transposed gradInput's L1 slab was sized for stride-1 windows, so
+stride-H > 1 read rows the slab did not hold (issue 11); the hand-picked cases never had a window
+tall enough to show it.
+"""
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import simulator
+from conv_reference import conv_backward, conv_out_size, norm_padding
+from test_convolution_backward import assert_close, compute_dtype
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+CHIPS = {"Ascend910A": "training", "Ascend310P3": "inference", "Ascend910B1": "A2", "Ascend910B4": "A2"}
+N_CASES = int(os.environ.get("CONV_RANDOM_CASES", "240"))
+
+try:  # torch is an optional second oracle
+    import torch
+except ImportError:  # pragma: no cover - depends on the machine
+    torch = None
+
+
+def draw_case(seed: int) -> dict:
+    """One valid call, drawn from seed alone. Each spatial dim gets its own kernel, stride,
+    dilation, padding and outputPadding."""
+    rng = np.random.default_rng(seed)
+    soc = list(CHIPS)[seed % len(CHIPS)]
+    series = CHIPS[soc]
+    while True:
+        nd = int(rng.choice([1, 2, 2, 3] if series == "A2" else [1, 2, 2]))
+        transposed = bool(rng.random() < 0.5)
+        groups = int(rng.choice([1, 1, 1, 2, 3]))
+        wide = rng.random() < 0.2          # channels across C0 = 16
+        cig = int(rng.integers(1, 24 if wide else 6))
+        cog = int(rng.integers(1, 24 if wide else 6))
+        k = tuple(int(rng.integers(1, 5 if nd < 3 else 4)) for _ in range(nd))
+        s = tuple(int(rng.integers(1, 4)) for _ in range(nd))
+        d = tuple(int(rng.integers(1, 4)) for _ in range(nd))
+        if nd == 2 and not transposed and rng.random() < 0.3:
+            p = tuple(int(rng.integers(0, 4)) for _ in range(4))
+        else:
+            p = tuple(int(rng.integers(0, 4)) for _ in range(nd))
+        sp = tuple(int(rng.integers(1, 10 if nd < 3 else 6)) for _ in range(nd))
+        # CANN's checker: outputPadding < stride in 3D, any value >= 0 in 1D / 2D (past every
+        # window there: those gradOutput elements feed gradBias only)
+        opad = tuple(int(rng.integers(0, si if nd == 3 else si + di + 2)) if transposed else 0
+                     for si, di in zip(s, d))
+        dtype = np.dtype(rng.choice(["float16", "float32"] + (["bfloat16"] if series == "A2" else [])))
+        if dtype.name == "bfloat16":
+            dtype = BF16
+        if series == "A2":
+            cm = int(rng.integers(0, 4))
+            if dtype == BF16 and cm == 2:
+                cm = 1
+        else:
+            cm = int(rng.integers(0, 4)) if dtype == np.float16 else int(rng.choice([1, 2]))
+        mask = tuple(bool(b) for b in rng.integers(0, 2, 3))
+        if not any(mask):
+            mask = (True, True, True)
+        n = int(rng.integers(1, 4))
+        c = dict(seed=seed, soc=soc, series=series, nd=nd, transposed=transposed, groups=groups,
+                 xs=(n, cig * groups) + sp, k=k, cout=cog * groups, stride=s, dilation=d, padding=p,
+                 opad=opad, dtype=dtype, cm=cm, mask=mask, noncontig=bool(rng.random() < 0.2))
+        pads = norm_padding(p, nd)
+        out = conv_out_size(sp, k, s, pads, d, transposed, list(opad))
+        if all(o >= 1 for o in out) and np.prod(out) * cog * groups * n <= 6000:
+            c["out"] = tuple(out)
+            return c
+
+
+def _id(c) -> str:
+    return (f"seed{c['seed']}-{c['soc']}-{c['nd']}D{'-T' if c['transposed'] else ''}-"
+            f"{c['dtype'].name}-cm{c['cm']}")
+
+
+CASES = [draw_case(i) for i in range(N_CASES)]
+
+
+def _data(c):
+    rng = np.random.default_rng(10_000 + c["seed"])
+    nd, g = c["nd"], c["groups"]
+    ws = ((c["xs"][1], c["cout"] // g) if c["transposed"] else (c["cout"], c["xs"][1] // g)) + c["k"]
+
+    def rand(shape):
+        a = rng.standard_normal(shape).astype(c["dtype"])
+        if c["noncontig"] and a.ndim >= 3:
+            a = np.swapaxes(np.ascontiguousarray(np.swapaxes(a, -1, -2)), -1, -2)
+        return a
+    return rand(c["xs"]), rand(ws), rand((c["xs"][0], c["cout"]) + c["out"])
+
+
+def _torch_grads(c, x, w, dy):
+    """torch's convolution_backward in float64 (symmetric padding only; torch refuses an
+    outputPadding not smaller than stride or dilation, which CANN accepts in 1D / 2D)."""
+    if len(c["padding"]) != c["nd"] or any(o >= max(s, d) for o, s, d in zip(c["opad"], c["stride"], c["dilation"])):
+        return None
+    t = [torch.from_numpy(np.ascontiguousarray(a).astype(np.float64)) for a in (dy, x, w)]
+    return torch.ops.aten.convolution_backward(
+        t[0], t[1], t[2], [c["cout"]], list(c["stride"]), list(c["padding"]), list(c["dilation"]),
+        c["transposed"], list(c["opad"]), c["groups"], list(c["mask"]))
+
+
+@pytest.mark.parametrize("c", CASES, ids=[_id(c) for c in CASES])
+def test_gradients_match_independent_references(c):
+    x, w, dy = _data(c)
+    x0, w0, dy0 = x.copy(), w.copy(), dy.copy()
+    res = simulator.run("ConvolutionBackward", soc=c["soc"], gradOutput=dy, input=x, weight=w,
+                        biasSizes=[c["cout"]], stride=list(c["stride"]), padding=list(c["padding"]),
+                        dilation=list(c["dilation"]), transposed=c["transposed"],
+                        outputPadding=list(c["opad"]), groups=c["groups"], outputMask=list(c["mask"]),
+                        cubeMathType=c["cm"])
+    # the inputs are not modified
+    assert np.array_equal(x, x0) and np.array_equal(w, w0) and np.array_equal(dy, dy0)
+    args = (c["stride"], c["padding"], c["dilation"], c["groups"], c["transposed"], list(c["opad"]), c["mask"])
+    ref = conv_backward(dy, x, w, *args)
+    absref = conv_backward(np.abs(dy.astype(np.float64)), np.abs(x.astype(np.float64)),
+                           np.abs(w.astype(np.float64)), *args)
+    tref = _torch_grads(c, x, w, dy) if torch is not None else None
+    comp = compute_dtype(c["series"], (dy.dtype, x.dtype, w.dtype), c["cm"])
+    for i, name in enumerate(("gradInput", "gradWeight", "gradBias")):
+        if not c["mask"][i]:
+            continue
+        out = res.outputs[name]
+        assert_close(out, ref[i], absref[i], comp if i < 2 else "FLOAT", f"{name} vs formula")
+        if tref is not None:
+            assert_close(out, tref[i].numpy(), absref[i], comp if i < 2 else "FLOAT", f"{name} vs torch")
+
+
+def test_the_formula_reference_agrees_with_torch():
+    """The two oracles agree with each other in float64 (so neither is wrong in the same way as
+    the kernels): every 7th case, all three gradients."""
+    if torch is None:
+        pytest.skip("torch is not installed (pip install torch==2.13.0)")
+    for c in CASES[::7]:
+        x, w, dy = _data(c)
+        t = _torch_grads(c, x, w, dy)
+        if t is None:
+            continue
+        ref = conv_backward(dy, x, w, c["stride"], c["padding"], c["dilation"], c["groups"], c["transposed"],
+                            list(c["opad"]), c["mask"])
+        for i in range(3):
+            if c["mask"][i]:
+                np.testing.assert_allclose(ref[i], t[i].numpy(), rtol=1e-10, atol=1e-10, err_msg=_id(c))
