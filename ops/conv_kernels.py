@@ -56,8 +56,6 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 STORAGE = {"FLOAT16": F16, "BF16": BF16, "FLOAT": F32, "HF32": F32}
-TILING_FIELDS = {"baseM", "baseN", "baseK", "dxBaseM", "dxBaseN", "dxBaseK", "dwBaseM", "dwBaseN",
-                 "dwBaseK", "doubleBuffer", "dwKSplit", "blockDim"}
 NCHW2NHWC, NHWC2NCHW = TransposeType.TRANSPOSE_NCHW2NHWC, TransposeType.TRANSPOSE_NHWC2NCHW
 
 
@@ -373,6 +371,11 @@ class CubeCaps:
     mte1_a: float         # bytes per cycle L1 -> L0A
     mte1_b: float
     gm_l1: float
+    ub: int               # UB bytes: coupled chips stage each L0C tile there (two slots)
+
+    def stages(self, m: int, n: int, isz: int) -> bool:
+        """Whether an m x n L0C tile fits its L0C -> UB staging (coupled chips; A2 has Fixpipe)."""
+        return self.a2 or 2 * align_up(m, 16) * align_up(n, 16) * isz <= self.ub
 
 
 def cube_caps(profile, compute: str) -> CubeCaps:
@@ -380,7 +383,8 @@ def cube_caps(profile, compute: str) -> CubeCaps:
     b = kind.buffers
     return CubeCaps(b["L1"], b["L0A"], b["L0B"], b["L0C"], kind.count, "PIPE_FIX" in kind.pipes,
                     profile.cube.macs_per_cycle[compute], profile.path("L1_L0A").bytes_per_cycle,
-                    profile.path("L1_L0B").bytes_per_cycle, profile.path("GM_L1").bytes_per_cycle)
+                    profile.path("L1_L0B").bytes_per_cycle, profile.path("GM_L1").bytes_per_cycle,
+                    ub_bytes(profile))
 
 
 # the planner's exchange rate between simulated cycles and instructions: a tile shape that saves
@@ -509,7 +513,7 @@ def plan_dx(geo: Geo, cc: CubeCaps, isz: int, c0: int, osz: int, ov: dict, nb: i
         for m in ms:
             m16 = align_up(m, 16)
             kmax = _l0_k_room("gradInput", cc, nb, isz, m, nt, c0, o_k, bool(o_m or o_n))
-            if kmax is None:
+            if kmax is None or not (o_m or o_n or cc.stages(m, nt, osz)):
                 continue
             nc = 2 if 2 * m16 * n16 * 4 <= cc.L0C else 1
             if m > 4095 or nt > 4095:
@@ -617,7 +621,7 @@ def _split_pieces(pieces, ks):
     return [p for p in parts if p]
 
 
-def plan_dw(geo: Geo, cc: CubeCaps, isz: int, c0: int, ov: dict, nb: int, nd2nz: bool) -> DwTiling:
+def plan_dw(geo: Geo, cc: CubeCaps, isz: int, c0: int, osz: int, ov: dict, nb: int, nd2nz: bool) -> DwTiling:
     f = geo.dwf
     KD, Khw = f.ax[0].K, f.Khw
     C1b = ceil_div(geo.Cb, c0)
@@ -676,6 +680,8 @@ def plan_dw(geo: Geo, cc: CubeCaps, isz: int, c0: int, ov: dict, nb: int, nd2nz:
             cands = [o_ks] if o_ks else range(1, max(1, cc.cores // tiles) * 4 + 2)
             for ks in cands:
                 ks = max(1, min(ks, ceil_div(K_total, 16)))
+                if not (o_m or o_n or cc.stages(mt, nt, 4 if ks > 1 else osz)):
+                    continue
                 units = tiles * ks
                 per = unit_full / ks + 300 + (150 if ks > 1 else 0)
                 est = ceil_div(units, cc.cores) * per
@@ -2368,7 +2374,7 @@ def _cube_geometry(geom, go):
 def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_math, profile) -> Plan:
     mask = [o is not None for o in outs]
     gi, gw, gb = outs
-    ov = tiling_override(op, TILING_FIELDS)
+    ov = tiling_override(op)
     cd = STORAGE[compute]
     isz, c0 = cd.itemsize, 32 // cd.itemsize
     G = geom.groups
@@ -2437,7 +2443,7 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
                     _load3d_limits(f, "ConvolutionBackward gradInput")
         nd2nz = isz == 4
         dx = plan_dx(geo, cc, isz, c0, gi.itemsize, ov, nb) if mask[0] else None
-        dw = plan_dw(geo, cc, isz, c0, ov, nb, nd2nz) if mask[1] else None
+        dw = plan_dw(geo, cc, isz, c0, gw.itemsize, ov, nb, nd2nz) if mask[1] else None
         C1co, C1ci = ceil_div(geo.Cout, c0), ceil_div(geo.Cin, c0)
         zero_bytes = min(16384, ub // 8) // 32 * 32
         room = ub - zero_bytes

@@ -30,7 +30,7 @@ from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, re
                              require_support)
 from simulator.enums import aclFormat, dtype_name, param_invalid
 
-from .convolution_backward import ConvGeometry, cube_compute_dtype, promote
+from .convolution_backward import TILING_FIELDS, ConvGeometry, cube_compute_dtype, promote
 
 OP = "ConvTbcBackward"
 TBC_FORMATS = (aclFormat.ACL_FORMAT_ND, aclFormat.ACL_FORMAT_NCL)
@@ -136,4 +136,4 @@ register(OpDef(OP, [Param("self", "tensor"), Param("input", "tensor"), Param("we
                     Param("bias", "tensor"), Param("pad", "int"), Param("cubeMathType", "int"),
                     Param("gradInput", "tensor", output=True), Param("gradWeight", "tensor", output=True),
                     Param("gradBias", "tensor", output=True)],
-               check, plan, infer_outputs))
+               check, plan, infer_outputs, tiling_fields=TILING_FIELDS))

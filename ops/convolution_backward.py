@@ -56,6 +56,10 @@ BIAS_FORMATS = (aclFormat.ACL_FORMAT_ND, aclFormat.ACL_FORMAT_NCL, aclFormat.ACL
 
 KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32 = 0, 1, 2, 3
 CUBE_MATH_NAMES = {0: "KEEP_DTYPE", 1: "ALLOW_FP32_DOWN_PRECISION", 2: "USE_FP16", 3: "USE_HF32"}
+# the tiling a caller may force (shared with ConvTbcBackward): L0 tiles for both GEMMs or for one
+# (dx* gradInput, dw* gradWeight), the gradWeight K split, the Cube block count, double buffering
+TILING_FIELDS = {**{f: "int" for f in ("baseM", "baseN", "baseK", "dxBaseM", "dxBaseN", "dxBaseK", "dwBaseM",
+                                       "dwBaseN", "dwBaseK", "dwKSplit", "blockDim")}, "doubleBuffer": "bool"}
 
 
 # ---- helpers shared with ConvTbcBackward ---------------------------------------------------------
@@ -388,4 +392,4 @@ PARAMS = [Param("gradOutput", "tensor"), Param("input", "tensor"), Param("weight
           Param("gradInput", "tensor", output=True), Param("gradWeight", "tensor", output=True),
           Param("gradBias", "tensor", output=True)]
 
-register(OpDef(OP, PARAMS, check, plan, infer_outputs))
+register(OpDef(OP, PARAMS, check, plan, infer_outputs, tiling_fields=TILING_FIELDS))

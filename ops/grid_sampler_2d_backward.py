@@ -72,8 +72,8 @@ from functools import partial
 import numpy as np
 
 from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, require_present,
-                             require_support)
-from simulator.enums import NUMPY_OF, aclDataType, dtype_name, param_invalid
+                             require_support, tiling_override)
+from simulator.enums import NUMPY_OF, AclnnError, aclDataType, aclnnStatus, dtype_name, param_invalid
 from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Abs, Add, Cast, Compare, CompareScalar, Copy,
                               DataCopy, DataCopyExtParams, DataCopyPad, Div, Duplicate,
                               GetBlockIdx, GlobalTensor, HardEvent, Maxs, Mins, Mul, Muls,
@@ -101,6 +101,10 @@ MAX_BLOCK_COUNT = 4095          # DataCopyExtParams.blockCount is 12 bits
 # ---------------------------------------------------------------------------------------------
 # host-side tiling
 # ---------------------------------------------------------------------------------------------
+def _tiling_error(msg: str) -> AclnnError:
+    return AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR, f"{OP} tiling: {msg}")
+
+
 def geometry(interp: int, padding: int):
     """(planes K, runs, pad pixels). A run is (first plane, taps L, dy, dx): L taps that are
     consecutive in x, gathered / scattered by one copy; (dy, dx) place it relative to the corner
@@ -176,7 +180,13 @@ def _main_buffers(t: GridSamplerGradTiling) -> list[int]:
     return out
 
 
-def plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, need_in, need_gg, profile):
+TILING_FIELDS = {"pointsPerTile": "int", "channelsPerChunk": "int"}
+
+
+def plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, need_in, need_gg, profile, override=None):
+    """The main kernel's tiling: grid points per tile P (a multiple of P_ALIGN, at most P_MAX) and
+    channels per pass Cc, the largest that fit UB (P first). `override` forces pointsPerTile and /
+    or channelsPerChunk; one that cannot work, or a call no tiling fits, is 561002."""
     K, runs, pad = geometry(interp, padding)
     need_x = need_gg and interp != NEAREST
     esz = cdt.itemsize
@@ -185,21 +195,29 @@ def plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, need_in, need
     ub = ub_bytes(profile) - UB_RESERVE
     n_vec, n_int = _scratch_counts(interp, K, len(runs))
     p_cap = min(P_MAX, align_up(HoWo, P_ALIGN))
-    Cc = C
+    override = override or {}
+    o_p, o_c = override.get("pointsPerTile"), override.get("channelsPerChunk")
+    if o_p is not None and (o_p % P_ALIGN or o_p > P_MAX):
+        raise _tiling_error(f"pointsPerTile {o_p} must be a multiple of {P_ALIGN}, at most {P_MAX}")
+    if o_c is not None and o_c > C:
+        raise _tiling_error(f"channelsPerChunk {o_c} exceeds C = {C}")
+    p_range = [o_p] if o_p else range(p_cap, P_ALIGN - 1, -P_ALIGN)
+    Cc = o_c or C
     while True:
         Ccp = align_up(Cc, cblk)
         best = None
-        for P in range(p_cap, P_ALIGN - 1, -P_ALIGN):
+        for P in p_range:
             t = GridSamplerGradTiling(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, P, Cc,
                                       Ccp, ceil_div(C, Cc), K, runs, pad, need_x, need_in, need_gg,
                                       0, (), n_vec, n_int)
             if sum(align_up(b, 32) for b in _main_buffers(t)) <= ub:
                 best = t
                 break
-        if best is not None and (best.P >= min(p_cap, 32) or Cc <= cblk):
+        if best is not None and (o_c or o_p or best.P >= min(p_cap, 32) or Cc <= cblk):
             break
-        if Cc <= cblk:
-            raise param_invalid(f"{OP}: no tiling fits UB for C={C}")
+        if o_c or Cc <= cblk:
+            forced = f" (pointsPerTile {o_p}, channelsPerChunk {o_c})" if (o_p or o_c) else ""
+            raise _tiling_error(f"no tiling fits UB ({ub} B usable) for C={C}{forced}")
         Cc = align_up(ceil_div(Cc, 2), cblk)
     t = best
     t.tiles_per_n = ceil_div(HoWo, t.P)
@@ -378,7 +396,7 @@ def plan_zero(nbytes: int, profile, min_block: int = 64 * 1024) -> ZeroTiling:
     ncores = vector_core_count(profile)
     per = align_up(max(ceil_div(nbytes, ncores), min_block), 32)
     blocks = tuple((b, min(b + per, nbytes)) for b in range(0, nbytes, per))
-    return ZeroTiling(nbytes, 32 * 1024, blocks)
+    return ZeroTiling(nbytes, min(32 * 1024, ub_bytes(profile) // 2 // 32 * 32), blocks)
 
 
 def zero_kernel(dst: GM_ADDR, t: ZeroTiling):
@@ -1193,7 +1211,8 @@ def plan(a: dict, profile) -> Plan:
         p.build = build_zero
         return p
 
-    t = plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, want_in, want_gg, profile)
+    t = plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, want_in, want_gg, profile,
+                  tiling_override(OP))
     esz = cdt.itemsize
     # ---- contiguous inputs ----
     contig = {}
@@ -1291,4 +1310,4 @@ register(OpDef(OP,
                 Param("interpolationMode", "int"), Param("paddingMode", "int"),
                 Param("alignCorners", "bool"), Param("outputMask", "bool_array"),
                 Param("inputGrad", "tensor", output=True), Param("gridGrad", "tensor", output=True)],
-               check, plan, infer_outputs))
+               check, plan, infer_outputs, tiling_fields=TILING_FIELDS))

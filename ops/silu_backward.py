@@ -128,7 +128,7 @@ def silu_backward_kernel(gradOutput: GM_ADDR, x: GM_ADDR, gradInput: GM_ADDR, ti
     op.Process()
 
 
-TILING_FIELDS = {"blockLength", "tileLength"}
+TILING_FIELDS = {"blockLength": "int", "tileLength": "int"}
 
 
 def plan_tiling(n: int, dtype: np.dtype, profile, override: dict | None = None) -> tuple[int, SiluBackwardTiling]:
@@ -200,7 +200,7 @@ def plan(a: dict, profile) -> Plan:
     if not gi.is_contiguous():
         workspace.append(("contiguous gradInput before the strided write-back", nbytes))
         copy_out = len(workspace) - 1
-    block_dim, tiling = plan_tiling(n, dtype, profile, tiling_override("SiluBackward", TILING_FIELDS))
+    block_dim, tiling = plan_tiling(n, dtype, profile, tiling_override("SiluBackward"))
     builders = {name: view_copy_launch(t, name, profile, gather=True)[0] for name, t, _ in copies_in}
     out_builder = view_copy_launch(gi, "gradInput", profile, gather=False)[0] if copy_out is not None else None
     plan_obj = Plan(workspace, lambda ws: [], {
@@ -264,4 +264,4 @@ def tiling_space(inputs: dict, profile) -> list[dict]:
 
 register(OpDef("SiluBackward",
                [Param("gradOutput", "tensor"), Param("self", "tensor"), Param("gradInput", "tensor", output=True)],
-               check, plan, infer_outputs, tiling_space))
+               check, plan, infer_outputs, tiling_space, TILING_FIELDS))

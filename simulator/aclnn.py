@@ -67,6 +67,9 @@ class OpDef:
     # for `ascend-sim tune`: (inputs as simulator.run takes them, profile) -> candidate tiling
     # overrides (dicts of tiling fields); the planner rejects the ones that cannot work (561002)
     tiling_space: Callable[[dict, Profile], list[dict]] | None = None
+    # the tiling fields a caller may force (simulator.run(tiling=...), --tiling): name -> "int"
+    # (a positive integer) or "bool"; anything else in an override is 561002, checked here once
+    tiling_fields: dict[str, str] = field(default_factory=dict)
 
     @property
     def inputs(self) -> list[Param]:
@@ -117,6 +120,7 @@ def _make_phase1(op: OpDef):
                 raise AclnnError(aclnnStatus.ACLNN_ERR_RUNTIME_ERROR,
                                  "no device: call aclInit and aclrtSetDevice first")
             op.check(bound, rt.profile)
+            check_tiling_override(op, rt.tiling_overrides.get(op.name) or {})
             plan = op.plan(bound, rt.profile)
         except AclnnError as e:
             return 0, None, _fail(e)
@@ -235,15 +239,27 @@ def set_tiling_override(op: str, tiling: dict | None) -> None:
         rt.tiling_overrides.pop(op, None)
 
 
-def tiling_override(op: str, allowed: set[str]) -> dict:
-    """The override an operator's planner must apply; a field it does not know -> 561002."""
-    tiling = acl.runtime().tiling_overrides.get(op) or {}
-    unknown = set(tiling) - allowed
+def check_tiling_override(op: OpDef, tiling: dict) -> None:
+    """The tiling contract, the same for every operator: only the fields the OpDef declares,
+    each with a value of its kind; anything else is ACLNN_ERR_INNER_TILING_ERROR (561002)."""
+    def bad(msg: str) -> AclnnError:
+        return AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR, f"{op.name} tiling override: {msg}")
+    fields = op.tiling_fields
+    unknown = sorted(set(tiling) - set(fields))
     if unknown:
-        raise AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR,
-                         f"{op} tiling override has unknown field(s) {', '.join(sorted(unknown))}; "
-                         f"it takes {', '.join(sorted(allowed))}")
-    return tiling
+        takes = f"it takes {', '.join(sorted(fields))}" if fields else "it has no tiling field to force"
+        raise bad(f"unknown field(s) {', '.join(map(str, unknown))}; {takes}")
+    for name, value in tiling.items():
+        if fields[name] == "bool":
+            if not (isinstance(value, bool) or isinstance(value, numbers.Integral) and value in (0, 1)):
+                raise bad(f"{name} must be true or false (1 or 0), got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise bad(f"{name} must be a positive integer, got {value!r}")
+
+
+def tiling_override(op: str) -> dict:
+    """The tiling fields forced for this call (checked by phase 1 against the OpDef first)."""
+    return dict(acl.runtime().tiling_overrides.get(op) or {})
 
 
 # ---- checks shared by operators ----------------------------------------------------------------

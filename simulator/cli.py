@@ -258,6 +258,8 @@ def cmd_ops(args) -> int:
         outs = ", ".join(p.name for p in op.outputs)
         extra = " [tunable]" if getattr(op, "tiling_space", None) else ""
         print(f"aclnn{name}({ins}) -> {outs}{extra}")
+        if op.tiling_fields:
+            print(f"    --tiling fields: {', '.join(f'{f}:{k}' for f, k in op.tiling_fields.items())}")
     return EXIT_OK
 
 
