@@ -107,6 +107,82 @@ def _to_arg(name: str, kind: str, value):
     return value
 
 
+def _check_params(op: str) -> aclnn.OpDef:
+    opdef = aclnn.REGISTRY.get(op)
+    if opdef is None:
+        raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                         f"unknown operator '{op}'; known: {', '.join(sorted(aclnn.REGISTRY))}")
+    return opdef
+
+
+def _bind_arrays(opdef, params: dict, format, functional: bool):
+    """The call's arguments as the aclnn functions take them: numpy arrays placed in device
+    memory (with their data in functional mode), outputs not passed allocated from the operator's
+    shape rules. Returns (host tensors, args, output arrays)."""
+    names = {p.name for p in opdef.params}
+    unknown = set(params) - names
+    if unknown:
+        raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                         f"{opdef.name} has no parameter(s) {', '.join(sorted(unknown))}; "
+                         f"parameters: {', '.join(p.name for p in opdef.params)}")
+    host: dict[str, _HostTensor] = {}
+    args: dict[str, Any] = {}
+    for p in opdef.inputs:
+        v = params.get(p.name)
+        if p.kind == "tensor" and v is not None:
+            host[p.name] = _HostTensor(np.asarray(v), p.name, format, functional)
+            args[p.name] = host[p.name].tensor
+        else:
+            args[p.name] = _to_arg(p.name, p.kind, v)
+    wanted = None
+    if opdef.infer_outputs is not None:
+        try:
+            wanted = opdef.infer_outputs({k: np.asarray(v) if isinstance(v, np.ndarray) else v
+                                          for k, v in params.items()})
+        except Exception:
+            wanted = None     # phase 1 will report what is wrong with the inputs
+    outputs: dict[str, np.ndarray] = {}
+    for p in opdef.outputs:
+        v = params.get(p.name)
+        if v is None and wanted and p.name in wanted and wanted[p.name] is not None:
+            shape, dt = wanted[p.name]
+            v = np.zeros(shape, dtype=dt)     # calloc'd: pages a timing call never touches cost nothing
+        if v is None:
+            args[p.name] = None
+            continue
+        if not isinstance(v, np.ndarray):
+            raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{p.name} must be a numpy array")
+        host[p.name] = _HostTensor(v, p.name, format, functional)
+        args[p.name] = host[p.name].tensor
+        outputs[p.name] = v
+    return host, args, outputs
+
+
+@dataclass
+class PlanResult:
+    """What phase 1 decides for a call, without running it: the workspace (its named parts) and
+    the tiling the operator chose (the same figures a run reports)."""
+    op: str
+    workspace_size: int
+    workspace: list[tuple[str, int]]
+    tiling: dict
+
+
+def plan(op: str, soc: str | None = None, *, profile: Profile | None = None, format: aclFormat | None = None,
+         tiling: dict | None = None, **params) -> PlanResult:
+    """Phase 1 of an aclnn call only (checks, tiling, workspace), as simulator.run takes it; the
+    tensors' data is never read (np.zeros arrays of any size cost no memory until written). Raises AclnnError
+    for a call the operator rejects."""
+    opdef = _check_params(op)
+    with _private_device(soc, "timing", profile, False):
+        aclnn.set_tiling_override(op, tiling)
+        _, args, _ = _bind_arrays(opdef, params, format, False)
+        ws_size, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(**args)
+        if ret:
+            _fail(ret)
+        return PlanResult(op, ws_size, list(executor.plan.workspace), dict(executor.plan.tiling))
+
+
 def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: Profile | None = None,
         format: aclFormat | None = None, trace: bool = True, tiling: dict | None = None,
         **params) -> RunResult:
@@ -117,48 +193,10 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
     are allocated from the operator's shape rules). `mode="timing"` skips the data. Raises
     AclnnError (with .status) for a rejected call and KernelError for a kernel fault.
     `tiling` forces fields of the operator's tiling (561002 if they cannot work)."""
-    opdef = aclnn.REGISTRY.get(op)
-    if opdef is None:
-        raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
-                         f"unknown operator '{op}'; known: {', '.join(sorted(aclnn.REGISTRY))}")
-    names = {p.name for p in opdef.params}
-    unknown = set(params) - names
-    if unknown:
-        raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
-                         f"{op} has no parameter(s) {', '.join(sorted(unknown))}; "
-                         f"parameters: {', '.join(p.name for p in opdef.params)}")
+    opdef = _check_params(op)
     with _private_device(soc, mode, profile, trace):
         aclnn.set_tiling_override(op, tiling)
-        host: dict[str, _HostTensor] = {}
-        args: dict[str, Any] = {}
-        for p in opdef.inputs:
-            v = params.get(p.name)
-            if p.kind == "tensor" and v is not None:
-                host[p.name] = _HostTensor(np.asarray(v), p.name, format, mode == "functional")
-                args[p.name] = host[p.name].tensor
-            else:
-                args[p.name] = _to_arg(p.name, p.kind, v)
-        wanted = None
-        if opdef.infer_outputs is not None:
-            try:
-                wanted = opdef.infer_outputs({k: np.asarray(v) if isinstance(v, np.ndarray) else v
-                                              for k, v in params.items()})
-            except Exception:
-                wanted = None     # phase 1 will report what is wrong with the inputs
-        outputs: dict[str, np.ndarray] = {}
-        for p in opdef.outputs:
-            v = params.get(p.name)
-            if v is None and wanted and p.name in wanted and wanted[p.name] is not None:
-                shape, dt = wanted[p.name]
-                v = np.zeros(shape, dtype=dt)
-            if v is None:
-                args[p.name] = None
-                continue
-            if not isinstance(v, np.ndarray):
-                raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{p.name} must be a numpy array")
-            host[p.name] = _HostTensor(v, p.name, format, mode == "functional")
-            args[p.name] = host[p.name].tensor
-            outputs[p.name] = v
+        host, args, outputs = _bind_arrays(opdef, params, format, mode == "functional")
         ws_size, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(**args)
         if ret:
             _fail(ret)
