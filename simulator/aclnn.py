@@ -80,7 +80,69 @@ class OpDef:
         return [p for p in self.params if p.output]
 
 
-REGISTRY: dict[str, OpDef] = {}
+OPERATOR_GROUP = "ascend_sim.operators"     # entry points: modules that register operators
+
+
+class _Registry(dict):
+    """Operator name -> OpDef. Filled at first use, not at import: the engine never imports an
+    operator package. Operators are found through the `ascend_sim.operators` entry-point group
+    (this project's `ops`, and any installed package that declares one), or, where no
+    distribution declares any (a source tree on sys.path), the in-tree `ops` package."""
+    _loaded = False
+
+    def load(self) -> None:
+        if _Registry._loaded:
+            return
+        _Registry._loaded = True
+        import importlib
+        from importlib.metadata import entry_points
+        modules = [ep.value for ep in entry_points(group=OPERATOR_GROUP)] or ["ops"]
+        for name in dict.fromkeys(modules):
+            importlib.import_module(name)
+
+    def __getitem__(self, k):
+        self.load()
+        return super().__getitem__(k)
+
+    def __contains__(self, k):
+        self.load()
+        return super().__contains__(k)
+
+    def __iter__(self):
+        self.load()
+        return super().__iter__()
+
+    def __len__(self):
+        self.load()
+        return super().__len__()
+
+    def get(self, k, default=None):
+        self.load()
+        return super().get(k, default)
+
+    def items(self):
+        self.load()
+        return super().items()
+
+    def keys(self):
+        self.load()
+        return super().keys()
+
+    def values(self):
+        self.load()
+        return super().values()
+
+
+REGISTRY: dict[str, OpDef] = _Registry()
+
+
+def __getattr__(name: str):
+    """aclnnXxxGetWorkspaceSize / aclnnXxx exist once the operators are registered."""
+    if name.startswith("aclnn") and not _Registry._loaded:
+        REGISTRY.load()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class aclOpExecutor:
@@ -310,10 +372,3 @@ def check_tensor_view(t, name: str) -> None:
         if a is None or t.data + t.storage_numel() * t.itemsize > a.addr + a.size:
             raise param_invalid(f"{name}: its storage ({t.storage_numel()} x {t.itemsize} B at "
                                 f"0x{t.data:x}) is not inside one device allocation")
-
-
-def _load_ops() -> None:
-    import ops  # noqa: F401  (registers every operator)
-
-
-_load_ops()
