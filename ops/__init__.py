@@ -1,6 +1,6 @@
-"""Operators: one module per aclnn operator (its checks, tiling plan and workspace, and its kernel
-as a tiled micro-program). Importing this package registers them with simulator.aclnn."""
+"""Operators: one package or module per aclnn operator (its checks, tiling plan and workspace, and
+its kernel as a tiled micro-program). Importing this package registers them with simulator.aclnn;
+the registry does so at first use (the `ascend_sim.operators` entry point names this package)."""
 from . import silu_backward  # noqa: F401
-from . import convolution_backward  # noqa: F401
-from . import conv_tbc_backward  # noqa: F401
+from . import conv  # noqa: F401  (ConvolutionBackward, ConvTbcBackward)
 from . import grid_sampler_2d_backward  # noqa: F401

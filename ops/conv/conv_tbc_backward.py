@@ -6,7 +6,7 @@ tensors laid out Time, Batch, Channel).
 
 self = gradOutput (T_out, B, Cout), input (T, B, Cin), weight (K, Cin, Cout), bias (Cout);
 T_out = T + 2*pad + 1 - K. It is conv1d backward on permuted views, so it shares the convolution
-kernels (ops/conv_kernels.py) rather than duplicating them:
+kernels (ops/conv/plan.py) rather than duplicating them:
 
     gradOutput (T_out, B, Cout) -> (B, Cout, T_out)      input  (T, B, Cin)  -> (B, Cin, T)
     weight     (K, Cin, Cout)   -> (Cout, Cin, K)        outputs permuted the same way
@@ -31,6 +31,7 @@ from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, re
 from simulator.enums import aclFormat, dtype_name, param_invalid
 
 from .convolution_backward import TILING_FIELDS, ConvGeometry, cube_compute_dtype, promote
+from .plan import plan_convolution_backward
 
 OP = "ConvTbcBackward"
 TBC_FORMATS = (aclFormat.ACL_FORMAT_ND, aclFormat.ACL_FORMAT_NCL)
@@ -118,7 +119,6 @@ def tbc_as_conv1d(a: dict):
 
 
 def plan(a: dict, profile) -> Plan:
-    from .conv_kernels import plan_convolution_backward
     promoted = promote([dtype_name(a[n].dataType) for n in ("self", "input", "weight")])
     compute = cube_compute_dtype(promoted, a["cubeMathType"], profile, OP)
     geom, go, x, w, outs = tbc_as_conv1d(a)

@@ -29,8 +29,8 @@ Where the seed document and SPEC differ, SPEC wins (it records what the code doe
 may be null where their mask bit is 0; on A2, cubeMathType 2 (USE_FP16) with BF16 computes in
 FP16 rather than failing, and 1/3 with FP16 or BF16 keep the dtype.
 
-The computation (kernels, tiling, workspace) is in ops/conv_kernels.py (docs/CONVOLUTION.md); it
-is shared with aclnnConvTbcBackward (ops/conv_tbc_backward.py).
+The computation (kernels, tiling, workspace) is in the rest of ops/conv/ (docs/CONVOLUTION.md); it
+is shared with aclnnConvTbcBackward (ops/conv/conv_tbc_backward.py).
 """
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ from simulator.acl import aclBoolArray, aclIntArray
 from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, require_present,
                              require_support)
 from simulator.enums import aclFormat, dtype_name, param_invalid, param_nullptr
+
+from .plan import plan_convolution_backward
 
 OP = "ConvolutionBackward"
 
@@ -362,7 +364,6 @@ def geometry(a: dict) -> ConvGeometry:
 
 
 def plan(a: dict, profile) -> Plan:
-    from .conv_kernels import plan_convolution_backward
     go, x, w = a["gradOutput"], a["input"], a["weight"]
     mask = tuple(a["outputMask"].values)
     promoted = promote([dtype_name(t.dataType) for t in (go, x, w)])

@@ -1,0 +1,425 @@
+"""The Cube launch (all AICs): gradInput and gradWeight units as img2col GEMMs fed by load3d from
+the NC1HWC0 maps in L1, double-buffered in L1 and L0A/L0B with explicit flags (`Sched`), drained
+by Fixpipe (A2) or through UB (coupled chips).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.kernel import (DataCopy, DataCopyParams, GetBlockIdx, GlobalTensor, HardEvent, PipeBarrier,
+                              PIPE_ALL, SetAtomicAdd, SetAtomicNone, SetFlag, TBuf, TPipe, TPosition,
+                              WaitFlag, float32)
+from simulator.kernel.cube import (CFG_NZ, BlockMode, DataCopyEnhancedParams, DeqScale, Fixpipe,
+                                   FixpipeParamsV220, InitConstValue, InitConstValueParams, LoadData,
+                                   LoadData2DParams, LoadData3DParamsV2, Mmad, MmadParams, Nd2NzParams,
+                                   SetHF32Mode)
+from simulator.machine import align_up, ceil_div
+from .geometry import F16, CubeGeometry, axis_window
+from .prologue import PackWeight
+from .tiling import DwTiling, DxTiling
+from .vector_pipeline import align32, sub_tensor
+
+
+@dataclass
+class CubeJob:
+    """Host-side tiling of the Cube launch."""
+    geo: CubeGeometry
+    a2: bool
+    cd: np.dtype
+    hf32: bool
+    nb: int               # L1 / L0 buffers (2: double-buffered)
+    l1: int               # bytes per L1 stage slot
+    l0a: int
+    l0b: int
+    l0c: int              # bytes of L0C in use
+    dx: DxTiling | None
+    dw: DwTiling | None
+    wp: PackWeight | None
+    dxg_dt: np.dtype | None
+    acc_dt: np.dtype | None
+    ub_out: int           # coupled chips: UB bytes per output slot
+    blocks: list          # per block: [("dx", i) ...] then [("dw", i) ...]
+
+
+class Stage:
+    """One L1 stage: copyin(l1 slot, load_b) and its L0 steps (loadA, loadB, m, n, k, B key).
+    bkey names the right-operand block the stage copies into its slot's B region: a slot that
+    already holds it skips the copy (and an L0B slot that holds a step's B skips the load)."""
+    __slots__ = ("copyin", "steps", "first", "last", "out", "bkey")
+
+    def __init__(self, copyin, steps, first=False, last=False, out=None, bkey=None):
+        self.copyin, self.steps, self.first, self.last, self.out = copyin, steps, first, last, out
+        self.bkey = bkey
+
+
+class Sched:
+    """The block's Cube pipeline with explicit flags: L1 stage slots (MTE2 -> MTE1), L0A/L0B
+    step slots (MTE1 -> M), L0C tiles (M -> FIX on A2; M -> V -> MTE3 through UB on the coupled
+    chips). The next stage's copy-in is written before this stage's compute, so MTE2 prefetches
+    one stage ahead; every slot is released by the pipe that used it last."""
+
+    def __init__(self, job: CubeJob, l1, l0a, l0b, l0c: list, ub: list | None):
+        self.job, self.l1, self.l0a, self.l0b, self.l0c, self.ub = job, l1, l0a, l0b, l0c, ub
+        self.nb = job.nb
+        self.nstage = self.nstep = self.nunit = 0
+        self.ub_pending = [False] * len(l0c)
+        self.l1b = [None] * self.nb           # the B block each L1 slot holds
+        self.l0bk = [None] * self.nb          # the B step each L0B slot holds
+
+    def run(self, stages):
+        it = iter(stages)
+        nxt = next(it, None)
+        if nxt is None:
+            return
+        self._copyin(nxt, 0)
+        i = 0
+        while nxt is not None:
+            cur = nxt
+            nxt = next(it, None)
+            if nxt is not None:
+                self._copyin(nxt, i + 1)
+            self._compute(cur, i)
+            if cur.last:
+                self._copyout(cur.out)
+            i += 1
+        self._drain(i)
+
+    def _copyin(self, st: Stage, i: int):
+        s = i % self.nb
+        if i >= self.nb:
+            WaitFlag(HardEvent.MTE1_MTE2, s)
+        load_b = st.bkey is None or self.l1b[s] != st.bkey
+        st.copyin(self.l1[s], load_b)
+        self.l1b[s] = st.bkey
+        SetFlag(HardEvent.MTE2_MTE1, s)
+
+    def _compute(self, st: Stage, i: int):
+        s = i % self.nb
+        nb = self.nb
+        WaitFlag(HardEvent.MTE2_MTE1, s)
+        cslot = self.nunit % len(self.l0c)
+        for n, (la, lb, m, nn, k, bk) in enumerate(st.steps):
+            j = self.nstep % nb
+            if self.nstep >= nb:
+                WaitFlag(HardEvent.M_MTE1, j)
+            la(self.l0a[j], self.l1[s])
+            if bk is None or self.l0bk[j] != bk:
+                lb(self.l0b[j], self.l1[s])
+            self.l0bk[j] = bk
+            SetFlag(HardEvent.MTE1_M, j)
+            WaitFlag(HardEvent.MTE1_M, j)
+            first = st.first and n == 0
+            if first and self.nunit >= len(self.l0c):
+                WaitFlag(HardEvent.FIX_M if self.job.a2 else HardEvent.V_M, cslot)
+            Mmad(self.l0c[cslot], self.l0a[j], self.l0b[j], MmadParams(m=m, n=nn, k=k, cmatrixInitVal=first))
+            SetFlag(HardEvent.M_MTE1, j)
+            self.nstep += 1
+        SetFlag(HardEvent.MTE1_MTE2, s)
+
+    def _copyout(self, out):
+        cs = self.nunit % len(self.l0c)
+        c = self.l0c[cs]
+        if self.job.a2:
+            SetFlag(HardEvent.M_FIX, cs)
+            WaitFlag(HardEvent.M_FIX, cs)
+            out(c, None, "fix")
+            SetFlag(HardEvent.FIX_M, cs)
+        else:
+            SetFlag(HardEvent.M_V, cs)
+            WaitFlag(HardEvent.M_V, cs)
+            if self.ub_pending[cs]:
+                WaitFlag(HardEvent.MTE3_V, cs)
+            out(c, self.ub[cs], "ub")          # L0C -> UB on V
+            SetFlag(HardEvent.V_M, cs)
+            SetFlag(HardEvent.V_MTE3, cs)
+            WaitFlag(HardEvent.V_MTE3, cs)
+            out(c, self.ub[cs], "store")       # UB -> GM on MTE3
+            SetFlag(HardEvent.MTE3_V, cs)
+            self.ub_pending[cs] = True
+        self.nunit += 1
+
+    def _drain(self, nstages: int):
+        for i in range(max(0, nstages - self.nb), nstages):
+            WaitFlag(HardEvent.MTE1_MTE2, i % self.nb)
+        for i in range(max(0, self.nstep - self.nb), self.nstep):
+            WaitFlag(HardEvent.M_MTE1, i % self.nb)
+        nc = len(self.l0c)
+        for u in range(max(0, self.nunit - nc), self.nunit):
+            WaitFlag(HardEvent.FIX_M if self.job.a2 else HardEvent.V_M, u % nc)
+        for cs, p in enumerate(self.ub_pending):
+            if p:
+                WaitFlag(HardEvent.MTE3_V, cs)
+        self.nstage = self.nstep = self.nunit = 0
+        self.ub_pending = [False] * nc
+
+
+def _coupled_out(c, ub, phase, m, n, odt, dst, strips_stride, rows_stride, atomic, nz: bool):
+    """Coupled chips: L0C -> UB (V, whole fractals, NZ kept, FP32 -> FP16 on the way), then UB
+    -> GM on MTE3: NZ strips into NC1HWC0 planes (nz) or 16-column strips into row-major rows."""
+    m1, n1 = ceil_div(m, 16), ceil_div(n, 16)
+    u = ub.ReinterpretCast(odt)
+    osz = odt.itemsize
+    if phase == "ub":
+        DataCopy(u, c, DataCopyParams(1, m1 * n1, 0, 0),
+                 DataCopyEnhancedParams(BlockMode.BLOCK_MODE_MATRIX, DeqScale.DEQF16 if odt == F16 else DeqScale.DEQ_NONE))
+        return
+    if atomic:
+        SetAtomicAdd(np.float32)
+    if nz:
+        DataCopy(dst, u, DataCopyParams(n1, m * 16 * osz // 32, (m1 * 16 - m) * 16 * osz // 32,
+                                        (strips_stride - m) * 16 * osz // 32))
+    else:
+        for l in range(n1):
+            DataCopy(dst[l * 16], u[l * m1 * 256], DataCopyParams(m, 16 * osz // 32, 0, (rows_stride - 16) * osz // 32))
+    if atomic:
+        SetAtomicNone()
+
+
+def _gm(a, dt=None):
+    if a is None:
+        return None
+    g = GlobalTensor(dt or a.dtype)
+    g.SetGlobalBuffer(a)
+    return g
+
+
+def cube_body(DY, XM, WP, DXG, ACC, A32, job: CubeJob):
+    cd = job.cd
+    isz, c0 = cd.itemsize, 32 // cd.itemsize
+    work = job.blocks[GetBlockIdx()]
+    pipe = TPipe()
+    bufs = {}
+    for name, pos, size in (("L1", TPosition.A1, job.nb * job.l1), ("L0A", TPosition.A2, job.nb * job.l0a),
+                            ("L0B", TPosition.B2, job.nb * job.l0b), ("L0C", TPosition.CO1, job.l0c)):
+        b = TBuf(pos)
+        pipe.InitBuffer(b, size)
+        bufs[name] = b.Get(np.uint8)
+    ub = None
+    if not job.a2:
+        b = TBuf(TPosition.VECCALC)
+        pipe.InitBuffer(b, 2 * job.ub_out)
+        ub = [b.Get(np.uint8)[i * job.ub_out] for i in range(2)]
+    if job.hf32:
+        SetHF32Mode(True)
+    l1 = [bufs["L1"][i * job.l1] for i in range(job.nb)]
+    l0a = [bufs["L0A"][i * job.l0a].ReinterpretCast(cd) for i in range(job.nb)]
+    l0b = [bufs["L0B"][i * job.l0b].ReinterpretCast(cd) for i in range(job.nb)]
+    gDY, gX, gWP = _gm(DY, cd), _gm(XM, cd), _gm(WP, cd)
+    gDXG = _gm(DXG, job.dxg_dt) if DXG is not None else None
+    gACC = _gm(ACC, job.acc_dt) if ACC is not None else None
+    gA32 = _gm(A32, cd) if A32 is not None else None
+    dx_units = [i for k, i in work if k == "dx"]
+    dw_units = [i for k, i in work if k == "dw"]
+    if dx_units:
+        t = job.dx
+        csz = align_up(t.m, 16) * align_up(t.nt, 16) * 4
+        l0c = [bufs["L0C"][i * csz].ReinterpretCast(float32) for i in range(t.nc)]
+        s = Sched(job, l1, l0a, l0b, l0c, ub)
+        s.run(_dx_stages(job, dx_units, gDY, gWP, gDXG, isz, c0))
+    if dw_units:
+        if dx_units:
+            PipeBarrier(PIPE_ALL)
+        l0c = [bufs["L0C"][0].ReinterpretCast(float32)]
+        s = Sched(job, l1, l0a, l0b, l0c, ub)
+        s.run(_dw_stages(job, dw_units, gDY, gX, gACC, gA32, isz, c0))
+
+
+def _zero_stage(m: int, n: int, c0: int, out) -> Stage:
+    """A unit no tap reaches: an Mmad of zero fractals writes its (zero) tile."""
+    m1, n1 = ceil_div(m, 16), ceil_div(n, 16)
+
+    def copyin(l1, load_b=True):
+        InitConstValue(l1, InitConstValueParams(1, (m1 + n1) * 16, 0, 0))
+
+    def la(a2, l1):
+        LoadData(a2, l1.ReinterpretCast(a2.dtype), LoadData2DParams(startIndex=0, repeatTimes=m1, srcStride=1))
+
+    def lb(b2, l1):
+        LoadData(b2, l1.ReinterpretCast(b2.dtype), LoadData2DParams(startIndex=m1, repeatTimes=n1, srcStride=1))
+    return Stage(copyin, [(la, lb, m, n, c0, None)], True, True, out)
+
+
+def _depth_plane(pl: int, out_depth: int, src, ax, k: int) -> int | None:
+    """The plane of map `src` that depth tap k of output plane pl (image-major, out_depth planes
+    per image) reads, or None if it falls in the depth padding; 0 for a folded map (2-D)."""
+    if src.fold:
+        return 0
+    n_img, od = divmod(pl, out_depth)
+    jd = od * ax.s - ax.P + k * ax.d
+    return n_img * src.D + jd if 0 <= jd < src.D else None
+
+
+def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
+    geo, t, wp = job.geo, job.dx, job.wp
+    my, lay = geo.dy, geo.dxg
+    Wg = lay.Wd
+    C1co = ceil_div(geo.Cout, c0)
+    C1o = ceil_div(geo.Cin, 16)
+    S = geo.nphase
+    odt = job.dxg_dt
+    boff = align32(t.slab)                     # the weight block's place in every L1 slot
+    for ui in unit_ids:
+        g, q, pl, p0, m, j = t.units[ui]
+        f = geo.phases[q]
+        n0, nw = t.ntiles[j]
+        n1 = ceil_div(nw, 16)
+        m1 = ceil_div(m, 16)
+        Khw = f.Khw
+        kk = t.kk
+        dst = gDXG[(((g * C1o + n0 // 16) * S + q) * lay.block + pl * lay.plane + p0) * 16]
+
+        def out(c, ub, phase, m=m, nw=nw, dst=dst, m1=m1):
+            if phase == "fix":
+                Fixpipe(dst, c, FixpipeParamsV220(nSize=nw, mSize=m, srcStride=m1 * 16, dstStride=S * lay.block), CFG_NZ)
+            else:
+                _coupled_out(c, ub, phase, m, nw, odt, dst, S * lay.block, 0, False, True)
+        oh0, oh1 = p0 // Wg, (p0 + m - 1) // Wg
+        hlo, l1H, top, bot = axis_window(f.ax[1], oh0, oh1 - oh0 + 1, my.R)
+        mst = p0 - oh0 * Wg
+        specs = []
+        if l1H:
+            for kdt in range(f.ax[0].K):
+                plane = _depth_plane(pl, lay.D, my, f.ax[0], kdt)
+                if plane is None:
+                    continue
+                for c1a in range(0, C1co, t.c1n):
+                    specs.append((kdt, plane, c1a, min(t.c1n, C1co - c1a)))
+        if not specs:
+            yield _zero_stage(m, nw, c0, out)
+            continue
+        for si, (kdt, plane, c1a, cn) in enumerate(specs):
+            src_a = gDY[(((g * C1co + c1a) * my.NP + plane) * my.R + hlo) * my.Wd * c0]
+            src_b = gWP[wp.off(g, q, kdt, c1a, j, 0)]
+            blen = cn * Khw * n1 * 16 * c0 * isz // 32
+
+            def copyin(l1, load_b, src_a=src_a, src_b=src_b, cn=cn, blen=blen, l1H=l1H):
+                DataCopy(sub_tensor(l1, t.slab, job.cd), src_a,
+                         DataCopyParams(cn, l1H * my.Wd * c0 * isz // 32, (my.block - l1H * my.Wd) * c0 * isz // 32, 0))
+                if load_b:
+                    DataCopy(l1[boff].ReinterpretCast(job.cd), src_b, DataCopyParams(1, blen, 0, 0))
+            kst = cn * Khw * c0
+            steps = []
+            for k0 in range(0, kst, kk):
+                kl = min(kk, kst - k0)
+                p3 = LoadData3DParamsV2(padList=(f.left, f.right, top, bot), l1H=l1H, l1W=my.Wd, channelSize=cn * c0,
+                                        kExtension=kl, mExtension=m, kStartPt=k0, mStartPt=mst,
+                                        strideW=f.ax[2].s, strideH=f.ax[1].s, filterW=f.ax[2].K,
+                                        filterH=f.ax[1].K, dilationFilterW=f.ax[2].d, dilationFilterH=f.ax[1].d)
+                p2 = LoadData2DParams(startIndex=(k0 // c0) * n1, repeatTimes=ceil_div(kl, c0) * n1, srcStride=1)
+
+                def la(a2, l1, p3=p3):
+                    LoadData(a2, l1.ReinterpretCast(a2.dtype), p3)
+
+                def lb(b2, l1, p2=p2):
+                    LoadData(b2, l1[boff].ReinterpretCast(b2.dtype), p2)
+                bkey = ("dx", g, q, j, kdt, c1a)
+                steps.append((la, lb, m, nw, kl, bkey + (k0, kl)))
+            yield Stage(copyin, steps, si == 0, si == len(specs) - 1, out, bkey)
+
+
+def _dw_stages(job: CubeJob, unit_ids, gDY, gX, gACC, gA32, isz, c0):
+    geo, t = job.geo, job.dw
+    f = geo.dwf
+    alay = geo.dy if geo.amap == "dy" else geo.x
+    blay = geo.x if geo.amap == "dy" else geo.dy
+    gA, gB = (gDY, gX) if geo.amap == "dy" else (gX, gDY)
+    Wg, Wm = alay.Wd, blay.Wd
+    Khw, KD = f.Khw, f.ax[0].K
+    C1a, C1b = ceil_div(geo.Mg, c0), ceil_div(geo.Cb, c0)
+    rowKd = C1b * Khw * c0
+    kk = t.kk
+    atomic = t.ks > 1
+    HWimg = alay.D * alay.H * alay.Wd
+    for ui in unit_ids:
+        g, kd, m0, mt, col0, ncol, pieces = t.units[ui]
+        m1 = ceil_div(mt, 16)
+        c1aB = col0 // (Khw * c0)
+        c1nB = ceil_div(col0 + ncol, Khw * c0) - c1aB
+        kstB = col0 - c1aB * Khw * c0
+        c1aA = m0 // c0
+        c1nA = ceil_div(m0 + mt, c0) - c1aA
+        kstA = m0 - c1aA * c0
+        dst = gACC[((g * geo.Mg + m0) * KD + kd) * rowKd + col0]
+
+        def out(c, ub, phase, mt=mt, ncol=ncol, dst=dst, m1=m1):
+            if phase == "fix":
+                if atomic:
+                    SetAtomicAdd(np.float32)
+                Fixpipe(dst, c, FixpipeParamsV220(nSize=ncol, mSize=mt, srcStride=m1 * 16, dstStride=KD * rowKd))
+                if atomic:
+                    SetAtomicNone()
+            else:
+                _coupled_out(c, ub, phase, mt, ncol, job.acc_dt, dst, 0, KD * rowKd, atomic, False)
+        specs = []
+        for (pl, p0, kl) in pieces:
+            plane_b = _depth_plane(pl, alay.D, blay, f.ax[0], kd)
+            if plane_b is None:
+                continue
+            oh0, oh1 = p0 // Wg, (p0 + kl - 1) // Wg
+            hlo, l1H, top, bot = axis_window(f.ax[1], oh0, oh1 - oh0 + 1, blay.R)
+            if l1H == 0:
+                continue
+            specs.append((pl, p0, kl, plane_b, oh0, oh1 - oh0 + 1, hlo, l1H, top, bot))
+        if not specs:
+            if atomic:
+                continue             # nothing to add
+            yield _zero_stage(mt, ncol, c0, out)
+            continue
+        for si, (pl, p0, kl, plane_b, oh0, rowsA, hlo, l1H, top, bot) in enumerate(specs):
+            if t.a_nd2nz:
+                a_bytes = align_up(mt, 16) * align_up(kl, c0) * isz
+                if alay.fold:
+                    n_img = p0 // (alay.pitch * Wg)
+                    pimg = p0 - n_img * alay.pitch * Wg
+                else:
+                    n_img, od = divmod(pl, alay.D)
+                    pimg = od * alay.H * Wg + p0
+                src_a = gA32[((n_img * geo.G + g) * geo.Mg + m0) * HWimg + pimg]
+            else:
+                a_bytes = c1nA * rowsA * Wg * c0 * isz
+                src_a = gA[(((g * C1a + c1aA) * alay.NP + pl) * alay.R + oh0) * Wg * c0]
+            src_b = gB[(((g * C1b + c1aB) * blay.NP + plane_b) * blay.R + hlo) * Wm * c0]
+            boff = align32(a_bytes)
+
+            def copyin(l1, load_b=True, src_a=src_a, src_b=src_b, kl=kl, rowsA=rowsA, boff=boff, l1H=l1H, mt=mt,
+                       m1=m1, c1nA=c1nA, c1nB=c1nB):
+                a1 = sub_tensor(l1, boff, job.cd)
+                if t.a_nd2nz:
+                    if mt % 16:
+                        InitConstValue(a1, InitConstValueParams(1, m1 * 16 * ceil_div(kl, c0), 0, 0))
+                    DataCopy(a1, src_a, Nd2NzParams(1, mt, kl, 0, HWimg, m1 * 16, 1, 0))
+                else:
+                    DataCopy(a1, src_a, DataCopyParams(c1nA, rowsA * Wg * c0 * isz // 32,
+                                                       (alay.block - rowsA * Wg) * c0 * isz // 32, 0))
+                DataCopy(l1[boff].ReinterpretCast(job.cd), src_b,
+                         DataCopyParams(c1nB, l1H * Wm * c0 * isz // 32, (blay.block - l1H * Wm) * c0 * isz // 32, 0))
+            steps = []
+            for q0 in range(0, kl, kk):
+                kq = min(kk, kl - q0)
+                k1 = ceil_div(kq, c0)
+                mst = p0 + q0 - oh0 * Wg
+                if t.a_nd2nz:
+                    def la(a2, l1, q0=q0, k1=k1):
+                        frac = 512 // a2.dtype.itemsize
+                        for kb in range(k1):
+                            LoadData(a2[kb * frac], l1.ReinterpretCast(a2.dtype),
+                                     LoadData2DParams(startIndex=(q0 // c0 + kb) * m1, repeatTimes=m1, srcStride=1,
+                                                      dstGap=k1 - 1))
+                else:
+                    pa = LoadData3DParamsV2(padList=(0, 0, 0, 0), l1H=rowsA, l1W=Wg, channelSize=c1nA * c0,
+                                            kExtension=mt, mExtension=kq, kStartPt=kstA, mStartPt=mst,
+                                            enTranspose=True)
+
+                    def la(a2, l1, pa=pa):
+                        LoadData(a2, l1.ReinterpretCast(a2.dtype), pa)
+                pb = LoadData3DParamsV2(padList=(f.left, f.right, top, bot), l1H=l1H, l1W=Wm, channelSize=c1nB * c0,
+                                        kExtension=ncol, mExtension=kq, kStartPt=kstB, mStartPt=mst,
+                                        strideW=f.ax[2].s, strideH=f.ax[1].s, filterW=f.ax[2].K, filterH=f.ax[1].K,
+                                        dilationFilterW=f.ax[2].d, dilationFilterH=f.ax[1].d)
+
+                def lb(b2, l1, pb=pb, boff=boff):
+                    LoadData(b2, l1[boff].ReinterpretCast(b2.dtype), pb)
+                steps.append((la, lb, mt, ncol, kq, None))
+            yield Stage(copyin, steps, si == 0, si == len(specs) - 1, out)

@@ -1,0 +1,309 @@
+"""The convolution as the Cube sees it: per-axis img2col families (gradInput's sub-pixel phases,
+gradWeight's window), the tall NC1HWC0 map layouts and grids, the space-to-depth fold for
+conv1-like layers, and the storage dtypes of the maps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from simulator.enums import AclnnError, aclnnStatus
+from simulator.machine import ceil_div
+
+
+def tiling_error(msg: str) -> AclnnError:
+    """ACLNN_ERR_INNER_TILING_ERROR (561002): no tiling can run the call (or a forced one cannot)."""
+    return AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR, msg)
+
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+STORAGE = {"FLOAT16": F16, "BF16": BF16, "FLOAT": F32, "HF32": F32}
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of one img2col family: output o (0-based, true index) reads map index
+    o*s - P + t*d for img2col tap t < K; taps[t] is the original kernel index of tap t. Q valid
+    outputs per image. P < 0 (a crop) only occurs with s == 1 (gradInput phases): load3d then
+    pads max(P, 0) and the grid is shifted by sh = max(-P, 0)."""
+    s: int
+    d: int
+    P: int
+    taps: tuple
+    Q: int
+
+    @property
+    def K(self) -> int:
+        return len(self.taps)
+
+    @property
+    def pad(self) -> int:
+        return max(self.P, 0)
+
+    @property
+    def sh(self) -> int:
+        return max(-self.P, 0)
+
+
+def forward_axis(s, d, p, k, Q) -> Axis:
+    return Axis(s, d, p, tuple(range(k)), Q)
+
+
+def phase_axes(X: int, O: int, k: int, s: int, d: int, p: int) -> list[Axis]:
+    """The s sub-pixel phases of a stride-s transposed convolution along one axis (gradInput of
+    a convolution): dX[r + s*i] = sum over taps kk with (r + p - kk*d) % s == 0 of
+    dy[(r + p - kk*d)/s + i] * w[kk]: a stride-1 convolution of dy (taps in increasing dy
+    offset, i.e. flipped), dilation d/gcd(s, d). A phase with no tap has K == 0."""
+    out = []
+    for r in range(s):
+        Q = max(0, ceil_div(X - r, s))
+        taps = [kk for kk in range(k) if (r + p - kk * d) % s == 0][::-1]
+        if not taps or Q == 0:
+            out.append(Axis(1, 1, 0, (), Q))
+            continue
+        offs = [(r + p - kk * d) // s for kk in taps]
+        dd = offs[1] - offs[0] if len(taps) > 1 else 1
+        out.append(Axis(1, dd, -offs[0], tuple(taps), Q))
+    return out
+
+
+def axis_window(ax: Axis, o0: int, cnt: int, length: int):
+    """Map rows a run of grid rows [o0, o0 + cnt) (grid index, shift included) reads along H:
+    (lo, rows, pad_before, pad_after); rows 0 if the window misses the map."""
+    v0 = o0 * ax.s - ax.pad
+    ext = (cnt - 1) * ax.s + ax.d * (max(ax.K, 1) - 1) + 1
+    lo, hi = max(v0, 0), min(v0 + ext, length)
+    if hi <= lo:
+        return 0, 0, 0, 0
+    before = lo - v0
+    return lo, hi - lo, before, ext - before - (hi - lo)
+
+
+@dataclass(frozen=True)
+class MapLayout:
+    """A tall NC1HWC0 layout: blocks (g, c1[, phase]) of NP planes x R rows x Wd columns of C0
+    values. 1D/2D (fold): the batch is folded into the rows, image n's rows start at n * pitch
+    (rows beyond its H are zero gap rows for maps, junk for grids), NP = 1. 3D: plane
+    n * D + depth, R = rows per image."""
+    N: int
+    fold: bool
+    D: int
+    H: int
+    pitch: int
+    Wd: int
+
+    @property
+    def NP(self) -> int:
+        return 1 if self.fold else self.N * self.D
+
+    @property
+    def R(self) -> int:
+        return self.N * self.pitch if self.fold else self.pitch
+
+    @property
+    def plane(self) -> int:
+        return self.R * self.Wd
+
+    @property
+    def block(self) -> int:
+        return self.NP * self.plane
+
+    def img(self, n: int) -> int:
+        """Position of image n's first element (depth 0, row 0)."""
+        return n * self.pitch * self.Wd if self.fold else n * self.D * self.plane
+
+
+def wpad(ax: Axis, Wm: int, Wg: int) -> tuple[int, int]:
+    """load3d left / right padding along W for a grid Wg wide over a map Wm wide."""
+    left = ax.pad
+    right = (Wg - 1) * ax.s + ax.d * (ax.K - 1) + 1 - Wm - left
+    if right < 0:
+        right = 0
+        got = (Wm + left - ax.d * (ax.K - 1) - 1) // ax.s + 1
+        assert got == Wg, (got, Wg, ax, Wm)
+    return left, right
+
+
+@dataclass
+class Img2colFamily:
+    """One img2col family: per axis (D, H, W) and the load3d W padding."""
+    ax: tuple
+    left: int
+    right: int
+
+    @property
+    def Khw(self) -> int:
+        return self.ax[1].K * self.ax[2].K
+
+
+def check_load3d_limits(fam: Img2colFamily, what: str) -> None:
+    """load3d's padding fields are [0, 255]: a transposed convolution whose img2col needs more
+    padding cannot be tiled (561002). (Filter, dilation and stride limits are the operator's
+    checks on A2; elsewhere they fault in the kernel, as on the hardware.)"""
+    msgs = []
+    for name, ax in (("H", fam.ax[1]), ("W", fam.ax[2])):
+        if ax.pad > 255:
+            msgs.append(f"a load3d padding of {ax.pad} (> 255) along {name}")
+    if fam.right > 255:
+        msgs.append(f"a load3d right padding of {fam.right} (> 255)")
+    if msgs:
+        raise tiling_error(f"{what}: the img2col needs {'; '.join(msgs)}, which does not fit load3d's padList")
+
+
+def _pad3(t, fill):
+    return (fill,) * (3 - len(t)) + tuple(t)
+
+
+@dataclass
+class CubeGeometry:
+    """The call's two GEMM families and the layouts of their maps and grids."""
+    nd: int
+    N: int
+    G: int
+    Cin: int              # per group
+    Cout: int             # per group
+    transposed: bool
+    X: tuple              # input spatial (D, H, W)
+    O: tuple              # gradOutput spatial
+    k: tuple
+    fold: bool
+    dy: MapLayout               # gradOutput map
+    x: MapLayout                # input map
+    # gradInput
+    S: tuple              # phases per axis (sd, sh, sw)
+    phases: list          # per phase q: Img2colFamily or None (no tap)
+    dxg: MapLayout              # the phase grid (one per phase)
+    Qmax: tuple           # valid outputs per phase, max over phases, per axis
+    shmax: tuple          # grid shift, max over phases, per axis (H, W; D has none)
+    # gradWeight
+    dwf: Img2colFamily
+    Mg: int               # rows of dW per group (A-map channels)
+    Cb: int               # B-map channels per group
+    amap: str             # "dy" or "x": the A-map (its layout is the grid)
+    bmap: str
+    s2d: "SpaceToDepth | None" = None   # gradWeight over the input folded 2x2 into channels (conv1-like layers)
+
+    @property
+    def nphase(self) -> int:
+        return self.S[0] * self.S[1] * self.S[2]
+
+
+@dataclass(frozen=True)
+class SpaceToDepth:
+    """gradWeight of a stride-2 convolution with few input channels, over the input folded 2x2
+    into channels: x'[i][j][(ph, pw, c)] = x[2i + ph - eh][2j + pw] (C padded to cp = C0 / 4 per
+    phase, so 16 lanes hold 4 phases x cp channels instead of 16 lanes holding C of them). The
+    convolution becomes stride 1 with taps t, the original tap k = 2t + phase + delta (k outside
+    [0, K) is a tap the weight does not have: its gradient is computed and dropped)."""
+    Cin: int
+    cp: int
+    eh: int
+    Xh: int               # x' rows / columns per image
+    Xw: int
+    Kh: int               # taps of the folded convolution
+    Kw: int
+    dh: int               # delta: k = 2t + phase + delta
+    dw: int
+    K: tuple              # original kernel (KH, KW)
+
+
+def _space_to_depth_axis(X, k, p, e):
+    pairs = [(kk, ph) for kk in range(k) for ph in (0, 1) if (kk - p + e - ph) % 2 == 0]
+    a = [(kk - p + e - ph) // 2 for kk, ph in pairs]
+    amin, amax = min(a), max(a)
+    return (X + e + 1) // 2, amax - amin + 1, -amin, 2 * amin + p - e
+
+
+def _space_to_depth(geom, c0, mask) -> SpaceToDepth | None:
+    """The folded gradWeight applies to 2D, groups 1, stride 2 x 2, dilation 1, 4 * C_in <= C0
+    (16-bit), an input width whose rows stay 32-B aligned, and a requested gradWeight."""
+    if (geom.nd != 2 or geom.transposed or geom.groups != 1 or tuple(geom.stride) != (2, 2)
+            or tuple(geom.dilation) != (1, 1) or c0 != 16 or 4 * geom.Cin > c0 or not mask[1]
+            or geom.in_sp[1] % 16 or geom.Cout % 16):
+        return None
+    (kh, kw), (ph, pw) = geom.k, (geom.pad[0][0], geom.pad[1][0])
+    Xh, Kh, Ph, dh = _space_to_depth_axis(geom.in_sp[0], kh, ph, ph % 2)
+    Xw, Kw, Pw, dw = _space_to_depth_axis(geom.in_sp[1], kw, pw, 0)
+    return SpaceToDepth(geom.Cin, c0 // 4, ph % 2, Xh, Xw, Kh, Kw, dh, dw, (kh, kw)), (Ph, Pw)
+
+
+def make_cube_geometry(geom, mask, c0: int = 16) -> CubeGeometry:
+    nd, N, G = geom.nd, geom.N, geom.groups
+    k3, s3, d3 = _pad3(geom.k, 1), _pad3(geom.stride, 1), _pad3(geom.dilation, 1)
+    pb3 = _pad3(tuple(p[0] for p in geom.pad), 0)
+    X3, O3 = _pad3(geom.in_sp, 1), _pad3(geom.out_sp, 1)
+    fold = nd < 3
+    Cin, Cout = geom.Cin // G, geom.Cout // G
+    sd = _space_to_depth(geom, c0, mask)
+    if sd is not None:
+        sd, (Ph, Pw) = sd
+    if not geom.transposed:
+        fw = tuple(forward_axis(s3[a], d3[a], pb3[a], k3[a], O3[a]) for a in range(3))
+        if sd is not None:
+            fw = (fw[0], forward_axis(1, 1, Ph, sd.Kh, O3[1]), forward_axis(1, 1, Pw, sd.Kw, O3[2]))
+        ph = [phase_axes(X3[a], O3[a], k3[a], s3[a], d3[a], pb3[a]) for a in range(3)]
+        S = tuple(len(p) for p in ph)
+        # pitches (fold axis H): dy rows per image Pd, x rows per image Px = s_h * Pd
+        O, X, k, s, d, p = O3[1], X3[1], k3[1], s3[1], d3[1], pb3[1]
+        if fold:
+            req = [O]
+            if mask[1] and sd is not None:
+                after = max(0, (O - 1) - Ph + (sd.Kh - 1) - (sd.Xh - 1))
+                req.append(sd.Xh + max(Ph, after))
+            elif mask[1]:
+                after = max(0, (O - 1) * s - p + (k - 1) * d - (X - 1))
+                req.append(ceil_div(X + max(p, after), s))
+            if mask[0]:
+                for a in ph[1]:
+                    if a.K:
+                        req += [a.Q + a.sh, O + a.pad, a.Q - 1 - a.P + (a.K - 1) * a.d + 1]
+                req.append(max(a.sh for a in ph[1]) + max(a.Q for a in ph[1]))
+            Pd = max(req)
+            Px = Pd if sd is not None else s * Pd
+        else:
+            Pd, Px = O, X
+        dy = MapLayout(N, fold, O3[0], O3[1], Pd, O3[2])
+        x = MapLayout(N, fold, X3[0], X3[1], Px, X3[2]) if sd is None else MapLayout(N, fold, 1, sd.Xh, Px, sd.Xw)
+        # the phase grid: rows per image (fold: the dy pitch; 3D: enough for every phase),
+        # width enough for every phase's valid outputs after its shift
+        Qmax = tuple(max(a.Q for a in ph[i]) for i in range(3))
+        shmax = (0, max(a.sh for a in ph[1]), max(a.sh for a in ph[2]))
+        Wg = shmax[2] + Qmax[2]
+        for a in ph[2]:
+            if a.K:
+                Wg = max(Wg, O3[2] + a.pad - a.d * (a.K - 1))
+        Hg = Pd if fold else shmax[1] + Qmax[1]
+        dxg = MapLayout(N, fold, Qmax[0], Qmax[1], Hg, Wg)
+        phases = []
+        for rd in range(S[0]):
+            for rh in range(S[1]):
+                for rw in range(S[2]):
+                    axs = (ph[0][rd], ph[1][rh], ph[2][rw])
+                    if min(a.K for a in axs) == 0 or min(a.Q for a in axs) == 0:
+                        phases.append(None)
+                        continue
+                    left, right = wpad(axs[2], O3[2], Wg)
+                    phases.append(Img2colFamily(axs, left, right))
+        left, right = wpad(fw[2], x.Wd, O3[2])
+        dwf = Img2colFamily(fw, left, right)
+        return CubeGeometry(nd, N, G, Cin, Cout, False, X3, O3, k3, fold, dy, x, S, phases, dxg, Qmax, shmax,
+                   dwf, Cout, c0 if sd is not None else Cin, "dy", "x", sd)
+    # transposed: gradInput is a plain stride-s convolution of dy; gradWeight = x^T img2col(dy)
+    fw = tuple(forward_axis(s3[a], d3[a], pb3[a], k3[a], X3[a]) for a in range(3))
+    O, X, k, s, d, p = O3[1], X3[1], k3[1], s3[1], d3[1], pb3[1]
+    if fold:
+        after = max(0, (X - 1) * s - p + (k - 1) * d - (O - 1))
+        Px = max(X, ceil_div(O + max(p, after), s))
+        Pd = s * Px
+    else:
+        Pd, Px = O, X
+    dy = MapLayout(N, fold, O3[0], O3[1], Pd, O3[2])
+    x = MapLayout(N, fold, X3[0], X3[1], Px, X3[2])
+    left, right = wpad(fw[2], O3[2], X3[2])
+    fam = Img2colFamily(fw, left, right)
+    return CubeGeometry(nd, N, G, Cin, Cout, True, X3, O3, k3, fold, dy, x, (1, 1, 1), [fam], x, X3, (0, 0, 0),
+               fam, Cin, Cout, "x", "dy")

@@ -1,0 +1,362 @@
+"""Host-side tiling of the two GEMMs: L0 tiles, L1 stages and units for gradInput (`plan_dx`) and
+gradWeight (`plan_dw`), each unit costed so the units can be balanced over the AICs; forced
+tiling fields are applied here and a forced tile that does not fit is 561002.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simulator.machine import align_up, ceil_div
+from ..common import ub_bytes
+from .geometry import Axis, CubeGeometry, tiling_error
+
+
+@dataclass
+class CubeCaps:
+    L1: int
+    L0A: int
+    L0B: int
+    L0C: int
+    cores: int
+    a2: bool
+    macs: float           # MACs per cycle in the compute dtype
+    mte1_a: float         # bytes per cycle L1 -> L0A
+    mte1_b: float
+    gm_l1: float
+    ub: int               # UB bytes: coupled chips stage each L0C tile there (two slots)
+
+    def stages(self, m: int, n: int, isz: int) -> bool:
+        """Whether an m x n L0C tile fits its L0C -> UB staging (coupled chips; A2 has Fixpipe)."""
+        return self.a2 or 2 * align_up(m, 16) * align_up(n, 16) * isz <= self.ub
+
+
+def cube_caps(profile, compute: str) -> CubeCaps:
+    _, kind = profile.core_kind_for("cube")
+    b = kind.buffers
+    return CubeCaps(b["L1"], b["L0A"], b["L0B"], b["L0C"], kind.count, "PIPE_FIX" in kind.pipes,
+                    profile.cube.macs_per_cycle[compute], profile.path("L1_L0A").bytes_per_cycle,
+                    profile.path("L1_L0B").bytes_per_cycle, profile.path("GM_L1").bytes_per_cycle,
+                    ub_bytes(profile))
+
+
+# the planner's exchange rate between simulated cycles and instructions: a tile shape that saves
+# instructions (the simulator's own cost) at the price of a few cycles is preferred up to this rate
+INSTR_CYCLES = 6.0
+
+
+def _step_cycles(cc: CubeCaps, m, n, k, isz, c0) -> float:
+    """One L0 step: the Mmad against the MTE1 loads that feed it (they overlap, double-buffered)."""
+    mm = ceil_div(m, 16) * ceil_div(n, 16) * ceil_div(k, c0) * 16 * 16 * c0 / cc.macs + 2
+    mte1 = align_up(m, 16) * align_up(k, c0) * isz / cc.mte1_a + align_up(k, c0) * align_up(n, 16) * isz / cc.mte1_b + 5
+    return max(mm, mte1)
+
+
+def balance(costs: list[float], blocks: int) -> tuple[list[list[int]], float]:
+    """Longest-processing-time assignment of units to blocks: (unit indices per block, makespan)."""
+    import heapq
+    blocks = max(1, min(blocks, len(costs)))
+    heap = [(0.0, b) for b in range(blocks)]
+    out = [[] for _ in range(blocks)]
+    for i in sorted(range(len(costs)), key=lambda i: -costs[i]):
+        t, b = heapq.heappop(heap)
+        out[b].append(i)
+        heapq.heappush(heap, (t + costs[i], b))
+    for o in out:
+        o.sort()
+    return out, max(t for t, _ in heap)
+
+
+def _pick(ov: dict, key: str, gen: str):
+    v = ov.get(key, ov.get(gen))
+    if v is None:
+        return None
+    if int(v) <= 0:
+        raise tiling_error(f"tiling override: {key} = {v} must be positive")
+    return int(v)
+
+
+@dataclass
+class DxTiling:
+    m: int                # positions per unit (L0C tile rows)
+    nt: int               # channels per unit (L0C tile columns)
+    kk: int               # img2col columns per L0 step
+    c1n: int              # gradOutput C1 planes per L1 stage
+    nc: int               # L0C tiles in flight (1 or 2)
+    ntiles: list          # (n0, width) per n-tile
+    slab: int             # L1 bytes: the dy slab of a stage
+    bchunk: int           # L1 bytes: the weight chunk of a stage
+    units: list = field(default_factory=list)   # (g, q, plane, p0, m, j)
+    costs: list = field(default_factory=list)
+
+
+@dataclass
+class DwTiling:
+    mt: int               # dW rows per unit
+    nt: int               # dW columns per unit
+    kk: int               # positions per L0 step
+    kc: int               # positions per L1 stage
+    ks: int               # K split (partial sums per tile)
+    slabA: int
+    slabB: int
+    units: list = field(default_factory=list)   # (g, kd, m0, mt, col0, ncol, pieces)
+    costs: list = field(default_factory=list)
+    a_nd2nz: bool = False
+
+
+def _rows_for(m: int, Wg: int) -> int:
+    """Grid rows an m-position run can touch (it may start anywhere in a row)."""
+    return min(ceil_div(m - 1, Wg) + 1, ceil_div(m, Wg) + 1)
+
+
+def _window_rows(ax: Axis, grid_rows: int) -> int:
+    """Map rows that grid_rows consecutive output rows of an img2col family read along H."""
+    return (grid_rows - 1) * ax.s + (ax.K - 1) * ax.d + 1
+
+
+def _l0_k_room(what: str, cc: CubeCaps, nb: int, isz: int, m: int, n: int, kstep: int, o_k: int | None,
+               forced: bool) -> int | None:
+    """The deepest K step (a multiple of kstep) that nb buffers of an m x K tile in L0A and a
+    K x n tile in L0B leave room for, with the m x n FP32 result in L0C; None if this (m, n)
+    does not fit. A forced baseK (o_k) is checked and returned (rounded up to kstep); a forced
+    tile that does not fit is a tiling error saying what does not fit."""
+    m16, n16 = align_up(m, 16), align_up(n, 16)
+    if m16 * n16 * 4 > cc.L0C:
+        if forced:
+            raise tiling_error(f"ConvolutionBackward {what} tiling: the L0C tile baseM {m} x baseN {n} (FP32) "
+                               f"needs {m16 * n16 * 4} B of L0C, which does not fit: L0C holds {cc.L0C} B")
+        return None
+    if o_k:
+        k = align_up(o_k, kstep)
+        for b, v in (("L0A", nb * m16 * k * isz), ("L0B", nb * k * n16 * isz)):
+            if v > getattr(cc, b):
+                raise tiling_error(f"ConvolutionBackward {what} tiling: {v} B of {b} (baseM {m}, baseN {n}, "
+                                   f"baseK {o_k}, {nb} buffers) does not fit: {b} holds {getattr(cc, b)} B")
+        return k
+    k = min(cc.L0A // (nb * m16 * isz), cc.L0B // (nb * n16 * isz)) // kstep * kstep
+    if k < kstep:
+        if forced:
+            raise tiling_error(f"ConvolutionBackward {what} tiling: baseM {m} / baseN {n} leave no room for "
+                               f"{kstep} of K in L0A/L0B ({cc.L0A} / {cc.L0B} B): does not fit")
+        return None
+    return k
+
+
+def plan_dx(geo: CubeGeometry, cc: CubeCaps, isz: int, c0: int, osz: int, ov: dict, nb: int) -> DxTiling:
+    C1co = ceil_div(geo.Cout, c0)
+    lay = geo.dxg
+    Wg = lay.Wd
+    fams = [(q, f) for q, f in enumerate(geo.phases) if f is not None]
+    Khw_max = max(f.Khw for _, f in fams)
+    rows_needed = (lay.N - 1) * lay.pitch + geo.shmax[1] + geo.Qmax[1] if lay.fold else lay.pitch
+    M_plane = rows_needed * Wg
+    nplanes = lay.NP
+    o_m, o_n, o_k = _pick(ov, "dxBaseM", "baseM"), _pick(ov, "dxBaseN", "baseN"), _pick(ov, "dxBaseK", "baseK")
+    if o_k is not None and o_k % c0:
+        raise tiling_error(f"tiling override: dxBaseK {o_k} must be a multiple of C0 = {c0}")
+    Cin16 = align_up(geo.Cin, 16)
+    nts = [o_n] if o_n else sorted({min(Cin16, 256), min(Cin16, 128), min(Cin16, 64)}, reverse=True)
+    if o_m:
+        ms = [o_m]
+    else:
+        ms = sorted({min(align_up(M_plane, 16), v) for v in range(16, 4096, 16)})
+    best = None
+    for nt in nts:
+        n16 = align_up(nt, 16)
+        for m in ms:
+            m16 = align_up(m, 16)
+            kmax = _l0_k_room("gradInput", cc, nb, isz, m, nt, c0, o_k, bool(o_m or o_n))
+            if kmax is None or not (o_m or o_n or cc.stages(m, nt, osz)):
+                continue
+            nc = 2 if 2 * m16 * n16 * 4 <= cc.L0C else 1
+            if m > 4095 or nt > 4095:
+                raise tiling_error(f"ConvolutionBackward gradInput tiling: an Mmad of m={m}, n={nt} does not fit "
+                                   f"Mmad's [1, 4095] range")
+            # L1: dy slab (all rows the tile's grid rows read) + weight chunk, per stage, double-buffered
+            # the dy rows a tile's grid rows read: (rows - 1) * stride + the window's reach; stride
+            # is 1 for the phases of a convolution's gradInput, s for a transposed one's
+            rows = max(_window_rows(f.ax[1], _rows_for(m, Wg)) for _, f in fams)
+            rows = min(rows, geo.dy.R)
+            per_c1 = rows * geo.dy.Wd * c0 * isz + Khw_max * n16 * c0 * isz
+            c1n = min(C1co, (cc.L1 // nb) // per_c1)
+            if c1n < 1:
+                continue
+            stages_per = ceil_div(C1co, c1n)
+            c1n = ceil_div(C1co, stages_per)            # even stages
+            units = 0
+            cyc = 0.0
+            instr = 0.0
+            for q, f in fams:
+                nu = ceil_div(M_plane, m) * nplanes * ceil_div(geo.Cin, nt) * geo.G
+                per_unit, nsteps = _dx_unit_cost(cc, f, m, nt, kmax, c1n, C1co, rows, geo.dy.Wd, isz, c0, nc)
+                units += nu
+                cyc += nu * per_unit
+                instr += nu * (nsteps * 7 + f.ax[0].K * stages_per * 6 + 10)
+            waves = ceil_div(units, cc.cores)
+            est = max(cyc / cc.cores, waves * cyc / units)
+            score = est + INSTR_CYCLES * instr / cc.cores
+            if best is None or score < best[0]:
+                best = (score, m, nt, kmax, c1n, nc, rows)
+    if best is None:
+        raise tiling_error(f"ConvolutionBackward gradInput tiling: no L0/L1 tile fits (L1 {cc.L1} B, L0A "
+                           f"{cc.L0A} B, L0B {cc.L0B} B, L0C {cc.L0C} B); lower the tile overrides")
+    _, m, nt, kmax, c1n, nc, rows = best
+    n16 = align_up(nt, 16)
+    ntiles = [(n0, min(nt, geo.Cin - n0)) for n0 in range(0, geo.Cin, nt)]
+    t = DxTiling(m, nt, kmax, c1n, nc, ntiles, c1n * rows * geo.dy.Wd * c0 * isz,
+                 c1n * Khw_max * n16 * c0 * isz)
+    for g in range(geo.G):
+        for q, f in fams:
+            for pl in range(nplanes):
+                for p0 in range(0, M_plane, m):
+                    mm = min(m, M_plane - p0)
+                    for j, (n0, nw) in enumerate(ntiles):
+                        t.units.append((g, q, pl, p0, mm, j))
+                        t.costs.append(_dx_unit_cost(cc, f, mm, nw, kmax, c1n, C1co, rows, geo.dy.Wd, isz, c0, nc)[0])
+    # units sharing a weight block run one after another on a core (q, n-tile outermost)
+    order = sorted(range(len(t.units)), key=lambda i: (t.units[i][0], t.units[i][1], t.units[i][5], t.units[i][2],
+                                                       t.units[i][3]))
+    t.units = [t.units[i] for i in order]
+    t.costs = [t.costs[i] for i in order]
+    return t
+
+
+def _dx_unit_cost(cc, f, m, nt, kmax, c1n, C1co, rows, Wm, isz, c0, nc):
+    """Cycles of one gradInput unit: per L1 stage, its L0 steps (Mmad against MTE1) or its
+    copy-in (MTE2), whichever is longer; plus the L0C drain when it cannot overlap."""
+    step = _step_cycles(cc, m, nt, kmax, isz, c0)
+    cyc, nsteps = 0.0, 0
+    for a in range(0, C1co, c1n):
+        cn = min(c1n, C1co - a)
+        ks = ceil_div(cn * f.Khw * c0, kmax)
+        mte2 = 190 + (cn * rows * Wm * c0 * isz + cn * f.Khw * align_up(nt, 16) * c0 * isz) / cc.gm_l1
+        cyc += max(ks * step, mte2)
+        nsteps += ks
+    drain = align_up(m, 16) * align_up(nt, 16) * 4 / 118 + 85
+    cyc = f.ax[0].K * cyc + (drain if nc == 1 else max(0.0, drain - cyc))
+    return cyc, f.ax[0].K * nsteps
+
+
+def _pieces(geo: CubeGeometry, kc: int, per_image: bool) -> list[list]:
+    """The gradWeight reduction (grid positions) cut into stages: per grid plane, runs of at most
+    kc positions: [(plane, p0, length)]. per_image: runs stay inside one image's valid rows
+    (the ND->NZ path reads A from the NC[D]HW tensor)."""
+    lay = geo.dy if geo.amap == "dy" else geo.x
+    valid_rows = lay.H
+    out = []
+    if lay.fold:
+        if per_image:
+            for n in range(lay.N):
+                base = n * lay.pitch * lay.Wd
+                tot = valid_rows * lay.Wd
+                out += [(0, base + p, min(kc, tot - p)) for p in range(0, tot, kc)]
+        else:
+            tot = ((lay.N - 1) * lay.pitch + valid_rows) * lay.Wd
+            out += [(0, p, min(kc, tot - p)) for p in range(0, tot, kc)]
+    else:
+        tot = valid_rows * lay.Wd
+        for pl in range(lay.NP):
+            out += [(pl, p, min(kc, tot - p)) for p in range(0, tot, kc)]
+    return out
+
+
+def _split_pieces(pieces, ks):
+    total = sum(p[2] for p in pieces)
+    target = total / ks
+    parts, cur, acc = [], [], 0
+    for p in pieces:
+        cur.append(p)
+        acc += p[2]
+        if acc >= target * (len(parts) + 1) - 1e-9 and len(parts) < ks - 1:
+            parts.append(cur)
+            cur = []
+    parts.append(cur)
+    return [p for p in parts if p]
+
+
+def plan_dw(geo: CubeGeometry, cc: CubeCaps, isz: int, c0: int, osz: int, ov: dict, nb: int, nd2nz: bool) -> DwTiling:
+    f = geo.dwf
+    KD, Khw = f.ax[0].K, f.Khw
+    C1b = ceil_div(geo.Cb, c0)
+    ncols = C1b * Khw * c0
+    Mg = geo.Mg
+    alay = geo.dy if geo.amap == "dy" else geo.x
+    blay = geo.x if geo.amap == "dy" else geo.dy
+    Wg, Wm = alay.Wd, blay.Wd
+    o_m, o_n, o_k = _pick(ov, "dwBaseM", "baseM"), _pick(ov, "dwBaseN", "baseN"), _pick(ov, "dwBaseK", "baseK")
+    o_ks = _pick(ov, "dwKSplit", "dwKSplit")
+    Mg16 = align_up(Mg, 16)
+    mts = [o_m] if o_m else sorted({min(Mg16, v) for v in (256, 192, 128, 64)}, reverse=True)
+    if o_n:
+        nts = [align_up(o_n, c0)]
+    else:
+        nts = sorted({min(ncols, v) for v in (512, 384, 256, 192, 128, 64)} | ({ncols} if ncols <= 1024 else set()),
+                     reverse=True)
+    K_total = sum(p[2] for p in _pieces(geo, 1 << 30, nd2nz))
+    best = None
+    for mt in mts:
+        m16 = align_up(mt, 16)
+        for nt in nts:
+            kmax = _l0_k_room("gradWeight", cc, nb, isz, mt, nt, 16, o_k, bool(o_m or o_n))
+            if kmax is None:
+                continue
+            if mt > 4095 or nt > 4095:
+                raise tiling_error(f"ConvolutionBackward gradWeight tiling: an Mmad of m={mt}, n={nt} does not fit "
+                                   f"Mmad's [1, 4095] range")
+            if not o_k:
+                kmax = min(kmax, 4095 // 16 * 16)
+            c1nB = min(C1b, ceil_div(nt, Khw * c0) + 1)
+            c1nA = ceil_div(mt, c0) + (0 if mt % c0 == 0 else 1)
+            # stage: as many L0 steps as L1 holds (A slab + B slab, double-buffered)
+            best_kc = None
+            for steps in (16, 12, 8, 6, 4, 3, 2, 1):
+                kc = steps * kmax
+                rows = _rows_for(kc, Wg)
+                if nd2nz:
+                    sa = m16 * align_up(kc, c0) * isz
+                else:
+                    sa = c1nA * min(rows, alay.R) * Wg * c0 * isz
+                rb = min(_window_rows(f.ax[1], rows), blay.R)
+                sb = c1nB * rb * Wm * c0 * isz
+                if nb * (sa + sb) <= cc.L1:
+                    best_kc = (kc, sa, sb)
+                    break
+            if best_kc is None:
+                continue
+            kc, sa, sb = best_kc
+            kc = min(kc, max(K_total, 16))
+            step = _step_cycles(cc, mt, nt, kmax, isz, c0)
+            tiles = geo.G * KD * ceil_div(Mg, mt) * ceil_div(ncols, nt)
+            nsteps = ceil_div(K_total, kmax)
+            unit_full = nsteps * step
+            # K split: balance tiles x splits over the cores
+            cands = [o_ks] if o_ks else range(1, max(1, cc.cores // tiles) * 4 + 2)
+            for ks in cands:
+                ks = max(1, min(ks, ceil_div(K_total, 16)))
+                if not (o_m or o_n or cc.stages(mt, nt, 4 if ks > 1 else osz)):
+                    continue
+                units = tiles * ks
+                per = unit_full / ks + 300 + (150 if ks > 1 else 0)
+                est = ceil_div(units, cc.cores) * per
+                instr = units * (nsteps / ks * 7 + ceil_div(K_total, kc) / ks * 6 + 8)
+                score = est + INSTR_CYCLES * instr / cc.cores + (3000 if ks > 1 else 0)
+                if best is None or score < best[0]:
+                    best = (score, mt, nt, kmax, kc, ks, sa, sb)
+    if best is None:
+        raise tiling_error(f"ConvolutionBackward gradWeight tiling: no L0/L1 tile fits (L1 {cc.L1} B, L0A "
+                           f"{cc.L0A} B, L0B {cc.L0B} B, L0C {cc.L0C} B); lower the tile overrides")
+    _, mt, nt, kk, kc, ks, sa, sb = best
+    t = DwTiling(mt, nt, kk, kc, ks, sa, sb, a_nd2nz=nd2nz)
+    pieces = _pieces(geo, kc, nd2nz)
+    parts = _split_pieces(pieces, ks)
+    t.ks = len(parts)
+    for g in range(geo.G):
+        for kd in range(KD):
+            for m0 in range(0, Mg, mt):
+                for col0 in range(0, ncols, nt):
+                    ncol = min(nt, ncols - col0)
+                    mm = min(mt, Mg - m0)
+                    for part in parts:
+                        npos = sum(p[2] for p in part)
+                        t.units.append((g, kd, m0, mm, col0, ncol, part))
+                        t.costs.append(ceil_div(npos, kk) * _step_cycles(cc, mm, ncol, kk, isz, c0) + 300)
+    return t
