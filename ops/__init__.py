@@ -3,4 +3,4 @@ its kernel as a tiled micro-program). Importing this package registers them with
 the registry does so at first use (the `ascend_sim.operators` entry point names this package)."""
 from . import silu_backward  # noqa: F401
 from . import conv  # noqa: F401  (ConvolutionBackward, ConvTbcBackward)
-from . import grid_sampler_2d_backward  # noqa: F401
+from . import grid_sampler  # noqa: F401  (GridSampler2DBackward)
