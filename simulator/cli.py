@@ -136,7 +136,7 @@ def _call_from_args(args) -> Call:
     """The call to run: from --file (a call, or a trace with --call N) and/or the command line."""
     if args.file:
         path = Path(args.file)
-        fmt, raw = studies._read_structured(path)
+        fmt, raw = studies.read_structured(path)
         if isinstance(raw, dict) and "calls" in raw:
             w = studies.load_trace(path)
             if args.call is None and len(w.calls) > 1:
@@ -178,11 +178,11 @@ def _call_from_args(args) -> Call:
             if p.name in dtype_named or p.name in init_named:
                 raise CliError(f"--dtype/--init {p.name}: give its shape too (--shape {p.name}=...)")
             continue
-        shape = studies._shape_of(shape_txt, f"--shape {p.name}") if shape_txt is not None else old.shape
+        shape = studies.shape_of(shape_txt, f"--shape {p.name}") if shape_txt is not None else old.shape
         dt = dtype_named.get(p.name) or default_dtype or (old.dtype if old else "FLOAT16")
         init = init_named.get(p.name) or (old.init if old else ("uniform(-1,1)" if p.name == "grid" else "normal"))
         tensors[p.name] = TensorSpec(shape, studies.canonical_dtype(dt, f"--dtype {p.name}"),
-                                     studies._init_ok(init, f"--init {p.name}"))
+                                     studies.check_init(init, f"--init {p.name}"))
     if not any(p.name in tensors for p in opdef.inputs if p.kind == "tensor"):
         raise CliError(f"{op}: give the tensor shapes, e.g. --shape 64,1024 or --shape "
                        f"{tensor_inputs[0] if tensor_inputs else 'NAME'}=... (tensors: {', '.join(tensor_inputs)})")
@@ -193,7 +193,7 @@ def _call_from_args(args) -> Call:
         if k not in kinds or kinds[k].kind == "tensor":
             names = [p.name for p in opdef.params if p.kind != "tensor"]
             raise CliError(f"{op} has no attribute '{k}' (attributes: {', '.join(names) or 'none'})")
-        attrs[k] = None if v.lower() in ("null", "none") else studies._coerce_attr(op, k, kinds[k].kind, v)
+        attrs[k] = None if v.lower() in ("null", "none") else studies.coerce_attr(op, k, kinds[k].kind, v)
     tiling = dict(base.tiling or {})
     tiling.update(studies.parse_assignments(args.tiling, "--tiling"))
     return Call(op, tensors, attrs, base.stream, base.label, base.count, tiling or None)
@@ -418,7 +418,7 @@ def cmd_regress(args) -> int:
 def cmd_sweep(args) -> int:
     spec: dict[str, Any] = {}
     src = Path(args.workload)
-    fmt, raw = studies._read_structured(src)
+    fmt, raw = studies.read_structured(src)
     if isinstance(raw, dict) and "workload" in raw:          # a sweep file
         bad = set(raw) - {"workload", "socs", "set", "parameters", "calls", "output", "plot"}
         if bad:

@@ -1,0 +1,130 @@
+"""Plots of sweep rows (matplotlib): cycles against each swept parameter, and the roofline.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..profile import PIPES
+from .sweep import point_totals
+from .trace import StudyError
+
+
+def _short(key: str) -> str:
+    """A parameter's short name for plots: 'cores.aiv.count' -> 'aiv.count'."""
+    parts = key.split(".")
+    if len(parts) > 1 and parts[-1] in ("count", "bytes", "latency_cycles", "bytes_per_cycle", "clock_mhz"):
+        return ".".join(parts[-2:])
+    return parts[-1]
+
+
+def r0_soc(rows: Sequence[dict]) -> str:
+    return rows[0]["soc"] if rows else ""
+
+
+def plot_sweep(rows: Sequence[dict], params: Sequence[str], path: str | Path, title: str = "") -> Path:
+    """Three panels: total cycles against the first swept parameter (a line per SoC and other
+    parameters), the per-pipe busy breakdown per point, and a roofline with every call placed on
+    it. PNG or SVG by the file's extension (matplotlib, Agg backend)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise StudyError(f"--plot: '{path}' must end in .png or .svg")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    totals = point_totals(rows)
+    by_point: dict[int, list[dict]] = {}
+    for r in rows:
+        by_point.setdefault(r["point"], []).append(r)
+    first = {p: by_point[p][0] for p in by_point}
+    socs = sorted({r["soc"] for r in rows})
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
+
+    # (a) cycles vs the first parameter
+    ax = axes[0]
+    xparam = params[0] if params else None
+    series: dict[str, list[tuple[Any, float]]] = {}
+    for t in totals:
+        r0 = first[t["point"]]
+        others = [f"{_short(k)}={r0[k]}" for k in params[1:]]
+        name = " ".join([r0["soc"]] + others)
+        x = r0[xparam] if xparam else r0["soc"]
+        series.setdefault(name, []).append((x, t["cycles"]))
+    numeric = xparam is not None and all(isinstance(x, (int, float)) for s in series.values() for x, _ in s)
+    for name, pts in series.items():
+        if numeric:
+            pts = sorted(pts)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        else:
+            ax.plot([str(p[0]) for p in pts], [p[1] for p in pts], marker="o", label=name)
+    ax.set_xlabel(xparam or "SoC")
+    ax.set_ylabel("workload cycles (sum over calls, count-weighted)")
+    ax.set_title("cycles vs " + (xparam or "SoC"))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+
+    # (b) per-pipe busy fraction per point (cycle-weighted over the calls)
+    ax = axes[1]
+    pipes = [p for p in PIPES if any(r.get(f"busy_{p}", 0) for r in rows if r.get("status") == "ok")]
+    labels, fracs = [], {p: [] for p in pipes}
+    for t in totals:
+        rs = [r for r in by_point[t["point"]] if r["status"] == "ok"]
+        wsum = sum(r["cycles"] * r["count"] for r in rs) or 1.0
+        r0 = first[t["point"]]
+        labels.append("\n".join(([r0["soc"]] if len(socs) > 1 or not params else [])
+                                + [f"{_short(k)}={r0[k]}" for k in params]))
+        for p in pipes:
+            fracs[p].append(sum(r[f"busy_{p}"] * r["cycles"] * r["count"] for r in rs) / wsum)
+    n = max(len(pipes), 1)
+    width = 0.8 / n
+    xs = np.arange(len(labels))
+    for j, p in enumerate(pipes):
+        ax.bar(xs + (j - (n - 1) / 2) * width, fracs[p], width, label=p)
+    ax.set_xticks(xs, [l.replace("\n", ", ") for l in labels], fontsize=7, rotation=25, ha="right")
+    ax.set_ylabel("busy fraction (mean over cores used, cycle-weighted)")
+    ax.set_ylim(0, 1)
+    ax.set_title("per-pipe breakdown")
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+
+    # (c) roofline in the compute pipe's units
+    ax = axes[2]
+    cmap = plt.get_cmap("tab10")
+    roofs = {}
+    for k, t in enumerate(totals):
+        rs = [r for r in by_point[t["point"]] if r["status"] == "ok" and r.get("device_bytes")]
+        if not rs:
+            continue
+        color = cmap(k % 10)
+        xi = [r["compute_work_cycles"] / r["device_bytes"] for r in rs]
+        yi = [min(r["compute_work_cycles"] / (r["cycles"] * r["compute_cores"]), 1.0) for r in rs]
+        ax.scatter(xi, yi, s=[12 + 30 * r["count"] ** 0.5 for r in rs], color=color, alpha=0.7,
+                   label=labels[k].replace("\n", " ") or r0_soc(by_point[t["point"]]))
+        ridge = rs[0]["compute_cores"] / rs[0]["device_bytes_per_cycle"]   # work cycles per byte at the ridge
+        roofs.setdefault(round(ridge, 9), color)
+    if roofs:
+        allx = [r["compute_work_cycles"] / r["device_bytes"] for r in rows
+                if r.get("status") == "ok" and r.get("device_bytes")]
+        lo = min(min(allx), min(roofs)) / 4
+        hi = max(max(allx), max(roofs)) * 4
+        xx = np.geomspace(lo, hi, 200)
+        for ridge, color in roofs.items():
+            ax.plot(xx, np.minimum(1.0, xx / ridge), color=color, lw=1.2, ls="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+    ax.set_xlabel("intensity: compute-pipe work cycles per device-memory byte")
+    ax.set_ylabel("compute-pipe utilisation (fraction of chip peak)")
+    ax.set_title("roofline (dashed: min(1, intensity / ridge))")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="best")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

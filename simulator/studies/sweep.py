@@ -1,0 +1,152 @@
+"""Replay and what-if sweeps: the profile points of a grid, evaluating a workload at each, and the
+tidy rows (CSV / JSON / JSON lines) they produce.
+"""
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..profile import PIPES
+from .distribute import Task, map_tasks
+from .trace import StudyError, Workload
+from .whatif import make_profile
+
+
+@dataclass
+class Point:
+    soc: str
+    overrides: dict[str, Any]            # everything applied (fixed + swept)
+    params: dict[str, Any]               # the swept values, for the rows
+
+
+ROW_HEAD = ["soc", "point", "call", "label", "op", "stream", "count", "shapes", "status", "cycles",
+            "time_us", "bound", "workspace_bytes", "device_bytes", "device_GBps", "roofline_cycles",
+            "roofline_efficiency", "compute_pipe", "compute_work_cycles", "compute_cores",
+            "device_bytes_per_cycle"] + [f"busy_{p}" for p in PIPES] + ["tiling", "message"]
+
+
+def evaluate(w: Workload, points: Sequence[Point], *, calls: Sequence[int] | None = None,
+             workers: int | None = 1, scheduler: str | None = None, progress: bool = False,
+             mode: str = "timing", seed: int = 0, desc: str = "simulating") -> list[dict]:
+    """Rows for every (point, call): identical calls of a point are simulated once."""
+    idx = list(calls) if calls is not None else list(range(len(w.calls)))
+    for p in points:                      # fail fast, in this process, on a bad SoC or field
+        make_profile(p.soc, p.overrides)
+    tasks: list[Task] = []
+    slot: dict[tuple[int, str], int] = {}
+    for pi, p in enumerate(points):
+        for ci in idx:
+            key = (pi, w.calls[ci].key())
+            if key not in slot:
+                slot[key] = len(tasks)
+                tasks.append(Task(w.calls[ci], p.soc, p.overrides, mode, seed))
+    results = map_tasks(tasks, workers=workers, scheduler=scheduler, progress=progress, desc=desc)
+    rows = []
+    for pi, p in enumerate(points):
+        for ci in idx:
+            c = w.calls[ci]
+            r = results[slot[(pi, c.key())]]
+            row: dict[str, Any] = {"soc": p.soc, "point": pi}
+            row.update(p.params)
+            row.update({"call": ci, "label": c.label, "op": c.op, "stream": c.stream, "count": c.count})
+            row.update(r)
+            rows.append(row)
+    return rows
+
+
+def replay(w: Workload, soc: str, overrides: dict | None = None, **kw) -> list[dict]:
+    """Every call of a workload on one SoC (with optional what-if overrides): one row per call."""
+    return evaluate(w, [Point(soc, dict(overrides or {}), {})], desc=f"replay on {soc}", **kw)
+
+
+def grid_points(socs: Sequence[str], grid: dict[str, list], fixed: dict | None = None) -> list[Point]:
+    """The cartesian product of SoCs and parameter values (parameters vary fastest, in order)."""
+    names = list(grid)
+    pts = []
+    for soc in socs:
+        for values in itertools.product(*(grid[k] for k in names)) if names else [()]:
+            params = dict(zip(names, values))
+            pts.append(Point(soc, {**(fixed or {}), **params}, params))
+    return pts
+
+
+def sweep(w: Workload, socs: Sequence[str], grid: dict[str, list], fixed: dict | None = None, **kw) -> list[dict]:
+    """A what-if sweep: one row per point per call (tidy)."""
+    kw.setdefault("desc", "sweep")
+    return evaluate(w, grid_points(socs, grid, fixed), **kw)
+
+
+def total_cycles(rows: Iterable[dict]) -> float:
+    return sum(r["cycles"] * r.get("count", 1) for r in rows if r.get("status") == "ok")
+
+
+def point_totals(rows: Sequence[dict]) -> list[dict]:
+    """Per point: the count-weighted total cycles and time of the calls that ran."""
+    out: dict[int, dict] = {}
+    for r in rows:
+        t = out.setdefault(r["point"], {"point": r["point"], "soc": r["soc"], "cycles": 0.0, "time_us": 0.0,
+                                        "ok": 0, "skipped": 0, "failed": 0})
+        if r["status"] == "ok":
+            t["cycles"] += r["cycles"] * r["count"]
+            t["time_us"] += r["time_us"] * r["count"]
+            t["ok"] += 1
+        elif r["status"] == "not available":
+            t["skipped"] += 1
+        else:
+            t["failed"] += 1
+    return [out[k] for k in sorted(out)]
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """Rows written by write_rows, back with numbers as numbers (CSV cells are text)."""
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        out = []
+        with path.open(newline="") as f:
+            for r in csv.DictReader(f):
+                row: dict[str, Any] = {}
+                for k, v in r.items():
+                    try:
+                        row[k] = int(v)
+                    except ValueError:
+                        try:
+                            row[k] = float(v)
+                        except ValueError:
+                            row[k] = v
+                out.append(row)
+        return out
+    if path.suffix.lower() == ".jsonl":
+        return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+    return json.loads(path.read_text())
+
+
+def write_rows(rows: Sequence[dict], path: str | Path) -> Path:
+    """Tidy rows to CSV (.csv), JSON (.json) or JSON lines (.jsonl)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cols: list[str] = []
+    for r in rows:
+        for k in r:
+            if k not in cols:
+                cols.append(k)
+    head = [c for c in ROW_HEAD if c in cols]
+    params = [c for c in cols if c not in ROW_HEAD and c != "status_code"]
+    order = head[:2] + params + head[2:] + (["status_code"] if "status_code" in cols else [])
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        with path.open("w", newline="") as f:
+            wr = csv.DictWriter(f, fieldnames=order, extrasaction="ignore")
+            wr.writeheader()
+            for r in rows:
+                wr.writerow({k: r.get(k, "") for k in order})
+    elif suffix == ".jsonl":
+        path.write_text("".join(json.dumps({k: r.get(k) for k in order if k in r}) + "\n" for r in rows))
+    elif suffix == ".json":
+        path.write_text(json.dumps([{k: r.get(k) for k in order if k in r} for r in rows], indent=1) + "\n")
+    else:
+        raise StudyError(f"--output: '{path}' must end in .csv, .json or .jsonl")
+    return path

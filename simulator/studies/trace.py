@@ -1,0 +1,369 @@
+"""Workload traces (traces/README.md): the Call / TensorSpec / Workload types, reading YAML, JSON and
+JSON-lines traces with one-line errors, and writing traces and their cycle baselines.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import yaml
+
+
+FORMAT = "ascend-sim/workload-trace/1"
+
+
+TOP_LEVEL_KEYS = {"format", "name", "description", "source", "defaults", "calls", "baselines", "notes"}
+
+
+CALL_KEYS = {"op", "tensors", "attrs", "stream", "label", "count", "tiling", "dtype"}
+
+
+TENSOR_KEYS = {"shape", "dtype", "init"}
+
+
+PARAM_KINDS = ("tensor", "int_array", "bool_array", "int", "float", "bool")
+
+
+DTYPE_ALIASES = {"FLOAT": "FLOAT", "FLOAT32": "FLOAT", "FP32": "FLOAT", "FLOAT16": "FLOAT16",
+                 "HALF": "FLOAT16", "FP16": "FLOAT16", "BF16": "BF16", "BFLOAT16": "BF16",
+                 "DOUBLE": "DOUBLE", "FLOAT64": "DOUBLE", "INT8": "INT8", "UINT8": "UINT8",
+                 "INT16": "INT16", "INT32": "INT32", "INT64": "INT64", "BOOL": "BOOL"}
+
+
+class StudyError(ValueError):
+    """A bad trace, call, sweep file or parameter: the message is one line naming what is wrong."""
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    import ml_dtypes
+    table = {"FLOAT": np.float32, "FLOAT16": np.float16, "BF16": ml_dtypes.bfloat16,
+             "DOUBLE": np.float64, "INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16,
+             "INT32": np.int32, "INT64": np.int64, "BOOL": np.bool_}
+    return np.dtype(table[canonical_dtype(name)])
+
+
+def canonical_dtype(name: Any, where: str = "dtype") -> str:
+    key = str(name).strip().upper()
+    if key.startswith("ACL_"):
+        key = key[4:]
+    if key not in DTYPE_ALIASES:
+        raise StudyError(f"{where}: unknown dtype '{name}' (use one of "
+                         f"{', '.join(sorted(set(DTYPE_ALIASES.values())))})")
+    return DTYPE_ALIASES[key]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[int, ...]
+    dtype: str
+    init: str = "normal"          # normal | uniform | uniform(a,b) | zeros | ones
+
+    def to_record(self) -> dict:
+        d: dict[str, Any] = {"shape": list(self.shape), "dtype": self.dtype}
+        if self.init != "normal":
+            d["init"] = self.init
+        return d
+
+
+@dataclass
+class Call:
+    """One operator call of a workload. `count` says how often it occurs (totals are weighted by
+    it); `tiling` forces tiling fields for it; `stream` is recorded and reported."""
+    op: str
+    tensors: dict[str, TensorSpec] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    stream: int = 0
+    label: str = ""
+    count: int = 1
+    tiling: dict[str, Any] | None = None
+
+    def key(self) -> str:
+        """What makes two calls cost the same (label, stream and count do not)."""
+        return json.dumps({"op": self.op, "t": {k: v.to_record() for k, v in sorted(self.tensors.items())},
+                           "a": self.attrs, "tiling": self.tiling}, sort_keys=True, default=str)
+
+    def to_record(self) -> dict:
+        rec: dict[str, Any] = {"op": self.op}
+        if self.label:
+            rec["label"] = self.label
+        rec["tensors"] = {k: v.to_record() for k, v in self.tensors.items()}
+        if self.attrs:
+            rec["attrs"] = dict(self.attrs)
+        if self.stream:
+            rec["stream"] = self.stream
+        if self.count != 1:
+            rec["count"] = self.count
+        if self.tiling:
+            rec["tiling"] = dict(self.tiling)
+        return rec
+
+    def shapes(self) -> str:
+        return " ".join(f"{k}={'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in self.tensors.items())
+
+    def elements(self) -> int:
+        return sum(int(np.prod(v.shape, dtype=np.int64)) for v in self.tensors.values())
+
+
+@dataclass
+class Workload:
+    name: str
+    calls: list[Call]
+    description: str = ""
+    source: str = ""
+    baselines: dict[str, dict] = field(default_factory=dict)
+    path: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)     # defaults, notes: kept on save
+
+    def select(self, selection: str | Sequence[int] | None) -> list[int]:
+        return parse_selection(selection, len(self.calls))
+
+
+def parse_selection(selection: str | Sequence[int] | None, n: int) -> list[int]:
+    """'0-3,7' -> [0, 1, 2, 3, 7] (call indices); None -> all."""
+    if selection is None or selection == "":
+        return list(range(n))
+    if not isinstance(selection, str):
+        out = [int(i) for i in selection]
+    else:
+        out = []
+        for part in selection.split(","):
+            part = part.strip()
+            m = re.fullmatch(r"(\d+)\s*(?:-\s*(\d+))?", part)
+            if not m:
+                raise StudyError(f"--calls: '{part}' is not an index or a range like 3-7")
+            lo = int(m.group(1))
+            hi = int(m.group(2)) if m.group(2) else lo
+            out.extend(range(lo, hi + 1))
+    bad = [i for i in out if not 0 <= i < n]
+    if bad:
+        raise StudyError(f"--calls: index {bad[0]} is out of range (the workload has {n} calls, 0-{n - 1})")
+    return sorted(set(out))
+
+
+def shape_of(value: Any, where: str) -> tuple[int, ...]:
+    text = value
+    if isinstance(value, str):
+        value = [d for d in re.split(r"[,x\s]+", value.strip("[]() ")) if d]
+    if not isinstance(value, (list, tuple)):
+        raise StudyError(f"{where}: a shape is a list of integers, got {value!r}")
+    try:
+        dims = tuple(int(d) for d in value)
+    except (TypeError, ValueError):
+        raise StudyError(f"{where}: {text!r} is not a list of integers") from None
+    if any(isinstance(d, bool) for d in value) or any(d < 0 for d in dims):
+        raise StudyError(f"{where}: dimensions must be integers >= 0, got {list(value)}")
+    return dims
+
+
+def check_init(init: str, where: str) -> str:
+    init = str(init).strip()
+    if init in ("normal", "uniform", "zeros", "ones") or re.fullmatch(
+            r"(normal|uniform)\(\s*[-+\d.eE]+\s*,\s*[-+\d.eE]+\s*\)", init):
+        return init
+    raise StudyError(f"{where}: unknown init '{init}' (normal, uniform, uniform(a,b), normal(mean,std), zeros, ones)")
+
+
+def call_from_record(rec: Any, where: str, defaults: dict | None = None) -> Call:
+    """A Call from a trace record (a mapping); errors name `where` and the field."""
+    if not isinstance(rec, dict):
+        raise StudyError(f"{where}: a call is a mapping with 'op' and 'tensors', got {type(rec).__name__}")
+    defaults = defaults or {}
+    unknown = set(rec) - CALL_KEYS
+    if unknown:
+        raise StudyError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} "
+                         f"(a call has {', '.join(sorted(CALL_KEYS))})")
+    op = rec.get("op")
+    if not isinstance(op, str) or not op:
+        raise StudyError(f"{where}: field 'op' (the aclnn operator name, e.g. SiluBackward) is missing")
+    call_dtype = rec.get("dtype", defaults.get("dtype"))
+    tensors: dict[str, TensorSpec] = {}
+    traw = rec.get("tensors", {}) or {}
+    if not isinstance(traw, dict):
+        raise StudyError(f"{where}: field 'tensors' is a mapping of parameter name -> shape or {{shape, dtype}}")
+    for name, spec in traw.items():
+        w = f"{where}: tensors.{name}"
+        if isinstance(spec, dict):
+            bad = set(spec) - TENSOR_KEYS
+            if bad:
+                raise StudyError(f"{w}: unknown field(s) {', '.join(sorted(bad))} (a tensor has shape, dtype, init)")
+            if "shape" not in spec:
+                raise StudyError(f"{w}: field 'shape' is missing")
+            shape = shape_of(spec["shape"], w + ".shape")
+            dt = spec.get("dtype", call_dtype)
+            init = check_init(spec.get("init", "uniform(-1,1)" if name == "grid" else "normal"), w + ".init")
+        else:
+            shape = shape_of(spec, w)
+            dt = call_dtype
+            init = "uniform(-1,1)" if name == "grid" else "normal"
+        if dt is None:
+            raise StudyError(f"{w}: no dtype (give the tensor's dtype, the call's 'dtype' or defaults.dtype)")
+        tensors[str(name)] = TensorSpec(shape, canonical_dtype(dt, w + ".dtype"), init)
+    attrs = rec.get("attrs", {}) or {}
+    if not isinstance(attrs, dict):
+        raise StudyError(f"{where}: field 'attrs' is a mapping of parameter name -> value")
+    stream = rec.get("stream", defaults.get("stream", 0))
+    count = rec.get("count", 1)
+    if not isinstance(stream, int) or isinstance(stream, bool) or stream < 0:
+        raise StudyError(f"{where}: field 'stream' must be an integer >= 0, got {stream!r}")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise StudyError(f"{where}: field 'count' must be an integer >= 1, got {count!r}")
+    tiling = rec.get("tiling")
+    if tiling is not None and not isinstance(tiling, dict):
+        raise StudyError(f"{where}: field 'tiling' is a mapping of tiling field -> value")
+    return Call(op, tensors, dict(attrs), stream, str(rec.get("label", "")), count, tiling)
+
+
+def read_structured(path: Path) -> tuple[str, Any]:
+    if not path.exists():
+        raise StudyError(f"{path}: no such file")
+    text = path.read_text()
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        header: dict[str, Any] = {}
+        calls, baselines = [], {}
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("//"):
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise StudyError(f"{path}: line {lineno}: not valid JSON: {e.msg} (column {e.colno})") from None
+            if not isinstance(obj, dict):
+                raise StudyError(f"{path}: line {lineno}: each line is a JSON object")
+            if "op" in obj:
+                obj.setdefault("__line__", lineno)
+                calls.append(obj)
+            elif "baselines" in obj and len(obj) == 1:
+                baselines = obj["baselines"]
+            else:
+                header.update(obj)
+        header["calls"] = calls
+        if baselines:
+            header["baselines"] = baselines
+        return "jsonl", header
+    try:
+        if suffix == ".json":
+            return "json", json.loads(text)
+        return "yaml", yaml.safe_load(text)
+    except json.JSONDecodeError as e:
+        raise StudyError(f"{path}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise StudyError(f"{path}: not valid YAML: {problem}{at}") from None
+
+
+def load_trace(path: str | Path) -> Workload:
+    """Load a workload trace (YAML, JSON or JSON lines); a malformed file raises StudyError
+    naming the file, the call and the field."""
+    path = Path(path)
+    fmt, raw = read_structured(path)
+    if not isinstance(raw, dict):
+        raise StudyError(f"{path}: a workload trace is a mapping with 'calls' (see traces/README.md)")
+    unknown = set(raw) - TOP_LEVEL_KEYS
+    if unknown:
+        raise StudyError(f"{path}: unknown top-level field(s) {', '.join(sorted(unknown))} "
+                         f"(a trace has {', '.join(sorted(TOP_LEVEL_KEYS))})")
+    if raw.get("format", FORMAT) != FORMAT:
+        raise StudyError(f"{path}: field 'format' is {raw.get('format')!r}; this simulator reads {FORMAT!r}")
+    calls_raw = raw.get("calls")
+    if not isinstance(calls_raw, list) or not calls_raw:
+        raise StudyError(f"{path}: field 'calls' must be a non-empty list of calls")
+    defaults = raw.get("defaults") or {}
+    if not isinstance(defaults, dict) or set(defaults) - {"dtype", "stream"}:
+        raise StudyError(f"{path}: field 'defaults' may hold 'dtype' and 'stream' only")
+    calls = []
+    for i, rec in enumerate(calls_raw):
+        line = rec.pop("__line__", None) if isinstance(rec, dict) else None
+        where = f"{path}: call {i}" + (f" (line {line})" if line else "")
+        calls.append(call_from_record(rec, where, defaults))
+    baselines = raw.get("baselines") or {}
+    if not isinstance(baselines, dict):
+        raise StudyError(f"{path}: field 'baselines' is a mapping of SoC -> {{total, calls}}")
+    for soc, b in baselines.items():
+        if not isinstance(b, dict) or not isinstance(b.get("calls"), list):
+            raise StudyError(f"{path}: baselines.{soc} needs a 'calls' list (one cycle count per call, null to skip)")
+        if len(b["calls"]) != len(calls):
+            raise StudyError(f"{path}: baselines.{soc}.calls has {len(b['calls'])} entries for "
+                             f"{len(calls)} calls (re-record with `ascend-sim regress {path} --soc {soc} --update`)")
+        for j, c in enumerate(b["calls"]):
+            if c is None or (isinstance(c, str) and re.fullmatch(r"rejected \d+|kernel fault|invalid", c)):
+                continue
+            if isinstance(c, bool) or not isinstance(c, (int, float)):
+                raise StudyError(f"{path}: baselines.{soc}.calls[{j}] is {c!r}, not a cycle count, "
+                                 f"a recorded status ('rejected 161002') or null")
+    extra = {k: raw[k] for k in ("defaults", "notes") if k in raw}
+    return Workload(str(raw.get("name") or path.stem), calls, str(raw.get("description") or ""),
+                    str(raw.get("source") or ""), baselines, path, extra)
+
+
+def _baseline_yaml(baselines: dict[str, dict], calls: list[Call]) -> str:
+    """The `baselines:` block, written by hand so each cycle count sits beside its call."""
+    lines = ["baselines:"]
+    for soc in sorted(baselines):
+        b = baselines[soc]
+        lines.append(f"  {soc}:")
+        for k in ("total", "recorded"):
+            if k in b:
+                lines.append(f"    {k}: {json.dumps(b[k])}")
+        lines.append("    calls:")
+        for i, c in enumerate(b["calls"]):
+            lbl = calls[i].label if i < len(calls) else ""
+            lines.append(f"      - {json.dumps(c)}   # {i} {calls[i].op if i < len(calls) else ''} {lbl}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def save_trace(w: Workload, path: str | Path | None = None) -> Path:
+    """Write a workload as YAML (or JSON lines when the path ends in .jsonl, JSON for .json)."""
+    path = Path(path or w.path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = {"format": FORMAT, "name": w.name}
+    if w.description:
+        head["description"] = w.description
+    if w.source:
+        head["source"] = w.source
+    head.update(w.extra)
+    if path.suffix.lower() == ".jsonl":
+        lines = [json.dumps(head)] + [json.dumps(c.to_record()) for c in w.calls]
+        if w.baselines:
+            lines.append(json.dumps({"baselines": w.baselines}))
+        path.write_text("\n".join(lines) + "\n")
+    elif path.suffix.lower() == ".json":
+        d = dict(head, calls=[c.to_record() for c in w.calls])
+        if w.baselines:
+            d["baselines"] = w.baselines
+        path.write_text(json.dumps(d, indent=1) + "\n")
+    else:
+        text = yaml.safe_dump(head, sort_keys=False, width=100)
+        text += "calls:\n" + "".join(f"  - {json.dumps(c.to_record())}\n" for c in w.calls)
+        if w.baselines:
+            text += _baseline_yaml(w.baselines, w.calls)
+        path.write_text(text)
+    return path
+
+
+def write_baselines(w: Workload) -> Path:
+    """Rewrite the trace file's baselines only. In a YAML trace the `baselines:` block is replaced
+    in place (the calls and their comments are kept); JSON files are rewritten whole."""
+    assert w.path is not None
+    path = w.path
+    if path.suffix.lower() in (".jsonl", ".json"):
+        return save_trace(w, path)
+    lines = path.read_text().splitlines(keepends=True)
+    start = next((i for i, l in enumerate(lines) if re.match(r"baselines\s*:", l)), None)
+    block = _baseline_yaml(w.baselines, w.calls) if w.baselines else ""
+    if start is None:
+        text = "".join(lines)
+        if text and not text.endswith("\n"):
+            text += "\n"
+        path.write_text(text + block)
+        return path
+    end = next((i for i in range(start + 1, len(lines))
+                if re.match(r"[A-Za-z_]", lines[i])), len(lines))
+    path.write_text("".join(lines[:start]) + block + "".join(lines[end:]))
+    return path
