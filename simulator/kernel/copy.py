@@ -170,8 +170,8 @@ def DataCopy(dst, src, count_or_params, enhancedParams=None) -> None:
     with DataCopyParams. The cube path's forms live in cube.py: GM -> L1 with Nd2NzParams
     (ND -> NZ) and L0C -> UB with DataCopyEnhancedParams (coupled chips)."""
     if enhancedParams is not None or type(count_or_params).__name__ == "Nd2NzParams":
-        from .cube import _data_copy_ext
-        return _data_copy_ext(dst, src, count_or_params, enhancedParams)
+        from .fixpipe import data_copy_enhanced
+        return data_copy_enhanced(dst, src, count_or_params, enhancedParams)
     isz = (src.dtype or dst.dtype).itemsize
     if isinstance(count_or_params, DataCopyParams):
         p = count_or_params

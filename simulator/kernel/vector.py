@@ -1,11 +1,15 @@
 """Vector instructions (PIPE_V): cost = start-up + repeats x cycles per repeat, from the profile."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
+
 import numpy as np
 
 from ..enums import dtype_name
 from ..machine import COMPUTE, Instr, current_context
 from .base import PIPE_V, LocalTensor, RoundMode, _fault
+from .operands import gm_extent, local_operand, memo_emit, memo_hit, memo_key, require_pipe
 
 def _operand(t, n: int, name: str, too_big: str) -> None:
     """A vector operand: a LocalTensor in UB holding n elements (n > 0)."""
@@ -259,3 +263,73 @@ def Select(dst: LocalTensor, selMask: LocalTensor, src0: LocalTensor, src1, selM
 
 
 __all__ += ["CMPMODE", "SELMODE", "Compare", "CompareScalar", "Select"]
+
+
+# ---- Transpose (UB, PIPE_V): NCHW <-> NHWC, from which NC1HWC0 (NCHW2NHWC on (N*C1, C0, H, W))
+# and FRACTAL_Z weights are built; it shares the Cube instructions' record-time memo
+class TransposeType(Enum):
+    TRANSPOSE_NCHW2NHWC = 1
+    TRANSPOSE_NHWC2NCHW = 2
+
+
+@dataclass
+class TransposeParamsExt:
+    nSize: int = 1
+    cSize: int = 1
+    hSize: int = 1
+    wSize: int = 1
+    transposeType: TransposeType = TransposeType.TRANSPOSE_NCHW2NHWC
+
+
+def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor | None = None,
+              params: TransposeParamsExt | None = None) -> None:
+    """PIPE_V, UB -> UB: (N, C, H, W) <-> (N, H, W, C). NCHW -> NC1HWC0 is this transpose on
+    (N*C1, C0, H, W); FRACTAL_Z weights are it followed by a strided DataCopy. Cost: the
+    profile's vector class 'transpose' over the bytes moved."""
+    ctx = current_context()
+    pipe, name = "PIPE_V", "Transpose"
+    key = None
+    if params is not None and isinstance(src, LocalTensor) and isinstance(dst, LocalTensor):
+        key = memo_key(ctx, "transpose", (dst, src), tuple(params.__dict__.values()))
+        if memo_hit(ctx, key):
+            return
+    require_pipe(pipe, name)
+    if params is None:
+        raise _fault(pipe, f"{name}: TransposeParamsExt is required")
+    local_operand(src, ("UB",), pipe, name, "source")
+    local_operand(dst, ("UB",), pipe, name, "destination")
+    if src.dtype != dst.dtype:
+        raise _fault(pipe, f"{name}: source {dtype_name(src.dtype)} and destination {dtype_name(dst.dtype)} differ")
+    shape = tuple(int(x) for x in (params.nSize, params.cSize, params.hSize, params.wSize))
+    if min(shape) < 1:
+        raise _fault(pipe, f"{name}: sizes {shape} must be positive")
+    count = int(np.prod(shape))
+    nbytes = count * src.dtype.itemsize
+    gm_extent(src, src.offset + nbytes, pipe, name, "source")
+    gm_extent(dst, dst.offset + nbytes, pipe, name, "destination")
+    lo, hi = sorted(((src.offset, src.offset + nbytes), (dst.offset, dst.offset + nbytes)))
+    if lo[1] > hi[0]:
+        raise _fault(pipe, f"{name}: source and destination overlap")
+    cycles = ctx.profile.vector_cycles("transpose", dtype_name(src.dtype), nbytes)
+    to_nhwc = params.transposeType is TransposeType.TRANSPOSE_NCHW2NHWC
+    n_, c_, h_, w_ = shape
+    sdt, s0, sbuf, d0, dbuf = src.dtype, src.offset, src.buffer, dst.offset, dst.buffer
+
+    def make(core):
+        s = core.buffers[sbuf][s0:s0 + nbytes].view(sdt)
+        d = core.buffers[dbuf][d0:d0 + nbytes].view(sdt)
+        if to_nhwc:
+            s, d = s.reshape(n_, c_, h_, w_), d.reshape(n_, h_, w_, c_)
+            perm = (0, 2, 3, 1)
+        else:
+            s, d = s.reshape(n_, h_, w_, c_), d.reshape(n_, c_, h_, w_)
+            perm = (0, 3, 1, 2)
+
+        def fn():
+            d[...] = s.transpose(perm)
+        return fn
+    memo_emit(ctx, key, make, pipe, name, COMPUTE, cycles, path=None, reads=(src.span(count),),
+               writes=(dst.span(count),), operands=(dst, src, shape, params.transposeType.name))
+
+
+__all__ += ["TransposeType", "TransposeParamsExt", "Transpose"]
