@@ -12,7 +12,7 @@ from simulator.acl import aclTensor
 from simulator.kernel import (GM_ADDR, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx,
                               GlobalTensor, HardEvent, SetFlag, TBuf, TPipe, TPosition, WaitFlag)
 from simulator.kernel.cube import Transpose, TransposeParamsExt, TransposeType
-from simulator.machine import KernelLaunch, align_up, ceil_div
+from simulator.program import KernelLaunch, align_up, ceil_div
 from simulator.profile import Profile
 
 MAX_BLOCK_COUNT = 4095          # DataCopyExtParams.blockCount is 12 bits

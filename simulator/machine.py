@@ -12,12 +12,8 @@ The engine knows instructions, pipes, buffers and paths; it never knows an opera
 from __future__ import annotations
 
 import gc
-import os
-import threading
 from collections import deque
-from queue import SimpleQueue
 from dataclasses import dataclass, field
-from typing import Any, Callable
 
 import numpy as np
 import simpy
@@ -25,52 +21,9 @@ import simpy
 from .enums import KernelError
 from .memory import DeviceMemory, L2Cache, MemoryChannel
 from .profile import CoreKind, Profile
-
-# instruction kinds
-COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT = range(8)
-
-
-class Instr:
-    """One micro-program instruction, as the scalar unit issues it to a pipe.
-
-    reads / writes: local-buffer byte ranges (buffer, start, stop) for the sanitizer;
-    fn: the functional effect, run when the instruction completes (skipped in timing-only mode);
-    path / nbytes: the data path and bytes moved (for cost and the report)."""
-    __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "gm", "gm_write",
-                 "reads", "writes", "fn", "flag", "ready", "index", "operands", "event")
-
-    def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
-                 path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
-                 reads: tuple = (), writes: tuple = (), fn: Callable | None = None,
-                 flag: tuple | None = None, operands: tuple | str = (), gm: tuple = (),
-                 gm_write: bool = False):
-        self.pipe, self.name, self.kind, self.cycles = pipe, name, kind, cycles
-        # chan_bytes: bytes through L2 (whole 32-B bursts); gm: the GM ranges [(addr, n)] touched
-        self.path, self.nbytes, self.chan_bytes = path, nbytes, chan_bytes
-        self.gm, self.gm_write = gm, gm_write
-        self.reads, self.writes, self.fn, self.flag = reads, writes, fn, flag
-        self.operands = operands      # formatted only when an error or a deadlock names it
-        self.ready = 0.0
-        self.index = -1
-        self.event = None
-
-    def describe(self) -> str:
-        ops = self.operands
-        if isinstance(ops, tuple):
-            ops = ", ".join(map(str, ops))
-        ops = f"({ops})" if ops else ""
-        return f"instruction #{self.index} {self.name}{ops}"
-
-
-@dataclass
-class KernelLaunch:
-    """One kernel launch: the body runs per block as body(*args); `kind` picks the core kind
-    (vector, cube or mix)."""
-    name: str
-    body: Callable[..., None]
-    block_dim: int
-    kind: str = "vector"
-    args: tuple = ()
+from .program import (BARRIER, COMPUTE, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch, align_up,
+                      ceil_div, current_context)
+from .recorder import BlockContext, ProgramRecorder, record_whole
 
 
 @dataclass
@@ -136,36 +89,6 @@ class CoreState:
         return KernelError(f"{where}: {reason}")
 
 
-class BlockContext:
-    """What a kernel body sees while it records one block: the core, the block index and count,
-    the program being recorded and the launch's functional flag. simulator.kernel reads it."""
-
-    def __init__(self, device: "Device", core: CoreState, block_idx: int, block_num: int,
-                 group: "Group | None" = None, sub_block: int = 0):
-        self.device, self.core = device, core
-        self.profile = device.profile
-        self.block_idx, self.block_num = block_idx, block_num
-        self.group, self.sub_block = group, sub_block
-        self.program: list[Instr] = []   # recorded, not yet taken by the scalar unit
-        self.taken = 0                    # instructions the scalar unit has taken so far
-        self.recorder: "ProgramRecorder | None" = None
-        self.functional = device.functional
-        self.pipe_alloc: Any = None   # the block's TPipe (simulator.kernel)
-        self.atomic = None            # SetAtomicAdd's dtype: GM writes then add instead of store
-
-    def emit(self, instr: Instr) -> Instr:
-        if instr.pipe not in self.core.kind.pipes:
-            raise self.core.fault(instr.pipe, instr,
-                                  f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
-        instr.index = self.taken + len(self.program)
-        self.program.append(instr)
-        if len(self.program) >= ProgramRecorder.CHUNK:
-            if self.recorder is None:
-                raise _TooLong()
-            self.recorder.pause()
-        return instr
-
-
 @dataclass
 class Group:
     """The cores that run one block of a launch together: on A2 a mix kernel's block is one AIC
@@ -181,151 +104,6 @@ class Group:
 
     def aivs(self) -> list[CoreState]:
         return [c for c in self.cores if "vector" in c.kind.units and "cube" not in c.kind.units]
-
-
-_recording = threading.local()          # .ctx: the block whose body this thread is running
-
-
-def current_context() -> BlockContext:
-    ctx = getattr(_recording, "ctx", None)
-    if ctx is None:
-        raise RuntimeError("kernel instructions can only be issued inside a kernel body that the "
-                           "machine is running (see docs/KERNELS.md)")
-    return ctx
-
-
-class _Abandoned(BaseException):
-    """Unwinds a kernel body whose block the engine has given up on (a fault, a deadlock)."""
-
-
-class _TooLong(BaseException):
-    """Unwinds a kernel body recorded in one go that outgrew a chunk (it is recorded again by a
-    ProgramRecorder)."""
-
-
-class _Helpers:
-    """Reusable threads for ProgramRecorder (a recording may wait a long time for its turn)."""
-
-    def __init__(self):
-        self.jobs: SimpleQueue = SimpleQueue()
-        self.idle = 0
-        self.lock = threading.Lock()
-
-    def run(self, job: Callable[[], None]) -> None:
-        with self.lock:
-            spawn = self.idle == 0          # else an idle thread takes the job
-            if not spawn:
-                self.idle -= 1
-        self.jobs.put(job)
-        if spawn:
-            threading.Thread(target=self._loop, name="ascend-sim recorder", daemon=True).start()
-
-    def _loop(self) -> None:
-        while True:
-            self.jobs.get()()
-            with self.lock:
-                self.idle += 1
-
-
-_HELPERS = _Helpers()
-
-
-def _fresh_helpers_after_fork() -> None:
-    """A forked child (a sweep's worker process) has none of the parent's helper threads."""
-    global _HELPERS
-    _HELPERS = _Helpers()
-
-
-os.register_at_fork(after_in_child=_fresh_helpers_after_fork)
-
-
-def _run_body(ctx: BlockContext, body: Callable[..., None], args: tuple) -> None:
-    """The kernel body, then its TPipe's end (which consumes the flags FreeTensor left set)."""
-    body(*args)
-    if ctx.pipe_alloc is not None:
-        ctx.pipe_alloc.Destroy()
-
-
-def record_whole(ctx: BlockContext, body: Callable[..., None], args: tuple) -> list[Instr] | None:
-    """Run a block's kernel body on this thread and return its program, or None if it outgrew
-    ProgramRecorder.CHUNK instructions (then a ProgramRecorder records it again, in chunks)."""
-    _recording.ctx = ctx
-    try:
-        _run_body(ctx, body, args)
-    except _TooLong:
-        return None
-    finally:
-        _recording.ctx = None
-    program, ctx.program = ctx.program, []      # effects that close over ctx make no cycle
-    return program
-
-
-class ProgramRecorder:
-    """Runs a long block's kernel body on a helper thread, CHUNK instructions at a time: the
-    scalar unit takes a chunk and issues it while the body waits, so a long kernel never holds its
-    whole program in memory (a 20-million-instruction block once took more than 12 GB). The engine
-    and the body take strict turns (one always waits for the other), so recording is exactly as
-    deterministic as one plain call, and a block's program is the same instructions either way.
-    Most blocks are shorter than a chunk and are recorded in one go on the engine's thread
-    (record_whole; a thread handoff cost ~0.15 ms per block on this project's 2-core VM); a
-    body that outgrows a chunk is unwound and recorded again here, so kernel bodies must not
-    change anything outside their block while they record (none of ours does)."""
-
-    CHUNK = 8192
-
-    def __init__(self, ctx: BlockContext, body: Callable[..., None], args: tuple):
-        self.ctx, self.body, self.args = ctx, body, args
-        # binary semaphores; a turn is given by releasing the other side's lock
-        self.body_turn, self.engine_turn = threading.Lock(), threading.Lock()
-        self.body_turn.acquire()
-        self.engine_turn.acquire()
-        self.started = self.finished = self.abandoned = False
-        self.error: BaseException | None = None
-        ctx.recorder = self
-
-    def _record(self) -> None:
-        _recording.ctx = self.ctx
-        try:
-            if not self.abandoned:
-                _run_body(self.ctx, self.body, self.args)
-        except _Abandoned:
-            pass
-        except BaseException as e:           # raised again on the engine's side, in chunks()
-            self.error = e
-        finally:
-            _recording.ctx = None
-            self.finished = True
-            self.engine_turn.release()
-
-    def pause(self) -> None:
-        """Body side: a chunk is full; wait until the scalar unit wants more."""
-        self.engine_turn.release()
-        self.body_turn.acquire()
-        if self.abandoned:
-            raise _Abandoned()
-
-    def chunks(self):
-        """Engine side: the program, a chunk at a time, as the body records it."""
-        ctx = self.ctx
-        while not self.finished:
-            if self.started:
-                self.body_turn.release()
-            else:                                # the body's first turn starts it
-                self.started = True
-                _HELPERS.run(self._record)
-            self.engine_turn.acquire()
-            if self.error is not None:
-                raise self.error
-            chunk, ctx.program = ctx.program, []
-            ctx.taken += len(chunk)
-            yield chunk
-        ctx.recorder = None                  # no cycle left between the block and its recorder
-
-    def abandon(self) -> None:
-        if self.started and not self.finished:
-            self.abandoned = True
-            self.body_turn.release()
-            self.engine_turn.acquire()
 
 
 class Device:
@@ -694,14 +472,6 @@ class Device:
                 if s != "finished":
                     lines.append(f"    {p}: {text(s)}")
         return "\n".join(lines)
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def align_up(a: int, b: int) -> int:
-    return -(-a // b) * b
 
 
 __all__ = ["Device", "KernelLaunch", "TaskRecord", "Instr", "BlockContext", "Group", "current_context",

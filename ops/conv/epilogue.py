@@ -11,7 +11,7 @@ from simulator.kernel import (Cast, DataCopy, DataCopyExtParams, DataCopyPad, Da
                               GetBlockIdx, GlobalTensor)
 from simulator.kernel.cube import TransposeParamsExt
 from simulator.kernel.cube import Transpose as TransposeExt
-from simulator.machine import align_up, ceil_div
+from simulator.program import align_up, ceil_div
 from .geometry import CubeGeometry, SpaceToDepth
 from .prologue import perm_plan, perm_result, run_perm
 from .tiling import tiling_error

@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 
 from simulator.enums import AclnnError, aclnnStatus
-from simulator.machine import ceil_div
+from simulator.program import ceil_div
 
 
 def tiling_error(msg: str) -> AclnnError:

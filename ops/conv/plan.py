@@ -7,7 +7,7 @@ import numpy as np
 
 from simulator.aclnn import Plan, tiling_override
 from simulator.enums import dtype_name
-from simulator.machine import KernelLaunch, align_up, ceil_div
+from simulator.program import KernelLaunch, align_up, ceil_div
 from ..common import tensor_arg, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
 from .cube_kernel import CubeJob, cube_body
 from .epilogue import (Epilogue, SpaceToDepthOut, epilogue_body, dw_out_items, dx_out_items, plan_dw_out,

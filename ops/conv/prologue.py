@@ -13,7 +13,7 @@ from simulator.kernel import (Cast, DataCopy, DataCopyExtParams, DataCopyPad, Da
                               GetBlockIdx, GlobalTensor)
 from simulator.kernel.cube import TransposeParamsExt
 from simulator.kernel.cube import Transpose as TransposeExt
-from simulator.machine import align_up, ceil_div
+from simulator.program import align_up, ceil_div
 from .geometry import CubeGeometry, MapLayout, SpaceToDepth
 from .tiling import tiling_error
 from .vector_pipeline import (NCHW2NHWC, VecBlock, align32, round_mode, zero_lanes, copy_runs, nhwc2nchw,

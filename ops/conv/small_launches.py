@@ -10,7 +10,7 @@ from simulator.kernel import (GM_ADDR, Add, Cast, DataCopy, DataCopyExtParams, D
                               TPosition, TQue, WaitFlag, float32)
 from simulator.kernel.cube import TransposeParamsExt, TransposeType
 from simulator.kernel.cube import Transpose as TransposeExt
-from simulator.machine import KernelLaunch, align_up, ceil_div
+from simulator.program import KernelLaunch, align_up, ceil_div
 from ..common import ub_bytes, vector_core_count
 from .geometry import F32
 

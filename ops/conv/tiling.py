@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.machine import align_up, ceil_div
+from simulator.program import align_up, ceil_div
 from ..common import ub_bytes
 from .geometry import Axis, CubeGeometry, tiling_error
 

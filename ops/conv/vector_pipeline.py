@@ -10,7 +10,7 @@ import numpy as np
 from simulator.kernel import (DataCopy, DataCopyParams, Duplicate, HardEvent, LocalTensor, PipeBarrier,
                               PIPE_ALL, RoundMode, SetFlag, TBuf, TPipe, TPosition, WaitFlag)
 from simulator.kernel.cube import TransposeParamsExt, TransposeType
-from simulator.machine import align_up
+from simulator.program import align_up
 from .tiling import tiling_error
 
 

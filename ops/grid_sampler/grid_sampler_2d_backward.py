@@ -71,7 +71,7 @@ import numpy as np
 from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, require_present,
                              require_support, tiling_override)
 from simulator.enums import NUMPY_OF, aclDataType, dtype_name, param_invalid
-from simulator.machine import KernelLaunch
+from simulator.program import KernelLaunch
 from ..common import tensor_arg, view_copy_launch, workspace_arg
 from .kernel import grid_sampler2d_grad_kernel
 from .layout_kernels import nchw_to_nhwc_kernel, nhwc_to_nchw_kernel, plan_layout, plan_zero, zero_kernel

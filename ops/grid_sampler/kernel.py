@@ -14,7 +14,7 @@ from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Abs, Add, Cast, Compare
                               SetAtomicAdd, SetAtomicNone, SetFlag, Sub, TBuf, TPipe, TPosition, TQue,
                               WaitFlag, Adds, int32)
 from simulator.kernel.indirect import DataCopyPadIndirect
-from simulator.machine import align_up
+from simulator.program import align_up
 from .layout_kernels import transpose_2d
 from .tiling import (BICUBIC, BILINEAR, BORDER, COORD_LIMIT, CUBIC_A, GridSamplerGradTiling, NAN_COORD,
                      NEAREST, REFLECTION, ZEROS, main_buffers)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.enums import AclnnError, aclnnStatus
-from simulator.machine import align_up, ceil_div
+from simulator.program import align_up, ceil_div
 from ..common import ub_bytes, vector_core_count
 
 

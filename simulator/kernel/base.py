@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 
 from ..enums import KernelError, dtype_name
-from ..machine import BARRIER, SET, WAIT, XSET, XWAIT, Instr, align_up, current_context
+from ..program import BARRIER, SET, WAIT, XSET, XWAIT, Instr, align_up, current_context
 
 BUFFER_NUM = 2
 half = np.dtype(np.float16)

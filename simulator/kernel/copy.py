@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..machine import COMPUTE, GM_XFER, Instr, align_up, current_context
+from ..program import COMPUTE, GM_XFER, Instr, align_up, current_context
 from .base import GlobalTensor, LocalTensor, _fault
 
 @dataclass

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..enums import dtype_name
-from ..machine import COMPUTE, GM_XFER, Instr, align_up, ceil_div, current_context
+from ..program import COMPUTE, GM_XFER, Instr, align_up, ceil_div, current_context
 from .base import GlobalTensor, LocalTensor, _fault
 from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, gm_extent, gm_check, local_operand, memo_emit,
                        memo_hit, memo_key, merge_spans, require_pipe, as_bytes)

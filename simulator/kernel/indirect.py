@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..machine import GM_XFER, Instr, align_up, current_context
+from ..program import GM_XFER, Instr, align_up, current_context
 from .base import GlobalTensor, LocalTensor, _fault
 from .copy import _COPY_ROUTES, DataCopyExtParams, _local_check
 

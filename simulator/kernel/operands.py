@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..machine import Instr, current_context
+from ..program import Instr, current_context
 from .base import GlobalTensor, LocalTensor, _fault
 
 

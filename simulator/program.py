@@ -1,0 +1,79 @@
+"""The program format: what a kernel body records and the engine runs. An `Instr` is one
+instruction as the scalar unit issues it to a pipe (its kind, cost, data path, the byte ranges it
+reads and writes for the sanitizer, and its functional effect); a `KernelLaunch` is a body and a
+block count. The kernel language (simulator.kernel) depends on this file and on the recording
+context (`current_context`), never on the Device.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from .recorder import BlockContext
+
+# instruction kinds
+COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT = range(8)
+
+
+class Instr:
+    """One micro-program instruction, as the scalar unit issues it to a pipe.
+
+    reads / writes: local-buffer byte ranges (buffer, start, stop) for the sanitizer;
+    fn: the functional effect, run when the instruction completes (skipped in timing-only mode);
+    path / nbytes: the data path and bytes moved (for cost and the report)."""
+    __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "gm", "gm_write",
+                 "reads", "writes", "fn", "flag", "ready", "index", "operands", "event")
+
+    def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
+                 path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
+                 reads: tuple = (), writes: tuple = (), fn: Callable | None = None,
+                 flag: tuple | None = None, operands: tuple | str = (), gm: tuple = (),
+                 gm_write: bool = False):
+        self.pipe, self.name, self.kind, self.cycles = pipe, name, kind, cycles
+        # chan_bytes: bytes through L2 (whole 32-B bursts); gm: the GM ranges [(addr, n)] touched
+        self.path, self.nbytes, self.chan_bytes = path, nbytes, chan_bytes
+        self.gm, self.gm_write = gm, gm_write
+        self.reads, self.writes, self.fn, self.flag = reads, writes, fn, flag
+        self.operands = operands      # formatted only when an error or a deadlock names it
+        self.ready = 0.0
+        self.index = -1
+        self.event = None
+
+    def describe(self) -> str:
+        ops = self.operands
+        if isinstance(ops, tuple):
+            ops = ", ".join(map(str, ops))
+        ops = f"({ops})" if ops else ""
+        return f"instruction #{self.index} {self.name}{ops}"
+
+
+@dataclass
+class KernelLaunch:
+    """One kernel launch: the body runs per block as body(*args); `kind` picks the core kind
+    (vector, cube or mix)."""
+    name: str
+    body: Callable[..., None]
+    block_dim: int
+    kind: str = "vector"
+    args: tuple = ()
+
+
+active_block = threading.local()        # .ctx: the block whose body this thread is running
+
+
+def current_context() -> BlockContext:
+    ctx = getattr(active_block, "ctx", None)
+    if ctx is None:
+        raise RuntimeError("kernel instructions can only be issued inside a kernel body that the "
+                           "machine is running (see docs/KERNELS.md)")
+    return ctx
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def align_up(a: int, b: int) -> int:
+    return -(-a // b) * b

@@ -1,0 +1,178 @@
+"""Recording a block's program: the context a kernel body runs in (`BlockContext`: the core, the
+block, the program so far), recorded in one go on the engine's thread (`record_whole`) or, for a
+body that outgrows a chunk, on a helper thread a chunk at a time (`ProgramRecorder`).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from queue import SimpleQueue
+from typing import TYPE_CHECKING, Any, Callable
+
+from .program import Instr, active_block
+
+if TYPE_CHECKING:
+    from .machine import CoreState, Device, Group
+
+class BlockContext:
+    """What a kernel body sees while it records one block: the core, the block index and count,
+    the program being recorded and the launch's functional flag. simulator.kernel reads it."""
+
+    def __init__(self, device: "Device", core: CoreState, block_idx: int, block_num: int,
+                 group: "Group | None" = None, sub_block: int = 0):
+        self.device, self.core = device, core
+        self.profile = device.profile
+        self.block_idx, self.block_num = block_idx, block_num
+        self.group, self.sub_block = group, sub_block
+        self.program: list[Instr] = []   # recorded, not yet taken by the scalar unit
+        self.taken = 0                    # instructions the scalar unit has taken so far
+        self.recorder: "ProgramRecorder | None" = None
+        self.functional = device.functional
+        self.pipe_alloc: Any = None   # the block's TPipe (simulator.kernel)
+        self.atomic = None            # SetAtomicAdd's dtype: GM writes then add instead of store
+
+    def emit(self, instr: Instr) -> Instr:
+        if instr.pipe not in self.core.kind.pipes:
+            raise self.core.fault(instr.pipe, instr,
+                                  f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
+        instr.index = self.taken + len(self.program)
+        self.program.append(instr)
+        if len(self.program) >= ProgramRecorder.CHUNK:
+            if self.recorder is None:
+                raise _TooLong()
+            self.recorder.pause()
+        return instr
+
+
+class _Abandoned(BaseException):
+    """Unwinds a kernel body whose block the engine has given up on (a fault, a deadlock)."""
+
+
+class _TooLong(BaseException):
+    """Unwinds a kernel body recorded in one go that outgrew a chunk (it is recorded again by a
+    ProgramRecorder)."""
+
+
+class _Helpers:
+    """Reusable threads for ProgramRecorder (a recording may wait a long time for its turn)."""
+
+    def __init__(self):
+        self.jobs: SimpleQueue = SimpleQueue()
+        self.idle = 0
+        self.lock = threading.Lock()
+
+    def run(self, job: Callable[[], None]) -> None:
+        with self.lock:
+            spawn = self.idle == 0          # else an idle thread takes the job
+            if not spawn:
+                self.idle -= 1
+        self.jobs.put(job)
+        if spawn:
+            threading.Thread(target=self._loop, name="ascend-sim recorder", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self.jobs.get()()
+            with self.lock:
+                self.idle += 1
+
+
+_HELPERS = _Helpers()
+
+
+def _fresh_helpers_after_fork() -> None:
+    """A forked child (a sweep's worker process) has none of the parent's helper threads."""
+    global _HELPERS
+    _HELPERS = _Helpers()
+
+
+os.register_at_fork(after_in_child=_fresh_helpers_after_fork)
+
+
+def _run_body(ctx: BlockContext, body: Callable[..., None], args: tuple) -> None:
+    """The kernel body, then its TPipe's end (which consumes the flags FreeTensor left set)."""
+    body(*args)
+    if ctx.pipe_alloc is not None:
+        ctx.pipe_alloc.Destroy()
+
+
+def record_whole(ctx: BlockContext, body: Callable[..., None], args: tuple) -> list[Instr] | None:
+    """Run a block's kernel body on this thread and return its program, or None if it outgrew
+    ProgramRecorder.CHUNK instructions (then a ProgramRecorder records it again, in chunks)."""
+    active_block.ctx = ctx
+    try:
+        _run_body(ctx, body, args)
+    except _TooLong:
+        return None
+    finally:
+        active_block.ctx = None
+    program, ctx.program = ctx.program, []      # effects that close over ctx make no cycle
+    return program
+
+
+class ProgramRecorder:
+    """Runs a long block's kernel body on a helper thread, CHUNK instructions at a time: the
+    scalar unit takes a chunk and issues it while the body waits, so a long kernel never holds its
+    whole program in memory (a 20-million-instruction block once took more than 12 GB). The engine
+    and the body take strict turns (one always waits for the other), so recording is exactly as
+    deterministic as one plain call, and a block's program is the same instructions either way.
+    Most blocks are shorter than a chunk and are recorded in one go on the engine's thread
+    (record_whole; a thread handoff cost ~0.15 ms per block on this project's 2-core VM); a
+    body that outgrows a chunk is unwound and recorded again here, so kernel bodies must not
+    change anything outside their block while they record (none of ours does)."""
+
+    CHUNK = 8192
+
+    def __init__(self, ctx: BlockContext, body: Callable[..., None], args: tuple):
+        self.ctx, self.body, self.args = ctx, body, args
+        # binary semaphores; a turn is given by releasing the other side's lock
+        self.body_turn, self.engine_turn = threading.Lock(), threading.Lock()
+        self.body_turn.acquire()
+        self.engine_turn.acquire()
+        self.started = self.finished = self.abandoned = False
+        self.error: BaseException | None = None
+        ctx.recorder = self
+
+    def _record(self) -> None:
+        active_block.ctx = self.ctx
+        try:
+            if not self.abandoned:
+                _run_body(self.ctx, self.body, self.args)
+        except _Abandoned:
+            pass
+        except BaseException as e:           # raised again on the engine's side, in chunks()
+            self.error = e
+        finally:
+            active_block.ctx = None
+            self.finished = True
+            self.engine_turn.release()
+
+    def pause(self) -> None:
+        """Body side: a chunk is full; wait until the scalar unit wants more."""
+        self.engine_turn.release()
+        self.body_turn.acquire()
+        if self.abandoned:
+            raise _Abandoned()
+
+    def chunks(self):
+        """Engine side: the program, a chunk at a time, as the body records it."""
+        ctx = self.ctx
+        while not self.finished:
+            if self.started:
+                self.body_turn.release()
+            else:                                # the body's first turn starts it
+                self.started = True
+                _HELPERS.run(self._record)
+            self.engine_turn.acquire()
+            if self.error is not None:
+                raise self.error
+            chunk, ctx.program = ctx.program, []
+            ctx.taken += len(chunk)
+            yield chunk
+        ctx.recorder = None                  # no cycle left between the block and its recorder
+
+    def abandon(self) -> None:
+        if self.started and not self.finished:
+            self.abandoned = True
+            self.body_turn.release()
+            self.engine_turn.acquire()
