@@ -1,7 +1,7 @@
 """Studies (a package: trace, whatif, calls, distribute, sweep, regress, tune, plot): workload traces, replay, cycle regression, what-if sweeps and tiling search.
 
 This is the logic behind `ascend-sim replay / regress / sweep / tune`; the command line in
-simulator/cli.py only parses arguments and prints. Everything here is plain Python and usable
+simulator/cli/ only parses arguments and prints. Everything here is plain Python and usable
 from a notebook:
 
     from simulator import studies

@@ -1,0 +1,228 @@
+"""`run` (one aclnn call from --shape / --attr / --file), `ops`, `chips`, `chip`, `diff`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..profile import list_socs, load_profile
+from .. import studies
+from ..studies import Call, TensorSpec
+from .common import CliError, EXIT_OK, what_if_overrides, chip_profile, text_table
+
+
+def _named(items: list[str], flag: str) -> tuple[str | None, dict[str, str]]:
+    """'64,1024' and 'self=64,1024' forms: (the unnamed value, {name: value})."""
+    plain, named = None, {}
+    for item in items:
+        if "=" in item:
+            k, v = item.split("=", 1)
+            named[k.strip()] = v.strip()
+        else:
+            if plain is not None:
+                raise CliError(f"{flag}: more than one unnamed value ({plain}, {item}); name them: NAME=VALUE")
+            plain = item
+    return plain, named
+
+
+def call_from_args(args) -> Call:
+    """The call to run: from --file (a call, or a trace with --call N) and/or the command line."""
+    if args.file:
+        path = Path(args.file)
+        fmt, raw = studies.read_structured(path)
+        if isinstance(raw, dict) and "calls" in raw:
+            w = studies.load_trace(path)
+            if args.call is None and len(w.calls) > 1:
+                raise CliError(f"{path} holds {len(w.calls)} calls: pick one with --call N (0-{len(w.calls) - 1})")
+            i = args.call or 0
+            if not 0 <= i < len(w.calls):
+                raise CliError(f"--call {i}: {path} has calls 0-{len(w.calls) - 1}")
+            base = w.calls[i]
+        else:
+            base = studies.call_from_record(raw, str(path))
+        if args.op and args.op != base.op:
+            raise CliError(f"operator '{args.op}' given, but {path} holds a {base.op} call")
+    else:
+        if not args.op:
+            raise CliError("name an operator (e.g. SiluBackward) or give --file CALL.yaml")
+        base = Call(args.op)
+    op = base.op
+    opdef = studies.opdef_for(op)
+    if opdef is None:
+        raise CliError(f"unknown operator '{op}' (available: {', '.join(studies.available_ops())})")
+    kinds = {p.name: p for p in opdef.params}
+    tensors = dict(base.tensors)
+    attrs = dict(base.attrs)
+    shape_plain, shape_named = _named(args.shape, "--shape")
+    dtype_plain, dtype_named = _named(args.dtype, "--dtype")
+    _, init_named = _named(args.init, "--init")
+    for name in list(shape_named) + list(dtype_named) + list(init_named):
+        if name not in kinds or kinds[name].kind != "tensor":
+            tens = [p.name for p in opdef.params if p.kind == "tensor"]
+            raise CliError(f"{op} has no tensor parameter '{name}' (tensors: {', '.join(tens)})")
+    default_dtype = studies.canonical_dtype(dtype_plain, "--dtype") if dtype_plain else None
+    tensor_inputs = [p.name for p in opdef.inputs if p.kind == "tensor"]
+    for p in opdef.params:
+        if p.kind != "tensor":
+            continue
+        old = tensors.get(p.name)
+        shape_txt = shape_named.get(p.name) or (shape_plain if (p.name in tensor_inputs and p.name not in tensors) else None)
+        if shape_txt is None and old is None:
+            if p.name in dtype_named or p.name in init_named:
+                raise CliError(f"--dtype/--init {p.name}: give its shape too (--shape {p.name}=...)")
+            continue
+        shape = studies.shape_of(shape_txt, f"--shape {p.name}") if shape_txt is not None else old.shape
+        dt = dtype_named.get(p.name) or default_dtype or (old.dtype if old else "FLOAT16")
+        init = init_named.get(p.name) or (old.init if old else ("uniform(-1,1)" if p.name == "grid" else "normal"))
+        tensors[p.name] = TensorSpec(shape, studies.canonical_dtype(dt, f"--dtype {p.name}"),
+                                     studies.check_init(init, f"--init {p.name}"))
+    if not any(p.name in tensors for p in opdef.inputs if p.kind == "tensor"):
+        raise CliError(f"{op}: give the tensor shapes, e.g. --shape 64,1024 or --shape "
+                       f"{tensor_inputs[0] if tensor_inputs else 'NAME'}=... (tensors: {', '.join(tensor_inputs)})")
+    for item in args.attr:
+        if "=" not in item:
+            raise CliError(f"--attr: '{item}' is not NAME=VALUE")
+        k, v = (s.strip() for s in item.split("=", 1))
+        if k not in kinds or kinds[k].kind == "tensor":
+            names = [p.name for p in opdef.params if p.kind != "tensor"]
+            raise CliError(f"{op} has no attribute '{k}' (attributes: {', '.join(names) or 'none'})")
+        attrs[k] = None if v.lower() in ("null", "none") else studies.coerce_attr(op, k, kinds[k].kind, v)
+    tiling = dict(base.tiling or {})
+    tiling.update(studies.parse_assignments(args.tiling, "--tiling"))
+    return Call(op, tensors, attrs, base.stream, base.label, base.count, tiling or None)
+
+
+def describe(name: str, a: np.ndarray) -> str:
+    if a.size == 0:
+        return f"  {name}: shape {list(a.shape)} {a.dtype} (empty)"
+    f = a.astype(np.float64)
+    flat = ", ".join(f"{v:.6g}" for v in f.reshape(-1)[:4])
+    return (f"  {name}: shape {list(a.shape)} {a.dtype}  min {f.min():.6g}  max {f.max():.6g}  "
+            f"mean {f.mean():.6g}  first [{flat}{', ...' if a.size > 4 else ''}]")
+
+
+def cmd_run(args) -> int:
+    from ..api import run
+    call = call_from_args(args)
+    profile = chip_profile(args)
+    try:
+        kw = studies.build_inputs(call, args.seed)
+    except studies.NotAvailable as e:
+        raise CliError(str(e)) from None
+    result = run(call.op, mode=args.mode, profile=profile, trace=not args.no_trace,
+                 tiling=call.tiling, **kw)
+    soc = profile.soc_version
+    trace_path = None
+    if not args.no_trace:
+        trace_path = Path(args.trace) if args.trace else Path("out") / f"{call.op}_{soc}.trace.json"
+        result.trace.save(trace_path)
+    if args.json:
+        out = result.report.to_dict()
+        out["call"] = call.to_record()
+        if args.set:
+            out["overrides"] = what_if_overrides(args)
+        out["trace_file"] = str(trace_path) if trace_path else None
+        print(json.dumps(out, indent=2))
+        return EXIT_OK
+    print(f"aclnn{call.op} on {soc}" + (f" (with {', '.join(args.set)})" if args.set else ""))
+    dts = sorted({t.dtype for t in call.tensors.values()})
+    print(f"call: {call.shapes()} {'/'.join(dts)}" + "".join(f" {k}={v}" for k, v in call.attrs.items())
+          + ("".join(f" tiling.{k}={v}" for k, v in call.tiling.items()) if call.tiling else ""))
+    if result.outputs and args.mode == "functional":
+        print("outputs:")
+        for name, a in result.outputs.items():
+            print(describe(name, a))
+    print(result.report.summary())
+    if trace_path:
+        print(f"trace: {trace_path} (open in https://ui.perfetto.dev or chrome://tracing)")
+    return EXIT_OK
+
+
+def cmd_ops(args) -> int:
+    from .. import aclnn
+    out = {name: [{"name": p.name, "kind": p.kind, "output": p.output} for p in op.params]
+           for name, op in sorted(aclnn.REGISTRY.items())}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return EXIT_OK
+    for name, op in sorted(aclnn.REGISTRY.items()):
+        ins = ", ".join(f"{p.name}:{p.kind}" for p in op.inputs)
+        outs = ", ".join(p.name for p in op.outputs)
+        extra = " [tunable]" if getattr(op, "tiling_space", None) else ""
+        print(f"aclnn{name}({ins}) -> {outs}{extra}")
+        if op.tiling_fields:
+            print(f"    --tiling fields: {', '.join(f'{f}:{k}' for f, k in op.tiling_fields.items())}")
+    return EXIT_OK
+
+
+def cmd_chips(args) -> int:
+    rows = []
+    for soc in list_socs():
+        p = load_profile(soc)
+        rows.append({"soc": soc, "series": p.series, "clock_mhz": p.clock_mhz,
+                     "cores": {n: k.count for n, k in p.cores.items()},
+                     "device_memory_GBps": p.device_memory.bandwidth_GBps,
+                     "l2_MiB": p.l2.bytes / 2**20, "fp16_peak_TFLOPS": round(p.peak_fp16_tflops, 1)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    for r in rows:
+        cores = ", ".join(f"{c} {n}" for n, c in r["cores"].items())
+        print(f"{r['soc']:<13} {r['series']:<9} {r['clock_mhz']:>6g} MHz  {cores:<24} "
+              f"{r['device_memory_GBps']:>7g} GB/s  L2 {r['l2_MiB']:>4g} MiB  fp16 peak {r['fp16_peak_TFLOPS']:6.1f} TFLOPS")
+    return EXIT_OK
+
+
+def cmd_chip(args) -> int:
+    p = chip_profile(args, args.soc)
+    if args.json:
+        print(json.dumps(p.model_dump(), indent=2))
+        return EXIT_OK
+    fields = studies.profile_fields(p)
+    width = max(len(k) for k in fields)
+    print(f"{p.soc_version} ({p.series_name})" + (f" with {', '.join(args.set)}" if args.set else ""))
+    for k, v in fields.items():
+        print(f"  {k:<{width}}  {v}")
+    print(f"  {'(derived) fp16 peak TFLOPS':<{width}}  {p.peak_fp16_tflops:.1f}")
+    print(f"  {'(derived) device bytes/cycle':<{width}}  {p.device_bytes_per_cycle:.1f}")
+    return EXIT_OK
+
+
+def cmd_diff(args) -> int:
+    a, b = chip_profile(args, args.soc_a), chip_profile(args, args.soc_b)
+    fa, fb = studies.profile_fields(a), studies.profile_fields(b)
+    keys = [k for k in list(fa) + [k for k in fb if k not in fa] if fa.get(k, "<absent>") != fb.get(k, "<absent>")]
+    derived = [("(derived) fp16 peak TFLOPS", round(a.peak_fp16_tflops, 1), round(b.peak_fp16_tflops, 1)),
+               ("(derived) device bytes/cycle", round(a.device_bytes_per_cycle, 1), round(b.device_bytes_per_cycle, 1))]
+    if args.json:
+        print(json.dumps({k: [fa.get(k), fb.get(k)] for k in keys}, indent=2, default=str))
+        return EXIT_OK
+    rows = [[k, str(fa.get(k, "<absent>")), str(fb.get(k, "<absent>"))] for k in keys]
+    rows += [[k, str(x), str(y)] for k, x, y in derived if x != y]
+    if not rows:
+        print(f"{args.soc_a} and {args.soc_b} are identical")
+        return EXIT_OK
+    print(text_table(rows, ["field", args.soc_a, args.soc_b]))
+    print(f"{len(keys)} field(s) differ")
+    return EXIT_OK
+
+
+def call_args(p: argparse.ArgumentParser, op_required: bool = False) -> None:
+    p.add_argument("op", nargs="?", help="operator name as aclnn writes it, e.g. SiluBackward (see 'ascend-sim ops')")
+    p.add_argument("--shape", action="append", default=[], metavar="[NAME=]DIMS",
+                   help="tensor shape, e.g. 64,1024 (every input tensor) or input=32,64,56,56; repeatable")
+    p.add_argument("--dtype", action="append", default=[], metavar="[NAME=]DTYPE",
+                   help="FLOAT, FLOAT16, BF16 or DOUBLE (every tensor) or NAME=DTYPE; default FLOAT16")
+    p.add_argument("--attr", action="append", default=[], metavar="NAME=VALUE",
+                   help="an attribute: --attr stride=2,2 --attr groups=1 --attr outputMask=1,1,0")
+    p.add_argument("--init", action="append", default=[], metavar="NAME=KIND",
+                   help="how to fill a tensor: normal (default), uniform, uniform(a,b), normal(mean,std), zeros, ones")
+    p.add_argument("--tiling", action="append", default=[], metavar="FIELD=VALUE",
+                   help="force a tiling field (e.g. --tiling tileLength=4096); 561002 if it cannot work")
+    p.add_argument("--file", metavar="CALL.yaml",
+                   help="take the call from a file: one call record, or a trace with --call N")
+    p.add_argument("--call", type=int, metavar="N", help="which call of the --file trace")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")

@@ -1,0 +1,116 @@
+"""What every subcommand shares: exit codes, one-line errors, the chip / what-if / execution
+options and their parsing, and the tables the commands print.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..profile import DEFAULT_SOC, ProfileError, load_profile
+from .. import studies
+from ..studies import one_line
+
+
+EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_REGRESSION = 0, 1, 2, 3
+
+
+class CliError(Exception):
+    """A bad argument: printed as one line, exit code 2."""
+
+
+class Rejected(Exception):
+    """A call the simulator ran and refused (exit code 1), already explained."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting, so every error is one line."""
+
+    def error(self, message: str):
+        raise CliError(f"{message} (see '{self.prog} --help')")
+
+
+def check_soc(soc: str) -> str:
+    try:
+        load_profile(soc)
+    except ProfileError as e:
+        raise CliError(one_line(str(e))) from None
+    return soc
+
+
+def profile_args(p: argparse.ArgumentParser, many_socs: bool = False) -> None:
+    if many_socs:
+        p.add_argument("--soc", action="append", metavar="SOC",
+                       help=f"chip profile, repeatable (default {DEFAULT_SOC}); a .yaml path also works")
+    else:
+        p.add_argument("--soc", default=DEFAULT_SOC, help=f"chip profile (default {DEFAULT_SOC}); a .yaml path also works")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a profile field by dotted path, repeatable: "
+                        "--set device_memory.bandwidth_GBps=3200 --set cores.aiv.count=24; "
+                        "relative values x2, /2 scale the chip's own value")
+
+
+def what_if_overrides(args) -> dict[str, Any]:
+    return studies.parse_assignments(args.set, "--set")
+
+
+def chip_profile(args, soc: str | None = None):
+    soc = check_soc(soc or args.soc)
+    return studies.make_profile(soc, what_if_overrides(args))
+
+
+def exec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="local worker processes (default: one per CPU; 1 runs in this process)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run on a Dask distributed cluster (tcp://host:8786), or 'local:N' to start a "
+                        "LocalCluster of N workers (needs the [dask] extra)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="show a progress bar (default: when stderr is a terminal)")
+    g.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def exec_kw(args) -> dict[str, Any]:
+    if args.workers is not None and args.workers < 1:
+        raise CliError(f"--workers must be >= 1, got {args.workers}")
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    return {"workers": args.workers, "scheduler": args.scheduler, "progress": progress}
+
+
+def load_workload(path: str) -> studies.Workload:
+    return studies.load_trace(path)
+
+
+def fmt_cycles(c) -> str:
+    return "-" if c is None else f"{c:,.0f}"
+
+
+def text_table(rows: list[list[str]], head: list[str], right: set[int] = frozenset()) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)] if rows else [len(h) for h in head]
+    def fmt(r):
+        return "  ".join(str(x).rjust(w) if i in right else str(x).ljust(w)
+                         for i, (x, w) in enumerate(zip(r, widths))).rstrip()
+    return "\n".join([fmt(head), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows])
+
+
+def rows_table(rows: list[dict]) -> str:
+    out = []
+    for r in rows:
+        status = "" if r["status"] == "ok" else r["status"]
+        shapes = r["shapes"].split()
+        dims = {x.split("=", 1)[-1] for x in shapes}
+        shown = dims.pop() if len(dims) == 1 else r["shapes"]
+        out.append([r["call"], (r["label"] or "")[:40], r["op"], shown[:60], r["count"],
+                    fmt_cycles(r.get("cycles")),
+                    f"{r['time_us']:,.2f}" if r.get("time_us") is not None else "-",
+                    r.get("bound", "") or "", status])
+    return text_table(out, ["#", "label", "op", "shapes", "n", "cycles", "us", "bound", "status"], right={0, 4, 5, 6})
+
+
+def summary_line(rows: list[dict], soc: str) -> str:
+    tot = studies.point_totals(rows)[0]
+    us = tot["time_us"]
+    return (f"total: {tot['cycles']:,.0f} cycles = {us:,.1f} us on {soc} over {tot['ok']} calls"
+            + (f"; {tot['skipped']} not available" if tot["skipped"] else "")
+            + (f"; {tot['failed']} FAILED" if tot["failed"] else "") + " (count-weighted, calls run one after another)")

@@ -1,0 +1,139 @@
+"""`kernel FILE.py`: run a user's own kernel file (a body and `launch(profile)`).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import inspect
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from ..enums import AclnnError, KernelError
+from ..studies import one_line
+from .call_commands import describe
+from .common import CliError, EXIT_OK, EXIT_REJECTED, Rejected, chip_profile
+
+
+KERNEL_CONVENTION = """\
+A kernel file is plain Python that defines:
+
+  launch(profile) -> dict     (or launch() with no argument)
+      returns {"body": <kernel function>, "block_dim": <int>, "args": {<name>: <value>},
+               "kind": "vector" | "cube" | "mix" (default "vector"), "name": <str, optional>}
+      Array values in args become GM_ADDR pointers to device copies; other values (a tiling
+      struct, ints) are passed as they are. The body is called once per block as body(*args.values()).
+  check(outputs) -> None      (optional)
+      gets {<name>: array after the kernel}; raise AssertionError (or return False) to fail.
+
+See examples/kernels/vadd.py."""
+
+
+def _load_kernel_file(path: Path):
+    if not path.exists():
+        raise CliError(f"{path}: no such file")
+    if path.suffix != ".py":
+        raise CliError(f"{path}: a kernel file is a Python file (.py)")
+    name = f"ascend_sim_user_kernel_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        spec.loader.exec_module(mod)
+    except SyntaxError as e:
+        raise CliError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+    except Exception as e:
+        raise CliError(f"{path}: importing it raised {_user_error(e, path)}") from None
+    finally:
+        sys.path.pop(0)
+    return mod
+
+
+def _user_error(e: BaseException, path: Path) -> str:
+    """'ValueError: msg (at file.py:12)', pointing at the deepest frame in the user's file."""
+    where = ""
+    for fr in traceback.extract_tb(e.__traceback__):
+        if Path(fr.filename).resolve() == path.resolve():
+            where = f" (at {path.name}:{fr.lineno})"
+    return f"{type(e).__name__}: {one_line(str(e))}{where}"
+
+
+def cmd_kernel(args) -> int:
+    from ..api import run_kernel
+    path = Path(args.file)
+    profile = chip_profile(args)
+    mod = _load_kernel_file(path)
+    launch = getattr(mod, args.entry, None)
+    if not callable(launch):
+        raise CliError(f"{path}: defines no {args.entry}() function (see 'ascend-sim kernel --help' "
+                       f"for the convention)")
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+    try:
+        nparams = len(inspect.signature(launch).parameters)
+        with quiet:
+            spec = launch(profile) if nparams >= 1 else launch()
+    except Exception as e:
+        raise Rejected(f"{path}: {args.entry}() raised {_user_error(e, path)}") from None
+    if not isinstance(spec, dict) or not {"body", "block_dim", "args"} <= set(spec):
+        raise CliError(f"{path}: {args.entry}() must return a dict with 'body', 'block_dim' and 'args' "
+                       f"(got {type(spec).__name__}{' with ' + ', '.join(spec) if isinstance(spec, dict) else ''})")
+    extra = set(spec) - {"body", "block_dim", "args", "kind", "name"}
+    if extra:
+        raise CliError(f"{path}: {args.entry}() returned unknown key(s) {', '.join(sorted(extra))}")
+    if not callable(spec["body"]):
+        raise CliError(f"{path}: 'body' must be the kernel function")
+    if not isinstance(spec["args"], dict):
+        raise CliError(f"{path}: 'args' must be a dict of the body's parameters")
+    kind = spec.get("kind", "vector")
+    if kind not in ("vector", "cube", "mix"):
+        raise CliError(f"{path}: 'kind' must be vector, cube or mix, not {kind!r}")
+    try:
+        block_dim = int(spec["block_dim"])
+    except (TypeError, ValueError):
+        raise CliError(f"{path}: 'block_dim' must be an integer, got {spec['block_dim']!r}") from None
+    if block_dim < 1:
+        raise CliError(f"{path}: 'block_dim' must be >= 1, got {block_dim}")
+    try:
+        with (contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()):
+            res = run_kernel(spec["body"], block_dim, spec["args"], kind=kind, profile=profile,
+                             mode=args.mode, name=spec.get("name"), trace=not args.no_trace)
+    except (KernelError, AclnnError):
+        raise
+    except Exception as e:
+        raise Rejected(f"{path}: the kernel raised {_user_error(e, path)}") from None
+    checked = None
+    check = getattr(mod, "check", None)
+    if callable(check) and args.mode == "functional":
+        try:
+            with (contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()):
+                ok = check(res.outputs)
+            checked = ok is not False
+            why = "check() returned False"
+        except AssertionError as e:
+            checked, why = False, one_line(str(e)) or "assertion failed"
+        except Exception as e:
+            checked, why = False, _user_error(e, path)
+    trace_path = None
+    if not args.no_trace:
+        trace_path = Path(args.trace) if args.trace else Path("out") / f"{path.stem}_{profile.soc_version}.trace.json"
+        res.trace.save(trace_path)
+    if args.json:
+        out = res.report.to_dict()
+        out["check"] = checked
+        out["trace_file"] = str(trace_path) if trace_path else None
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"kernel {spec.get('name') or getattr(spec['body'], '__name__', 'kernel')} from {path} "
+              f"on {profile.soc_version}: {block_dim} blocks on {kind} cores")
+        if args.mode == "functional":
+            print("arrays after the kernel:")
+            for k, a in res.outputs.items():
+                print(describe(k, a))
+        print(res.report.summary())
+        if checked is not None:
+            print("check: passed" if checked else f"check: FAILED: {why}")
+        if trace_path:
+            print(f"trace: {trace_path} (open in https://ui.perfetto.dev or chrome://tracing)")
+    return EXIT_REJECTED if checked is False else EXIT_OK

@@ -1,0 +1,188 @@
+"""`replay`, `regress`, `sweep` and `tune`: argument handling and printing around
+simulator.studies, which does the work.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..profile import DEFAULT_SOC
+from .. import studies
+from .call_commands import call_from_args
+from .common import (CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, check_soc, exec_kw, fmt_cycles,
+                     load_workload, what_if_overrides, rows_table, summary_line, text_table)
+
+
+def cmd_replay(args) -> int:
+    w = load_workload(args.trace)
+    soc = check_soc(args.soc)
+    calls = w.select(args.calls)
+    rows = studies.replay(w, soc, what_if_overrides(args), calls=calls, mode=args.mode, seed=args.seed, **exec_kw(args))
+    if args.output:
+        studies.write_rows(rows, args.output)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(f"{w.name}: {len(calls)} calls on {soc}" + (f" with {', '.join(args.set)}" if args.set else ""))
+        print(rows_table(rows))
+        print(summary_line(rows, soc))
+        for r in rows:
+            if r["status"] == "not available":
+                print(f"call {r['call']}: {r['op']} not available in this simulator: skipped")
+            elif r["status"] != "ok":
+                print(f"call {r['call']}: {r['status']}: {r.get('message', '')}")
+        if args.output:
+            print(f"rows: {args.output}")
+    failed = [r for r in rows if r["status"] not in ("ok", "not available")]
+    return EXIT_REJECTED if failed else EXIT_OK
+
+
+def _regress_status(d, rows) -> str:
+    if d.status == "expected":
+        r = next(r for r in rows if r["call"] == d.call)
+        return f"ok ({r['status']}, as recorded)"
+    return {"ok": "ok", "DRIFT": "DRIFT", "ERROR": "ERROR", "skipped": "not available: skipped",
+            "new": "new (no baseline)"}[d.status]
+
+
+def cmd_regress(args) -> int:
+    w = load_workload(args.trace)
+    soc = check_soc(args.soc)
+    calls = w.select(args.calls)
+    res = studies.regress(w, soc, args.tolerance, args.update, calls=calls, **exec_kw(args))
+    if args.json:
+        print(json.dumps({"soc": soc, "tolerance": args.tolerance, "passed": res.passed, "updated": res.updated,
+                          "total_baseline": res.total_baseline, "total_current": res.total_current,
+                          "total_drift": res.total_drift,
+                          "calls": [d.__dict__ for d in res.drifts]}, indent=1))
+    else:
+        rows = [[d.call, (d.label or "")[:40], d.op, fmt_cycles(d.baseline), fmt_cycles(d.current),
+                 "-" if d.drift is None else f"{(0.0 if abs(d.drift) < 5e-5 else d.drift):+.2%}",
+                 _regress_status(d, res.rows)] for d in res.drifts]
+        print(f"{w.name} on {soc}, tolerance ±{args.tolerance:.1%}")
+        print(text_table(rows, ["#", "label", "op", "baseline", "current", "drift", "status"], right={0, 3, 4, 5}))
+        if res.total_baseline:
+            td = 0.0 if abs(res.total_drift) < 5e-5 else res.total_drift
+            print(f"total: baseline {res.total_baseline:,.0f}  current {res.total_current:,.0f}  drift {td:+.2%}")
+        for d in res.drifts:
+            if d.status == "ERROR":
+                r = next(r for r in res.rows if r["call"] == d.call)
+                print(f"call {d.call}: {r['status']}: {r.get('message', '')}")
+        if res.updated:
+            print(f"regress: baselines for {soc} written to {w.path}")
+        elif res.passed:
+            n = sum(d.status in ("ok", "expected") for d in res.drifts)
+            td = 0.0 if abs(res.total_drift) < 5e-5 else res.total_drift
+            print(f"regress: PASS ({n} calls within ±{args.tolerance:.1%}, total drift {td:+.2%})")
+        else:
+            nd = sum(d.status == "DRIFT" for d in res.drifts)
+            ne = sum(d.status == "ERROR" for d in res.drifts)
+            why = []
+            if nd:
+                why.append(f"{nd} call(s) drift beyond ±{args.tolerance:.1%}")
+            if ne:
+                why.append(f"{ne} call(s) no longer run")
+            if abs(res.total_drift) > args.tolerance:
+                why.append(f"total drift {res.total_drift:+.2%}")
+            print(f"regress: FAIL ({'; '.join(why)}). If the change is intended, record new baselines: "
+                  f"ascend-sim regress {args.trace} --soc {soc} --update")
+    return EXIT_OK if res.passed else EXIT_REGRESSION
+
+
+def cmd_sweep(args) -> int:
+    spec: dict[str, Any] = {}
+    src = Path(args.workload)
+    fmt, raw = studies.read_structured(src)
+    if isinstance(raw, dict) and "workload" in raw:          # a sweep file
+        bad = set(raw) - {"workload", "socs", "set", "parameters", "calls", "output", "plot"}
+        if bad:
+            raise CliError(f"{src}: unknown sweep field(s) {', '.join(sorted(bad))} "
+                           f"(workload, socs, set, parameters, calls, output, plot)")
+        spec = raw
+        wpath = Path(raw["workload"])
+        if not wpath.is_absolute() and not wpath.exists():
+            wpath = src.parent / wpath
+        w = load_workload(str(wpath))
+    else:
+        w = load_workload(args.workload)
+    socs = args.soc or spec.get("socs") or [DEFAULT_SOC]
+    if isinstance(socs, str):
+        socs = [socs]
+    for s in socs:
+        check_soc(s)
+    fixed = dict(spec.get("set") or {})
+    fixed.update(what_if_overrides(args))
+    grid: dict[str, list] = {}
+    for k, v in (spec.get("parameters") or {}).items():
+        grid[k] = v if isinstance(v, list) else [v]
+    for item in args.param:
+        k, vals = studies.parse_sweep_values(item)
+        grid[k] = vals
+    if not grid and len(socs) < 2:
+        raise CliError("nothing to sweep: give --param FIELD=V1,V2,... (or several --soc, or a sweep file)")
+    output = args.output or spec.get("output") or f"out/sweep_{w.name}.csv"
+    plot = args.plot or spec.get("plot")
+    calls = w.select(args.calls if args.calls is not None else spec.get("calls"))
+    points = studies.grid_points(socs, grid, fixed)
+    for pt in points:                          # a bad field or value fails here, before any work
+        studies.make_profile(pt.soc, pt.overrides)
+    print(f"sweep: {w.name}, {len(calls)} calls x {len(points)} points"
+          + (f" on Dask {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
+    rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, desc="sweep", **exec_kw(args))
+    studies.write_rows(rows, output)
+    params = list(grid)
+    totals = studies.point_totals(rows)
+    base = totals[0]["cycles"] or 1.0
+    table = []
+    for t in totals:
+        r0 = next(r for r in rows if r["point"] == t["point"])
+        table.append([t["point"], r0["soc"]] + [str(r0[k]) for k in params]
+                     + [f"{t['cycles']:,.0f}", f"{t['time_us']:,.1f}", f"{base / t['cycles']:.2f}x" if t["cycles"] else "-"]
+                     + ([f"{t['skipped']} skipped"] if t["skipped"] else []) + ([f"{t['failed']} failed"] if t["failed"] else []))
+    print(text_table(table, ["point", "soc"] + params + ["cycles", "us", "speed-up"], right={0}))
+    print(f"rows: {output} ({len(rows)} rows: one per point per call)")
+    if plot:
+        studies.plot_sweep(rows, params, plot, title=f"{w.name}: sweep")
+        print(f"plot: {plot}")
+    return EXIT_OK
+
+
+def cmd_tune(args) -> int:
+    call = call_from_args(args)
+    soc = check_soc(args.soc)
+    space = None
+    if args.space:
+        space = {}
+        for item in args.space:
+            k, vals = studies.parse_sweep_values(item)
+            space[k] = vals
+    if studies.opdef_for(call.op) is None:
+        raise CliError(f"unknown operator '{call.op}'")
+    res = studies.tune(call, soc, what_if_overrides(args), space=space, top=args.top, mode="timing", **exec_kw(args))
+    d = res.default
+    if args.json:
+        print(json.dumps({"call": call.to_record(), "soc": soc, "default": d, "best": res.ranked,
+                          "invalid": len(res.invalid), "candidates": res.space_size}, indent=1, default=str))
+        return EXIT_OK
+    dt = json.loads(d["tiling"])
+    fields = sorted({k for r in res.ranked for k in r["candidate"]})
+    print(f"tune {call.op} {call.shapes()} on {soc}: {res.space_size} candidates, "
+          f"{len(res.invalid)} rejected by the planner (561002) and skipped")
+    rows = [["default"] + [str(dt.get(k, "")) for k in fields]
+            + [fmt_cycles(d["cycles"]), f"{d['time_us']:,.2f}", "1.00x", d["bound"], "(planner)"]]
+    for i, r in enumerate(res.ranked, 1):
+        rows.append([f"#{i}"] + [str(r["candidate"].get(k, "")) for k in fields]
+                    + [fmt_cycles(r["cycles"]), f"{r['time_us']:,.2f}", f"{d['cycles'] / r['cycles']:.2f}x", r["bound"],
+                       "= default" if r.get("is_default") else ""])
+    print(text_table(rows, ["", *fields, "cycles", "us", "vs default", "bound", ""], right=set(range(1, len(fields) + 4))))
+    best = res.best
+    if best and best["cycles"] < d["cycles"]:
+        args_txt = " ".join(f"--tiling {k}={v}" for k, v in best["candidate"].items())
+        gain = 1 - best["cycles"] / d["cycles"]
+        print(f"best: {gain:.1%} fewer cycles than the default plan; run it with: "
+              f"ascend-sim run {call.op} ... {args_txt}")
+    else:
+        print("best: the default plan is already the fastest of the candidates")
+    return EXIT_OK
