@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, require_present,
-                             require_support, tiling_override)
+                             require_support)
 from simulator.enums import NUMPY_OF, AclnnError, aclnnStatus, dtype_name, param_invalid
 from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, Cast, DataCopy, DataCopyExtParams,
                               DataCopyPad, Exp, GetBlockIdx, GlobalTensor, Mul, Muls, Reciprocal,
@@ -185,7 +185,7 @@ def check(a: dict, profile) -> None:
         raise param_invalid(f"rank {rank} exceeds the maximum of {support.max_rank}")
 
 
-def plan(a: dict, profile) -> Plan:
+def plan(a: dict, profile, tiling: dict) -> Plan:
     go, x, gi = a["gradOutput"], a["self"], a["gradInput"]
     n = x.numel()
     if n == 0:
@@ -200,7 +200,7 @@ def plan(a: dict, profile) -> Plan:
     if not gi.is_contiguous():
         workspace.append(("contiguous gradInput before the strided write-back", nbytes))
         copy_out = len(workspace) - 1
-    block_dim, tiling = plan_tiling(n, dtype, profile, tiling_override("SiluBackward"))
+    block_dim, tiling = plan_tiling(n, dtype, profile, tiling)
     builders = {name: view_copy_launch(t, name, profile, gather=True)[0] for name, t, _ in copies_in}
     out_builder = view_copy_launch(gi, "gradInput", profile, gather=False)[0] if copy_out is not None else None
     plan_obj = Plan(workspace, lambda ws: [], {

@@ -62,7 +62,7 @@ class OpDef:
     name: str
     params: list[Param]
     check: Callable[[dict, Profile], None]
-    plan: Callable[[dict, Profile], Plan]
+    plan: Callable[[dict, Profile, dict], Plan]     # (args, profile, forced tiling fields) -> Plan
     infer_outputs: Callable[[dict], dict] | None = None   # for simulator.run: output name -> (shape, dtype)
     # for `ascend-sim tune`: (inputs as simulator.run takes them, profile) -> candidate tiling
     # overrides (dicts of tiling fields); the planner rejects the ones that cannot work (561002)
@@ -182,8 +182,8 @@ def _make_phase1(op: OpDef):
                 raise AclnnError(aclnnStatus.ACLNN_ERR_RUNTIME_ERROR,
                                  "no device: call aclInit and aclrtSetDevice first")
             op.check(bound, rt.profile)
-            check_tiling_override(op, rt.tiling_overrides.get(op.name) or {})
-            plan = op.plan(bound, rt.profile)
+            tiling = check_tiling_override(op, rt.tiling_overrides.get(op.name) or {})
+            plan = op.plan(bound, rt.profile, tiling)
         except AclnnError as e:
             return 0, None, _fail(e)
         except Exception as e:  # an internal fault must still come back as a status code
@@ -301,9 +301,10 @@ def set_tiling_override(op: str, tiling: dict | None) -> None:
         rt.tiling_overrides.pop(op, None)
 
 
-def check_tiling_override(op: OpDef, tiling: dict) -> None:
+def check_tiling_override(op: OpDef, tiling: dict) -> dict:
     """The tiling contract, the same for every operator: only the fields the OpDef declares,
-    each with a value of its kind; anything else is ACLNN_ERR_INNER_TILING_ERROR (561002)."""
+    each with a value of its kind; anything else is ACLNN_ERR_INNER_TILING_ERROR (561002).
+    Returns the checked fields, which phase 1 hands to the planner as its third argument."""
     def bad(msg: str) -> AclnnError:
         return AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR, f"{op.name} tiling override: {msg}")
     fields = op.tiling_fields
@@ -317,11 +318,7 @@ def check_tiling_override(op: OpDef, tiling: dict) -> None:
                 raise bad(f"{name} must be true or false (1 or 0), got {value!r}")
         elif isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise bad(f"{name} must be a positive integer, got {value!r}")
-
-
-def tiling_override(op: str) -> dict:
-    """The tiling fields forced for this call (checked by phase 1 against the OpDef first)."""
-    return dict(acl.runtime().tiling_overrides.get(op) or {})
+    return dict(tiling)
 
 
 # ---- checks shared by operators ----------------------------------------------------------------

@@ -53,7 +53,7 @@ def test_a_users_package_adds_an_operator(tmp_path):
             SetFlag(HardEvent.MTE2_MTE3, 0); WaitFlag(HardEvent.MTE2_MTE3, 0)
             DataCopy(gd, t, n)
 
-        def plan(a, profile):
+        def plan(a, profile, tiling):
             x, y = a["self"], a["out"]
             return Plan([], lambda ws: [KernelLaunch("Copy", body, 1, "vector",
                                                      (tensor_arg(x, "self"), tensor_arg(y, "out"), x.numel()))])

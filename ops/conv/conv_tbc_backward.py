@@ -118,12 +118,12 @@ def tbc_as_conv1d(a: dict):
             [_permuted(a["gradInput"], ncl), _permuted(a["gradWeight"], (2, 1, 0)), a["gradBias"]])
 
 
-def plan(a: dict, profile) -> Plan:
+def plan(a: dict, profile, tiling: dict) -> Plan:
     promoted = promote([dtype_name(a[n].dataType) for n in ("self", "input", "weight")])
     compute = cube_compute_dtype(promoted, a["cubeMathType"], profile, OP)
     geom, go, x, w, outs = tbc_as_conv1d(a)
     return plan_convolution_backward(OP, geom, go, x, w, outs, promoted, compute,
-                                     int(a["cubeMathType"]), profile)
+                                     int(a["cubeMathType"]), profile, tiling)
 
 
 def infer_outputs(inputs: dict) -> dict:

@@ -363,7 +363,7 @@ def geometry(a: dict) -> ConvGeometry:
                         out_pad=tuple(a["outputPadding"].values), transposed=transposed)
 
 
-def plan(a: dict, profile) -> Plan:
+def plan(a: dict, profile, tiling: dict) -> Plan:
     go, x, w = a["gradOutput"], a["input"], a["weight"]
     mask = tuple(a["outputMask"].values)
     promoted = promote([dtype_name(t.dataType) for t in (go, x, w)])
@@ -372,7 +372,7 @@ def plan(a: dict, profile) -> Plan:
         OP, geometry(a), go, x, w, [a["gradInput"] if mask[0] else None,
                                     a["gradWeight"] if mask[1] else None,
                                     a["gradBias"] if mask[2] else None],
-        promoted, compute, int(a["cubeMathType"]), profile)
+        promoted, compute, int(a["cubeMathType"]), profile, tiling)
 
 
 def infer_outputs(inputs: dict) -> dict:

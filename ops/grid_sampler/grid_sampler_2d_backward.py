@@ -69,7 +69,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, require_present,
-                             require_support, tiling_override)
+                             require_support)
 from simulator.enums import NUMPY_OF, aclDataType, dtype_name, param_invalid
 from simulator.program import KernelLaunch
 from ..common import tensor_arg, view_copy_launch, workspace_arg
@@ -143,7 +143,7 @@ def _nothing(note: str) -> Plan:
     return Plan([], lambda ws: [], {"note": note})
 
 
-def plan(a: dict, profile) -> Plan:
+def plan(a: dict, profile, tiling: dict) -> Plan:
     mask = _mask(a)
     if mask is None or not any(mask):
         return _nothing("outputMask is null or all false: nothing to compute")
@@ -217,7 +217,7 @@ def plan(a: dict, profile) -> Plan:
         return p
 
     t = plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, want_in, want_gg, profile,
-                  tiling_override(OP))
+                  tiling)
     esz = cdt.itemsize
     # ---- contiguous inputs ----
     contig = {}
