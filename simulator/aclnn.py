@@ -17,6 +17,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from . import acl
 from .enums import AclnnError, aclnnStatus, param_invalid, param_nullptr
 from .machine import KernelLaunch, TaskRecord
@@ -303,22 +305,27 @@ def set_tiling_override(op: str, tiling: dict | None) -> None:
 
 def check_tiling_override(op: OpDef, tiling: dict) -> dict:
     """The tiling contract, the same for every operator: only the fields the OpDef declares,
-    each with a value of its kind; anything else is ACLNN_ERR_INNER_TILING_ERROR (561002).
-    Returns the checked fields, which phase 1 hands to the planner as its third argument."""
+    each with a value of its kind (an int field: 1 .. 2^31 - 1, as a tiling struct's uint32 holds
+    it; a bool field: true / false or 1 / 0); anything else is ACLNN_ERR_INNER_TILING_ERROR
+    (561002). Returns the checked fields, which phase 1 hands to the planner."""
     def bad(msg: str) -> AclnnError:
         return AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR, f"{op.name} tiling override: {msg}")
     fields = op.tiling_fields
-    unknown = sorted(set(tiling) - set(fields))
+    unknown = sorted(str(k) for k in tiling if k not in fields)
     if unknown:
         takes = f"it takes {', '.join(sorted(fields))}" if fields else "it has no tiling field to force"
-        raise bad(f"unknown field(s) {', '.join(map(str, unknown))}; {takes}")
+        raise bad(f"unknown field(s) {', '.join(unknown)}; {takes}")
+    out = {}
     for name, value in tiling.items():
         if fields[name] == "bool":
-            if not (isinstance(value, bool) or isinstance(value, numbers.Integral) and value in (0, 1)):
-                raise bad(f"{name} must be true or false (1 or 0), got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise bad(f"{name} must be a positive integer, got {value!r}")
-    return dict(tiling)
+            if isinstance(value, (bool, np.bool_)) or isinstance(value, numbers.Integral) and value in (0, 1):
+                out[name] = bool(value)
+                continue
+            raise bad(f"{name} must be true or false (1 or 0), got {value!r}")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not 1 <= value < 2 ** 31:
+            raise bad(f"{name} must be an integer in [1, 2^31 - 1], got {value!r}")
+        out[name] = int(value)
+    return out
 
 
 # ---- checks shared by operators ----------------------------------------------------------------

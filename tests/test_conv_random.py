@@ -56,9 +56,9 @@ def draw_case(seed: int) -> dict:
         else:
             p = tuple(int(rng.integers(0, 4)) for _ in range(nd))
         sp = tuple(int(rng.integers(1, 10 if nd < 3 else 6)) for _ in range(nd))
-        # CANN's checker: outputPadding < stride in 3D, any value >= 0 in 1D / 2D (past every
-        # window there: those gradOutput elements feed gradBias only)
-        opad = tuple(int(rng.integers(0, si if nd == 3 else si + di + 2)) if transposed else 0
+        # CANN's checker: outputPadding < stride or < dilation in 3D, any value >= 0 in 1D / 2D
+        # (past every window: those gradOutput elements feed gradBias only)
+        opad = tuple(int(rng.integers(0, max(si, di) if nd == 3 else si + di + 2)) if transposed else 0
                      for si, di in zip(s, d))
         dtype = np.dtype(rng.choice(["float16", "float32"] + (["bfloat16"] if series == "A2" else [])))
         if dtype.name == "bfloat16":
@@ -75,7 +75,8 @@ def draw_case(seed: int) -> dict:
         n = int(rng.integers(1, 4))
         c = dict(seed=seed, soc=soc, series=series, nd=nd, transposed=transposed, groups=groups,
                  xs=(n, cig * groups) + sp, k=k, cout=cog * groups, stride=s, dilation=d, padding=p,
-                 opad=opad, dtype=dtype, cm=cm, mask=mask, noncontig=bool(rng.random() < 0.2))
+                 opad=opad, dtype=dtype, cm=cm, mask=mask, noncontig=bool(rng.random() < 0.2),
+                 strided_out=bool(rng.random() < 0.2))
         pads = norm_padding(p, nd)
         out = conv_out_size(sp, k, s, pads, d, transposed, list(opad))
         if all(o >= 1 for o in out) and np.prod(out) * cog * groups * n <= 6000:
@@ -119,7 +120,15 @@ def _torch_grads(c, x, w, dy):
 def test_gradients_match_independent_references(c):
     x, w, dy = _data(c)
     x0, w0, dy0 = x.copy(), w.copy(), dy.copy()
-    res = simulator.run("ConvolutionBackward", soc=c["soc"], gradOutput=dy, input=x, weight=w,
+    outs = {}
+    if c["strided_out"]:
+        # outputs passed in as every-other-element views of NaN-filled buffers: the gaps must stay NaN
+        for name, shape, dt in (("gradInput", x.shape, x.dtype), ("gradWeight", w.shape, w.dtype),
+                                ("gradBias", (c["cout"],), dy.dtype)):
+            if c["mask"][("gradInput", "gradWeight", "gradBias").index(name)]:
+                outs[name] = np.full(shape[:-1] + (2 * shape[-1],), np.nan, dt)
+    res = simulator.run("ConvolutionBackward", soc=c["soc"], **{k: v[..., ::2] for k, v in outs.items()},
+                        gradOutput=dy, input=x, weight=w,
                         biasSizes=[c["cout"]], stride=list(c["stride"]), padding=list(c["padding"]),
                         dilation=list(c["dilation"]), transposed=c["transposed"],
                         outputPadding=list(c["opad"]), groups=c["groups"], outputMask=list(c["mask"]),
@@ -136,6 +145,9 @@ def test_gradients_match_independent_references(c):
         if not c["mask"][i]:
             continue
         out = res.outputs[name]
+        if name in outs:
+            assert np.isnan(outs[name][..., 1::2].astype(np.float32)).all(), f"{name}: a gap was written"
+            out = outs[name][..., ::2]
         assert_close(out, ref[i], absref[i], comp if i < 2 else "FLOAT", f"{name} vs formula")
         if tref is not None:
             assert_close(out, tref[i].numpy(), absref[i], comp if i < 2 else "FLOAT", f"{name} vs torch")

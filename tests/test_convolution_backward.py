@@ -109,6 +109,9 @@ CASES += [
     _case("A2", (2, 1, 1), (1,), 4, (2,), (3,), (1,), dtype=BF16, cm=1),
     _case("A2", (3, 32, 2, 4, 3), (2, 3, 1), 20, (3, 1, 3), (2, 1, 2), (3, 1, 3), groups=2, mask=(0, 1, 1),
           dtype=BF16, cm=1),
+    # 3D: outputPadding >= stride but < dilation (CANN accepts it)
+    _case("A2", (1, 3, 3, 4, 5), (2, 2, 2), 4, (1, 1, 1), (0, 0, 0), (2, 2, 2), transposed=True, opad=(1, 1, 1),
+          dtype=f32, cm=0),
 ]
 # every outputMask subset, on a small 2D case, on A2 and on the coupled training series
 CASES += [_case(s, (1, 3, 5, 5), (3, 3), 4, (1, 1), (1, 1), (1, 1), mask=m)

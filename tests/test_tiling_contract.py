@@ -91,8 +91,17 @@ def test_every_operator_declares_its_fields():
         assert set(op.tiling_fields.values()) <= {"int", "bool"}
 
 
+def test_odd_keys_and_huge_values_are_tiling_errors():
+    assert "unknown field(s) 1" in _status("SiluBackward", {1: 2, "x": 3}).message
+    assert _status("SiluBackward", {"tileLength": 10 ** 30}).status == TILING_ERROR
+    r = simulator.run("SiluBackward", mode="timing", tiling={"tileLength": np.int64(256)}, **_silu())
+    assert r.report.tiling["tileLength"] == 256
+
+
 def test_conv_double_buffer_takes_a_bool():
     assert _status("ConvolutionBackward", {"doubleBuffer": 2}).status == TILING_ERROR
+    r = simulator.run("ConvolutionBackward", mode="timing", tiling={"doubleBuffer": np.False_}, **_conv())
+    assert r.report.tiling["gradInput"]["doubleBuffer"] is False
     r = simulator.run("ConvolutionBackward", mode="timing", tiling={"doubleBuffer": False}, **_conv())
     assert r.report.tiling["gradInput"]["doubleBuffer"] is False
 

@@ -14,7 +14,7 @@ then 161002 for everything else):
     gradOutput, input and weight promote (f32 with f16/bf16 -> f32; f16 with bf16 -> f32)
  4. formats: 3D ND/NCL, 4D NCHW, 5D NCDHW; the rank in the series' `ranks` (3D conv on A2 only)
  5. stride >= 1, padding >= 0, dilation >= 1, groups >= 1, outputPadding 0 unless transposed,
-    and 0 <= outputPadding < stride when transposed
+    and >= 0 when transposed (< stride or < dilation in 3D only, as CANN's checker has it)
  6. cubeMathType in 0..3 and allowed for the promoted dtype on this series (SPEC section 3)
  7. shapes: equal ranks, same N, gradInput == input, gradWeight == weight, gradBias 1-D of the
     output channels, array lengths == rank - 2 (padding may have 4 entries in 2D), biasSizes [C]
@@ -231,12 +231,12 @@ def check(a: dict, profile) -> None:
     else:
         if any(v < 0 for v in out_pad):
             raise param_invalid(f"{op}: outputPadding {out_pad} must be >= 0")
-        # CANN's checker bounds outputPadding by stride for 3D only (docs/CONVOLUTION.md)
+        # CANN's checker bounds outputPadding (by stride or dilation) for 3D only (docs/CONVOLUTION.md)
         if len(x.viewDims) == 5:
-            for i, (p, s) in enumerate(zip(out_pad, stride)):
-                if p >= s:
+            for i, (p, s, d) in enumerate(zip(out_pad, stride, dilation)):
+                if p >= s and p >= d:
                     raise param_invalid(f"{op}: outputPadding[{i}] = {p} must be smaller than stride[{i}] = {s} "
-                                        f"for a 3D transposed convolution")
+                                        f"or dilation[{i}] = {d} for a 3D transposed convolution")
 
     # 6. cubeMathType
     cube_compute_dtype(promoted, a["cubeMathType"], profile, op)

@@ -159,13 +159,16 @@ def pass_dx_out(vb: VecBlock, items, t: DxOut, sGm, dGm):
                 src = (((g * t.C1o + c1) * S + q) * lay.block + plane * lay.plane
                        + (row0 + f.ax[1].sh + i0) * lay.Wd + f.ax[2].sh) * 16
                 dst = b + pi * per_phase * 16 * osz            # UB: [c1][phase][i][j][16]
+                # UB holds the in-plane phases of each C1 plane (a depth phase is one item's xd),
+                # the workspace all S phases
                 if lay.Wd == Qw:
                     DataCopy(vb.at(dst, odt), sGm[src],
                              DataCopyParams(c1n, ni * Qw * blk, (S * lay.block - ni * Qw) * blk,
-                                            (S * per_phase - ni * Qw) * blk))
+                                            (inplane * per_phase - ni * Qw) * blk))
                 else:
                     for c in range(c1n):
-                        DataCopy(vb.at(dst + c * S * per_phase * 16 * osz, odt), sGm[src + c * S * lay.block * 16],
+                        DataCopy(vb.at(dst + c * inplane * per_phase * 16 * osz, odt),
+                                 sGm[src + c * S * lay.block * 16],
                                  DataCopyParams(ni, Qw * blk, (lay.Wd - Qw) * blk, 0))
 
     def compute(b, it):

@@ -197,7 +197,8 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
             ub_out = max(align_up(dx.m, 16) * align_up(dx.nt, 16) * gi.itemsize if dx else 0,
                          align_up(dw.mt, 16) * align_up(dw.nt, 16) * acc_dt.itemsize if dw else 0)
             if 2 * ub_out > ub:
-                raise tiling_error(f"ConvolutionBackward tiling: 2 x {ub_out} B of UB for L0C -> UB does not fit")
+                raise tiling_error(f"ConvolutionBackward tiling: 2 x {ub_out} B of UB for L0C -> UB does not fit: "
+                                   f"UB holds {ub} B")
         cube = CubeJob(geo, cc.a2, cd, hf32, nb, align32(l1), l0a, l0b, l0c, dx, dw, wp,
                        np.dtype(gi.dtype) if mask[0] else None, acc_dt, ub_out, blocks)
         # ---- prologue work
