@@ -26,11 +26,11 @@ N_CASES = 48
 
 
 def shrunk_profile(soc: str, rng) -> tuple:
-    """The chip with each on-chip buffer divided by 1, 2, 4 or 8 (at random)."""
+    """The chip with each on-chip buffer divided at random (L1 / L0 by up to 16, UB by up to 32)."""
     sets = {}
     for buf in ("L1", "L0A", "L0B", "L0C"):
-        sets[f"cores.{CUBE_KIND[soc]}.buffers.{buf}"] = f"/{int(rng.choice([1, 2, 4, 8]))}"
-    sets[f"cores.{VEC_KIND[soc]}.buffers.UB"] = f"/{int(rng.choice([1, 2, 4, 8]))}"
+        sets[f"cores.{CUBE_KIND[soc]}.buffers.{buf}"] = f"/{int(rng.choice([1, 2, 4, 8, 16]))}"
+    sets[f"cores.{VEC_KIND[soc]}.buffers.UB"] = f"/{int(rng.choice([1, 2, 4, 8, 16, 32]))}"
     return make_profile(soc, sets), sets
 
 

@@ -12,7 +12,7 @@ from simulator.kernel.cube import TransposeParamsExt, TransposeType
 from simulator.kernel.cube import Transpose as TransposeExt
 from simulator.program import KernelLaunch, align_up, ceil_div
 from ..common import ub_bytes, vector_core_count
-from .geometry import F32
+from .geometry import F32, tiling_error
 
 
 def _split(items: list, nblocks: int) -> list[list]:
@@ -110,9 +110,12 @@ def bias_launch(src, dst, N, C, P, sdt, odt, profile) -> KernelLaunch:
     cc = 16
     ub = ub_bytes(profile)
     LP = max(16, min(1024, align_up(P, 16)))
+    # halve while it does not fit, staying a multiple of 16 (aligning after the loop could undo the fit)
     while LP > 16 and 2 * cc * LP * sdt.itemsize + 3 * cc * LP * 4 + 1024 > ub:
-        LP //= 2
-    LP = align_up(LP, 16)
+        LP = max(16, LP // 2 // 16 * 16)
+    if 2 * cc * LP * sdt.itemsize + 3 * cc * LP * 4 + 1024 > ub:
+        raise tiling_error(f"gradBias: {cc} channels x {LP} positions need "
+                           f"{2 * cc * LP * sdt.itemsize + 3 * cc * LP * 4 + 1024} B of UB; UB holds {ub} B")
     items = [(c, min(cc, C - c)) for c in range(0, C, cc)]
     blocks = _split(items, vector_core_count(profile))
     return KernelLaunch("GradBias(reduce N, spatial)", _bias_body, len(blocks), "vector",

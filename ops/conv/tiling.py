@@ -154,48 +154,52 @@ def plan_dx(geo: CubeGeometry, cc: CubeCaps, isz: int, c0: int, osz: int, ov: di
     if o_k is not None and o_k % c0:
         raise tiling_error(f"tiling override: dxBaseK {o_k} must be a multiple of C0 = {c0}")
     Cin16 = align_up(geo.Cin, 16)
-    nts = [o_n] if o_n else sorted({min(Cin16, 256), min(Cin16, 128), min(Cin16, 64)}, reverse=True)
-    if o_m:
-        ms = [o_m]
-    else:
-        ms = sorted({min(align_up(M_plane, 16), v) for v in range(16, 4096, 16)})
     best = None
-    for nt in nts:
-        n16 = align_up(nt, 16)
-        for m in ms:
-            m16 = align_up(m, 16)
-            kmax = _l0_k_room("gradInput", cc, nb, isz, m, nt, c0, o_k, bool(o_m or o_n))
-            if kmax is None or not (o_m or o_n or cc.stages(m, nt, osz)):
-                continue
-            nc = 2 if 2 * m16 * n16 * 4 <= cc.L0C else 1
-            if m > 4095 or nt > 4095:
-                raise tiling_error(f"ConvolutionBackward gradInput tiling: an Mmad of m={m}, n={nt} does not fit "
-                                   f"Mmad's [1, 4095] range")
-            # L1: dy slab (all rows the tile's grid rows read) + weight chunk, per stage, double-buffered
-            # the dy rows a tile's grid rows read: (rows - 1) * stride + the window's reach; stride
-            # is 1 for the phases of a convolution's gradInput, s for a transposed one's
-            rows = max(_window_rows(f.ax[1], _rows_for(m, Wg)) for _, f in fams)
-            rows = min(rows, geo.dy.R)
-            per_c1 = rows * geo.dy.Wd * c0 * isz + Khw_max * n16 * c0 * isz
-            c1n = min(C1co, (cc.L1 // nb) // per_c1)
-            if c1n < 1:
-                continue
-            stages_per = ceil_div(C1co, c1n)
-            c1n = ceil_div(C1co, stages_per)            # even stages
-            units = 0
-            cyc = 0.0
-            instr = 0.0
-            for q, f in fams:
-                nu = ceil_div(M_plane, m) * nplanes * ceil_div(geo.Cin, nt) * geo.G
-                per_unit, nsteps = _dx_unit_cost(cc, f, m, nt, kmax, c1n, C1co, rows, geo.dy.Wd, isz, c0, nc)
-                units += nu
-                cyc += nu * per_unit
-                instr += nu * (nsteps * 7 + f.ax[0].K * stages_per * 6 + 10)
-            waves = ceil_div(units, cc.cores)
-            est = max(cyc / cc.cores, waves * cyc / units)
-            score = est + INSTR_CYCLES * instr / cc.cores
-            if best is None or score < best[0]:
-                best = (score, m, nt, kmax, c1n, nc, rows)
+    for small in (False, True):      # smaller n-tiles only when none of the usual ones fits
+        if best is not None or (small and (o_m or o_n)):
+            break
+        sizes_n = (32, 16) if small else (256, 128, 64)
+        nts = [o_n] if o_n else sorted({min(Cin16, v) for v in sizes_n}, reverse=True)
+        if o_m:
+            ms = [o_m]
+        else:
+            ms = sorted({min(align_up(M_plane, 16), v) for v in range(16, 4096, 16)})
+        for nt in nts:
+            n16 = align_up(nt, 16)
+            for m in ms:
+                m16 = align_up(m, 16)
+                kmax = _l0_k_room("gradInput", cc, nb, isz, m, nt, c0, o_k, bool(o_m or o_n))
+                if kmax is None or not (o_m or o_n or cc.stages(m, nt, osz)):
+                    continue
+                nc = 2 if 2 * m16 * n16 * 4 <= cc.L0C else 1
+                if m > 4095 or nt > 4095:
+                    raise tiling_error(f"ConvolutionBackward gradInput tiling: an Mmad of m={m}, n={nt} does not fit "
+                                       f"Mmad's [1, 4095] range")
+                # L1: dy slab (all rows the tile's grid rows read) + weight chunk, per stage, double-buffered
+                # the dy rows a tile's grid rows read: (rows - 1) * stride + the window's reach; stride
+                # is 1 for the phases of a convolution's gradInput, s for a transposed one's
+                rows = max(_window_rows(f.ax[1], _rows_for(m, Wg)) for _, f in fams)
+                rows = min(rows, geo.dy.R)
+                per_c1 = rows * geo.dy.Wd * c0 * isz + Khw_max * n16 * c0 * isz
+                c1n = min(C1co, (cc.L1 // nb) // per_c1)
+                if c1n < 1:
+                    continue
+                stages_per = ceil_div(C1co, c1n)
+                c1n = ceil_div(C1co, stages_per)            # even stages
+                units = 0
+                cyc = 0.0
+                instr = 0.0
+                for q, f in fams:
+                    nu = ceil_div(M_plane, m) * nplanes * ceil_div(geo.Cin, nt) * geo.G
+                    per_unit, nsteps = _dx_unit_cost(cc, f, m, nt, kmax, c1n, C1co, rows, geo.dy.Wd, isz, c0, nc)
+                    units += nu
+                    cyc += nu * per_unit
+                    instr += nu * (nsteps * 7 + f.ax[0].K * stages_per * 6 + 10)
+                waves = ceil_div(units, cc.cores)
+                est = max(cyc / cc.cores, waves * cyc / units)
+                score = est + INSTR_CYCLES * instr / cc.cores
+                if best is None or score < best[0]:
+                    best = (score, m, nt, kmax, c1n, nc, rows)
     if best is None:
         raise tiling_error(f"ConvolutionBackward gradInput tiling: no L0/L1 tile fits (L1 {cc.L1} B, L0A "
                            f"{cc.L0A} B, L0B {cc.L0B} B, L0C {cc.L0C} B); lower the tile overrides")
@@ -285,62 +289,69 @@ def plan_dw(geo: CubeGeometry, cc: CubeCaps, isz: int, c0: int, osz: int, ov: di
     o_m, o_n, o_k = _pick(ov, "dwBaseM", "baseM"), _pick(ov, "dwBaseN", "baseN"), _pick(ov, "dwBaseK", "baseK")
     o_ks = _pick(ov, "dwKSplit", "dwKSplit")
     Mg16 = align_up(Mg, 16)
-    mts = [o_m] if o_m else sorted({min(Mg16, v) for v in (256, 192, 128, 64)}, reverse=True)
-    if o_n:
-        nts = [align_up(o_n, c0)]
-    else:
-        nts = sorted({min(ncols, v) for v in (512, 384, 256, 192, 128, 64)} | ({ncols} if ncols <= 1024 else set()),
-                     reverse=True)
     K_total = sum(p[2] for p in _pieces(geo, 1 << 30, nd2nz))
     best = None
-    for mt in mts:
-        m16 = align_up(mt, 16)
-        for nt in nts:
-            kmax = _l0_k_room("gradWeight", cc, nb, isz, mt, nt, 16, o_k, bool(o_m or o_n))
-            if kmax is None:
-                continue
-            if mt > 4095 or nt > 4095:
-                raise tiling_error(f"ConvolutionBackward gradWeight tiling: an Mmad of m={mt}, n={nt} does not fit "
-                                   f"Mmad's [1, 4095] range")
-            if not o_k:
-                kmax = min(kmax, 4095 // 16 * 16)
-            c1nB = min(C1b, ceil_div(nt, Khw * c0) + 1)
-            c1nA = ceil_div(mt, c0) + (0 if mt % c0 == 0 else 1)
-            # stage: as many L0 steps as L1 holds (A slab + B slab, double-buffered)
-            best_kc = None
-            for steps in (16, 12, 8, 6, 4, 3, 2, 1):
-                kc = steps * kmax
-                rows = _rows_for(kc, Wg)
-                if nd2nz:
-                    sa = m16 * align_up(kc, c0) * isz
-                else:
-                    sa = c1nA * min(rows, alay.R) * Wg * c0 * isz
-                rb = min(_window_rows(f.ax[1], rows), blay.R)
-                sb = c1nB * rb * Wm * c0 * isz
-                if nb * (sa + sb) <= cc.L1:
-                    best_kc = (kc, sa, sb)
-                    break
-            if best_kc is None:
-                continue
-            kc, sa, sb = best_kc
-            kc = min(kc, max(K_total, 16))
-            step = _step_cycles(cc, mt, nt, kmax, isz, c0)
-            tiles = geo.G * KD * ceil_div(Mg, mt) * ceil_div(ncols, nt)
-            nsteps = ceil_div(K_total, kmax)
-            unit_full = nsteps * step
-            # K split: balance tiles x splits over the cores
-            cands = [o_ks] if o_ks else range(1, max(1, cc.cores // tiles) * 4 + 2)
-            for ks in cands:
-                ks = max(1, min(ks, ceil_div(K_total, 16)))
-                if not (o_m or o_n or cc.stages(mt, nt, 4 if ks > 1 else osz)):
+    # the usual tile sizes first; smaller ones only when none of those fits (a what-if profile with
+    # small buffers), so a default plan is refused only when no tile can work
+    for small in (False, True):
+        if best is not None or (small and (o_m or o_n)):
+            break
+        sizes_m = (48, 32, 16) if small else (256, 192, 128, 64)
+        sizes_n = (48, 32, 16) if small else (512, 384, 256, 192, 128, 64)
+        mts = [o_m] if o_m else sorted({min(Mg16, v) for v in sizes_m}, reverse=True)
+        if o_n:
+            nts = [align_up(o_n, c0)]
+        else:
+            nts = sorted({min(ncols, v) for v in sizes_n} | ({ncols} if ncols <= 1024 and not small else set()),
+                         reverse=True)
+        for mt in mts:
+            m16 = align_up(mt, 16)
+            for nt in nts:
+                kmax = _l0_k_room("gradWeight", cc, nb, isz, mt, nt, 16, o_k, bool(o_m or o_n))
+                if kmax is None:
                     continue
-                units = tiles * ks
-                per = unit_full / ks + 300 + (150 if ks > 1 else 0)
-                est = ceil_div(units, cc.cores) * per
-                instr = units * (nsteps / ks * 7 + ceil_div(K_total, kc) / ks * 6 + 8)
-                score = est + INSTR_CYCLES * instr / cc.cores + (3000 if ks > 1 else 0)
-                if best is None or score < best[0]:
-                    best = (score, mt, nt, kmax, kc, ks, sa, sb)
+                if mt > 4095 or nt > 4095:
+                    raise tiling_error(f"ConvolutionBackward gradWeight tiling: an Mmad of m={mt}, n={nt} does not fit "
+                                       f"Mmad's [1, 4095] range")
+                if not o_k:
+                    kmax = min(kmax, 4095 // 16 * 16)
+                c1nB = min(C1b, ceil_div(nt, Khw * c0) + 1)
+                c1nA = ceil_div(mt, c0) + (0 if mt % c0 == 0 else 1)
+                # stage: as many L0 steps as L1 holds (A slab + B slab, double-buffered)
+                best_kc = None
+                for steps in (16, 12, 8, 6, 4, 3, 2, 1):
+                    kc = steps * kmax
+                    rows = _rows_for(kc, Wg)
+                    if nd2nz:
+                        sa = m16 * align_up(kc, c0) * isz
+                    else:
+                        sa = c1nA * min(rows, alay.R) * Wg * c0 * isz
+                    rb = min(_window_rows(f.ax[1], rows), blay.R)
+                    sb = c1nB * rb * Wm * c0 * isz
+                    if nb * (sa + sb) <= cc.L1:
+                        best_kc = (kc, sa, sb)
+                        break
+                if best_kc is None:
+                    continue
+                kc, sa, sb = best_kc
+                kc = min(kc, max(K_total, 16))
+                step = _step_cycles(cc, mt, nt, kmax, isz, c0)
+                tiles = geo.G * KD * ceil_div(Mg, mt) * ceil_div(ncols, nt)
+                nsteps = ceil_div(K_total, kmax)
+                unit_full = nsteps * step
+                # K split: balance tiles x splits over the cores
+                cands = [o_ks] if o_ks else range(1, max(1, cc.cores // tiles) * 4 + 2)
+                for ks in cands:
+                    ks = max(1, min(ks, ceil_div(K_total, 16)))
+                    if not (o_m or o_n or cc.stages(mt, nt, 4 if ks > 1 else osz)):
+                        continue
+                    units = tiles * ks
+                    per = unit_full / ks + 300 + (150 if ks > 1 else 0)
+                    est = ceil_div(units, cc.cores) * per
+                    instr = units * (nsteps / ks * 7 + ceil_div(K_total, kc) / ks * 6 + 8)
+                    score = est + INSTR_CYCLES * instr / cc.cores + (3000 if ks > 1 else 0)
+                    if best is None or score < best[0]:
+                        best = (score, mt, nt, kmax, kc, ks, sa, sb)
     if best is None:
         raise tiling_error(f"ConvolutionBackward gradWeight tiling: no L0/L1 tile fits (L1 {cc.L1} B, L0A "
                            f"{cc.L0A} B, L0B {cc.L0B} B, L0C {cc.L0C} B); lower the tile overrides")
