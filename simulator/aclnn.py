@@ -102,37 +102,18 @@ class _Registry(dict):
         for name in dict.fromkeys(modules):
             importlib.import_module(name)
 
-    def __getitem__(self, k):
-        self.load()
-        return super().__getitem__(k)
 
-    def __contains__(self, k):
+def _loads_first(method):
+    def wrapper(self, *args):
         self.load()
-        return super().__contains__(k)
+        return method(self, *args)
+    wrapper.__name__ = method.__name__
+    return wrapper
 
-    def __iter__(self):
-        self.load()
-        return super().__iter__()
 
-    def __len__(self):
-        self.load()
-        return super().__len__()
-
-    def get(self, k, default=None):
-        self.load()
-        return super().get(k, default)
-
-    def items(self):
-        self.load()
-        return super().items()
-
-    def keys(self):
-        self.load()
-        return super().keys()
-
-    def values(self):
-        self.load()
-        return super().values()
+# every way of reading the registry loads the operators first (writing, by register(), does not)
+for _name in ("__getitem__", "__contains__", "__iter__", "__len__", "get", "items", "keys", "values"):
+    setattr(_Registry, _name, _loads_first(getattr(dict, _name)))
 
 
 REGISTRY: dict[str, OpDef] = _Registry()
