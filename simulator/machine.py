@@ -72,9 +72,10 @@ class CoreState:
         self.pipe_state: dict[str, str] = {}
         self.scalar_state = "idle"
         self.block = -1
+        self.launch = ""          # the name of the launch whose block the core runs (for faults)
 
-    def reset_for_block(self, block: int) -> None:
-        self.block = block
+    def reset_for_block(self, block: int, launch: str = "") -> None:
+        self.block, self.launch = block, launch
         self.valid = {b: np.zeros(n, dtype=np.bool_) for b, n in self.kind.buffers.items()}
         self.checked: set = set()     # spans known valid in this block (written, or read and checked)
         self.flags = {}
@@ -86,7 +87,11 @@ class CoreState:
         where = f"core {self.name} (block {self.block}), {pipe}"
         if instr is not None:
             where += f", {instr.describe()}"
-        return KernelError(f"{where}: {reason}")
+        return KernelError(f"{where}: {reason}{self.in_launch()}")
+
+    def in_launch(self) -> str:
+        """' (launch NAME)' for a fault message: a call has several launches."""
+        return f" (launch {self.launch})" if self.launch else ""
 
 
 @dataclass
@@ -194,7 +199,7 @@ class Device:
     def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
                sub: int):
         pool = self.free_cores[core.kind_name]
-        core.reset_for_block(b)
+        core.reset_for_block(b, launch.name)
         self.active.add(core)
         rec.cores_used.setdefault(core.kind_name, set()).add(core.name)
         ctx = BlockContext(self, core, b, launch.block_dim, group, sub)

@@ -482,3 +482,28 @@ def test_faults_and_deadlocks_after_many_chunks_are_reported_and_unwound(small_c
     assert threading.active_count() <= before + 1       # abandoned recordings gave their threads back
     r = simulator.run_kernel(k_long, 1, {"x": np.zeros(1024, np.float32), "n": 10})   # still usable
     np.testing.assert_array_equal(r["x"][:64], 10.0)
+
+
+def test_a_fault_names_its_launch():
+    """A call runs several launches: the fault says which one (as well as core, pipe, instruction),
+    both for a fault found while recording and for one found while the pipes run."""
+    import numpy as np
+    from simulator.kernel import DataCopy, GlobalTensor, TBuf, TPipe, TPosition
+
+    def overflow(x):
+        t = TPipe()
+        b = TBuf(TPosition.VECCALC)
+        t.InitBuffer(b, 10 ** 7)
+
+    def unwritten(x):
+        t = TPipe()
+        b = TBuf(TPosition.VECCALC)
+        t.InitBuffer(b, 256)
+        g = GlobalTensor(np.float32)
+        g.SetGlobalBuffer(x)
+        DataCopy(g, b.Get(np.float32), 64)          # reads UB that nothing wrote
+
+    for body in (overflow, unwritten):
+        with pytest.raises(simulator.KernelError) as e:
+            simulator.run_kernel(body, 1, {"x": np.zeros(64, np.float32)}, name="MyLaunch")
+        assert "(launch MyLaunch)" in str(e.value) and WHERE.search(str(e.value)), str(e.value)

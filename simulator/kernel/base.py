@@ -430,7 +430,7 @@ def _fault(pipe, reason: str) -> KernelError:
     ctx = current_context()
     pipe = pipe.value if isinstance(pipe, Pipe) else (pipe or "PIPE_S")
     where = f"core {ctx.core.name} (block {ctx.block_idx}), {pipe}, instruction #{len(ctx.program)}"
-    return KernelError(f"{where}: {reason}")
+    return KernelError(f"{where}: {reason}{ctx.core.in_launch()}")
 
 
 def _flag(kind: int, src: str, dst: str, event_id: int, name: str) -> None:
