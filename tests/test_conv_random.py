@@ -94,7 +94,7 @@ CASES = [draw_case(i) for i in range(N_CASES)]
 
 def _data(c):
     rng = np.random.default_rng(10_000 + c["seed"])
-    nd, g = c["nd"], c["groups"]
+    g = c["groups"]
     ws = ((c["xs"][1], c["cout"] // g) if c["transposed"] else (c["cout"], c["xs"][1] // g)) + c["k"]
 
     def rand(shape):

@@ -3,8 +3,11 @@ launches (Contiguous copies, prologue, Cube, epilogue, ViewCopy write-backs, zer
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from simulator.acl import aclTensor
 from simulator.aclnn import Plan
 from simulator.enums import dtype_name
 from simulator.program import KernelLaunch, align_up, ceil_div
@@ -42,8 +45,6 @@ def _cube_geometry(geom, go):
         return geom, go, True
     if O < reach + s:           # load3d's grid is X wide: the extra columns fit in its last stride
         return geom, go, False
-    from dataclasses import replace
-    from simulator.acl import aclTensor
     view = aclTensor(go.viewDims[:-1] + (reach,), go.dataType, go.stride, go.offset, go.format, go.storageDims,
                      go.data)
     return replace(geom, out_sp=geom.out_sp[:-1] + (reach,)), view, False
