@@ -1,7 +1,8 @@
 """Pieces every operator shares: how a tensor becomes a kernel argument, and the two copy kernels
 that make a non-contiguous view contiguous in the workspace (as CANN's l0op::Contiguous does) and
 write a contiguous result back into a non-contiguous output view (ViewCopy): a generic copy of the
-view's runs, and for permuted views (transposes) a tiled copy with a vector Transpose in UB."""
+view's runs, and for permuted views (transposes) a tiled copy with a vector Transpose in UB; the
+split of work items over blocks, and the zero fill of a GM range."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,8 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.acl import aclTensor
-from simulator.kernel import (GM_ADDR, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx,
-                              GlobalTensor, HardEvent, SetFlag, TBuf, TPipe, TPosition, WaitFlag)
+from simulator.aclnn import WorkspacePart
+from simulator.kernel import (GM_ADDR, DataCopy, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx,
+                              GlobalTensor, HardEvent, SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag, float32)
 from simulator.kernel.cube import Transpose, TransposeParamsExt, TransposeType
 from simulator.program import KernelLaunch, align_up, ceil_div
 from simulator.profile import Profile
@@ -23,8 +25,9 @@ def tensor_arg(t: aclTensor, name: str) -> GM_ADDR:
     return GM_ADDR(t.data, t.storage_numel() * t.itemsize, t.dtype, name)
 
 
-def workspace_arg(base: int, offset: int, nbytes: int, dtype, name: str) -> GM_ADDR:
-    return GM_ADDR(base + offset, nbytes, dtype, name)
+def workspace_arg(base: int, part: WorkspacePart, dtype, name: str) -> GM_ADDR:
+    """The kernel argument for a part of the workspace whose base address is `base`."""
+    return GM_ADDR(base + part.offset, part.nbytes, dtype, name)
 
 
 def vector_core_count(profile: Profile) -> int:
@@ -395,3 +398,55 @@ def _transpose_copy_body(strided: GM_ADDR, dense: GM_ADDR, plan: TransposePlan, 
             WaitFlag(HardEvent.V_MTE2, v2m2[k])
         if out_busy[k]:
             WaitFlag(HardEvent.MTE3_V, m3v[k])
+
+
+# ---- blocks and zero fills, for every operator ------------------------------------------------
+def split_evenly(total: int, ncores: int) -> tuple:
+    """Contiguous ranges (first, end) of `total` work items over at most `ncores` blocks, sizes
+    within one of each other."""
+    nb = max(1, min(ncores, total))
+    return tuple((b * total // nb, (b + 1) * total // nb) for b in range(nb))
+
+
+@dataclass
+class ZeroTiling:
+    total_bytes: int
+    chunk: int              # bytes per DataCopy from the zeroed UB buffer
+    blocks: tuple           # per block: (first byte, end byte)
+
+
+def plan_zero(nbytes: int, profile, min_block: int = 64 * 1024) -> ZeroTiling:
+    ncores = vector_core_count(profile)
+    per = align_up(max(ceil_div(nbytes, ncores), min_block), 32)
+    blocks = tuple((b, min(b + per, nbytes)) for b in range(0, nbytes, per))
+    return ZeroTiling(nbytes, min(32 * 1024, ub_bytes(profile) // 2 // 32 * 32), blocks)
+
+
+def zero_kernel(dst: GM_ADDR, t: ZeroTiling):
+    """Duplicate zeros into UB once, then stream them to GM (MTE3), each block its own range."""
+    pipe = TPipe()
+    q = TQue(TPosition.VECOUT, 1)
+    pipe.InitBuffer(q, 1, t.chunk)
+    gm = GlobalTensor(np.uint8)
+    gm.SetGlobalBuffer(dst.cast(np.uint8))
+    z = q.AllocTensor(float32)
+    Duplicate(z, 0.0, t.chunk // 4)
+    q.EnQue(z)
+    z = q.DeQue(np.uint8)
+    lo, hi = t.blocks[GetBlockIdx()]
+    off = lo
+    while off < hi:
+        n = min(t.chunk, hi - off)
+        if n % 32 == 0:
+            DataCopy(gm[off], z, n)
+        else:
+            DataCopyPad(gm[off], z, DataCopyExtParams(1, n, 0, 0))
+        off += n
+    q.FreeTensor(z)
+
+
+def zero_fill_launch(label: str, dst: GM_ADDR, nbytes: int, profile: Profile) -> KernelLaunch:
+    """A launch that zeroes nbytes of GM at dst (an output no window reaches, a workspace
+    accumulator before atomic adds); `label` names it in the report."""
+    t = plan_zero(nbytes, profile)
+    return KernelLaunch(label, zero_kernel, len(t.blocks), "vector", (dst, t))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, require_present,
+from simulator.aclnn import (OpDef, Param, Plan, Workspace, check_tensor_view, register, require_present,
                              require_support)
 from simulator.enums import NUMPY_OF, AclnnError, aclnnStatus, dtype_name, param_invalid
 from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, Cast, DataCopy, DataCopyExtParams,
@@ -189,36 +189,29 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
     go, x, gi = a["gradOutput"], a["self"], a["gradInput"]
     n = x.numel()
     if n == 0:
-        return Plan([], lambda ws: [], {"note": "empty tensors: nothing to do"})
+        return Plan(tiling={"note": "empty tensors: nothing to do"})
     dtype = NUMPY_OF[x.dataType]
     nbytes = n * dtype.itemsize
-    workspace, copies_in, copy_out = [], [], None
+    workspace, copies_in, copy_out = Workspace(), [], None
     for name, t in (("gradOutput", go), ("self", x)):
         if not t.is_contiguous():
-            workspace.append((f"contiguous copy of {name} (non-contiguous input)", nbytes))
-            copies_in.append((name, t, len(workspace) - 1))
+            copies_in.append((name, t, workspace.add(f"contiguous copy of {name} (non-contiguous input)", nbytes)))
     if not gi.is_contiguous():
-        workspace.append(("contiguous gradInput before the strided write-back", nbytes))
-        copy_out = len(workspace) - 1
+        copy_out = workspace.add("contiguous gradInput before the strided write-back", nbytes)
     block_dim, tiling = plan_tiling(n, dtype, profile, tiling)
     builders = {name: view_copy_launch(t, name, profile, gather=True)[0] for name, t, _ in copies_in}
     out_builder = view_copy_launch(gi, "gradInput", profile, gather=False)[0] if copy_out is not None else None
-    plan_obj = Plan(workspace, lambda ws: [], {
-        "blockDim": block_dim, "blockLength": tiling.blockLength, "tileLength": tiling.tileLength,
-        "bufferNum": BUFFER_NUM, "computeDtype": "FLOAT", "contiguousCopies": [c[0] for c in copies_in],
-        "viewCopyOut": copy_out is not None})
-    offsets = list(plan_obj.workspace_offsets().values())
 
     def build(ws: int | None) -> list[KernelLaunch]:
         launches = []
         args = {"gradOutput": tensor_arg(go, "gradOutput") + go.offset,
                 "self": tensor_arg(x, "self") + x.offset}
-        for name, t, idx in copies_in:
-            dense = workspace_arg(ws, offsets[idx], nbytes, dtype, f"workspace:{name}")
+        for name, t, part in copies_in:
+            dense = workspace_arg(ws, part, dtype, f"workspace:{name}")
             launches.append(builders[name](dense))
             args[name] = dense
         if copy_out is not None:
-            out = workspace_arg(ws, offsets[copy_out], nbytes, dtype, "workspace:gradInput")
+            out = workspace_arg(ws, copy_out, dtype, "workspace:gradInput")
         else:
             out = tensor_arg(gi, "gradInput") + gi.offset
         launches.append(KernelLaunch("SiluBackward", silu_backward_kernel, block_dim, "vector",
@@ -227,8 +220,10 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
             launches.append(out_builder(out))
         return launches
 
-    plan_obj.build = build
-    return plan_obj
+    return Plan(workspace, build, {
+        "blockDim": block_dim, "blockLength": tiling.blockLength, "tileLength": tiling.tileLength,
+        "bufferNum": BUFFER_NUM, "computeDtype": "FLOAT", "contiguousCopies": [c[0] for c in copies_in],
+        "viewCopyOut": copy_out is not None})
 
 
 def infer_outputs(inputs: dict) -> dict:

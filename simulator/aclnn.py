@@ -33,30 +33,53 @@ class Param:
     name: str
     kind: str                    # tensor | int_array | bool_array | int | float | bool
     output: bool = False
-
-
-@dataclass
-class Plan:
-    """What phase 1 decided: the workspace (each part with its purpose) and how to build the
-    kernel launches once the workspace address is known."""
-    workspace: list[tuple[str, int]]
-    build: Callable[[int | None], list[KernelLaunch]]
-    tiling: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def workspace_size(self) -> int:
-        return sum(_align(n) for _, n in self.workspace)
-
-    def workspace_offsets(self) -> dict[str, int]:
-        out, off = {}, 0
-        for name, n in self.workspace:
-            out[name] = off
-            off += _align(n)
-        return out
+    # how `run`, `replay` and the studies fill this input when the user gives no data or init
+    # (normal, uniform(a,b), ...): sampling coordinates, say, belong in [-1, 1]
+    init: str = "normal"
 
 
 def _align(n: int) -> int:
     return -(-n // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
+
+
+@dataclass(frozen=True)
+class WorkspacePart:
+    """One named part of a call's workspace: what it holds, its size, and where it starts."""
+    purpose: str
+    nbytes: int
+    offset: int                  # from the workspace's base address, a multiple of WORKSPACE_ALIGN
+
+
+class Workspace:
+    """A call's scratch device memory as named parts, each starting 512-B aligned. Phase 1 adds
+    the parts, so every offset is known when the plan is made; phase 2 supplies the base address."""
+
+    def __init__(self):
+        self.parts: list[WorkspacePart] = []
+        self.size = 0
+
+    def add(self, purpose: str, nbytes: int) -> WorkspacePart:
+        part = WorkspacePart(purpose, int(nbytes), self.size)
+        self.parts.append(part)
+        self.size += _align(part.nbytes)
+        return part
+
+    def breakdown(self) -> list[tuple[str, int]]:
+        """(purpose, bytes) of each part, as the report and simulator.plan() show them."""
+        return [(p.purpose, p.nbytes) for p in self.parts]
+
+
+@dataclass
+class Plan:
+    """What phase 1 decided: the workspace, how to build the kernel launches once the workspace
+    address is known, and the tiling figures the report shows."""
+    workspace: Workspace = field(default_factory=Workspace)
+    build: Callable[[int | None], list[KernelLaunch]] = lambda ws: []
+    tiling: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def workspace_size(self) -> int:
+        return self.workspace.size
 
 
 @dataclass
@@ -72,6 +95,9 @@ class OpDef:
     # the tiling fields a caller may force (simulator.run(tiling=...), --tiling): name -> "int"
     # (a positive integer) or "bool"; anything else in an override is 561002, checked here once
     tiling_fields: dict[str, str] = field(default_factory=dict)
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
 
     @property
     def inputs(self) -> list[Param]:
@@ -216,7 +242,7 @@ def _make_phase2(op: OpDef):
 
         def done(rec: TaskRecord):
             from .report import Report
-            executor.report = Report.from_task(rec, executor.profile, op.name, executor.plan.workspace,
+            executor.report = Report.from_task(rec, executor.profile, op.name, executor.plan.workspace.breakdown(),
                                                executor.workspace_size, executor.plan.tiling,
                                                rt.functional)
             executor.reports.append(executor.report)

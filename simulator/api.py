@@ -180,7 +180,7 @@ def plan(op: str, soc: str | None = None, *, profile: Profile | None = None, for
         ws_size, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(**args)
         if ret:
             _fail(ret)
-        return PlanResult(op, ws_size, list(executor.plan.workspace), dict(executor.plan.tiling))
+        return PlanResult(op, ws_size, executor.plan.workspace.breakdown(), dict(executor.plan.tiling))
 
 
 def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: Profile | None = None,

@@ -55,8 +55,8 @@ def test_a_users_package_adds_an_operator(tmp_path):
 
         def plan(a, profile, tiling):
             x, y = a["self"], a["out"]
-            return Plan([], lambda ws: [KernelLaunch("Copy", body, 1, "vector",
-                                                     (tensor_arg(x, "self"), tensor_arg(y, "out"), x.numel()))])
+            return Plan(build=lambda ws: [KernelLaunch("Copy", body, 1, "vector",
+                                                           (tensor_arg(x, "self"), tensor_arg(y, "out"), x.numel()))])
 
         register(OpDef("MyCopy", [Param("self", "tensor"), Param("out", "tensor", output=True)],
                        lambda a, p: None, plan, lambda i: {"out": (i["self"].shape, i["self"].dtype)}))

@@ -8,17 +8,17 @@ from dataclasses import replace
 import numpy as np
 
 from simulator.acl import aclTensor
-from simulator.aclnn import Plan
+from simulator.aclnn import Plan, Workspace
 from simulator.enums import dtype_name
 from simulator.program import KernelLaunch, align_up, ceil_div
-from ..common import tensor_arg, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
+from ..common import tensor_arg, ub_bytes, vector_core_count, view_copy_launch, workspace_arg, zero_fill_launch
 from .cube_kernel import CubeJob, cube_body
 from .epilogue import (Epilogue, SpaceToDepthOut, epilogue_body, dw_out_items, dx_out_items, plan_dw_out,
                        plan_dx_out, plan_space_to_depth_out, space_to_depth_out_items)
 from .geometry import F32, STORAGE, check_load3d_limits, make_cube_geometry
 from .prologue import (Prologue, SpaceToDepthMap, prologue_body, cast_items, gap_items, plan_packw,
                        plan_space_to_depth_map, plan_to5hd, space_to_depth_items, to5hd_items, zero_items)
-from .small_launches import bias_launch, zero_fill_launch
+from .small_launches import bias_launch
 from .tiling import balance, cube_caps, plan_dw, plan_dx, tiling_error
 from .vector_pipeline import align32
 
@@ -63,13 +63,12 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
     nb = 2 if bool(ov.get("doubleBuffer", True)) else 1
     nvec = vector_core_count(profile)
     ub = ub_bytes(profile)
-    workspace: list[tuple[str, int]] = []
+    workspace = Workspace()
     tiling: dict = {"computeDtype": compute, "cubeMathType": cube_math, "promotedDtype": promoted,
                     "C0": c0, "groups": G}
 
-    def part(name: str, nbytes: int) -> int:
-        workspace.append((name, max(int(nbytes), 32)))
-        return len(workspace) - 1
+    def part(purpose: str, nbytes: int):
+        return workspace.add(purpose, max(int(nbytes), 32))
 
     empty = geom.N == 0 or geom.Cin == 0 or geom.Cout == 0
     wanted = mask
@@ -91,28 +90,18 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
         if t.is_contiguous():
             srcs[name] = ("tensor", t)
         else:
-            idx = part(f"contiguous copy of gradOutput's first {t.viewDims[-1]} columns (the ones the windows read)"
+            copy = part(f"contiguous copy of gradOutput's first {t.viewDims[-1]} columns (the ones the windows read)"
                        if name == "gradOutput:cube" else f"contiguous copy of {name} (non-contiguous view)",
                        t.numel() * t.itemsize)
-            steps.append((name, t, idx))
-            srcs[name] = ("ws", idx, t.dtype)
+            steps.append((name, t, copy))
+            srcs[name] = ("ws", copy, t.dtype)
 
-    def offsets():
-        out, off = [], 0
-        for _, n in workspace:
-            out.append(off)
-            off += align_up(n, 512)
-        return out
-
-    def src_arg(name, ws, offs):
+    def src_arg(name, ws):
         s = srcs[name]
         if s[0] == "tensor":
             t = s[1]
             return tensor_arg(t, name) + t.offset
-        return workspace_arg(ws, offs[s[1]], workspace[s[1]][1], s[2], f"workspace:{name}")
-
-    def ws_arg(i, dt, label, ws, offs):
-        return workspace_arg(ws, offs[i], workspace[i][1], dt, label)
+        return workspace_arg(ws, s[1], s[2], f"workspace:{name}")
 
     cube = None
     if not empty and (mask[0] or mask[1]):
@@ -210,7 +199,7 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
         if wp is not None:
             pro_items += [("pack", it) for it in wp.items]
         if mask[1] and dw.ks > 1:
-            pro_items += [("acc0", it) for it in zero_items(workspace[ACC][1], zero_bytes)]
+            pro_items += [("acc0", it) for it in zero_items(ACC.nbytes, zero_bytes)]
         if cast is not None:
             pro_items += [("cast", it) for it in cast_items(cast[0], cast[3])]
         pro_blocks = [[] for _ in range(min(nvec, len(pro_items)))]
@@ -224,7 +213,7 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
             for i, it in enumerate(its):
                 pro_blocks[(off + i) % len(pro_blocks)].append((k, it))
             off += len(its)
-        prologue = Prologue(ub, zero_bytes, maps, wp, workspace[ACC][1] if (mask[1] and dw.ks > 1) else 0,
+        prologue = Prologue(ub, zero_bytes, maps, wp, ACC.nbytes if (mask[1] and dw.ks > 1) else 0,
                             cast[:4] if cast else None, pro_blocks)
         # ---- epilogue work
         dxo = plan_dx_out(geo, gi.dtype, ub) if mask[0] else None
@@ -256,50 +245,46 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
     for i, (name, t) in enumerate((("gradInput", gi), ("gradWeight", gw), ("gradBias", gb))):
         if wanted[i] and t.numel() > 0 and not t.is_contiguous():
             dense_out[name] = part(f"{name} dense, before the strided write-back", t.numel() * t.itemsize)
-    plan = Plan(workspace, lambda ws: [], tiling)
 
-    def out_arg(name, t, ws, offs):
+    def out_arg(name, t, ws):
         if name in dense_out:
-            i = dense_out[name]
-            return workspace_arg(ws, offs[i], workspace[i][1], t.dtype, f"workspace:{name}")
+            return workspace_arg(ws, dense_out[name], t.dtype, f"workspace:{name}")
         return tensor_arg(t, name) + t.offset
 
     def build(ws):
-        offs = offsets()
-        assert offs == list(plan.workspace_offsets().values()) or len(set(n for n, _ in workspace)) != len(workspace)
         L = []
-        for name, t, idx in steps:
+        for name, t, copy in steps:
             b, _ = view_copy_launch(t, name, profile, gather=True)
-            L.append(b(ws_arg(idx, t.dtype, f"workspace:{name}", ws, offs)))
+            L.append(b(workspace_arg(ws, copy, t.dtype, f"workspace:{name}")))
         if empty:
             if mask[1] and gw.numel():
-                L.append(zero_fill_launch("gradWeight", out_arg("gradWeight", gw, ws, offs), gw.numel() * gw.itemsize,
+                L.append(zero_fill_launch("ZeroFill(gradWeight)", out_arg("gradWeight", gw, ws), gw.numel() * gw.itemsize,
                                           profile))
             if mask[0] and gi.numel() and (geom.Cout == 0 and geom.N > 0 and geom.Cin > 0):
-                L.append(zero_fill_launch("gradInput", out_arg("gradInput", gi, ws, offs), gi.numel() * gi.itemsize,
+                L.append(zero_fill_launch("ZeroFill(gradInput)", out_arg("gradInput", gi, ws), gi.numel() * gi.itemsize,
                                           profile))
             if mask[2] and gb.numel() and (geom.N == 0 or geom.Cout == 0):
-                L.append(zero_fill_launch("gradBias", out_arg("gradBias", gb, ws, offs), gb.numel() * gb.itemsize,
+                L.append(zero_fill_launch("ZeroFill(gradBias)", out_arg("gradBias", gb, ws), gb.numel() * gb.itemsize,
                                           profile))
         for name, t, zero in (("gradInput", gi, dx_zero), ("gradWeight", gw, dw_zero)):
             if zero:
-                L.append(zero_fill_launch(name, out_arg(name, t, ws, offs), t.numel() * t.itemsize, profile))
+                L.append(zero_fill_launch(f"ZeroFill({name})", out_arg(name, t, ws), t.numel() * t.itemsize, profile))
         if cube is not None:
-            dya = src_arg("gradOutput" if go_cube is go else "gradOutput:cube", ws, offs)
-            xa = src_arg("input", ws, offs) if mask[1] else None
-            wa = src_arg("weight", ws, offs) if mask[0] else None
-            wpa = ws_arg(WP, cd, "workspace:W'", ws, offs) if WP is not None else None
-            dym = ws_arg(DYM, cd, "workspace:dy 5HD", ws, offs)
-            xm = ws_arg(XM, cd, "workspace:x 5HD", ws, offs) if XM is not None else None
-            acca = ws_arg(ACC, acc_dt, "workspace:dW acc", ws, offs) if ACC is not None else None
-            dxga = ws_arg(DXG, gi.dtype, "workspace:dX phases", ws, offs) if DXG is not None else None
+            dya = src_arg("gradOutput" if go_cube is go else "gradOutput:cube", ws)
+            xa = src_arg("input", ws) if mask[1] else None
+            wa = src_arg("weight", ws) if mask[0] else None
+            wpa = workspace_arg(ws, WP, cd, "workspace:W'") if WP is not None else None
+            dym = workspace_arg(ws, DYM, cd, "workspace:dy 5HD")
+            xm = workspace_arg(ws, XM, cd, "workspace:x 5HD") if XM is not None else None
+            acca = workspace_arg(ws, ACC, acc_dt, "workspace:dW acc") if ACC is not None else None
+            dxga = workspace_arg(ws, DXG, gi.dtype, "workspace:dX phases") if DXG is not None else None
             a32 = cs_src = cs_dst = None
             if A32 is not None:
                 if isinstance(A32, tuple):
-                    a32 = src_arg(A32[1], ws, offs)
+                    a32 = src_arg(A32[1], ws)
                 else:
-                    a32 = cs_dst = ws_arg(A32, cd, "workspace:A cast", ws, offs)
-                    cs_src = src_arg(cast[4], ws, offs)
+                    a32 = cs_dst = workspace_arg(ws, A32, cd, "workspace:A cast")
+                    cs_src = src_arg(cast[4], ws)
             gms = (dya, xa, wa, wpa, dym, acca, cs_src, cs_dst, xm)
             L.append(KernelLaunch("TransData(gradOutput, input -> NC1HWC0; weight -> W')" if mask[0] and mask[1] else
                                   ("TransData(gradOutput -> NC1HWC0; weight -> W')" if mask[0] else
@@ -309,24 +294,23 @@ def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_
                                              ("GradWeight(dy^T x img2col)", mask[1])) if b)
             L.append(KernelLaunch(f"Cube: {name}", cube_body, len(cube.blocks), "cube",
                                   (dym, xm, wpa, dxga, acca, a32, cube)))
-            ego = (dxga, out_arg("gradInput", gi, ws, offs) if mask[0] else None,
-                   acca, out_arg("gradWeight", gw, ws, offs) if mask[1] else None)
+            ego = (dxga, out_arg("gradInput", gi, ws) if mask[0] else None,
+                   acca, out_arg("gradWeight", gw, ws) if mask[1] else None)
             L.append(KernelLaunch(" + ".join(n for n, b in (("GradInput(phases NC1HWC0 -> NCHW)", mask[0]),
                                                            ("GradWeight(-> weight layout)", mask[1])) if b),
                                   epilogue_body, len(epilogue.blocks), "vector", (ego, epilogue)))
         for name, t in (("gradInput", gi), ("gradWeight", gw)):
             if name in dense_out:       # written dense above (by the epilogue or a zero fill)
                 b, _ = view_copy_launch(t, name, profile, gather=False)
-                L.append(b(out_arg(name, t, ws, offs)))
+                L.append(b(out_arg(name, t, ws)))
         if mask[2] and gb.numel() and not (geom.N == 0):
-            goa = src_arg("gradOutput", ws, offs)
+            goa = src_arg("gradOutput", ws)
             P = int(np.prod(call_geom.out_sp))
-            L.append(bias_launch(goa, out_arg("gradBias", gb, ws, offs), geom.N, geom.Cout, P, goa.dtype,
+            L.append(bias_launch(goa, out_arg("gradBias", gb, ws), geom.N, geom.Cout, P, goa.dtype,
                                  gb.dtype, profile))
             if "gradBias" in dense_out:
                 b, _ = view_copy_launch(gb, "gradBias", profile, gather=False)
-                L.append(b(out_arg("gradBias", gb, ws, offs)))
+                L.append(b(out_arg("gradBias", gb, ws)))
         return L
 
-    plan.build = build
-    return plan
+    return Plan(workspace, build, tiling)

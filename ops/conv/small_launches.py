@@ -1,50 +1,22 @@
-"""The small vector launches around the Cube work: a zero fill of a GM range and gradBias (the
-reduction of gradOutput over N and the spatial dims).
+"""gradBias, the small vector launch beside the Cube work: the reduction of gradOutput over N and
+the spatial dims.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from simulator.kernel import (GM_ADDR, Add, Cast, DataCopy, DataCopyExtParams, DataCopyPad, Duplicate,
+from simulator.kernel import (GM_ADDR, Add, Cast, DataCopyExtParams, DataCopyPad, Duplicate,
                               GetBlockIdx, GlobalTensor, HardEvent, RoundMode, SetFlag, TBuf, TPipe,
                               TPosition, TQue, WaitFlag, float32)
 from simulator.kernel.cube import TransposeParamsExt, TransposeType
 from simulator.kernel.cube import Transpose as TransposeExt
-from simulator.program import KernelLaunch, align_up, ceil_div
-from ..common import ub_bytes, vector_core_count
+from simulator.program import KernelLaunch, align_up
+from ..common import split_evenly, ub_bytes, vector_core_count
 from .geometry import F32, tiling_error
 
 
 def _split(items: list, nblocks: int) -> list[list]:
-    nblocks = max(1, min(nblocks, len(items)))
-    per = ceil_div(len(items), nblocks)
-    return [items[i * per:(i + 1) * per] for i in range(ceil_div(len(items), per))]
-
-
-def _zero_fill_body(dst: GM_ADDR, ranges, slot: int):
-    """Zero [off, off+n) byte ranges of a workspace buffer: Duplicate once, DataCopy out."""
-    pipe = TPipe()
-    buf = TBuf(TPosition.VECCALC)
-    pipe.InitBuffer(buf, slot)
-    z = buf.Get(np.float32)
-    Duplicate(z, 0.0, slot // 4)
-    SetFlag(HardEvent.V_MTE3, 0)
-    WaitFlag(HardEvent.V_MTE3, 0)
-    g = GlobalTensor(np.uint8)
-    g.SetGlobalBuffer(dst.cast(np.uint8))
-    zb = z.ReinterpretCast(np.uint8)
-    for off, n in ranges[GetBlockIdx()]:
-        if n % 32:
-            DataCopyPad(g[off], zb, DataCopyExtParams(1, n, 0, 0))
-        else:
-            DataCopy(g[off], zb, n)
-
-
-def zero_fill_launch(name: str, dst: GM_ADDR, nbytes: int, profile) -> KernelLaunch:
-    slot = min(ub_bytes(profile) // 2, 64 * 1024)
-    chunks = [(o, min(slot, nbytes - o)) for o in range(0, nbytes, slot)]
-    blocks = _split(chunks, vector_core_count(profile))
-    return KernelLaunch(f"ZeroFill({name})", _zero_fill_body, len(blocks), "vector", (dst, blocks, slot))
+    return [items[first:end] for first, end in split_evenly(len(items), nblocks)]
 
 
 def _bias_body(src: GM_ADDR, dst: GM_ADDR, N, C, P, LP, cc, sdt, odt, blocks):

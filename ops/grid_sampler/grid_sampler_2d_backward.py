@@ -68,13 +68,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, require_present,
+from simulator.aclnn import (OpDef, Param, Plan, Workspace, check_tensor_view, register, require_present,
                              require_support)
 from simulator.enums import NUMPY_OF, aclDataType, dtype_name, param_invalid
 from simulator.program import KernelLaunch
-from ..common import tensor_arg, view_copy_launch, workspace_arg
+from ..common import tensor_arg, view_copy_launch, workspace_arg, zero_fill_launch
 from .kernel import grid_sampler2d_grad_kernel
-from .layout_kernels import nchw_to_nhwc_kernel, nhwc_to_nchw_kernel, plan_layout, plan_zero, zero_kernel
+from .layout_kernels import nchw_to_nhwc_kernel, nhwc_to_nchw_kernel, plan_layout
 from .tiling import BILINEAR, NEAREST, OP, PADDING_MODES, TILING_FIELDS, plan_main
 
 
@@ -140,7 +140,7 @@ def check(a: dict, profile) -> None:
 
 
 def _nothing(note: str) -> Plan:
-    return Plan([], lambda ws: [], {"note": note})
+    return Plan(tiling={"note": note})
 
 
 def plan(a: dict, profile, tiling: dict) -> Plan:
@@ -156,11 +156,8 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
     cdt = np.dtype(np.float64) if x.dataType == aclDataType.ACL_DOUBLE else np.dtype(np.float32)
     outs = {"inputGrad": a["inputGrad"] if want_in else None,
             "gridGrad": a["gridGrad"] if want_gg else None}
-    workspace: list[tuple[str, int]] = []
-
-    def add_ws(purpose: str, nbytes: int) -> int:
-        workspace.append((purpose, nbytes))
-        return len(workspace) - 1
+    workspace = Workspace()
+    add_ws = workspace.add
 
     empty = N * C * Ho * Wo == 0
     # ---- empty gradients: the outputs that are not empty are zeros ----
@@ -176,45 +173,33 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
                 zero_jobs.append((name, t, add_ws(f"zeros for {name} before the strided write-back", nbytes), nbytes))
         if not zero_jobs:
             return _nothing("empty tensors: nothing to compute")
-        p = Plan(workspace, lambda ws: [], {"note": "empty gradOutput: the gradients are zeros"})
-        offs = list(p.workspace_offsets().values())
-
         def build_empty(ws):
             launches = []
-            for name, t, idx, nbytes in zero_jobs:
-                if idx is None:
+            for name, t, part, nbytes in zero_jobs:
+                if part is None:
                     dst = tensor_arg(t, name) + t.offset
-                    launches.append(KernelLaunch(f"InitOutput({name})", zero_kernel,
-                                                 len(plan_zero(nbytes, profile).blocks), "vector",
-                                                 (dst, plan_zero(nbytes, profile))))
+                    launches.append(zero_fill_launch(f"InitOutput({name})", dst, nbytes, profile))
                 else:
-                    dense = workspace_arg(ws, offs[idx], nbytes, t.dtype, f"workspace:{name}")
-                    zt = plan_zero(nbytes, profile)
-                    launches.append(KernelLaunch(f"InitOutput({name})", zero_kernel, len(zt.blocks),
-                                                 "vector", (dense, zt)))
+                    dense = workspace_arg(ws, part, t.dtype, f"workspace:{name}")
+                    launches.append(zero_fill_launch(f"InitOutput({name})", dense, nbytes, profile))
                     launches.append(view_copy_launch(t, name, profile, gather=False)[0](dense))
             return launches
-        p.build = build_empty
-        return p
+        return Plan(workspace, build_empty, {"note": "empty gradOutput: the gradients are zeros"})
 
     if interp == NEAREST and not want_in:
         # gridGrad of nearest sampling is zero everywhere
         t = outs["gridGrad"]
         nbytes = t.numel() * t.itemsize
-        idx = None if t.is_contiguous() else add_ws("zeros for gridGrad before the strided write-back", nbytes)
-        p = Plan(workspace, lambda ws: [], {"note": "nearest: gridGrad is zero; no inputGrad wanted"})
-        offs = list(p.workspace_offsets().values())
+        part = None if t.is_contiguous() else add_ws("zeros for gridGrad before the strided write-back", nbytes)
 
         def build_zero(ws):
-            zt = plan_zero(nbytes, profile)
-            if idx is None:
-                return [KernelLaunch("InitOutput(gridGrad)", zero_kernel, len(zt.blocks), "vector",
-                                     (tensor_arg(t, "gridGrad") + t.offset, zt))]
-            dense = workspace_arg(ws, offs[idx], nbytes, t.dtype, "workspace:gridGrad")
-            return [KernelLaunch("InitOutput(gridGrad)", zero_kernel, len(zt.blocks), "vector", (dense, zt)),
+            if part is None:
+                return [zero_fill_launch("InitOutput(gridGrad)", tensor_arg(t, "gridGrad") + t.offset, nbytes,
+                                         profile)]
+            dense = workspace_arg(ws, part, t.dtype, "workspace:gridGrad")
+            return [zero_fill_launch("InitOutput(gridGrad)", dense, nbytes, profile),
                     view_copy_launch(t, "gridGrad", profile, gather=False)[0](dense)]
-        p.build = build_zero
-        return p
+        return Plan(workspace, build_zero, {"note": "nearest: gridGrad is zero; no inputGrad wanted"})
 
     t = plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, want_in, want_gg, profile,
                   tiling)
@@ -228,14 +213,14 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
             contig[name] = add_ws(f"contiguous copy of {name} (non-contiguous input)",
                                   tensor.numel() * tensor.itemsize)
     nhwc_bytes = ((N * H * W) + 2 * t.pad) * C * esz
-    x_idx = add_ws(f"input transposed to NHWC in {dtype_name(cdt)}, {t.pad} zero pixel(s) each end, "
+    x_part = add_ws(f"input transposed to NHWC in {dtype_name(cdt)}, {t.pad} zero pixel(s) each end, "
                    f"for the corner gathers", nhwc_bytes) if t.need_x else None
-    acc_idx = add_ws(f"inputGrad accumulator, NHWC {dtype_name(cdt)}, {t.pad} pixel(s) each end: "
+    acc_part = add_ws(f"inputGrad accumulator, NHWC {dtype_name(cdt)}, {t.pad} pixel(s) each end: "
                      f"the atomic adds land here", nhwc_bytes) if want_in else None
-    out_idx = {}
+    out_parts = {}
     for name, tensor in outs.items():
         if tensor is not None and not tensor.is_contiguous():
-            out_idx[name] = add_ws(f"contiguous {name} before the strided write-back",
+            out_parts[name] = add_ws(f"contiguous {name} before the strided write-back",
                                    tensor.numel() * tensor.itemsize)
     lay_in = plan_layout(N, C, H * W, io, cdt, t.pad, profile) if t.need_x else None
     lay_out = plan_layout(N, C, H * W, cdt, io, t.pad, profile) if want_in else None
@@ -248,40 +233,34 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
               "atomicBytes": scatters * sum(L for _, L, _, _ in t.runs) // max(len(t.runs), 1) * C * esz,
               "computeDtype": dtype_name(cdt), "interpolationMode": interp, "paddingMode": padding,
               "alignCorners": align, "outputMask": [want_in, want_gg]}
-    p = Plan(workspace, lambda ws: [], tiling)
-    offs = list(p.workspace_offsets().values())
     builders = {name: view_copy_launch(tensor, name, profile, gather=True)[0]
                 for name, tensor in (("gradOutput", go), ("input", x), ("grid", grid)) if name in contig}
-    out_builders = {name: view_copy_launch(outs[name], name, profile, gather=False)[0] for name in out_idx}
+    out_builders = {name: view_copy_launch(outs[name], name, profile, gather=False)[0] for name in out_parts}
 
     def build(ws):
         launches = []
         args = {}
         for name, tensor in (("gradOutput", go), ("input", x), ("grid", grid)):
             if name in contig:
-                dense = workspace_arg(ws, offs[contig[name]], tensor.numel() * tensor.itemsize,
-                                      tensor.dtype, f"workspace:{name}")
+                dense = workspace_arg(ws, contig[name], tensor.dtype, f"workspace:{name}")
                 launches.append(builders[name](dense))
                 args[name] = dense
             else:
                 args[name] = tensor_arg(tensor, name) + tensor.offset
         xws = acc = None
         if t.need_x:
-            xws = workspace_arg(ws, offs[x_idx], nhwc_bytes, cdt, "workspace:input NHWC")
+            xws = workspace_arg(ws, x_part, cdt, "workspace:input NHWC")
             launches.append(KernelLaunch("TransposeToNHWC(input)", nchw_to_nhwc_kernel,
                                          len(lay_in.blocks), "vector", (args["input"], xws, lay_in)))
         if want_in:
-            acc = workspace_arg(ws, offs[acc_idx], nhwc_bytes, cdt, "workspace:inputGrad accumulator")
-            zt = plan_zero(nhwc_bytes, profile)
-            launches.append(KernelLaunch("InitWorkspace(inputGrad accumulator)", zero_kernel,
-                                         len(zt.blocks), "vector", (acc, zt)))
+            acc = workspace_arg(ws, acc_part, cdt, "workspace:inputGrad accumulator")
+            launches.append(zero_fill_launch("InitWorkspace(inputGrad accumulator)", acc, nhwc_bytes, profile))
         dst = {}
         for name, tensor in outs.items():
             if tensor is None:
                 dst[name] = None
-            elif name in out_idx:
-                dst[name] = workspace_arg(ws, offs[out_idx[name]], tensor.numel() * tensor.itemsize,
-                                          tensor.dtype, f"workspace:{name}")
+            elif name in out_parts:
+                dst[name] = workspace_arg(ws, out_parts[name], tensor.dtype, f"workspace:{name}")
             else:
                 dst[name] = tensor_arg(tensor, name) + tensor.offset
         launches.append(KernelLaunch("GridSampler2DGrad", grid_sampler2d_grad_kernel, len(t.blocks),
@@ -290,12 +269,11 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
         if want_in:
             launches.append(KernelLaunch("TransposeCast(inputGrad)", nhwc_to_nchw_kernel,
                                          len(lay_out.blocks), "vector", (acc, dst["inputGrad"], lay_out)))
-        for name in out_idx:
+        for name in out_parts:
             launches.append(out_builders[name](dst[name]))
         return launches
 
-    p.build = build
-    return p
+    return Plan(workspace, build, tiling)
 
 
 def infer_outputs(inputs: dict) -> dict:
@@ -311,7 +289,7 @@ def infer_outputs(inputs: dict) -> dict:
 
 
 register(OpDef(OP,
-               [Param("gradOutput", "tensor"), Param("input", "tensor"), Param("grid", "tensor"),
+               [Param("gradOutput", "tensor"), Param("input", "tensor"), Param("grid", "tensor", init="uniform(-1,1)"),
                 Param("interpolationMode", "int"), Param("paddingMode", "int"),
                 Param("alignCorners", "bool"), Param("outputMask", "bool_array"),
                 Param("inputGrad", "tensor", output=True), Param("gridGrad", "tensor", output=True)],

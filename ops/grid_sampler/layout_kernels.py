@@ -1,5 +1,5 @@
 """The layout launches around the main kernel: NCHW <-> NHWC transposes through UB (with the zero
-pad pixels the corner runs may touch) and the zero fill of the FP32 accumulator / gridGrad.
+pad pixels the corner runs may touch). The zero fills are ops/common.py's.
 """
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.kernel import (GM_ADDR, Cast, DataCopy, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx,
+from simulator.kernel import (GM_ADDR, Cast, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx,
                               GlobalTensor, PipeBarrier, PIPE_ALL, RoundMode, TBuf, TPipe, TPosition, TQue,
-                              Transpose, TransposeParamsExt, TransposeType, float32)
+                              Transpose, TransposeParamsExt, TransposeType)
 from simulator.program import align_up, ceil_div
-from ..common import ub_bytes, vector_core_count
-from .tiling import MAX_BLOCK_COUNT, UB_RESERVE, split_evenly
+from ..common import split_evenly, ub_bytes, vector_core_count
+from .tiling import MAX_BLOCK_COUNT, UB_RESERVE
 
 
 @dataclass
@@ -68,26 +68,35 @@ def _pad_write(gm: GlobalTensor, zeros, nbytes: int, isz: int, room: int) -> Non
         done += n
 
 
+def _transpose_queues(src: GM_ADDR, dst: GM_ADDR, t: LayoutTiling, calc_dtype):
+    """Both layout kernels' buffers: double-buffered in/out queues of one Ccp x T tile and a
+    cast buffer. The input slots start zeroed, because the transpose reads the rows past a
+    tile's tail (channels past C, pixels past HW)."""
+    T, Ccp = t.T, t.Ccp
+    pipe = TPipe()
+    inQ, outQ = TQue(TPosition.VECIN, 2), TQue(TPosition.VECOUT, 2)
+    pipe.InitBuffer(inQ, 2, Ccp * T * t.src.itemsize)
+    pipe.InitBuffer(outQ, 2, Ccp * T * t.dst.itemsize)
+    calc = TBuf()
+    pipe.InitBuffer(calc, Ccp * T * np.dtype(calc_dtype).itemsize)
+    srcGm, dstGm = GlobalTensor(t.src), GlobalTensor(t.dst)
+    srcGm.SetGlobalBuffer(src)
+    dstGm.SetGlobalBuffer(dst)
+    for _ in range(2):
+        z = inQ.AllocTensor(t.src)
+        Duplicate(z, 0, Ccp * T)
+        inQ.FreeTensor(z)
+    PipeBarrier(PIPE_ALL)
+    return inQ, outQ, calc, srcGm, dstGm
+
+
 def nchw_to_nhwc_kernel(src: GM_ADDR, dst: GM_ADDR, t: LayoutTiling):
     """TransposeToNHWC: per tile of T pixels and Cc channels, MTE2 brings the channel rows
     (strided DataCopyPad), the vector pipe casts to the compute dtype and transposes, MTE3 writes
     pixel rows of the padded NHWC buffer. Block 0 also zeroes the pad pixels."""
     T, Cc, Ccp, C, HW = t.T, t.Cc, t.Ccp, t.C, t.HW
     isz, osz = t.src.itemsize, t.dst.itemsize
-    pipe = TPipe()
-    inQ, outQ = TQue(TPosition.VECIN, 2), TQue(TPosition.VECOUT, 2)
-    pipe.InitBuffer(inQ, 2, Ccp * T * isz)
-    pipe.InitBuffer(outQ, 2, T * Ccp * osz)
-    calc = TBuf()
-    pipe.InitBuffer(calc, Ccp * T * osz)
-    srcGm, dstGm = GlobalTensor(t.src), GlobalTensor(t.dst)
-    srcGm.SetGlobalBuffer(src)
-    dstGm.SetGlobalBuffer(dst)
-    for _ in range(2):                      # channel rows past C are read by the transpose
-        z = inQ.AllocTensor(t.src)
-        Duplicate(z, 0, Ccp * T)
-        inQ.FreeTensor(z)
-    PipeBarrier(PIPE_ALL)
+    inQ, outQ, calc, srcGm, dstGm = _transpose_queues(src, dst, t, calc_dtype=t.dst)
     first, end = t.blocks[GetBlockIdx()]
     if GetBlockIdx() == 0 and t.pad:
         z = outQ.AllocTensor(t.dst)
@@ -130,20 +139,7 @@ def nhwc_to_nchw_kernel(src: GM_ADDR, dst: GM_ADDR, t: LayoutTiling):
     """TransposeCast(inputGrad): the NHWC accumulator back to NCHW, cast to the output dtype."""
     T, Cc, Ccp, C, HW = t.T, t.Cc, t.Ccp, t.C, t.HW
     isz, osz = t.src.itemsize, t.dst.itemsize
-    pipe = TPipe()
-    inQ, outQ = TQue(TPosition.VECIN, 2), TQue(TPosition.VECOUT, 2)
-    pipe.InitBuffer(inQ, 2, T * Ccp * isz)
-    pipe.InitBuffer(outQ, 2, Ccp * T * osz)
-    calc = TBuf()
-    pipe.InitBuffer(calc, Ccp * T * isz)
-    srcGm, dstGm = GlobalTensor(t.src), GlobalTensor(t.dst)
-    srcGm.SetGlobalBuffer(src)
-    dstGm.SetGlobalBuffer(dst)
-    for _ in range(2):                      # pixel rows past the tail are read by the transpose
-        z = inQ.AllocTensor(t.src)
-        Duplicate(z, 0, T * Ccp)
-        inQ.FreeTensor(z)
-    PipeBarrier(PIPE_ALL)
+    inQ, outQ, calc, srcGm, dstGm = _transpose_queues(src, dst, t, calc_dtype=t.src)
     first, end = t.blocks[GetBlockIdx()]
     for tile in range(first, end):
         n, j = divmod(tile, t.tiles_per_n)
@@ -170,40 +166,3 @@ def nhwc_to_nchw_kernel(src: GM_ADDR, dst: GM_ADDR, t: LayoutTiling):
             DataCopyPad(dstGm[(n * C + c0) * HW + p0], b,
                         DataCopyExtParams(cc, cnt * osz, (T * osz - row) // 32, (HW - cnt) * osz))
             outQ.FreeTensor(b)
-
-
-@dataclass
-class ZeroTiling:
-    total_bytes: int
-    chunk: int              # bytes per DataCopy from the zeroed UB buffer
-    blocks: tuple           # per block: (first byte, end byte)
-
-
-def plan_zero(nbytes: int, profile, min_block: int = 64 * 1024) -> ZeroTiling:
-    ncores = vector_core_count(profile)
-    per = align_up(max(ceil_div(nbytes, ncores), min_block), 32)
-    blocks = tuple((b, min(b + per, nbytes)) for b in range(0, nbytes, per))
-    return ZeroTiling(nbytes, min(32 * 1024, ub_bytes(profile) // 2 // 32 * 32), blocks)
-
-
-def zero_kernel(dst: GM_ADDR, t: ZeroTiling):
-    """InitWorkspace: Duplicate zeros into UB once, then stream them to GM (MTE3)."""
-    pipe = TPipe()
-    q = TQue(TPosition.VECOUT, 1)
-    pipe.InitBuffer(q, 1, t.chunk)
-    gm = GlobalTensor(np.uint8)
-    gm.SetGlobalBuffer(dst.cast(np.uint8))
-    z = q.AllocTensor(float32)
-    Duplicate(z, 0.0, t.chunk // 4)
-    q.EnQue(z)
-    z = q.DeQue(np.uint8)
-    lo, hi = t.blocks[GetBlockIdx()]
-    off = lo
-    while off < hi:
-        n = min(t.chunk, hi - off)
-        if n % 32 == 0:
-            DataCopy(gm[off], z, n)
-        else:
-            DataCopyPad(gm[off], z, DataCopyExtParams(1, n, 0, 0))
-        off += n
-    q.FreeTensor(z)

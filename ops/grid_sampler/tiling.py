@@ -10,7 +10,7 @@ import numpy as np
 
 from simulator.enums import AclnnError, aclnnStatus
 from simulator.program import align_up, ceil_div
-from ..common import ub_bytes, vector_core_count
+from ..common import split_evenly, ub_bytes, vector_core_count
 
 
 OP = "GridSampler2DBackward"
@@ -41,12 +41,6 @@ def geometry(interp: int, padding: int):
     if padding == ZEROS:
         return 16, tuple((4 * j, 4, j - 1, -1) for j in range(4)), 3
     return 16, tuple((4 * j + i, 1, j - 1, i - 1) for j in range(4) for i in range(4)), 0
-
-
-def split_evenly(total: int, ncores: int) -> tuple:
-    """Contiguous ranges of `total` work items over at most `ncores` blocks, sizes within one."""
-    nb = max(1, min(ncores, total))
-    return tuple((b * total // nb, (b + 1) * total // nb) for b in range(nb))
 
 
 @dataclass

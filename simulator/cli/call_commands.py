@@ -76,7 +76,7 @@ def call_from_args(args) -> Call:
             continue
         shape = studies.shape_of(shape_txt, f"--shape {p.name}") if shape_txt is not None else old.shape
         dt = dtype_named.get(p.name) or default_dtype or (old.dtype if old else "FLOAT16")
-        init = init_named.get(p.name) or (old.init if old else ("uniform(-1,1)" if p.name == "grid" else "normal"))
+        init = init_named.get(p.name) or (old.init if old else p.init)
         tensors[p.name] = TensorSpec(shape, studies.canonical_dtype(dt, f"--dtype {p.name}"),
                                      studies.check_init(init, f"--init {p.name}"))
     if not any(p.name in tensors for p in opdef.inputs if p.kind == "tensor"):

@@ -11,7 +11,7 @@ from ..enums import dtype_name
 from ..program import COMPUTE, GM_XFER, Instr, align_up, ceil_div, current_context
 from .base import GlobalTensor, LocalTensor, _fault
 from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, gm_extent, gm_check, local_operand, memo_emit,
-                       memo_hit, memo_key, merge_spans, require_pipe, as_bytes)
+                       memo_lookup, merge_spans, require_pipe, as_bytes)
 
 
 @dataclass
@@ -156,11 +156,9 @@ class LoadData2DParams:
 def _load2d(dst: LocalTensor, src, p: LoadData2DParams) -> None:
     ctx = current_context()
     pipe, name = "PIPE_MTE1", "LoadData(2D)"
-    key = None
-    if isinstance(src, LocalTensor) and isinstance(dst, LocalTensor):
-        key = memo_key(ctx, "l2d", (dst, src), tuple(p.__dict__.values()))
-        if memo_hit(ctx, key):
-            return
+    key, repeat = memo_lookup(ctx, "l2d", (dst, src), p)
+    if repeat:
+        return
     if isinstance(src, GlobalTensor):
         raise _fault("PIPE_MTE2", f"{name}: GM -> L0A/L0B load2d is not modelled; stage through L1 "
                      f"(DataCopy to an A1/B1 tensor, then LoadData)")
@@ -337,11 +335,9 @@ def _l3d_gather(geometry: tuple, layout: str):
 def _load3d(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2) -> None:
     ctx = current_context()
     pipe, name = "PIPE_MTE1", "LoadData(3Dv2)"
-    key = None
-    if isinstance(src, LocalTensor) and isinstance(dst, LocalTensor):
-        key = memo_key(ctx, "l3d", (dst, src), tuple(p.__dict__.values()))
-        if memo_hit(ctx, key):
-            return
+    key, repeat = memo_lookup(ctx, "l3d", (dst, src), p)
+    if repeat:
+        return
     require_pipe(pipe, name)
     local_operand(src, ("L1",), pipe, name, "source")
     local_operand(dst, ("L0A", "L0B"), pipe, name, "destination")

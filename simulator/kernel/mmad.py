@@ -10,8 +10,8 @@ import numpy as np
 from ..enums import dtype_name
 from ..program import COMPUTE, ceil_div, current_context
 from .base import LocalTensor, _fault, bfloat16, float32, half
-from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, gm_extent, local_operand, memo_emit, memo_hit,
-                       memo_key, require_pipe, as_bytes, hf32_round, int32, int8)
+from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, gm_extent, local_operand, memo_emit, memo_lookup,
+                       require_pipe, as_bytes, hf32_round, int32, int8)
 
 
 @dataclass
@@ -61,11 +61,9 @@ def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadPar
     sanitizer requires only A's first m rows and B's first n columns to have been written."""
     ctx = current_context()
     pipe, name = "PIPE_M", "Mmad"
-    key = None
-    if isinstance(dst, LocalTensor) and isinstance(fm, LocalTensor) and isinstance(filter, LocalTensor):
-        key = memo_key(ctx, "mmad", (dst, fm, filter), tuple(params.__dict__.values()))
-        if memo_hit(ctx, key):
-            return
+    key, repeat = memo_lookup(ctx, "mmad", (dst, fm, filter), params)
+    if repeat:
+        return
     require_pipe(pipe, name)
     local_operand(fm, ("L0A",), pipe, name, "left matrix (A2)")
     local_operand(filter, ("L0B",), pipe, name, "right matrix (B2)")

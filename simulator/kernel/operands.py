@@ -115,6 +115,16 @@ def memo_key(ctx, tag, tensors, params) -> tuple:
             *[(t.buffer, t.offset, t.size, t.dtype) for t in tensors])
 
 
+def memo_lookup(ctx, tag: str, tensors: tuple, params) -> tuple:
+    """(memo key, hit) for a Cube or Transpose instruction between LocalTensors: on a hit the
+    instruction has been emitted again from the memo (its cost and effect built once), and the
+    caller returns. GM operands and parameterless calls are never memoised (key None)."""
+    if params is None or not all(isinstance(t, LocalTensor) for t in tensors):
+        return None, False
+    key = memo_key(ctx, tag, tensors, tuple(params.__dict__.values()))
+    return key, memo_hit(ctx, key)
+
+
 def memo_hit(ctx, key) -> bool:
     if key is None:
         return False

@@ -9,7 +9,7 @@ import numpy as np
 from ..enums import dtype_name
 from ..program import COMPUTE, Instr, current_context
 from .base import PIPE_V, LocalTensor, RoundMode, _fault
-from .operands import gm_extent, local_operand, memo_emit, memo_hit, memo_key, require_pipe
+from .operands import gm_extent, local_operand, memo_emit, memo_lookup, require_pipe
 
 def _operand(t, n: int, name: str, too_big: str) -> None:
     """A vector operand: a LocalTensor in UB holding n elements (n > 0)."""
@@ -288,11 +288,9 @@ def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor |
     profile's vector class 'transpose' over the bytes moved."""
     ctx = current_context()
     pipe, name = "PIPE_V", "Transpose"
-    key = None
-    if params is not None and isinstance(src, LocalTensor) and isinstance(dst, LocalTensor):
-        key = memo_key(ctx, "transpose", (dst, src), tuple(params.__dict__.values()))
-        if memo_hit(ctx, key):
-            return
+    key, repeat = memo_lookup(ctx, "transpose", (dst, src), params)
+    if repeat:
+        return
     require_pipe(pipe, name)
     if params is None:
         raise _fault(pipe, f"{name}: TransposeParamsExt is required")

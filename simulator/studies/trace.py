@@ -167,6 +167,14 @@ def check_init(init: str, where: str) -> str:
     raise StudyError(f"{where}: unknown init '{init}' (normal, uniform, uniform(a,b), normal(mean,std), zeros, ones)")
 
 
+def default_init(op: str, name: str) -> str:
+    """How an input is filled when no init is given: as the operator's Param says."""
+    from ..aclnn import REGISTRY
+    opdef = REGISTRY.get(op)
+    param = opdef.param(name) if opdef is not None else None
+    return param.init if param is not None else "normal"
+
+
 def call_from_record(rec: Any, where: str, defaults: dict | None = None) -> Call:
     """A Call from a trace record (a mapping); errors name `where` and the field."""
     if not isinstance(rec, dict):
@@ -194,11 +202,11 @@ def call_from_record(rec: Any, where: str, defaults: dict | None = None) -> Call
                 raise StudyError(f"{w}: field 'shape' is missing")
             shape = shape_of(spec["shape"], w + ".shape")
             dt = spec.get("dtype", call_dtype)
-            init = check_init(spec.get("init", "uniform(-1,1)" if name == "grid" else "normal"), w + ".init")
+            init = check_init(spec.get("init", default_init(op, name)), w + ".init")
         else:
             shape = shape_of(spec, w)
             dt = call_dtype
-            init = "uniform(-1,1)" if name == "grid" else "normal"
+            init = default_init(op, name)
         if dt is None:
             raise StudyError(f"{w}: no dtype (give the tensor's dtype, the call's 'dtype' or defaults.dtype)")
         tensors[str(name)] = TensorSpec(shape, canonical_dtype(dt, w + ".dtype"), init)
