@@ -54,27 +54,87 @@ def _fail(status, message=None):
     raise AclnnError(status, message or acl.aclGetRecentErrMsg())
 
 
-class _HostTensor:
-    """A numpy array placed in device memory with its own layout."""
+@dataclass(frozen=True)
+class TensorLayout:
+    """A tensor with no data: its shape, dtype and, optionally, strides in elements (default
+    contiguous). Timing-only calls take it in place of an array, so that a tensor of any size
+    costs no host memory; functional calls need the data and reject it."""
+    shape: tuple
+    dtype: Any
+    strides: tuple | None = None
 
-    def __init__(self, arr: np.ndarray, name: str, fmt: aclFormat | None, functional: bool = True):
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        if self.strides is None:
+            st, acc = [], 1
+            for d in reversed(self.shape):
+                st.append(acc)
+                acc *= max(d, 1)
+            object.__setattr__(self, "strides", tuple(reversed(st)))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=object))
+
+    def stand_in(self) -> np.ndarray:
+        """A read-only zero-stride array of this shape and dtype: free, whatever the size."""
+        return np.broadcast_to(np.zeros((), self.dtype), self.shape)
+
+
+def _as_array(v, name: str):
+    """A tensor argument as a numpy array (lists and other array-likes are converted), or a
+    TensorLayout as it is; anything numpy cannot make a numeric array of is 161002."""
+    if isinstance(v, (np.ndarray, TensorLayout)):
+        return v
+    try:
+        arr = np.asarray(v)
+    except (ValueError, TypeError) as e:
+        raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                         f"{name}: not an array ({type(v).__name__}: {one_line(str(e))})") from None
+    if arr.dtype == object or arr.dtype.kind in "USV":
+        raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                         f"{name}: not a numeric array (a {type(v).__name__} numpy reads as {arr.dtype})")
+    return arr
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class _HostTensor:
+    """A host array (or a TensorLayout, timing only) placed in device memory with its layout."""
+
+    def __init__(self, arr, name: str, fmt: aclFormat | None, functional: bool = True):
+        if isinstance(arr, TensorLayout) and functional:
+            raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                             f"{name}: a TensorLayout has no data; functional mode needs an array "
+                             f"(or run with mode='timing')")
         dt = acl_dtype_of(arr.dtype)
         if dt is None:
             raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
                              f"{name}: numpy dtype {arr.dtype} has no aclDataType")
-        isz = arr.itemsize
-        if any(s < 0 or s % isz for s in arr.strides):
-            arr = np.ascontiguousarray(arr)        # negative or unaligned strides: copy (documented)
+        isz = arr.dtype.itemsize
+        if isinstance(arr, TensorLayout):
+            strides = arr.strides
+        else:
+            if any(s < 0 or s % isz for s in arr.strides):
+                arr = np.ascontiguousarray(arr)        # negative or unaligned strides: copy (documented)
+            strides = tuple(s // isz for s in arr.strides)
         self.arr, self.name = arr, name
-        self.strides = tuple(s // isz for s in arr.strides) if arr.size else tuple(
-            int(x) for x in np.ones(arr.ndim, dtype=np.int64))
+        self.strides = strides if arr.size else tuple(1 for _ in arr.shape)
         extent = (sum((d - 1) * s for d, s in zip(arr.shape, self.strides)) + 1) if arr.size else 0
         self.extent = extent
         self.functional = functional
         nbytes = max(extent, 1) * isz
         self.ptr, ret = acl.aclrtMalloc(nbytes, 0)
         if ret:
-            _fail(ret)
+            raise AclnnError(ret, f"{name}: {_size(nbytes)} does not fit in device memory "
+                                  f"({one_line(acl.aclGetRecentErrMsg())})")
         if functional:            # timing-only mode moves no data
             self.storage = np.zeros(max(extent, 1), dtype=arr.dtype)
             if arr.size:
@@ -95,6 +155,13 @@ class _HostTensor:
             _fail(ret)
         if self.arr.size:
             self.arr[...] = as_strided(self.storage, shape=self.arr.shape, strides=self.arr.strides)
+
+
+def _size(nbytes: int) -> str:
+    for unit, k in (("PiB", 2 ** 50), ("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if nbytes >= k:
+            return f"{nbytes / k:.2f} {unit}"
+    return f"{nbytes} B"
 
 
 def _to_arg(name: str, kind: str, value):
@@ -127,18 +194,20 @@ def _bind_arrays(opdef, params: dict, format, functional: bool):
                          f"parameters: {', '.join(p.name for p in opdef.params)}")
     host: dict[str, _HostTensor] = {}
     args: dict[str, Any] = {}
+    tensors: dict[str, Any] = {}
     for p in opdef.inputs:
         v = params.get(p.name)
         if p.kind == "tensor" and v is not None:
-            host[p.name] = _HostTensor(np.asarray(v), p.name, format, functional)
+            tensors[p.name] = _as_array(v, p.name)
+            host[p.name] = _HostTensor(tensors[p.name], p.name, format, functional)
             args[p.name] = host[p.name].tensor
         else:
             args[p.name] = _to_arg(p.name, p.kind, v)
     wanted = None
     if opdef.infer_outputs is not None:
         try:
-            wanted = opdef.infer_outputs({k: np.asarray(v) if isinstance(v, np.ndarray) else v
-                                          for k, v in params.items()})
+            wanted = opdef.infer_outputs({k: (v.stand_in() if isinstance(v, TensorLayout) else v)
+                                          for k, v in {**params, **tensors}.items()})
         except Exception:
             wanted = None     # phase 1 will report what is wrong with the inputs
     outputs: dict[str, np.ndarray] = {}
@@ -146,15 +215,20 @@ def _bind_arrays(opdef, params: dict, format, functional: bool):
         v = params.get(p.name)
         if v is None and wanted and p.name in wanted and wanted[p.name] is not None:
             shape, dt = wanted[p.name]
-            v = np.zeros(shape, dtype=dt)     # calloc'd: pages a timing call never touches cost nothing
+            # timing-only: an output no one reads is a layout, shown as a free zero-stride view
+            v = np.zeros(shape, dtype=dt) if functional else TensorLayout(shape, dt)
         if v is None:
             args[p.name] = None
             continue
-        if not isinstance(v, np.ndarray):
-            raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{p.name} must be a numpy array")
+        if isinstance(v, np.ndarray) and not v.flags.writeable:
+            raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                             f"{p.name}: the output array is read-only (the call writes it)")
+        if not isinstance(v, (np.ndarray, TensorLayout)):
+            raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                             f"{p.name}: an output must be a writable numpy array, got {type(v).__name__}")
         host[p.name] = _HostTensor(v, p.name, format, functional)
         args[p.name] = host[p.name].tensor
-        outputs[p.name] = v
+        outputs[p.name] = v.stand_in() if isinstance(v, TensorLayout) else v
     return host, args, outputs
 
 
@@ -181,6 +255,57 @@ def plan(op: str, soc: str | None = None, *, profile: Profile | None = None, for
         if ret:
             _fail(ret)
         return PlanResult(op, ws_size, executor.plan.workspace.breakdown(), dict(executor.plan.tiling))
+
+
+# Wall time per simulated instruction, for estimates: measured on this project's 2-core VM over
+# calls of the shipped traces (timing 10-18 us, functional 16-31 us per instruction; see
+# docs/RELIABILITY.md). An estimate, not a promise.
+SECONDS_PER_INSTRUCTION = {"timing": 15e-6, "functional": 30e-6}
+
+
+@dataclass
+class Estimate:
+    """What a call will cost to simulate, known before it runs (from its plan): the instructions
+    its launches issue (each launch's first and last blocks recorded, scaled to all blocks), the
+    bytes of tensors and workspace, the host memory a functional run holds, and a wall time."""
+    op: str
+    instructions: int
+    launches: list[tuple[str, int, int]]        # (name, blocks, instructions)
+    tensor_bytes: int
+    workspace_bytes: int
+
+    def host_bytes(self, mode: str) -> int:
+        """Host memory of a run: in functional mode each tensor lives three times (the caller's
+        array, its staging copy and the simulated device memory), plus the workspace; timing
+        mode holds no tensor data."""
+        return 3 * self.tensor_bytes + self.workspace_bytes if mode == "functional" else 0
+
+    def seconds(self, mode: str) -> float:
+        """Estimated wall time of the run on a machine like this project's 2-core VM."""
+        return self.instructions * SECONDS_PER_INSTRUCTION[mode]
+
+
+def estimate(op: str, soc: str | None = None, *, profile: Profile | None = None, format: aclFormat | None = None,
+             tiling: dict | None = None, **params) -> Estimate:
+    """The size of a call before it runs, as simulator.run takes it (arrays, or TensorLayouts:
+    no data is read). Raises AclnnError where phase 1 would, KernelError where a block's body
+    faults while it records."""
+    opdef = _check_params(op)
+    layouts = {k: (TensorLayout(v.shape, v.dtype) if isinstance(v, np.ndarray) else v) for k, v in params.items()}
+    with _private_device(soc, "timing", profile, False) as rt:
+        aclnn.set_tiling_override(op, tiling)
+        host, args, _ = _bind_arrays(opdef, layouts, format, False)
+        ws_size, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(**args)
+        if ret:
+            _fail(ret)
+        ws = None
+        if ws_size > 0:
+            ws, ret = acl.aclrtMalloc(ws_size, 0)
+            if ret:
+                _fail(ret)
+        launches = [(la.name, la.block_dim, rt.device.count_launch(la)) for la in executor.plan.build(ws)]
+        tensor_bytes = sum(h.arr.size * h.arr.dtype.itemsize for h in host.values())
+        return Estimate(op, sum(n for _, _, n in launches), launches, tensor_bytes, ws_size)
 
 
 def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: Profile | None = None,
@@ -213,7 +338,7 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
         if ret:
             raise KernelError(acl.aclGetRecentErrMsg())
         for p in opdef.outputs:
-            if p.name in outputs:
+            if p.name in outputs and isinstance(host[p.name].arr, np.ndarray):
                 ht = host[p.name]
                 ht.read_back()
                 if ht.arr is not outputs[p.name]:       # the array was copied (negative strides)

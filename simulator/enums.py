@@ -96,10 +96,13 @@ class AclnnError(Exception):
         self.message = message
 
     def __str__(self) -> str:
-        try:
-            name = aclnnStatus(self.status).name
-        except ValueError:
-            name = str(self.status)
+        name = str(self.status)
+        for codes in (aclnnStatus, aclError):      # runtime calls (aclrtMalloc) fail with aclError codes
+            try:
+                name = codes(self.status).name
+                break
+            except ValueError:
+                pass
         return f"{name} ({self.status}): {self.message}"
 
 

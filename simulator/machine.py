@@ -23,7 +23,7 @@ from .memory import DeviceMemory, L2Cache, MemoryChannel
 from .profile import CoreKind, Profile
 from .program import (BARRIER, COMPUTE, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch, align_up,
                       ceil_div, current_context)
-from .recorder import BlockContext, ProgramRecorder, record_whole
+from .recorder import BlockContext, CountingContext, ProgramRecorder, count_instructions, record_whole
 
 
 @dataclass
@@ -161,6 +161,27 @@ class Device:
             self.env.run(until=until)
         finally:
             gc.set_threshold(*old)
+
+    # ---- estimates ---------------------------------------------------------------------------
+    def count_launch(self, launch: KernelLaunch, samples: int = 2) -> int:
+        """Instructions a launch will issue, estimated before it runs: its first and last blocks'
+        bodies are recorded without keeping their programs (on spare cores, no simulated time)
+        and the mean is scaled to every block. Exact when the blocks have equal work."""
+        kind_name, kind = self.profile.core_kind_for(launch.kind)
+        kinds = [(kind_name, kind, 0)]
+        if launch.kind == "mix" and "vector" not in kind.units:
+            vname, vkind = self.profile.core_kind_for("vector")
+            kinds += [(vname, vkind, sub) for sub in range(max(vkind.count // max(kind.count, 1), 1))]
+        blocks = sorted({0, launch.block_dim - 1})[:samples] if launch.block_dim > 0 else []
+        total = 0
+        for b in blocks:
+            cores = [(CoreState(f"{n}(estimate)", -1, n, k, False), sub) for n, k, sub in kinds]
+            group = Group(0, b, [c for c, _ in cores], {kind_name: launch.block_dim})
+            for core, sub in cores:
+                core.reset_for_block(b, launch.name)
+                ctx = CountingContext(self, core, b, launch.block_dim, group, sub)
+                total += count_instructions(ctx, launch.body, launch.args)
+        return round(total * launch.block_dim / max(len(blocks), 1))
 
     # ---- launches ----------------------------------------------------------------------------
     def run_launch(self, launch: KernelLaunch, rec: TaskRecord):

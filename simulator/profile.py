@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WrapSerializer,
-                      field_validator)
+                      field_validator, model_validator)
 
 DEVICES_DIR = Path(__file__).resolve().parent.parent / "devices"
 DEFAULT_SOC = "Ascend910B1"
@@ -41,6 +41,21 @@ FrozenDict = Annotated[dict[K, V], AfterValidator(MappingProxyType),
                        WrapSerializer(lambda v, nxt: nxt(dict(v)))]
 
 
+def _power_of_two(v: int) -> int:
+    if v & (v - 1):
+        raise ValueError(f"must be a power of two, got {v}")
+    return v
+
+
+# The physical constraints every profile - a shipped one, a user's file, a what-if - must meet,
+# so that no value reaches the engine in a state it divides by or allocates with.
+Cycles = Annotated[float, Field(ge=0, allow_inf_nan=False)]                 # finite, >= 0
+Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]                   # finite, > 0
+Count = Annotated[int, Field(ge=1, le=4096)]                                # cores, ids, ...
+BufferBytes = Annotated[int, Field(ge=32, le=1 << 30)]                      # on-chip, at most 1 GiB
+PowerOfTwo = Annotated[int, Field(ge=1, le=1 << 20), AfterValidator(_power_of_two)]
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -52,10 +67,10 @@ class PathCost(_Frozen):
     """Cost of one transfer of n bytes on a data path, in core cycles:
     max(latency + n / burst_bytes_per_cycle, n / bytes_per_cycle). A lone small transfer pays
     the latency; a large one streams at the sustained rate with the latency hidden."""
-    latency_cycles: float = Field(ge=0)
-    bytes_per_cycle: float = Field(gt=0)
-    burst_bytes_per_cycle: float | None = Field(default=None, gt=0)
-    min_burst_bytes: int = Field(default=32, ge=1)
+    latency_cycles: Cycles
+    bytes_per_cycle: Rate
+    burst_bytes_per_cycle: Rate | None = None
+    min_burst_bytes: int = Field(default=32, ge=1, le=1 << 20)
 
     def cycles(self, nbytes: int, extra_latency: float = 0.0) -> float:
         """extra_latency: e.g. an L2 miss, hidden like the path's own latency on long transfers."""
@@ -66,54 +81,56 @@ class PathCost(_Frozen):
 
 
 class CoreKind(_Frozen):
-    count: int = Field(ge=0)
+    count: Count
     units: tuple[Literal["cube", "vector"], ...]
     runs: tuple[Literal["vector", "cube", "mix"], ...] = Field(
         description="which kernel kinds the launcher places on this core kind")
     pipes: tuple[Literal[PIPES], ...]  # type: ignore[valid-type]
-    buffers: FrozenDict[Literal[BUFFERS], int]  # type: ignore[valid-type]
-    clock_mhz: float | None = Field(default=None, gt=0)
+    buffers: FrozenDict[Literal[BUFFERS], BufferBytes]  # type: ignore[valid-type]
+    clock_mhz: Rate | None = None
 
 
 class VectorUnit(_Frozen):
-    repeat_bytes: int = Field(gt=0)
-    max_repeat: int = Field(gt=0)
-    startup_cycles: float = Field(ge=0)
+    repeat_bytes: Annotated[PowerOfTwo, Field(ge=32)]      # a repeat is whole 32-byte blocks
+    max_repeat: Count
+    startup_cycles: Cycles
     # cycles per 256-byte repeat, by instruction class; "class.dtype" keys override per dtype
-    cycles_per_repeat: FrozenDict[str, float]
+    cycles_per_repeat: FrozenDict[str, Cycles]
 
 
 class CubeUnit(_Frozen):
-    macs_per_cycle: FrozenDict[str, int]
-    startup_cycles: float = Field(ge=0)
+    macs_per_cycle: FrozenDict[str, Annotated[int, Field(ge=1)]]
+    startup_cycles: Cycles
 
 
 class L2Cache(_Frozen):
-    bytes: int = Field(gt=0)
-    line_bytes: int = Field(gt=0)
-    read_latency_cycles: float = Field(ge=0)
-    write_latency_cycles: float = Field(ge=0)
-    miss_latency_cycles: float = Field(ge=0, description="extra latency of a transfer that misses")
+    bytes: int = Field(ge=1 << 10, le=1 << 34)
+    line_bytes: PowerOfTwo
+    read_latency_cycles: Cycles
+    write_latency_cycles: Cycles
+    miss_latency_cycles: Cycles = Field(description="extra latency of a transfer that misses")
     # device-memory bandwidth / L2 bandwidth, chip-wide: a miss streams at this fraction of a hit
-    miss_bandwidth_ratio: float = Field(gt=0, le=1)
+    miss_bandwidth_ratio: float = Field(gt=0, le=1, allow_inf_nan=False)
 
 
 class DeviceMemory(_Frozen):
     kind: str
-    bytes: int = Field(gt=0)
-    bandwidth_GBps: float = Field(gt=0)
+    bytes: int = Field(ge=1 << 20, le=1 << 50)
+    bandwidth_GBps: Rate
 
 
 class SyncLimits(_Frozen):
-    event_ids: int = Field(gt=0)
-    cross_core_flag_ids: int = Field(ge=0)
-    cross_core_counter_limit: int = Field(ge=0)
-    pipe_queue_depth: int = Field(gt=0)
-    scalar_issue_cycles: float = Field(ge=0)
+    # the operator kernels here hold up to 4 event ids per pipe pair at once (real chips have 8):
+    # a what-if below that is refused here rather than faulting inside a kernel
+    event_ids: int = Field(ge=4, le=4096)
+    cross_core_flag_ids: int = Field(ge=0, le=4096)
+    cross_core_counter_limit: int = Field(ge=0, le=1 << 20)
+    pipe_queue_depth: Count
+    scalar_issue_cycles: Cycles
 
 
 class RuntimeCosts(_Frozen):
-    launch_overhead_us: float = Field(ge=0)
+    launch_overhead_us: Cycles
 
 
 class OpSupport(_Frozen):
@@ -129,9 +146,9 @@ class Profile(_Frozen):
     soc_version: str
     series: Literal["training", "inference", "A2"]
     series_name: str
-    clock_mhz: float = Field(gt=0)
+    clock_mhz: Rate
     cores: FrozenDict[str, CoreKind]
-    alignment: FrozenDict[Literal[BUFFERS], int]  # type: ignore[valid-type]
+    alignment: FrozenDict[Literal[BUFFERS], PowerOfTwo]  # type: ignore[valid-type]
     paths: FrozenDict[str, PathCost]
     vector: VectorUnit
     cube: CubeUnit
@@ -144,9 +161,19 @@ class Profile(_Frozen):
     @field_validator("cores")
     @classmethod
     def _some_core(cls, v):
-        if not any(k.count > 0 for k in v.values()):
-            raise ValueError("a chip needs at least one core")
+        if not v:
+            raise ValueError("a chip needs at least one core kind")
         return v
+
+    @model_validator(mode="after")
+    def _buffers_aligned(self):
+        for name, kind in self.cores.items():
+            for buf, size in kind.buffers.items():
+                align = self.alignment.get(buf, 1)
+                if size % align:
+                    raise ValueError(f"cores.{name}.buffers.{buf} = {size} is not a multiple of "
+                                     f"alignment.{buf} = {align}")
+        return self
 
     # ---- derived figures -------------------------------------------------------------
     @property
@@ -229,8 +256,10 @@ def _validate(data: dict, origin: str) -> Profile:
     except ValidationError as e:
         lines = []
         for err in e.errors():
-            loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-            lines.append(f"{origin}: field '{loc}': {err['msg']}")
+            loc = ".".join(str(x) for x in err["loc"])
+            given = err.get("input")
+            shown = f" = {given!r}" if loc and not isinstance(given, (dict, list, tuple)) else ""
+            lines.append(f"{origin}: field '{loc}'{shown}: {err['msg']}" if loc else f"{origin}: {err['msg']}")
         raise ProfileError("\n".join(lines)) from None
 
 
@@ -256,9 +285,14 @@ def _read_raw(path: Path, seen: tuple[str, ...] = ()) -> dict:
     parent = raw.pop("inherits", None)
     if parent is None:
         return raw
+    if not isinstance(parent, str) or not parent or "/" in parent or "\\" in parent:
+        raise ProfileError(f"{path}: field 'inherits': a profile name (Ascend910B1, _atlas_a2), got {parent!r}")
     ppath = path.parent / f"{parent}.yaml"
+    if not ppath.exists() or ppath.resolve() == path.resolve():     # a user's file may inherit a shipped profile by name
+        ppath = DEVICES_DIR / f"{parent}.yaml"
     if not ppath.exists():
-        raise ProfileError(f"{path}: field 'inherits': no profile '{parent}' in {path.parent}")
+        raise ProfileError(f"{path}: field 'inherits': no profile '{parent}' in {path.parent} or among "
+                           f"the shipped ones ({', '.join(list_socs())})")
     return _merge(_read_raw(ppath, seen + (path.name,)), raw)
 
 

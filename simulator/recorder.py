@@ -44,6 +44,32 @@ class BlockContext:
         return instr
 
 
+class CountingContext(BlockContext):
+    """A BlockContext that records nothing: it counts the instructions a block's body emits
+    (the same checks run), so the size of a launch is known before it is run."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.count = 0
+
+    def emit(self, instr: Instr) -> Instr:
+        if instr.pipe not in self.core.kind.pipes:
+            raise self.core.fault(instr.pipe, instr,
+                                  f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
+        instr.index = self.count
+        self.count += 1
+        return instr
+
+
+def count_instructions(ctx: CountingContext, body: Callable[..., None], args: tuple) -> int:
+    active_block.ctx = ctx
+    try:
+        _run_body(ctx, body, args)
+    finally:
+        active_block.ctx = None
+    return ctx.count
+
+
 class _Abandoned(BaseException):
     """Unwinds a kernel body whose block the engine has given up on (a fault, a deadlock)."""
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .machine import TaskRecord
+from .outputs import atomic_path, write_text
 from .profile import PIPES, Profile
 
 
@@ -129,14 +130,12 @@ class Report:
         """Write pipe_rows() (rows="pipes") or instruction_rows() (rows="instructions") as CSV."""
         import csv
         data = self.pipe_rows() if rows == "pipes" else self.instruction_rows()
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="") as f:
+        with atomic_path(path, "CSV") as tmp, tmp.open("w", newline="") as f:
             if data:
                 w = csv.DictWriter(f, fieldnames=list(data[0]))
                 w.writeheader()
                 w.writerows(data)
-        return path
+        return Path(path)
 
     def summary(self) -> str:
         lines = [f"{self.op} on {self.soc} ({self.mode} mode)",
@@ -156,8 +155,11 @@ class Report:
                      f"hit rate {self.l2['hit_rate']:.1%}")
         for path, p in self.paths.items():
             lines.append(f"    {path:<8} {p['bytes']:>14,} B  {p['GBps']:>9,.1f} GB/s")
-        lines.append(f"  bound by   {self.bound} ({self.utilisation[self.bound]:.0%} of the call); "
-                     f"roofline {self.roofline_cycles:,.0f} cycles = {self.roofline_efficiency:.0%} of achieved")
+        if self.bound not in self.utilisation:          # an empty call: no work, nothing bounds it
+            lines.append(f"  bound by   {self.bound}")
+        else:
+            lines.append(f"  bound by   {self.bound} ({self.utilisation[self.bound]:.0%} of the call); "
+                         f"roofline {self.roofline_cycles:,.0f} cycles = {self.roofline_efficiency:.0%} of achieved")
         return "\n".join(lines)
 
 
@@ -209,7 +211,5 @@ class Trace:
                 "otherData": {"soc": self.profile.soc_version, "clock_mhz": self.profile.clock_mhz}}
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_chrome()))
-        return path
+        """Write the Chrome trace JSON (atomically: a failed write leaves no half file)."""
+        return write_text(path, json.dumps(self.to_chrome()), "trace")

@@ -22,10 +22,13 @@ import os
 import sys
 
 from ..enums import AclnnError, KernelError
+from ..outputs import OutputError
 from ..profile import DEFAULT_SOC, ProfileError
 from ..studies import StudyError, one_line
 from .call_commands import call_args, cmd_chip, cmd_chips, cmd_diff, cmd_ops, cmd_run
-from .common import CliError, EXIT_OK, EXIT_REJECTED, EXIT_USAGE, Rejected, Parser, exec_args, profile_args
+from .common import (SEED, CliError, EXIT_OK, EXIT_REJECTED, EXIT_USAGE, Rejected, Parser, exec_args, float_in,
+                     budget_args, int_in, profile_args)
+from ..studies.whatif import MAX_SWEEP_POINTS
 from .kernel_command import KERNEL_CONVENTION, cmd_kernel
 from .study_commands import cmd_regress, cmd_replay, cmd_sweep, cmd_tune
 
@@ -54,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("--trace", help="where to write the Chrome trace (default out/<op>_<soc>.trace.json)")
     r.add_argument("--no-trace", action="store_true", help="do not write a trace")
+    r.add_argument("--estimate", action="store_true",
+                   help="print the estimate (instructions per launch, memory, time) from the plan and stop")
+    budget_args(r)
     r.set_defaults(func=cmd_run)
 
     o = sub.add_parser("ops", help="list the operators and their parameters")
@@ -82,9 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     profile_args(rp)
     rp.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
     rp.add_argument("--mode", default="timing", choices=["functional", "timing"])
-    rp.add_argument("--seed", type=int, default=0)
-    rp.add_argument("-o", "--output", help="write the rows (.csv, .json or .jsonl)")
+    rp.add_argument("--seed", type=SEED, default=0)
+    rp.add_argument("-o", "--output", help="write the rows (.csv, .json or .jsonl); each row is also "
+                                            "journaled as it finishes in OUTPUT.partial.jsonl")
+    rp.add_argument("--resume", action="store_true",
+                    help="keep the rows an interrupted run journaled for -o and run only the rest")
     rp.add_argument("--json", action="store_true", help="print the rows as JSON")
+    budget_args(rp)
     exec_args(rp)
     rp.set_defaults(func=cmd_replay)
 
@@ -95,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "current cycles as the new baselines.")
     rg.add_argument("trace")
     rg.add_argument("--soc", default=DEFAULT_SOC, help=f"chip profile (default {DEFAULT_SOC})")
-    rg.add_argument("--tolerance", type=float, default=0.02, help="relative drift allowed (default 0.02 = 2%%)")
+    rg.add_argument("--tolerance", type=float_in(0, 100), default=0.02,
+                    help="relative drift allowed (default 0.02 = 2%%)")
     rg.add_argument("--update", action="store_true", help="rewrite the baselines for this SoC")
     rg.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
     rg.add_argument("--json", action="store_true")
@@ -120,7 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("-o", "--output", help="rows file: .csv, .json or .jsonl (default out/sweep_<name>.csv)")
     sw.add_argument("--plot", help="plot file: .png or .svg (cycles vs parameter, pipe breakdown, roofline)")
     sw.add_argument("--mode", default="timing", choices=["functional", "timing"])
-    sw.add_argument("--seed", type=int, default=0)
+    sw.add_argument("--seed", type=SEED, default=0)
+    sw.add_argument("--max-points", type=int_in(1, 10 ** 7), default=MAX_SWEEP_POINTS,
+                    help=f"the sweep's budget: refuse a grid of more points (default {MAX_SWEEP_POINTS:,})")
+    sw.add_argument("--resume", action="store_true",
+                    help="keep the rows an interrupted sweep journaled (OUTPUT.partial.jsonl), run only the rest")
+    budget_args(sw)
     exec_args(sw)
     sw.set_defaults(func=cmd_sweep)
 
@@ -135,7 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     profile_args(tn)
     tn.add_argument("--space", action="append", default=[], metavar="FIELD=V1,V2,...",
                     help="search this grid instead of the operator's space (repeatable)")
-    tn.add_argument("--top", type=int, default=5, help="how many of the best to show (default 5)")
+    tn.add_argument("--top", type=int_in(1, 10 ** 6), default=5, help="how many of the best to show (default 5)")
+    tn.add_argument("--max-points", type=int_in(1, 10 ** 7), default=MAX_SWEEP_POINTS,
+                    help=f"refuse a --space of more candidates (default {MAX_SWEEP_POINTS:,})")
     tn.add_argument("--json", action="store_true")
     exec_args(tn)
     tn.set_defaults(func=cmd_tune)
@@ -163,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except SystemExit:                # --help
         raise
-    except (CliError, StudyError, ProfileError) as e:
+    except (CliError, StudyError, ProfileError, OutputError) as e:
         if debug:
             raise
         print(f"ascend-sim: error: {one_line(str(e))}", file=sys.stderr)

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..aclnn import check_tiling_override
+from ..enums import AclnnError
 from ..profile import list_socs, load_profile
 from .. import studies
 from ..studies import Call, TensorSpec
-from .common import CliError, EXIT_OK, what_if_overrides, chip_profile, text_table
+from .common import SEED, CliError, EXIT_OK, check_budget, int_in, what_if_overrides, chip_profile, save_trace, text_table, trace_path
 
 
 def _named(items: list[str], flag: str) -> tuple[str | None, dict[str, str]]:
@@ -92,6 +94,10 @@ def call_from_args(args) -> Call:
         attrs[k] = None if v.lower() in ("null", "none") else studies.coerce_attr(op, k, kinds[k].kind, v)
     tiling = dict(base.tiling or {})
     tiling.update(studies.parse_assignments(args.tiling, "--tiling"))
+    try:                      # the tiling contract, checked here so a bad field is exit 2, not a call
+        check_tiling_override(opdef, tiling)
+    except AclnnError as e:
+        raise CliError(f"--tiling: {e.message}") from None
     return Call(op, tensors, attrs, base.stream, base.label, base.count, tiling or None)
 
 
@@ -108,24 +114,26 @@ def cmd_run(args) -> int:
     from ..api import run
     call = call_from_args(args)
     profile = chip_profile(args)
+    soc = profile.soc_version
+    trace_file = trace_path(args, f"{call.op}_{soc}")
+    est = studies.estimate_call(call, profile)
+    if args.estimate:
+        return _print_estimate(call, soc, est, args.mode)
+    check_budget([est], args.mode, args)
     try:
-        kw = studies.build_inputs(call, args.seed)
+        kw = studies.build_inputs(call, args.seed, data=args.mode == "functional")
     except studies.NotAvailable as e:
         raise CliError(str(e)) from None
-    result = run(call.op, mode=args.mode, profile=profile, trace=not args.no_trace,
+    result = run(call.op, mode=args.mode, profile=profile, trace=trace_file is not None,
                  tiling=call.tiling, **kw)
-    soc = profile.soc_version
-    trace_path = None
-    if not args.no_trace:
-        trace_path = Path(args.trace) if args.trace else Path("out") / f"{call.op}_{soc}.trace.json"
-        result.trace.save(trace_path)
     if args.json:
         out = result.report.to_dict()
         out["call"] = call.to_record()
         if args.set:
             out["overrides"] = what_if_overrides(args)
-        out["trace_file"] = str(trace_path) if trace_path else None
+        out["trace_file"] = str(trace_file) if trace_file else None
         print(json.dumps(out, indent=2))
+        save_trace(result.trace, trace_file, announce=False)
         return EXIT_OK
     print(f"aclnn{call.op} on {soc}" + (f" (with {', '.join(args.set)})" if args.set else ""))
     dts = sorted({t.dtype for t in call.tensors.values()})
@@ -136,8 +144,19 @@ def cmd_run(args) -> int:
         for name, a in result.outputs.items():
             print(describe(name, a))
     print(result.report.summary())
-    if trace_path:
-        print(f"trace: {trace_path} (open in https://ui.perfetto.dev or chrome://tracing)")
+    save_trace(result.trace, trace_file)
+    return EXIT_OK
+
+
+def _print_estimate(call: Call, soc: str, est, mode: str) -> int:
+    if est is None:
+        raise CliError(f"{call.op}: no estimate: the call does not plan (run it to see why)")
+    print(f"estimate of aclnn{call.op} {call.shapes()} on {soc} ({mode} mode), from its plan:")
+    for name, blocks, n in est.launches:
+        print(f"  {name}: {blocks} blocks, {n:,} instructions")
+    print(f"  total {est.instructions:,} instructions, about {est.seconds(mode):,.1f} s of simulation; "
+          f"tensors {est.tensor_bytes:,} B, workspace {est.workspace_bytes:,} B, host memory "
+          f"{est.host_bytes(mode):,} B")
     return EXIT_OK
 
 
@@ -224,5 +243,5 @@ def call_args(p: argparse.ArgumentParser, op_required: bool = False) -> None:
                    help="force a tiling field (e.g. --tiling tileLength=4096); 561002 if it cannot work")
     p.add_argument("--file", metavar="CALL.yaml",
                    help="take the call from a file: one call record, or a trace with --call N")
-    p.add_argument("--call", type=int, metavar="N", help="which call of the --file trace")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--call", type=int_in(0, 10 ** 9), metavar="N", help="which call of the --file trace")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the random inputs (default 0)")

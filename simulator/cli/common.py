@@ -4,9 +4,12 @@ options and their parsing, and the tables the commands print.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from pathlib import Path
 from typing import Any
 
+from ..outputs import check_output
 from ..profile import DEFAULT_SOC, ProfileError, load_profile
 from .. import studies
 from ..studies import one_line
@@ -28,6 +31,35 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise CliError(f"{message} (see '{self.prog} --help')")
+
+
+def int_in(lo: int, hi: int):
+    """An argparse type: an integer in [lo, hi] (a bad one is exit 2 naming the option and value)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text, 0)
+        except (TypeError, ValueError):
+            v = None
+        if v is None or not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer in [{lo:,}, {hi:,}]")
+        return v
+    return parse
+
+
+def float_in(lo: float, hi: float):
+    """An argparse type: a finite number in [lo, hi]."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except (TypeError, ValueError):
+            v = None
+        if v is None or not math.isfinite(v) or not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number in [{lo:g}, {hi:g}]")
+        return v
+    return parse
+
+
+SEED = int_in(0, 2 ** 63 - 1)
 
 
 def check_soc(soc: str) -> str:
@@ -60,7 +92,7 @@ def chip_profile(args, soc: str | None = None):
 
 
 def exec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", type=int_in(1, 1024), default=None, metavar="N",
                    help="local worker processes (default: one per CPU; 1 runs in this process)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run on a Dask distributed cluster (tcp://host:8786), or 'local:N' to start a "
@@ -76,6 +108,63 @@ def exec_kw(args) -> dict[str, Any]:
         raise CliError(f"--workers must be >= 1, got {args.workers}")
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     return {"workers": args.workers, "scheduler": args.scheduler, "progress": progress}
+
+
+def trace_path(args, default_stem: str) -> Path | None:
+    """Where --trace goes (None with --no-trace), checked before any work starts."""
+    if args.no_trace:
+        return None
+    path = Path(args.trace) if args.trace else Path("out") / f"{default_stem}.trace.json"
+    return check_output(path, "--trace", (".json",))
+
+
+def save_trace(trace, path: Path | None, announce: bool = True) -> None:
+    """Write the trace after the result is printed, so an output error never loses the result."""
+    sys.stdout.flush()
+    if path is not None:
+        trace.save(path)
+        if announce:
+            print(f"trace: {path} (open in https://ui.perfetto.dev or chrome://tracing)")
+
+
+def budget_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--budget-seconds", type=float_in(0, 1e9), default=DEFAULT_BUDGET_SECONDS, metavar="S",
+                   help=f"refuse work estimated to take longer (default {DEFAULT_BUDGET_SECONDS:g} s); "
+                        f"the estimate comes from the plan before anything runs")
+    p.add_argument("--budget-memory", type=float_in(0, 1e6), default=DEFAULT_BUDGET_GIB, metavar="GIB",
+                   help=f"refuse a functional run estimated to hold more host memory (default "
+                        f"{DEFAULT_BUDGET_GIB:g} GiB)")
+
+
+DEFAULT_BUDGET_SECONDS = 600.0
+DEFAULT_BUDGET_GIB = 8.0
+
+
+def check_budget(estimates: list, mode: str, args, repeat: int = 1) -> None:
+    """Refuse up front (exit 2) work whose estimate passes the budget, saying the estimate and
+    how to go ahead. `estimates` are simulator.Estimate (None for calls that will not run);
+    `repeat` scales them (a sweep's points)."""
+    known = [e for e in estimates if e is not None]
+    seconds = repeat * sum(e.seconds(mode) for e in known)
+    memory = max((e.host_bytes(mode) for e in known), default=0)
+    instr = repeat * sum(e.instructions for e in known)
+    if seconds > args.budget_seconds:
+        raise CliError(f"estimated {instr:,} instructions, about {_duration(seconds)} of simulation on "
+                       f"a 2-core machine; the budget is {args.budget_seconds:g} s: give --budget-seconds "
+                       f"{math.ceil(seconds * 2)} to run it anyway"
+                       + (", or fewer calls/points" if repeat > 1 or len(known) > 1 else ""))
+    if memory > args.budget_memory * 2 ** 30:
+        raise CliError(f"a functional run of this call holds about {memory / 2 ** 30:.1f} GiB of host memory; "
+                       f"the budget is {args.budget_memory:g} GiB: give --budget-memory "
+                       f"{math.ceil(memory / 2 ** 30) + 1} to run it anyway, or --mode timing (no data, same cycles)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def load_workload(path: str) -> studies.Workload:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..enums import AclnnError, KernelError
 from ..studies import one_line
 from .call_commands import describe
-from .common import CliError, EXIT_OK, EXIT_REJECTED, Rejected, chip_profile
+from .common import CliError, EXIT_OK, EXIT_REJECTED, Rejected, chip_profile, save_trace, trace_path
 
 
 KERNEL_CONVENTION = """\
@@ -64,6 +64,7 @@ def cmd_kernel(args) -> int:
     from ..api import run_kernel
     path = Path(args.file)
     profile = chip_profile(args)
+    trace_file = trace_path(args, f"{path.stem}_{profile.soc_version}")
     mod = _load_kernel_file(path)
     launch = getattr(mod, args.entry, None)
     if not callable(launch):
@@ -98,7 +99,7 @@ def cmd_kernel(args) -> int:
     try:
         with (contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()):
             res = run_kernel(spec["body"], block_dim, spec["args"], kind=kind, profile=profile,
-                             mode=args.mode, name=spec.get("name"), trace=not args.no_trace)
+                             mode=args.mode, name=spec.get("name"), trace=trace_file is not None)
     except (KernelError, AclnnError):
         raise
     except Exception as e:
@@ -115,14 +116,10 @@ def cmd_kernel(args) -> int:
             checked, why = False, one_line(str(e)) or "assertion failed"
         except Exception as e:
             checked, why = False, _user_error(e, path)
-    trace_path = None
-    if not args.no_trace:
-        trace_path = Path(args.trace) if args.trace else Path("out") / f"{path.stem}_{profile.soc_version}.trace.json"
-        res.trace.save(trace_path)
     if args.json:
         out = res.report.to_dict()
         out["check"] = checked
-        out["trace_file"] = str(trace_path) if trace_path else None
+        out["trace_file"] = str(trace_file) if trace_file else None
         print(json.dumps(out, indent=2))
     else:
         print(f"kernel {spec.get('name') or getattr(spec['body'], '__name__', 'kernel')} from {path} "
@@ -134,6 +131,5 @@ def cmd_kernel(args) -> int:
         print(res.report.summary())
         if checked is not None:
             print("check: passed" if checked else f"check: FAILED: {why}")
-        if trace_path:
-            print(f"trace: {trace_path} (open in https://ui.perfetto.dev or chrome://tracing)")
+    save_trace(res.trace, trace_file, announce=not args.json)
     return EXIT_REJECTED if checked is False else EXIT_OK

@@ -8,20 +8,52 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..outputs import check_output
 from ..profile import DEFAULT_SOC
 from .. import studies
 from .call_commands import call_from_args
-from .common import (CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, check_soc, exec_kw, fmt_cycles,
+from .common import (check_budget, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, check_soc, exec_kw, fmt_cycles,
                      load_workload, what_if_overrides, rows_table, summary_line, text_table)
+
+
+def _journal(output: str | None, resume: bool) -> Path | None:
+    """Where a study journals its rows as they finish (beside its output), checked up front."""
+    if output is None:
+        if resume:
+            raise CliError("--resume needs -o/--output: the rows are journaled beside it")
+        return None
+    check_output(output, "--output", studies.ROW_SUFFIXES)
+    journal = Path(f"{output}.partial.jsonl")
+    if resume and not journal.exists():
+        raise CliError(f"--resume: no journal '{journal}' to resume from (run without --resume)")
+    return check_output(journal, "--output journal")
+
+
+def _check_study_budget(w, calls, profile, args, repeat: int) -> None:
+    """The budget, from the estimates of the distinct calls on the study's first profile (a
+    what-if point's sizes differ little; `repeat` scales to every point)."""
+    distinct = {w.calls[i].key(): w.calls[i] for i in calls}
+    check_budget([studies.estimate_call(c, profile) for c in distinct.values()], args.mode, args, repeat)
+
+
+def _finish_rows(rows, output: str, journal: Path | None) -> None:
+    studies.write_rows(rows, output)
+    if journal is not None and journal.exists():
+        journal.unlink()            # the whole result is in the output now
 
 
 def cmd_replay(args) -> int:
     w = load_workload(args.trace)
     soc = check_soc(args.soc)
     calls = w.select(args.calls)
-    rows = studies.replay(w, soc, what_if_overrides(args), calls=calls, mode=args.mode, seed=args.seed, **exec_kw(args))
+    overrides = what_if_overrides(args)
+    studies.make_profile(soc, overrides)           # a bad --set fails here, before any work
+    journal = _journal(args.output, args.resume)
+    _check_study_budget(w, calls, studies.make_profile(soc, overrides), args, repeat=1)
+    rows = studies.replay(w, soc, overrides, calls=calls, mode=args.mode, seed=args.seed,
+                          journal=journal, resume=args.resume, **exec_kw(args))
     if args.output:
-        studies.write_rows(rows, args.output)
+        _finish_rows(rows, args.output, journal)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
@@ -51,6 +83,8 @@ def cmd_regress(args) -> int:
     w = load_workload(args.trace)
     soc = check_soc(args.soc)
     calls = w.select(args.calls)
+    if args.update:
+        check_output(w.path, "--update (the trace file)")
     res = studies.regress(w, soc, args.tolerance, args.update, calls=calls, **exec_kw(args))
     if args.json:
         print(json.dumps({"soc": soc, "tolerance": args.tolerance, "passed": res.passed, "updated": res.updated,
@@ -118,20 +152,26 @@ def cmd_sweep(args) -> int:
     for k, v in (spec.get("parameters") or {}).items():
         grid[k] = v if isinstance(v, list) else [v]
     for item in args.param:
-        k, vals = studies.parse_sweep_values(item)
+        k, vals = studies.parse_sweep_values(item, args.max_points)
         grid[k] = vals
     if not grid and len(socs) < 2:
         raise CliError("nothing to sweep: give --param FIELD=V1,V2,... (or several --soc, or a sweep file)")
-    output = args.output or spec.get("output") or f"out/sweep_{w.name}.csv"
+    output = str(args.output or spec.get("output") or f"out/sweep_{w.name}.csv")
     plot = args.plot or spec.get("plot")
+    if plot:
+        studies.check_plot(plot)
+    journal = _journal(output, args.resume)
     calls = w.select(args.calls if args.calls is not None else spec.get("calls"))
-    points = studies.grid_points(socs, grid, fixed)
+    points = studies.grid_points(socs, grid, fixed, max_points=args.max_points)
     for pt in points:                          # a bad field or value fails here, before any work
         studies.make_profile(pt.soc, pt.overrides)
+    _check_study_budget(w, calls, studies.make_profile(points[0].soc, points[0].overrides), args,
+                        repeat=len(points))
     print(f"sweep: {w.name}, {len(calls)} calls x {len(points)} points"
           + (f" on Dask {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
-    rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, desc="sweep", **exec_kw(args))
-    studies.write_rows(rows, output)
+    rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, desc="sweep",
+                            journal=journal, resume=args.resume, **exec_kw(args))
+    _finish_rows(rows, output, journal)
     params = list(grid)
     totals = studies.point_totals(rows)
     base = totals[0]["cycles"] or 1.0
@@ -156,11 +196,12 @@ def cmd_tune(args) -> int:
     if args.space:
         space = {}
         for item in args.space:
-            k, vals = studies.parse_sweep_values(item)
+            k, vals = studies.parse_sweep_values(item, args.max_points, "--space")
             space[k] = vals
     if studies.opdef_for(call.op) is None:
         raise CliError(f"unknown operator '{call.op}'")
-    res = studies.tune(call, soc, what_if_overrides(args), space=space, top=args.top, mode="timing", **exec_kw(args))
+    res = studies.tune(call, soc, what_if_overrides(args), space=space, top=args.top, mode="timing",
+                       max_points=args.max_points, **exec_kw(args))
     d = res.default
     if args.json:
         print(json.dumps({"call": call.to_record(), "soc": soc, "default": d, "best": res.ranked,

@@ -128,18 +128,24 @@ def _fill(rng: np.random.Generator, spec: TensorSpec) -> np.ndarray:
     return out.astype(dt)
 
 
-def build_inputs(call: Call, seed: int = 0) -> dict[str, Any]:
+def build_inputs(call: Call, seed: int = 0, data: bool = True) -> dict[str, Any]:
     """The keyword arguments of simulator.run for a call: tensors as random arrays drawn from a
     fixed seed (in parameter order, so the same call always gets the same data), attributes
     coerced to their parameter kinds. Output tensors the call does not list are left to the
-    operator's shape rules."""
+    operator's shape rules. With data=False (timing-only runs) tensors are TensorLayouts: no
+    host memory, whatever their size."""
+    from ..api import TensorLayout
     opdef = validate_call(call)
     rng = np.random.default_rng(seed)
     kw: dict[str, Any] = {}
     for p in opdef.params:
         if p.kind == "tensor":
             spec = call.tensors.get(p.name)
-            if spec is not None:
+            if spec is None:
+                continue
+            if not data:
+                kw[p.name] = TensorLayout(spec.shape, numpy_dtype(spec.dtype))
+            else:
                 kw[p.name] = np.zeros(spec.shape, numpy_dtype(spec.dtype)) if p.output else _fill(rng, spec)
         elif p.name in call.attrs:
             kw[p.name] = coerce_attr(call.op, p.name, p.kind, call.attrs[p.name])
@@ -181,6 +187,18 @@ def _row_from_report(report, profile: Profile) -> dict[str, Any]:
     return row
 
 
+def estimate_call(call: Call, profile: Profile, tiling: dict | None = None):
+    """The call's Estimate (simulator.estimate) from its layouts alone, or None where the call
+    would not run (not available, rejected, a fault): its row will say why."""
+    from ..api import estimate
+    try:
+        kw = build_inputs(call, data=False)
+        with _RUN_LOCK:
+            return estimate(call.op, profile=profile, tiling=tiling if tiling is not None else call.tiling, **kw)
+    except (NotAvailable, StudyError, AclnnError, KernelError):
+        return None
+
+
 _RUN_LOCK = threading.Lock()      # the ACL runtime is process-global: one call at a time per process
 
 
@@ -193,7 +211,7 @@ def run_call(call: Call, soc: str, overrides: dict | None = None, *, mode: str =
     base = {"op": call.op, "shapes": call.shapes()}
     try:
         prof = profile or make_profile(soc, overrides)
-        kw = build_inputs(call, seed)
+        kw = build_inputs(call, seed, data=mode == "functional")
     except NotAvailable as e:
         return dict(base, status="not available", message=str(e)), None
     except (StudyError, ProfileError) as e:

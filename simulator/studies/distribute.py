@@ -67,14 +67,23 @@ def _dask_client(scheduler: str):
 
 def map_tasks(tasks: Sequence[Task], *, workers: int | None = 1, scheduler: str | None = None,
               progress: bool = False, desc: str = "simulating",
-              fn: Callable[[Task], dict] = execute_task) -> list[dict]:
+              fn: Callable[[Task], dict] = execute_task,
+              on_result: Callable[[int, dict], None] | None = None) -> list[dict]:
     """Run tasks and return their rows in task order. Biggest calls go first (better packing);
     `workers` local processes (None: one per CPU), or a Dask scheduler address ('local:N' starts
-    a LocalCluster)."""
+    a LocalCluster). `on_result(i, row)` is called in this process as each task finishes (a
+    study writes its rows as they come). Ctrl-C stops the workers at once."""
     n = len(tasks)
     results: list[dict | None] = [None] * n
     order = sorted(range(n), key=lambda i: -tasks[i].call.elements())
     bar = _progress(n, desc, progress)
+
+    def finished(i: int, row: dict) -> None:
+        results[i] = row
+        if on_result is not None:
+            on_result(i, row)
+        bar.update(1)
+
     try:
         if scheduler:
             client, cluster = _dask_client(scheduler)
@@ -83,8 +92,7 @@ def map_tasks(tasks: Sequence[Task], *, workers: int | None = 1, scheduler: str 
                 futures = client.map(fn, [tasks[i] for i in order], pure=False)
                 index = {f.key: i for f, i in zip(futures, order)}
                 for fut in as_completed(futures):
-                    results[index[fut.key]] = fut.result()
-                    bar.update(1)
+                    finished(index[fut.key], fut.result())
             finally:
                 client.close()
                 if cluster is not None:
@@ -93,15 +101,22 @@ def map_tasks(tasks: Sequence[Task], *, workers: int | None = 1, scheduler: str 
             workers = workers or os.cpu_count() or 1
             if workers <= 1 or n <= 1:
                 for i in order:
-                    results[i] = fn(tasks[i])
-                    bar.update(1)
+                    finished(i, fn(tasks[i]))
             else:
                 from concurrent.futures import ProcessPoolExecutor, as_completed
-                with ProcessPoolExecutor(max_workers=min(workers, n)) as ex:
+                ex = ProcessPoolExecutor(max_workers=min(workers, n))
+                try:
                     futs = {ex.submit(fn, tasks[i]): i for i in order}
                     for fut in as_completed(futs):
-                        results[futs[fut]] = fut.result()
-                        bar.update(1)
+                        finished(futs[fut], fut.result())
+                except BaseException:
+                    # leaving the pool normally waits for every running call (minutes on a big
+                    # one): stop the workers instead, so Ctrl-C takes effect at once
+                    for proc in list(getattr(ex, "_processes", {}).values()):
+                        proc.terminate()
+                    ex.shutdown(wait=False, cancel_futures=True)
+                    raise
+                ex.shutdown(wait=True)
     finally:
         bar.close()
     return results  # type: ignore[return-value]

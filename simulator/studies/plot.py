@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..outputs import atomic_path, check_output
 from ..profile import PIPES
 from .sweep import point_totals
 from .trace import StudyError
@@ -24,6 +25,19 @@ def r0_soc(rows: Sequence[dict]) -> str:
     return rows[0]["soc"] if rows else ""
 
 
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def check_plot(path: str | Path) -> Path:
+    """A plot can be written there and matplotlib is installed: checked before a sweep starts."""
+    path = check_output(path, "--plot", PLOT_SUFFIXES)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise StudyError("--plot needs matplotlib: pip install matplotlib") from None
+    return path
+
+
 def plot_sweep(rows: Sequence[dict], params: Sequence[str], path: str | Path, title: str = "") -> Path:
     """Three panels: total cycles against the first swept parameter (a line per SoC and other
     parameters), the per-pipe busy breakdown per point, and a roofline with every call placed on
@@ -32,10 +46,7 @@ def plot_sweep(rows: Sequence[dict], params: Sequence[str], path: str | Path, ti
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise StudyError(f"--plot: '{path}' must end in .png or .svg")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = check_plot(path)
     totals = point_totals(rows)
     by_point: dict[int, list[dict]] = {}
     for r in rows:
@@ -125,6 +136,9 @@ def plot_sweep(rows: Sequence[dict], params: Sequence[str], path: str | Path, ti
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_path(path, "plot") as tmp:
+            fig.savefig(tmp, dpi=110, format=Path(path).suffix.lstrip(".").lower() or None)
+    finally:
+        plt.close(fig)
     return path

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..outputs import atomic_path, check_output, write_text
 from ..profile import PIPES
 from .distribute import Task, map_tasks
 from .trace import StudyError, Workload
-from .whatif import make_profile
+from .whatif import MAX_SWEEP_POINTS, make_profile
 
 
 @dataclass
@@ -23,6 +24,7 @@ class Point:
     params: dict[str, Any]               # the swept values, for the rows
 
 
+ROW_SUFFIXES = (".csv", ".json", ".jsonl")
 ROW_HEAD = ["soc", "point", "call", "label", "op", "stream", "count", "shapes", "status", "cycles",
             "time_us", "bound", "workspace_bytes", "device_bytes", "device_GBps", "roofline_cycles",
             "roofline_efficiency", "compute_pipe", "compute_work_cycles", "compute_cores",
@@ -31,8 +33,12 @@ ROW_HEAD = ["soc", "point", "call", "label", "op", "stream", "count", "shapes", 
 
 def evaluate(w: Workload, points: Sequence[Point], *, calls: Sequence[int] | None = None,
              workers: int | None = 1, scheduler: str | None = None, progress: bool = False,
-             mode: str = "timing", seed: int = 0, desc: str = "simulating") -> list[dict]:
-    """Rows for every (point, call): identical calls of a point are simulated once."""
+             mode: str = "timing", seed: int = 0, desc: str = "simulating",
+             journal: str | Path | None = None, resume: bool = False) -> list[dict]:
+    """Rows for every (point, call): identical calls of a point are simulated once. With a
+    `journal` file, each call's row is appended to it the moment it finishes, so an interrupted
+    study keeps what it finished; `resume` takes the rows already there instead of running
+    those calls again (a row counts only for the very same call, profile, mode and seed)."""
     idx = list(calls) if calls is not None else list(range(len(w.calls)))
     for p in points:                      # fail fast, in this process, on a bad SoC or field
         make_profile(p.soc, p.overrides)
@@ -44,7 +50,8 @@ def evaluate(w: Workload, points: Sequence[Point], *, calls: Sequence[int] | Non
             if key not in slot:
                 slot[key] = len(tasks)
                 tasks.append(Task(w.calls[ci], p.soc, p.overrides, mode, seed))
-    results = map_tasks(tasks, workers=workers, scheduler=scheduler, progress=progress, desc=desc)
+    results = _run_journaled(tasks, journal, resume, workers=workers, scheduler=scheduler,
+                             progress=progress, desc=desc)
     rows = []
     for pi, p in enumerate(points):
         for ci in idx:
@@ -58,13 +65,61 @@ def evaluate(w: Workload, points: Sequence[Point], *, calls: Sequence[int] | Non
     return rows
 
 
+def task_key(t: Task) -> str:
+    """What makes a row reusable on --resume: the call, the profile point, mode and seed."""
+    return json.dumps([t.call.to_record(), t.soc, t.overrides, t.mode, t.seed, t.tiling],
+                      sort_keys=True, default=str)
+
+
+def read_journal(path: Path) -> dict[str, dict]:
+    """The rows a journal holds, by task key; a line cut short by an interruption is ignored."""
+    done: dict[str, dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+                done[entry["key"]] = entry["row"]
+            except (ValueError, KeyError, TypeError):
+                continue
+    return done
+
+
+def _run_journaled(tasks: list[Task], journal, resume: bool, **kw) -> list[dict]:
+    keys = [task_key(t) for t in tasks]
+    done = read_journal(Path(journal)) if journal is not None and resume else {}
+    todo = [i for i, k in enumerate(keys) if k not in done]
+    results: list[dict | None] = [done.get(k) for k in keys]
+    if journal is None:
+        for i, row in zip(todo, map_tasks([tasks[i] for i in todo], **kw)):
+            results[i] = row
+        return results  # type: ignore[return-value]
+    path = Path(journal)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a" if resume else "w") as f:
+        def record(j: int, row: dict) -> None:
+            results[todo[j]] = row
+            f.write(json.dumps({"key": keys[todo[j]], "row": row}, default=str) + "\n")
+            f.flush()
+        map_tasks([tasks[i] for i in todo], on_result=record, **kw)
+    return results  # type: ignore[return-value]
+
+
 def replay(w: Workload, soc: str, overrides: dict | None = None, **kw) -> list[dict]:
     """Every call of a workload on one SoC (with optional what-if overrides): one row per call."""
     return evaluate(w, [Point(soc, dict(overrides or {}), {})], desc=f"replay on {soc}", **kw)
 
 
-def grid_points(socs: Sequence[str], grid: dict[str, list], fixed: dict | None = None) -> list[Point]:
-    """The cartesian product of SoCs and parameter values (parameters vary fastest, in order)."""
+def grid_points(socs: Sequence[str], grid: dict[str, list], fixed: dict | None = None,
+                max_points: int = MAX_SWEEP_POINTS) -> list[Point]:
+    """The cartesian product of SoCs and parameter values (parameters vary fastest, in order).
+    A grid of more than max_points points is refused before it is made."""
+    size = len(socs)
+    for k in grid:
+        size *= len(grid[k])
+    if size > max_points:
+        dims = " x ".join([f"{len(socs)} SoC(s)"] + [f"{len(v)} {k}" for k, v in grid.items()])
+        raise StudyError(f"the sweep has {size:,} points ({dims}); the budget is {max_points:,} "
+                         f"(give --max-points {size} to run it anyway, or fewer values)")
     names = list(grid)
     pts = []
     for soc in socs:
@@ -126,8 +181,7 @@ def read_rows(path: str | Path) -> list[dict]:
 
 def write_rows(rows: Sequence[dict], path: str | Path) -> Path:
     """Tidy rows to CSV (.csv), JSON (.json) or JSON lines (.jsonl)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = check_output(path, "--output", ROW_SUFFIXES)
     cols: list[str] = []
     for r in rows:
         for k in r:
@@ -138,15 +192,14 @@ def write_rows(rows: Sequence[dict], path: str | Path) -> Path:
     order = head[:2] + params + head[2:] + (["status_code"] if "status_code" in cols else [])
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        with path.open("w", newline="") as f:
+        with atomic_path(path, "--output") as tmp, tmp.open("w", newline="") as f:
             wr = csv.DictWriter(f, fieldnames=order, extrasaction="ignore")
             wr.writeheader()
             for r in rows:
                 wr.writerow({k: r.get(k, "") for k in order})
     elif suffix == ".jsonl":
-        path.write_text("".join(json.dumps({k: r.get(k) for k in order if k in r}) + "\n" for r in rows))
-    elif suffix == ".json":
-        path.write_text(json.dumps([{k: r.get(k) for k in order if k in r} for r in rows], indent=1) + "\n")
+        write_text(path, "".join(json.dumps({k: r.get(k) for k in order if k in r}) + "\n" for r in rows), "--output")
     else:
-        raise StudyError(f"--output: '{path}' must end in .csv, .json or .jsonl")
+        write_text(path, json.dumps([{k: r.get(k) for k in order if k in r} for r in rows], indent=1) + "\n",
+                   "--output")
     return path

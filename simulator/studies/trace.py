@@ -12,6 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 import yaml
 
+from ..outputs import write_text
+
 
 FORMAT = "ascend-sim/workload-trace/1"
 
@@ -329,7 +331,6 @@ def _baseline_yaml(baselines: dict[str, dict], calls: list[Call]) -> str:
 def save_trace(w: Workload, path: str | Path | None = None) -> Path:
     """Write a workload as YAML (or JSON lines when the path ends in .jsonl, JSON for .json)."""
     path = Path(path or w.path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     head = {"format": FORMAT, "name": w.name}
     if w.description:
         head["description"] = w.description
@@ -340,18 +341,18 @@ def save_trace(w: Workload, path: str | Path | None = None) -> Path:
         lines = [json.dumps(head)] + [json.dumps(c.to_record()) for c in w.calls]
         if w.baselines:
             lines.append(json.dumps({"baselines": w.baselines}))
-        path.write_text("\n".join(lines) + "\n")
+        write_text(path, "\n".join(lines) + "\n", "trace file")
     elif path.suffix.lower() == ".json":
         d = dict(head, calls=[c.to_record() for c in w.calls])
         if w.baselines:
             d["baselines"] = w.baselines
-        path.write_text(json.dumps(d, indent=1) + "\n")
+        write_text(path, json.dumps(d, indent=1) + "\n", "trace file")
     else:
         text = yaml.safe_dump(head, sort_keys=False, width=100)
         text += "calls:\n" + "".join(f"  - {json.dumps(c.to_record())}\n" for c in w.calls)
         if w.baselines:
             text += _baseline_yaml(w.baselines, w.calls)
-        path.write_text(text)
+        write_text(path, text, "trace file")
     return path
 
 
@@ -369,9 +370,7 @@ def write_baselines(w: Workload) -> Path:
         text = "".join(lines)
         if text and not text.endswith("\n"):
             text += "\n"
-        path.write_text(text + block)
-        return path
+        return write_text(path, text + block, "baselines")
     end = next((i for i in range(start + 1, len(lines))
                 if re.match(r"[A-Za-z_]", lines[i])), len(lines))
-    path.write_text("".join(lines[:start]) + block + "".join(lines[end:]))
-    return path
+    return write_text(path, "".join(lines[:start]) + block + "".join(lines[end:]), "baselines")

@@ -6,11 +6,13 @@ import itertools
 import json
 from dataclasses import dataclass
 
+from ..aclnn import check_tiling_override
+from ..enums import AclnnError
 from ..profile import Profile
 from .calls import NotAvailable, light_inputs, validate_call
 from .distribute import Task, map_tasks
 from .trace import Call, StudyError
-from .whatif import make_profile
+from .whatif import MAX_SWEEP_POINTS, make_profile
 
 
 @dataclass
@@ -38,7 +40,7 @@ def tiling_space(call: Call, profile: Profile) -> list[dict]:
 
 
 def tune(call: Call, soc: str, overrides: dict | None = None, *, space: dict[str, list] | None = None,
-         top: int = 5, **kw) -> TuneResult:
+         top: int = 5, max_points: int = MAX_SWEEP_POINTS, **kw) -> TuneResult:
     """Search a call's tiling: run the default plan and every candidate (the op's tiling_space,
     or the cartesian product of `space`), skip the candidates the planner rejects (561002), and
     rank the rest by cycles."""
@@ -46,8 +48,20 @@ def tune(call: Call, soc: str, overrides: dict | None = None, *, space: dict[str
     prof = make_profile(soc, overrides)
     if space:
         names = list(space)
+        size = 1
+        for n in names:
+            size *= len(space[n])
+        if size > max_points:
+            raise StudyError(f"--space has {size:,} candidates; the budget is {max_points:,} "
+                             f"(give --max-points {size} to search them anyway)")
+        opdef = validate_call(call)
+        for n in names:                 # an unknown field or a bad value is the user's, not the planner's
+            for v in space[n]:
+                try:
+                    check_tiling_override(opdef, {n: v})
+                except AclnnError as e:
+                    raise StudyError(f"--space {n}: {e.message}") from None
         cands = [dict(zip(names, vals)) for vals in itertools.product(*(space[n] for n in names))]
-        validate_call(call)
     else:
         try:
             cands = tiling_space(call, prof)

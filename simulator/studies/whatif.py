@@ -40,10 +40,13 @@ def parse_assignments(items: Iterable[str] | None, flag: str = "--set") -> dict[
     return out
 
 
-def parse_sweep_values(item: str) -> tuple[str, list[Any]]:
+MAX_SWEEP_POINTS = 10_000     # the default budget of a sweep: points, before any is made
+
+
+def parse_sweep_values(item: str, max_points: int = MAX_SWEEP_POINTS, flag: str = "--param") -> tuple[str, list[Any]]:
     """'cores.aiv.count=24,32,48' or 'clock_mhz=1000:2000:250' (start:stop:step, stop included)."""
     if "=" not in item:
-        raise StudyError(f"--param: '{item}' is not FIELD=V1,V2,... (e.g. device_memory.bandwidth_GBps=800,1600,3200)")
+        raise StudyError(f"{flag}: '{item}' is not FIELD=V1,V2,... (e.g. device_memory.bandwidth_GBps=800,1600,3200)")
     k, v = item.split("=", 1)
     k, v = k.strip(), v.strip()
     m = re.fullmatch(r"([-+\d.eE]+):([-+\d.eE]+):([-+\d.eE]+)", v)
@@ -51,17 +54,22 @@ def parse_sweep_values(item: str) -> tuple[str, list[Any]]:
         try:
             a, b, s = (float(x) for x in m.groups())
         except ValueError:
-            raise StudyError(f"--param {k}: '{v}' is not start:stop:step") from None
+            raise StudyError(f"{flag} {k}: '{v}' is not start:stop:step") from None
+        if not all(math.isfinite(x) for x in (a, b, s)):
+            raise StudyError(f"{flag} {k}: '{v}' needs finite start, stop and step")
         if s <= 0 or b < a:
-            raise StudyError(f"--param {k}: '{v}' needs step > 0 and stop >= start")
+            raise StudyError(f"{flag} {k}: '{v}' needs step > 0 and stop >= start")
         n = int(math.floor((b - a) / s + 1e-9)) + 1
+        if n > max_points:
+            raise StudyError(f"{flag} {k}: '{v}' gives {n:,} values; the budget is {max_points:,} points "
+                             f"(raise it with --max-points, or use a larger step)")
         vals = [a + i * s for i in range(n)]
         if all(float(x).is_integer() for x in (a, b, s)):
             vals = [int(x) for x in vals]
         return k, vals
     vals = [parse_value(x.strip()) for x in v.split(",") if x.strip()]
     if not vals:
-        raise StudyError(f"--param {k}: no values")
+        raise StudyError(f"{flag} {k}: no values")
     return k, vals
 
 
