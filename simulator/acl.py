@@ -12,6 +12,7 @@ after that, as on the device.
 from __future__ import annotations
 
 import os
+import threading
 import traceback
 from contextlib import contextmanager
 from typing import Any, Sequence
@@ -132,13 +133,37 @@ class Runtime:
         self.device_id: int | None = None
         self.default_stream: aclrtStream | None = None
         self._streams = 0
-        self.last_error = ""
+        self._errors: dict[int, list[str]] = {}     # thread id -> messages, newest first
         self.reports: list[Any] = []
         self.tiling_overrides: dict[str, dict] = {}   # operator -> tiling fields to force
+
+    MAX_ERRORS = 32        # messages nobody reads pile up to this many, then the oldest are lost (as in CANN)
 
     def error(self, code: int, message: str) -> int:
         self.last_error = message
         return int(code)
+
+    @property
+    def last_error(self) -> str:
+        """The newest error message of this thread ("" if none), without clearing it."""
+        msgs = self._errors.get(threading.get_ident())
+        return msgs[0] if msgs else ""
+
+    @last_error.setter
+    def last_error(self, message: str) -> None:
+        """Record an error message for this thread; an empty one clears them."""
+        tid = threading.get_ident()
+        if not message:
+            self._errors.pop(tid, None)
+            return
+        msgs = self._errors.setdefault(tid, [])
+        msgs.insert(0, message)
+        del msgs[self.MAX_ERRORS:]
+
+    def take_errors(self) -> str | None:
+        """aclGetRecentErrMsg: this thread's messages, newest first, and clear them."""
+        msgs = self._errors.pop(threading.get_ident(), None)
+        return "\n".join(msgs) if msgs else None
 
     def require_device(self) -> Device:
         if self.device is None:
@@ -231,8 +256,10 @@ def aclrtGetSocName() -> str | None:
     return _runtime.profile.soc_version if _runtime.profile else None
 
 
-def aclGetRecentErrMsg() -> str:
-    return _runtime.last_error
+def aclGetRecentErrMsg() -> str | None:
+    """As CANN's: obtains and clears the messages of this thread's failed calls, the newest on
+    top (one per line); None (nullptr) when there is none."""
+    return _runtime.take_errors()
 
 
 # ---- memory ----------------------------------------------------------------------------------

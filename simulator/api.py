@@ -51,7 +51,7 @@ def _private_device(soc, mode, profile, trace):
 
 
 def _fail(status, message=None):
-    raise AclnnError(status, message or acl.aclGetRecentErrMsg())
+    raise AclnnError(status, message or acl.aclGetRecentErrMsg() or "(no error message was recorded)")
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,9 @@ class TensorLayout:
 
 
 def _as_array(v, name: str):
-    """A tensor argument as a numpy array (lists and other array-likes are converted), or a
-    TensorLayout as it is; anything numpy cannot make a numeric array of is 161002."""
+    """A tensor argument as a numpy array (lists and other array-likes are converted; Python
+    floats become FLOAT, as in torch), or a TensorLayout as it is; anything numpy cannot make a
+    numeric array of is 161002."""
     if isinstance(v, (np.ndarray, TensorLayout)):
         return v
     try:
@@ -99,6 +100,8 @@ def _as_array(v, name: str):
     if arr.dtype == object or arr.dtype.kind in "USV":
         raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
                          f"{name}: not a numeric array (a {type(v).__name__} numpy reads as {arr.dtype})")
+    if arr.dtype == np.float64 and not hasattr(v, "dtype"):
+        arr = arr.astype(np.float32)      # Python floats: FLOAT, as torch.tensor([...]) makes them
     return arr
 
 
@@ -134,7 +137,7 @@ class _HostTensor:
         self.ptr, ret = acl.aclrtMalloc(nbytes, 0)
         if ret:
             raise AclnnError(ret, f"{name}: {_size(nbytes)} does not fit in device memory "
-                                  f"({one_line(acl.aclGetRecentErrMsg())})")
+                                  f"({one_line(acl.aclGetRecentErrMsg() or '')})")
         if functional:            # timing-only mode moves no data
             self.storage = np.zeros(max(extent, 1), dtype=arr.dtype)
             if arr.size:
@@ -336,7 +339,7 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
             _fail(ret)
         ret = acl.aclrtSynchronizeStream(stream)
         if ret:
-            raise KernelError(acl.aclGetRecentErrMsg())
+            raise KernelError(acl.aclGetRecentErrMsg() or "kernel fault (no message was recorded)")
         for p in opdef.outputs:
             if p.name in outputs and isinstance(host[p.name].arr, np.ndarray):
                 ht = host[p.name]
@@ -396,7 +399,7 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
         acl.enqueue(rt.default_stream, label, [KernelLaunch(label, body, block_dim, kind, tuple(values))], done)
         ret = acl.aclrtSynchronizeStream(None)
         if ret:
-            raise KernelError(acl.aclGetRecentErrMsg())
+            raise KernelError(acl.aclGetRecentErrMsg() or "kernel fault (no message was recorded)")
         outputs = {}
         for key, (ptr, a) in placed.items():
             if a.nbytes:

@@ -30,6 +30,10 @@ BUFFERS = ("UB", "L1", "L0A", "L0B", "L0C")
 DTYPE_NAMES = ("FLOAT", "FLOAT16", "BF16", "INT8", "UINT8", "INT16", "INT32", "INT64", "DOUBLE", "BOOL")
 
 
+# DataCopy's 32-byte block (UB, L1), the 512-byte fractal of L0A/L0B, L0C's 64-byte granule
+ISA_ALIGNMENT = {"UB": 32, "L1": 32, "L0A": 512, "L0B": 512, "L0C": 64}
+
+
 class ProfileError(ValueError):
     """A profile file that does not load: the message names the file and the field."""
 
@@ -148,7 +152,18 @@ class Profile(_Frozen):
     series_name: str
     clock_mhz: Rate
     cores: FrozenDict[str, CoreKind]
+    # the ISA's block and fractal sizes, which every Ascend C kernel is written against: not a
+    # what-if (a kernel built for 32-byte UB blocks does not run on 64-byte ones)
     alignment: FrozenDict[Literal[BUFFERS], PowerOfTwo]  # type: ignore[valid-type]
+
+    @field_validator("alignment")
+    @classmethod
+    def _isa_alignment(cls, v):
+        for buf, size in v.items():
+            if size != ISA_ALIGNMENT[buf]:
+                raise ValueError(f"alignment.{buf} is the ISA's {ISA_ALIGNMENT[buf]} B (the size kernels are "
+                                 f"written against), got {size}")
+        return v
     paths: FrozenDict[str, PathCost]
     vector: VectorUnit
     cube: CubeUnit

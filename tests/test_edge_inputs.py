@@ -215,3 +215,59 @@ def test_a_what_if_profile_either_is_refused_or_runs(data):
         except KernelError as e:         # a what-if the planner accepted must not fault in its kernel
             pytest.fail(f"{changes}: {op} planned but faulted: {e}")
         assert time.time() - t < SECONDS, (changes, op)
+
+
+# ---- the Python API -------------------------------------------------------------------------------
+def test_recent_error_message_follows_cann(make_device):
+    """aclGetRecentErrMsg obtains and clears this thread's messages, the newest on top; nullptr
+    (None) when nothing failed."""
+    from simulator import acl
+    make_device("Ascend910B1")
+    assert acl.aclGetRecentErrMsg() is None
+    assert acl.aclrtMalloc(0)[1] != 0
+    assert acl.aclrtFree(12345) != 0
+    msg = acl.aclGetRecentErrMsg()
+    assert msg.splitlines()[0].startswith("aclrtFree") and msg.splitlines()[1].startswith("aclrtMalloc")
+    assert acl.aclGetRecentErrMsg() is None
+
+
+def test_lists_work_and_bad_array_likes_are_161002():
+    got = simulator.run("SiluBackward", gradOutput=[[1.0, 2.0]], self=np.zeros((1, 2), np.float32)).gradInput
+    assert np.allclose(got, [[0.5, 1.0]])         # silu'(0) = 1/2
+    for bad in ([[1.0, 2.0], [3.0]], "abc", {"a": 1}):
+        with pytest.raises(AclnnError) as e:
+            simulator.run("SiluBackward", gradOutput=bad, self=np.zeros((1, 2), np.float32))
+        assert e.value.status == aclnnStatus.ACLNN_ERR_PARAM_INVALID and "gradOutput" in e.value.message
+    out = np.zeros((1, 2), np.float32)
+    out.flags.writeable = False
+    with pytest.raises(AclnnError) as e:
+        simulator.run("SiluBackward", gradOutput=np.ones((1, 2), np.float32), self=np.zeros((1, 2), np.float32),
+                      gradInput=out)
+    assert e.value.status == aclnnStatus.ACLNN_ERR_PARAM_INVALID and "read-only" in e.value.message
+
+
+def test_timing_mode_holds_no_tensor_data():
+    """A 4 GiB call in timing mode: layouts only, the same cycles as with arrays of its shape
+    (checked on a small shape), and outputs that cost nothing."""
+    big = TensorLayout((1024, 1024, 2048), np.float16)
+    r = simulator.run("SiluBackward", mode="timing", trace=False, gradOutput=big, self=big)
+    assert r.gradInput.shape == big.shape and r.gradInput.strides == (0, 0, 0)
+    small = dict(gradOutput=np.ones((64, 1000), np.float16), self=np.ones((64, 1000), np.float16))
+    a = simulator.run("SiluBackward", mode="timing", trace=False, **small).cycles
+    b = simulator.run("SiluBackward", mode="timing", trace=False,
+                      **{k: TensorLayout(v.shape, v.dtype) for k, v in small.items()}).cycles
+    assert a == b
+    with pytest.raises(AclnnError):
+        simulator.run("SiluBackward", mode="functional", gradOutput=big, self=big)
+
+
+@pytest.mark.parametrize("trace, call", [("traces/resnet50_conv_backward.yaml", 5),
+                                         ("traces/fconv_wmt_en_de_conv_tbc_backward.yaml", 14),
+                                         ("traces/efficientnet_b0_silu_backward.yaml", 3)])
+def test_the_estimate_counts_the_instructions_a_run_executes(trace, call):
+    from simulator.studies import build_inputs, load_trace
+    c = load_trace(trace).calls[call]
+    kw = build_inputs(c, data=False)
+    est = simulator.estimate(c.op, tiling=c.tiling, **kw)
+    ran = simulator.run(c.op, mode="timing", trace=False, tiling=c.tiling, **kw).report.instructions
+    assert abs(est.instructions / ran - 1) < 0.10, (est.instructions, ran)
