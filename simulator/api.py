@@ -311,18 +311,48 @@ def estimate(op: str, soc: str | None = None, *, profile: Profile | None = None,
         return Estimate(op, sum(n for _, _, n in launches), launches, tensor_bytes, ws_size)
 
 
+@contextmanager
+def _progress_bar(rt, total: int | None):
+    """A tqdm bar on stderr over the instructions the device has issued, updated from a helper
+    thread (the engine is not slowed: it only bumps a counter)."""
+    if not total:
+        yield
+        return
+    import threading
+    from tqdm import tqdm
+    bar = tqdm(total=total, unit="instr", unit_scale=True, desc="simulating", leave=False,
+               dynamic_ncols=True)
+    stop = threading.Event()
+
+    def poll():
+        while not stop.wait(0.25):
+            dev = rt.device
+            if dev is not None:
+                bar.n = min(dev.issued, total)
+                bar.refresh()
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+        bar.close()
+
+
 def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: Profile | None = None,
         format: aclFormat | None = None, trace: bool = True, tiling: dict | None = None,
-        **params) -> RunResult:
+        progress: int | None = None, **params) -> RunResult:
     """Run one aclnn operator call on a simulated chip and return its outputs and report.
 
     Keyword names are the aclnn parameter names. Tensors are numpy arrays (any layout; BF16 as
     ml_dtypes.bfloat16). Outputs may be passed (they are written in place) or left out (then they
     are allocated from the operator's shape rules). `mode="timing"` skips the data. Raises
     AclnnError (with .status) for a rejected call and KernelError for a kernel fault.
-    `tiling` forces fields of the operator's tiling (561002 if they cannot work)."""
+    `tiling` forces fields of the operator's tiling (561002 if they cannot work). `progress`: the
+    call's estimated instructions (simulator.estimate) to show a progress bar on stderr over."""
     opdef = _check_params(op)
-    with _private_device(soc, mode, profile, trace):
+    with _private_device(soc, mode, profile, trace) as rt:
         aclnn.set_tiling_override(op, tiling)
         host, args, outputs = _bind_arrays(opdef, params, format, mode == "functional")
         ws_size, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(**args)
@@ -337,7 +367,8 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
         ret = getattr(aclnn, f"aclnn{op}")(ws, ws_size, executor, stream)
         if ret:
             _fail(ret)
-        ret = acl.aclrtSynchronizeStream(stream)
+        with _progress_bar(rt, progress):
+            ret = acl.aclrtSynchronizeStream(stream)
         if ret:
             raise KernelError(acl.aclGetRecentErrMsg() or "kernel fault (no message was recorded)")
         for p in opdef.outputs:

@@ -148,6 +148,7 @@ class Device:
         self.xwaits_done: dict[tuple, int] = {}          # (core, flag) -> mode-0 waits so far
         self.xlimit = profile.sync.cross_core_counter_limit
         self.recorders: set[ProgramRecorder] = set()      # blocks still recording their programs
+        self.issued = 0          # instructions handed to the scalar units so far (progress bars read it)
 
     def run(self, until: simpy.Event | None = None) -> None:
         """Advance simulated time (until `until` has happened, or until nothing is left to do).
@@ -286,12 +287,12 @@ class Device:
         core.block = -1
         yield pool.put(core)
 
-    @staticmethod
-    def _program(program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
+    def _program(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
                  core: CoreState):
         """The block's instructions in program order, then an END for every pipe."""
         for chunk in [program] if recorder is None else recorder.chunks():
             rec.instructions += len(chunk)
+            self.issued += len(chunk)
             yield from chunk
         for p in core.kind.pipes:
             yield Instr(p, "END", END)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -119,13 +120,14 @@ def cmd_run(args) -> int:
     est = studies.estimate_call(call, profile)
     if args.estimate:
         return _print_estimate(call, soc, est, args.mode)
-    check_budget([est], args.mode, args)
+    check_budget([est], args.mode, args, fallback_bytes=call.nbytes())
     try:
         kw = studies.build_inputs(call, args.seed, data=args.mode == "functional")
     except studies.NotAvailable as e:
         raise CliError(str(e)) from None
+    show = est is not None and est.seconds(args.mode) > 3 and sys.stderr.isatty()
     result = run(call.op, mode=args.mode, profile=profile, trace=trace_file is not None,
-                 tiling=call.tiling, **kw)
+                 tiling=call.tiling, progress=est.instructions if show else None, **kw)
     if args.json:
         out = result.report.to_dict()
         out["call"] = call.to_record()

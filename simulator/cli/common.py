@@ -140,13 +140,17 @@ DEFAULT_BUDGET_SECONDS = 600.0
 DEFAULT_BUDGET_GIB = 8.0
 
 
-def check_budget(estimates: list, mode: str, args, repeat: int = 1) -> None:
+def check_budget(estimates: list, mode: str, args, repeat: int = 1, fallback_bytes: int = 0) -> None:
     """Refuse up front (exit 2) work whose estimate passes the budget, saying the estimate and
     how to go ahead. `estimates` are simulator.Estimate (None for calls that will not run);
     `repeat` scales them (a sweep's points)."""
     known = [e for e in estimates if e is not None]
+    if mode == "functional" and len(known) < len(estimates) and fallback_bytes:
+        memory_fallback = 3 * fallback_bytes       # calls that will not plan still get their data made
+    else:
+        memory_fallback = 0
     seconds = repeat * sum(e.seconds(mode) for e in known)
-    memory = max((e.host_bytes(mode) for e in known), default=0)
+    memory = max([e.host_bytes(mode) for e in known] + [memory_fallback])
     instr = repeat * sum(e.instructions for e in known)
     if seconds > args.budget_seconds:
         raise CliError(f"estimated {instr:,} instructions, about {_duration(seconds)} of simulation on "

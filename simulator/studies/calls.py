@@ -145,8 +145,13 @@ def build_inputs(call: Call, seed: int = 0, data: bool = True) -> dict[str, Any]
                 continue
             if not data:
                 kw[p.name] = TensorLayout(spec.shape, numpy_dtype(spec.dtype))
-            else:
+                continue
+            try:
                 kw[p.name] = np.zeros(spec.shape, numpy_dtype(spec.dtype)) if p.output else _fill(rng, spec)
+            except (MemoryError, ValueError) as e:      # ValueError: numpy's "array is too big"
+                nbytes = int(np.prod(spec.shape, dtype=object)) * numpy_dtype(spec.dtype).itemsize
+                raise StudyError(f"{p.name}: {nbytes / 2 ** 30:,.1f} GiB of data does not fit in host memory "
+                                 f"({type(e).__name__}); timing mode needs no data") from None
         elif p.name in call.attrs:
             kw[p.name] = coerce_attr(call.op, p.name, p.kind, call.attrs[p.name])
     return kw

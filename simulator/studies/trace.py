@@ -107,7 +107,12 @@ class Call:
         return " ".join(f"{k}={'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in self.tensors.items())
 
     def elements(self) -> int:
-        return sum(int(np.prod(v.shape, dtype=np.int64)) for v in self.tensors.values())
+        return sum(int(np.prod(v.shape, dtype=object)) for v in self.tensors.values())
+
+    def nbytes(self) -> int:
+        """Bytes of the tensors the call lists (what a functional run makes data for)."""
+        return sum(int(np.prod(v.shape, dtype=object)) * numpy_dtype(v.dtype).itemsize
+                   for v in self.tensors.values())
 
 
 @dataclass
