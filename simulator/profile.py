@@ -109,7 +109,8 @@ class CubeUnit(_Frozen):
 
 class L2Cache(_Frozen):
     bytes: int = Field(ge=1 << 10, le=1 << 34)
-    line_bytes: PowerOfTwo
+    # 32..512 B: the L2 model keeps a line's 32-byte sectors and its dirty bit in one 32-bit word
+    line_bytes: Annotated[PowerOfTwo, Field(ge=32, le=512)]
     read_latency_cycles: Cycles
     write_latency_cycles: Cycles
     miss_latency_cycles: Cycles = Field(description="extra latency of a transfer that misses")

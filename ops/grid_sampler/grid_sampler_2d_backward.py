@@ -131,6 +131,7 @@ def check(a: dict, profile) -> None:
     if mask[1] and a["gridGrad"].viewDims != g:
         raise param_invalid(f"gridGrad shape {list(a['gridGrad'].viewDims)} must equal grid's {list(g)}")
     modes = support.options.get("interpolation_modes", [BILINEAR, NEAREST])
+    modes = [modes] if isinstance(modes, (int, np.integer)) else list(modes)     # a what-if may give one
     im, pm = a["interpolationMode"], a["paddingMode"]
     if not isinstance(im, (int, np.integer)) or isinstance(im, bool) or int(im) not in modes:
         raise param_invalid(f"interpolationMode {im!r} is not supported on {profile.series_name} "
