@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import simulator
@@ -168,6 +168,7 @@ def cli_argv(draw):
 def test_any_cli_call_ends_cleanly(argv, capsys):
     code, out, err, elapsed = _cli(argv, capsys)
     _assert_clean(code, err, elapsed, argv)
+    event(f"exit {code}")              # --hypothesis-show-statistics counts the outcomes
 
 
 # ---- profile what-ifs ----------------------------------------------------------------------------
@@ -193,6 +194,7 @@ def test_a_what_if_profile_either_is_refused_or_runs(data):
         prof = base.override(changes)
     except ProfileError as e:
         assert "field" in str(e) or "Value error" in str(e), str(e)
+        event("profile refused (ProfileError)")
         return
     calls = [
         ("SiluBackward", dict(gradOutput=TensorLayout((4, 1000), np.float16), self=TensorLayout((4, 1000), np.float16))),
@@ -210,8 +212,10 @@ def test_a_what_if_profile_either_is_refused_or_runs(data):
         t = time.time()
         try:
             simulator.run(op, profile=prof, mode="timing", trace=False, **kw)
+            event(f"{op}: ran")
         except AclnnError as e:
             assert e.status != aclnnStatus.ACLNN_ERR_INNER, (changes, op, str(e))
+            event(f"{op}: status {e.status}")
         except KernelError as e:         # a what-if the planner accepted must not fault in its kernel
             pytest.fail(f"{changes}: {op} planned but faulted: {e}")
         assert time.time() - t < SECONDS, (changes, op)
