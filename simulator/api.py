@@ -260,6 +260,22 @@ def plan(op: str, soc: str | None = None, *, profile: Profile | None = None, for
         return PlanResult(op, ws_size, executor.plan.workspace.breakdown(), dict(executor.plan.tiling))
 
 
+def _phase1(opdef, params: dict, format, functional: bool, tiling: dict | None):
+    """Bind the arguments, run phase 1 and allocate the workspace: (host tensors, output
+    arrays, workspace size, executor, workspace address or None)."""
+    aclnn.set_tiling_override(opdef.name, tiling)
+    host, args, outputs = _bind_arrays(opdef, params, format, functional)
+    ws_size, executor, ret = getattr(aclnn, f"aclnn{opdef.name}GetWorkspaceSize")(**args)
+    if ret:
+        _fail(ret)
+    ws = None
+    if ws_size > 0:
+        ws, ret = acl.aclrtMalloc(ws_size, 0)
+        if ret:
+            _fail(ret)
+    return host, outputs, ws_size, executor, ws
+
+
 # Wall time per simulated instruction, for estimates: measured on this project's 2-core VM over
 # calls of the shipped traces (timing 10-18 us, functional 16-31 us per instruction; see
 # docs/RELIABILITY.md). An estimate, not a promise.
@@ -296,16 +312,7 @@ def estimate(op: str, soc: str | None = None, *, profile: Profile | None = None,
     opdef = _check_params(op)
     layouts = {k: (TensorLayout(v.shape, v.dtype) if isinstance(v, np.ndarray) else v) for k, v in params.items()}
     with _private_device(soc, "timing", profile, False) as rt:
-        aclnn.set_tiling_override(op, tiling)
-        host, args, _ = _bind_arrays(opdef, layouts, format, False)
-        ws_size, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(**args)
-        if ret:
-            _fail(ret)
-        ws = None
-        if ws_size > 0:
-            ws, ret = acl.aclrtMalloc(ws_size, 0)
-            if ret:
-                _fail(ret)
+        host, _, ws_size, executor, ws = _phase1(opdef, layouts, format, False, tiling)
         launches = [(la.name, la.block_dim, rt.device.count_launch(la)) for la in executor.plan.build(ws)]
         tensor_bytes = sum(h.arr.size * h.arr.dtype.itemsize for h in host.values())
         return Estimate(op, sum(n for _, _, n in launches), launches, tensor_bytes, ws_size)
@@ -353,16 +360,7 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
     call's estimated instructions (simulator.estimate) to show a progress bar on stderr over."""
     opdef = _check_params(op)
     with _private_device(soc, mode, profile, trace) as rt:
-        aclnn.set_tiling_override(op, tiling)
-        host, args, outputs = _bind_arrays(opdef, params, format, mode == "functional")
-        ws_size, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(**args)
-        if ret:
-            _fail(ret)
-        ws = None
-        if ws_size > 0:
-            ws, ret = acl.aclrtMalloc(ws_size, 0)
-            if ret:
-                _fail(ret)
+        host, outputs, ws_size, executor, ws = _phase1(opdef, params, format, mode == "functional", tiling)
         stream, _ = acl.aclrtCreateStream()
         ret = getattr(aclnn, f"aclnn{op}")(ws, ws_size, executor, stream)
         if ret:
