@@ -370,16 +370,23 @@ class Device:
 
     def _pipe(self, core: CoreState, pipe: str, q: deque, wake, space, rec: TaskRecord,
               group: Group):
+        """SimPy process: one pipe executing its queue in order. Kept lean (it runs once per
+        instruction): the same events in the same order as a plain loop would create, with the
+        per-instruction bookkeeping in locals until the block ends."""
         env = self.env
-        functional = self.functional
+        timeout = env.timeout
+        fns = [] if self.functional else None
         tracing = self.tracing
         busy_key = (core.name, pipe)
         busy = work = 0.0
         valid, checked = core.valid, core.checked
         trace = rec.trace
+        flags, waiters, state = core.flags, core.waiters, core.pipe_state
+        path_bytes, path_cycles = rec.path_bytes, rec.path_cycles
+        l2, l2_channel, hbm = self.l2, self.l2_channel, self.hbm
         while True:
             if not q:
-                core.pipe_state[pipe] = "idle, waiting for the scalar unit to issue"
+                state[pipe] = "idle, waiting for the scalar unit to issue"
                 ev = env.event()
                 wake[pipe] = ev
                 yield ev
@@ -392,39 +399,36 @@ class Device:
             if kind == END:
                 break
             if instr.ready > env.now:
-                yield env.timeout(instr.ready - env.now)
-            if kind == WAIT:
-                key = instr.flag
-                if core.flags.get(key):
-                    core.flags[key] = None
+                yield timeout(instr.ready - env.now)
+            if kind >= SET:               # SET, WAIT, BARRIER, XSET, XWAIT: no time of their own
+                if kind == WAIT:
+                    key = instr.flag
+                    if flags.get(key):
+                        flags[key] = None
+                    else:
+                        state[pipe] = ("waiting for flag {flag} at {instr}", instr)
+                        ev = env.event()
+                        waiters[key] = ev
+                        yield ev
+                elif kind == SET:
+                    key = instr.flag
+                    first = flags.get(key)
+                    if first:
+                        raise core.fault(pipe, instr, f"flag {key[0]}->{key[1]} id {key[2]} set twice "
+                                         f"without a wait between (first set by {first.describe()})")
+                    waiter = waiters.pop(key, None)
+                    if waiter is not None:
+                        waiter.succeed()        # handed straight to the waiting pipe
+                    else:
+                        flags[key] = instr
+                elif kind == BARRIER:
+                    if instr.event is not None:
+                        instr.event.succeed()
+                elif kind == XSET:
+                    self._xset(core, group, instr)
                 else:
-                    core.pipe_state[pipe] = ("waiting for flag {flag} at {instr}", instr)
-                    ev = env.event()
-                    core.waiters[key] = ev
-                    yield ev
-                continue
-            if kind == SET:
-                key = instr.flag
-                first = core.flags.get(key)
-                if first:
-                    raise core.fault(pipe, instr, f"flag {key[0]}->{key[1]} id {key[2]} set twice "
-                                     f"without a wait between (first set by {first.describe()})")
-                waiter = core.waiters.pop(key, None)
-                if waiter is not None:
-                    waiter.succeed()        # handed straight to the waiting pipe
-                else:
-                    core.flags[key] = instr
-                continue
-            if kind == BARRIER:
-                if instr.event is not None:
-                    instr.event.succeed()
-                continue
-            if kind == XSET:
-                self._xset(core, group, instr)
-                continue
-            if kind == XWAIT:
-                core.pipe_state[pipe] = ("waiting for a cross-core flag at {instr}", instr)
-                yield from self._xwait(core, group, instr, env.now)
+                    state[pipe] = ("waiting for a cross-core flag at {instr}", instr)
+                    yield from self._xwait(core, group, instr, env.now)
                 continue
             for span in instr.reads:
                 if span in checked:         # bytes once written stay written for the block
@@ -437,12 +441,11 @@ class Device:
                                      f"written in this block (missing copy-in or missing flag)")
                 checked.add(span)
             start = env.now
-            core.pipe_state[pipe] = ("executing {instr}", instr)
+            state[pipe] = instr             # executing it
             hbm_bytes = 0
             if kind == GM_XFER:
                 # through L2: a hit streams at the path's rate within the L2's chip-wide
                 # bandwidth; misses and dirty evictions also cross the device-memory channel
-                l2 = self.l2
                 hits, misses = l2.hit_lines, l2.miss_lines
                 fetch, evicted = l2.access(instr.gm, instr.gm_write)
                 rec.l2_hit_lines += l2.hit_lines - hits
@@ -451,9 +454,9 @@ class Device:
                 if fetch:
                     local = self.profile.path(instr.path).cycles(instr.chan_bytes, self.miss_latency)
                 done = start + local
-                done = max(done, self.l2_channel.reserve(start, instr.chan_bytes)[0])
-                self.hbm.pending += evicted
-                end, hbm_bytes = self.hbm.reserve(start, fetch, drain=instr.chan_bytes)
+                done = max(done, l2_channel.reserve(start, instr.chan_bytes)[0])
+                hbm.pending += evicted
+                end, hbm_bytes = hbm.reserve(start, fetch, drain=instr.chan_bytes)
                 done = max(done, end)
                 rec.l2_bytes += instr.chan_bytes
                 rec.hbm_bytes += hbm_bytes
@@ -462,22 +465,23 @@ class Device:
             else:
                 dur = need = instr.cycles
             if dur > 0:
-                yield env.timeout(dur)
+                yield timeout(dur)
             for span in instr.writes:
                 if span not in checked:
                     buf, lo, hi = span
                     valid[buf][lo:hi] = True
                     checked.add(span)
-            if functional and instr.fn is not None:
+            if fns is not None and instr.fn is not None:
                 instr.fn()
             busy += dur
             work += need
-            if instr.path is not None:
-                rec.path_bytes[instr.path] = rec.path_bytes.get(instr.path, 0) + instr.nbytes
-                rec.path_cycles[instr.path] = rec.path_cycles.get(instr.path, 0.0) + dur
+            path = instr.path
+            if path is not None:            # summed in completion order (so the float sums match a plain loop's to the bit)
+                path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
+                path_cycles[path] = path_cycles.get(path, 0.0) + dur
             if tracing:
                 trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
-        core.pipe_state[pipe] = "finished"
+        state[pipe] = "finished"
         rec.busy[busy_key] = rec.busy.get(busy_key, 0.0) + busy
         rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work
 
@@ -485,6 +489,8 @@ class Device:
     def deadlock_report(self) -> str:
         lines = ["deadlock: the event queue drained while pipes still wait"]
         def text(state):
+            if isinstance(state, Instr):
+                return f"executing {state.describe()}"
             if isinstance(state, tuple):
                 form, instr = state
                 flag = instr.flag

@@ -30,14 +30,17 @@ class BlockContext:
         self.functional = device.functional
         self.pipe_alloc: Any = None   # the block's TPipe (simulator.kernel)
         self.atomic = None            # SetAtomicAdd's dtype: GM writes then add instead of store
+        self.limit = ProgramRecorder.CHUNK      # instructions held before a pause (or a re-record)
+        self.pipes = self.core.kind.pipes
 
     def emit(self, instr: Instr) -> Instr:
-        if instr.pipe not in self.core.kind.pipes:
+        if instr.pipe not in self.pipes:
             raise self.core.fault(instr.pipe, instr,
                                   f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
-        instr.index = self.taken + len(self.program)
-        self.program.append(instr)
-        if len(self.program) >= ProgramRecorder.CHUNK:
+        program = self.program
+        instr.index = self.taken + len(program)
+        program.append(instr)
+        if len(program) >= self.limit:
             if self.recorder is None:
                 raise _TooLong()
             self.recorder.pause()
@@ -148,9 +151,14 @@ class ProgramRecorder:
     change anything outside their block while they record (none of ours does)."""
 
     CHUNK = 8192
+    # A recorded long block holds at most STEP instructions: every running block holds its chunk
+    # at once, and 48 blocks x 8192 gathers (~1 KB each with their spans) were 0.5 GB of a DETR
+    # encoder call's peak. A turn costs ~0.15 ms, ~0.15 us per instruction at this size.
+    STEP = 1024
 
     def __init__(self, ctx: BlockContext, body: Callable[..., None], args: tuple):
         self.ctx, self.body, self.args = ctx, body, args
+        ctx.limit = min(self.STEP, self.CHUNK)
         # binary semaphores; a turn is given by releasing the other side's lock
         self.body_turn, self.engine_turn = threading.Lock(), threading.Lock()
         self.body_turn.acquire()
