@@ -239,41 +239,46 @@ class Device:
                  for p in core.kind.pipes]
         ts = env.now
         depth, issue = self.depth, self.issue_cycles
-        for instr in self._program(program, recorder, rec, core):
-            if instr.kind == BARRIER and instr.flag == "PIPE_ALL":
-                # the scalar unit stalls until every pipe has drained
-                core.scalar_state = ("stalled at {instr} until every pipe drains", instr)
-                marks = []
-                for p in core.kind.pipes:
-                    m = Instr(p, "PipeBarrier(PIPE_ALL)", BARRIER)
-                    m.event = env.event()
-                    marks.append(m.event)
-                    yield from self._put(core, queues[p], wake, space, m, ts)
+        for chunk in self._chunks(program, recorder, rec, core):
+            for instr in chunk:
+                kind = instr.kind
+                if kind >= BARRIER:
+                    if kind == BARRIER and instr.flag == "PIPE_ALL":
+                        # the scalar unit stalls until every pipe has drained
+                        core.scalar_state = ("stalled at {instr} until every pipe drains", instr)
+                        marks = []
+                        for p in core.kind.pipes:
+                            m = Instr(p, "PipeBarrier(PIPE_ALL)", BARRIER)
+                            m.event = env.event()
+                            marks.append(m.event)
+                            yield from self._put(core, queues[p], wake, space, m, ts)
+                            ts = max(ts, env.now)
+                        yield simpy.AllOf(env, marks)
+                        ts = max(ts, env.now)
+                        core.scalar_state = "issuing"
+                        continue
+                    if kind == XWAIT and instr.pipe == "PIPE_S":
+                        core.scalar_state = ("waiting for a cross-core flag at {instr}", instr)
+                        yield from self._xwait(core, group, instr, max(ts, env.now))
+                        ts = max(ts, env.now)
+                        core.scalar_state = "issuing"
+                        continue
+                pipe = instr.pipe
+                q = queues[pipe]
+                if len(q) >= depth:
+                    core.scalar_state = ("waiting for room in the {pipe} queue to issue {instr}", instr)
+                    yield from self._put(core, q, wake, space, instr, ts)
                     ts = max(ts, env.now)
-                yield simpy.AllOf(env, marks)
-                ts = max(ts, env.now)
-                core.scalar_state = "issuing"
-                continue
-            if instr.kind == XWAIT and instr.pipe == "PIPE_S":
-                core.scalar_state = ("waiting for a cross-core flag at {instr}", instr)
-                yield from self._xwait(core, group, instr, max(ts, env.now))
-                ts = max(ts, env.now)
-                core.scalar_state = "issuing"
-                continue
-            q = queues[instr.pipe]
-            if len(q) >= depth:
-                core.scalar_state = ("waiting for room in the {pipe} queue to issue {instr}", instr)
-                yield from self._put(core, q, wake, space, instr, ts)
-                ts = max(ts, env.now)
-                core.scalar_state = "issuing"
-            else:
-                instr.ready = ts
-                q.append(instr)
-                ev = wake[instr.pipe]
-                if ev is not None:
-                    wake[instr.pipe] = None
-                    ev.succeed()
-            ts += issue
+                    core.scalar_state = "issuing"
+                else:
+                    instr.ready = ts
+                    q.append(instr)
+                    ev = wake[pipe]
+                    if ev is not None:
+                        wake[pipe] = None
+                        ev.succeed()
+                ts += issue
+            del chunk
         core.scalar_state = "done issuing"
         self.recorders.discard(recorder)
         del program
@@ -287,15 +292,14 @@ class Device:
         core.block = -1
         yield pool.put(core)
 
-    def _program(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
-                 core: CoreState):
-        """The block's instructions in program order, then an END for every pipe."""
+    def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
+                core: CoreState):
+        """The block's instructions in program order, a list at a time, then an END for every pipe."""
         for chunk in [program] if recorder is None else recorder.chunks():
             rec.instructions += len(chunk)
             self.issued += len(chunk)
-            yield from chunk
-        for p in core.kind.pipes:
-            yield Instr(p, "END", END)
+            yield chunk
+        yield [Instr(p, "END", END) for p in core.kind.pipes]
 
     def abandon_recordings(self) -> None:
         """Unwind the kernel bodies of blocks that will never finish (after a fault)."""

@@ -122,6 +122,8 @@ class L2Cache:
         self.dirty = np.uint32(1 << self.sectors)
         self.find = find                    # address -> the device Allocation holding it
         self.tags: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # allocation -> (mask, stamp)
+        self._last = None                   # (base, limit, mask, stamp) of the last allocation touched
+        self.array_bytes = 48 * line        # a copy touching fewer bytes is cheaper line by line
         self.resident = 0
         self.clock = 0
         self.hit_lines = 0
@@ -133,13 +135,14 @@ class L2Cache:
         if t is None:
             n = -(-a.size // self.line)
             t = self.tags[a.addr] = (np.zeros(n, np.uint32), np.zeros(n, np.int64))
+        self._last = (a.addr, a.addr + a.size, t[0], t[1])
         return a.addr, t[0], t[1]
 
     def access(self, ranges, write: bool) -> tuple[int, int]:
         """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
         bytes of dirty lines evicted to it)."""
         fetch = None
-        if len(ranges) >= 8 and sum(n for _, n in ranges) >= 48 * self.line:   # worth the array set-up
+        if len(ranges) >= 8 and sum(n for _, n in ranges) >= self.array_bytes:   # worth the array set-up
             fetch = self._access_disjoint(ranges, write)
         if fetch is None:
             fetch = self._access_each(ranges, write)
@@ -147,34 +150,63 @@ class L2Cache:
         return fetch, evicted
 
     def _access_each(self, ranges, write: bool) -> int:
-        """access() one range at a time (any ranges); returns the bytes to fetch."""
-        line, sector = self.line, self.SECTOR
+        """access() one range at a time (any ranges); returns the bytes to fetch. A range of a few
+        lines is updated with plain integers (array calls cost more than they save there), in the
+        same order and with the same stamps as the array form."""
+        line, sector, full = self.line, self.SECTOR, int(self.full)
+        dirty = int(self.dirty) if write else 0
         fetch = 0
+        base = limit = -1
+        mask = stamp = None
         for addr, n in ranges:
             if n <= 0:
                 continue
-            base, mask, stamp = self._tags(addr)
+            if not base <= addr < limit:
+                last = self._last
+                if last is not None and last[0] <= addr < last[1]:
+                    base, limit, mask, stamp = last
+                else:
+                    self._tags(addr)
+                    base, limit, mask, stamp = self._last
             rel, end = addr - base, addr - base + n
             l0, l1 = rel // line, (end - 1) // line + 1
-            if l1 - l0 <= 8:                     # a few lines: plain integers beat array calls
-                fetch += self._access_lines(mask, stamp, l0, l1, rel, end, write)
-                continue
-            m = mask[l0:l1]
-            want = np.full(l1 - l0, self.full, np.uint32)
             lo = (rel - l0 * line) // sector
-            want[0] &= np.uint32((int(self.full) >> lo) << lo)
             hi = -(-(end - (l1 - 1) * line) // sector)
-            want[-1] &= np.uint32((1 << hi) - 1)
-            present = int(np.count_nonzero(m))
-            if write:
-                m |= want | self.dirty
+            if l1 - l0 <= 8:
+                present = 0
+                for i in range(l0, l1):
+                    want = full
+                    if i == l0:
+                        want &= (full >> lo) << lo
+                    if i == l1 - 1:
+                        want &= (1 << hi) - 1
+                    old = mask.item(i)
+                    if old:
+                        present += 1
+                    if not write:
+                        fetch += (want & ~old).bit_count() * sector
+                    mask[i] = old | want | dirty
+                if l1 - l0 == 1:
+                    stamp[l0] = self.clock
+                else:
+                    stamp[l0:l1] = self.clock
             else:
-                missing = want & ~m
-                fetch += int(np.bitwise_count(missing).sum()) * sector
-                m |= want
-            stamp[l0:l1] = self.clock
+                m = mask[l0:l1]
+                want = np.full(l1 - l0, self.full, np.uint32)
+                want[0] &= np.uint32((full >> lo) << lo)
+                want[-1] &= np.uint32((1 << hi) - 1)
+                present = int(np.count_nonzero(m))
+                if write:
+                    m |= want | self.dirty
+                else:
+                    missing = want & ~m
+                    fetch += int(np.bitwise_count(missing).sum()) * sector
+                    m |= want
+                stamp[l0:l1] = self.clock
             self.clock += 1
-            self._count(present, l1 - l0)
+            self.hit_lines += present
+            self.miss_lines += l1 - l0 - present
+            self.resident += l1 - l0 - present
         return fetch
 
     def _count(self, present: int, lines: int) -> None:
@@ -182,30 +214,6 @@ class L2Cache:
         self.hit_lines += present
         self.miss_lines += lines - present
         self.resident += lines - present
-
-    def _access_lines(self, mask, stamp, l0: int, l1: int, rel: int, end: int, write: bool) -> int:
-        """One range's update, line by line (the same as the array form in _access_each)."""
-        line, sector, full = self.line, self.SECTOR, int(self.full)
-        lo = (rel - l0 * line) // sector
-        hi = -(-(end - (l1 - 1) * line) // sector)
-        dirty = int(self.dirty) if write else 0
-        present = fetch = 0
-        for i in range(l0, l1):
-            want = full
-            if i == l0:
-                want &= (full >> lo) << lo
-            if i == l1 - 1:
-                want &= (1 << hi) - 1
-            old = mask.item(i)
-            if old:
-                present += 1
-            if not write:
-                fetch += (want & ~old).bit_count()
-            mask[i] = old | want | dirty
-        stamp[l0:l1] = self.clock
-        self.clock += 1
-        self._count(present, l1 - l0)
-        return fetch * sector
 
     def _access_disjoint(self, ranges, write: bool) -> int | None:
         """access() for many ranges in one allocation that touch ascending, disjoint sets of

@@ -49,6 +49,18 @@ class Instr:
         return f"instruction #{self.index} {self.name}{ops}"
 
 
+class Text:
+    """An operand's description, formatted only if a message names the instruction (most
+    instructions are never named, and a tensor's repr costs more than recording it)."""
+    __slots__ = ("form", "args")
+
+    def __init__(self, form: str, *args):
+        self.form, self.args = form, args
+
+    def __str__(self) -> str:
+        return self.form.format(*self.args)
+
+
 @dataclass
 class KernelLaunch:
     """One kernel launch: the body runs per block as body(*args); `kind` picks the core kind

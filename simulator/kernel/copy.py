@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..program import COMPUTE, GM_XFER, Instr, align_up, current_context
+from ..program import COMPUTE, GM_XFER, Instr, Text, align_up, current_context
 from .base import GlobalTensor, LocalTensor, _fault
 
 @dataclass
@@ -77,19 +77,25 @@ def _local_check(t: LocalTensor, lo: int, hi: int, pipe: str, name: str) -> None
 def _local_spans(t: LocalTensor, blocks, pipe: str, name: str, role: str) -> list[tuple[str, int, int]]:
     """Check a local tensor's blocks [(byte offset, bytes)] against its buffer and alignment;
     return them as sanitizer spans."""
-    align = current_context().profile.alignment[t.buffer]
-    end = t.offset + t.size * t.dtype.itemsize
+    ctx = current_context()
+    buf = t.buffer
+    align = ctx.profile.alignment[buf]
+    cap = ctx.core.kind.buffers.get(buf)
+    base = t.offset
+    end = base + t.size * t.dtype.itemsize
     spans = []
     for off, n in blocks:
-        lo = t.offset + off
-        _local_check(t, lo, lo + n, pipe, name)
-        if lo + n > end:
+        lo = base + off
+        hi = lo + n
+        if cap is None or lo < 0 or hi > cap:
+            _local_check(t, lo, hi, pipe, name)          # raises, naming the buffer
+        if hi > end:
             # inside the buffer but past the tensor: it would overwrite a neighbour's data
-            raise _fault(pipe, f"{name}: {role} {t.buffer}[{lo}:{lo + n}] goes beyond its tensor {t!r} "
+            raise _fault(pipe, f"{name}: {role} {buf}[{lo}:{hi}] goes beyond its tensor {t!r} "
                          f"(ends at {end})")
         if lo % align:
-            raise _fault(pipe, f"{name}: {role} {t.buffer} address {lo} not {align}-byte aligned")
-        spans.append((t.buffer, lo, lo + n))
+            raise _fault(pipe, f"{name}: {role} {buf} address {lo} not {align}-byte aligned")
+        spans.append((buf, lo, hi))
     return spans
 
 
@@ -152,7 +158,7 @@ def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str) -> None:
     ctx.emit(Instr(pipe, name, kind, cycles, path=path or "UB_UB", nbytes=total, chan_bytes=chan,
                    gm=gm_ranges, gm_write=gm_dst is not None,
                    reads=tuple(reads), writes=tuple(writes), fn=fn,
-                   operands=(dst, src, f"{len(blocks)} x {blocks[0][2] if blocks else 0} B")))
+                   operands=(dst, src, Text("{} x {} B", len(blocks), blocks[0][2] if blocks else 0))))
 
 
 def SetAtomicAdd(dtype) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import GM_XFER, Instr, align_up, current_context
+from ..program import GM_XFER, Instr, Text, align_up, current_context
 from .base import GlobalTensor, LocalTensor, _fault
 from .copy import _COPY_ROUTES, DataCopyExtParams, _local_check
 
@@ -58,14 +58,17 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     else:        # srcStride 32-B blocks in UB, dstStride bytes in GM
         blocks = [(i * (p.blockLen + p.dstStride), i * (row + p.srcStride * 32), p.blockLen)
                   for i in range(p.blockCount)]
-    align = ctx.profile.alignment[local.buffer]
+    buf = local.buffer
+    align = ctx.profile.alignment[buf]
+    cap = ctx.core.kind.buffers.get(buf)
     spans = []
     for _, lo_off, n in blocks:
         lo = local.offset + lo_off
-        _local_check(local, lo, lo + n, pipe, kind_name)
+        if cap is None or lo < 0 or lo + n > cap:
+            _local_check(local, lo, lo + n, pipe, kind_name)       # raises, naming the buffer
         if lo % align:
-            raise _fault(pipe, f"{kind_name}: {local.buffer} address {lo} not {align}-byte aligned")
-        spans.append((local.buffer, lo, lo + n))
+            raise _fault(pipe, f"{kind_name}: {buf} address {lo} not {align}-byte aligned")
+        spans.append((buf, lo, lo + n))
     isz = g.dtype.itemsize
     ob = offsets.offset + index * 4
     reads = [("UB", ob, ob + 4)]
@@ -86,8 +89,8 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     instr = Instr(pipe, name, GM_XFER, cycles, path=path, nbytes=sum(n for *_, n in blocks),
                   chan_bytes=moved, gm=gm, gm_write=not gather,
                   reads=tuple(reads), writes=tuple(spans) if gather else (),
-                  operands=(dst, src, f"offset {offsets!r}[{index}]",
-                            f"{len(blocks)} x {blocks[0][2]} B"))
+                  operands=(dst, src, Text("offset {!r}[{}]", offsets, index),
+                            Text("{} x {} B", len(blocks), blocks[0][2])))
     if ctx.functional:
         device, core, ptr = ctx.device, ctx.core, g.ptr
         ubuf = local.buffer
