@@ -123,7 +123,6 @@ class L2Cache:
         self.find = find                    # address -> the device Allocation holding it
         self.tags: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # allocation -> (mask, stamp)
         self._last = None                   # (base, limit, mask, stamp) of the last allocation touched
-        self.array_bytes = 48 * line        # a copy touching fewer bytes is cheaper line by line
         self.resident = 0
         self.clock = 0
         self.hit_lines = 0
@@ -140,9 +139,11 @@ class L2Cache:
 
     def access(self, ranges, write: bool) -> tuple[int, int]:
         """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
-        bytes of dirty lines evicted to it)."""
+        bytes of dirty lines evicted to it). The array form costs ~35 us set-up, the line-by-line
+        form ~1.4 us a range and ~0.35 us a line (measured on this project's VM): pick the cheaper."""
         fetch = None
-        if len(ranges) >= 8 and sum(n for _, n in ranges) >= self.array_bytes:   # worth the array set-up
+        nr = len(ranges)
+        if nr >= 8 and 4 * nr + sum(n for _, n in ranges) // self.line > 110:   # worth the array set-up
             fetch = self._access_disjoint(ranges, write)
         if fetch is None:
             fetch = self._access_each(ranges, write)

@@ -110,19 +110,22 @@ def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str) -> None:
     pipe, path = route
     if pipe not in ctx.core.kind.pipes:
         raise _fault(pipe, f"{name}: {sbuf} -> {dbuf} needs {pipe}, which core kind {ctx.core.kind_name} lacks")
-    total = sum(b[2] for b in blocks)
-    # every burst moves whole 32-byte blocks
-    moved = sum(align_up(b[2], 32) for b in blocks)
+    total = moved = 0
+    for b in blocks:
+        total += b[2]
+        moved += -(-b[2] // 32) * 32           # every burst moves whole 32-byte blocks
     reads, writes = [], []
     gm_src = gm_dst = None
+    src_blocks = [(b[0], b[2]) for b in blocks]
+    dst_blocks = [(b[1], b[2]) for b in blocks]
     if sbuf == "GM":
-        gm_src = _gm_blocks(src, [(b[0], b[2]) for b in blocks], pipe, name)
+        gm_src = _gm_blocks(src, src_blocks, pipe, name)
     else:
-        reads = _local_spans(src, [(b[0], b[2]) for b in blocks], pipe, name, "source")
+        reads = _local_spans(src, src_blocks, pipe, name, "source")
     if dbuf == "GM":
-        gm_dst = _gm_blocks(dst, [(b[1], b[2]) for b in blocks], pipe, name)
+        gm_dst = _gm_blocks(dst, dst_blocks, pipe, name)
     else:
-        writes = _local_spans(dst, [(b[1], b[2]) for b in blocks], pipe, name, "destination")
+        writes = _local_spans(dst, dst_blocks, pipe, name, "destination")
     if path is None:
         cycles = ctx.profile.vector_cycles("copy", "FLOAT", moved)
         kind, chan = COMPUTE, 0

@@ -119,10 +119,18 @@ def memo_lookup(ctx, tag: str, tensors: tuple, params) -> tuple:
     """(memo key, hit) for a Cube or Transpose instruction between LocalTensors: on a hit the
     instruction has been emitted again from the memo (its cost and effect built once), and the
     caller returns. GM operands and parameterless calls are never memoised (key None)."""
-    if params is None or not all(isinstance(t, LocalTensor) for t in tensors):
+    if params is None:
         return None, False
+    for t in tensors:
+        if not isinstance(t, LocalTensor):
+            return None, False
     key = memo_key(ctx, tag, tensors, tuple(params.__dict__.values()))
-    return key, memo_hit(ctx, key)
+    hit = _MEMO.get(key)
+    if hit is None:
+        return key, False
+    args, kw, make = hit
+    ctx.emit(Instr(*args, fn=memo_effect(ctx.core, key, make) if make is not None else None, **kw))
+    return key, True
 
 
 def memo_hit(ctx, key) -> bool:
