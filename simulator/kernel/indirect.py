@@ -74,7 +74,7 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     reads = [("UB", ob, ob + 4)]
     if not gather:
         reads += spans
-    moved = sum(align_up(n, 32) for _, _, n in blocks)
+    moved = p.blockCount * row                 # every block is blockLen bytes, moved in whole bursts
     cycles = ctx.profile.path(path).cycles(moved)
     gm = ()
     if nominal is not None:
@@ -86,7 +86,7 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
                          f"{g.ptr.name}'s extent")
     atomic = None if gather else ctx.atomic
     name = kind_name + ("+AtomicAdd" if atomic is not None else "")
-    instr = Instr(pipe, name, GM_XFER, cycles, path=path, nbytes=sum(n for *_, n in blocks),
+    instr = Instr(pipe, name, GM_XFER, cycles, path=path, nbytes=p.blockCount * p.blockLen,
                   chan_bytes=moved, gm=gm, gm_write=not gather,
                   reads=tuple(reads), writes=tuple(spans) if gather else (),
                   operands=(dst, src, Text("offset {!r}[{}]", offsets, index),

@@ -12,13 +12,14 @@ from .base import PIPE_V, LocalTensor, RoundMode, _fault
 from .operands import gm_extent, local_operand, memo_emit, memo_lookup, require_pipe
 
 def _operand(t, n: int, name: str, too_big: str) -> None:
-    """A vector operand: a LocalTensor in UB holding n elements (n > 0)."""
+    """A vector operand: a LocalTensor in UB holding n elements (n > 0). `too_big` is formatted
+    with t and n only when it is the fault (a tensor's repr costs more than the instruction)."""
     if not isinstance(t, LocalTensor):
         raise _fault(PIPE_V, f"{name}: operands must be LocalTensors in UB, got {type(t).__name__}")
     if t.buffer != "UB":
         raise _fault(PIPE_V, f"{name}: vector operands live in UB, not {t.buffer}")
     if n > t.size:
-        raise _fault(PIPE_V, f"{name}: {too_big} ({t.size} elements)")
+        raise _fault(PIPE_V, f"{name}: {too_big.format(t=t, n=n)} ({t.size} elements)")
     if n <= 0:
         raise _fault(PIPE_V, f"{name}: count {n} must be positive")
 
@@ -29,7 +30,7 @@ def _vec(op_class: str, name: str, dst: LocalTensor, srcs: tuple, count: int | N
     tensors = (dst,) + srcs
     n = dst.size if count is None else int(count)
     for t in tensors:
-        _operand(t, n, name, f"count {n} exceeds the operand {t!r}")
+        _operand(t, n, name, "count {n} exceeds the operand {t!r}")
     nbytes = n * max(t.dtype.itemsize for t in tensors)
     cycles = ctx.profile.vector_cycles(op_class, dtype_name(cost_dtype or dst.dtype), nbytes)
     fn = None
@@ -183,7 +184,7 @@ def _vec_spans(op_class: str, name: str, writes: tuple, reads: tuple, nbytes: in
     compute(ctx) runs the numpy effect."""
     ctx = current_context()
     for t, n in writes + reads:
-        _operand(t, n, name, f"needs {n} elements of {t!r}")
+        _operand(t, n, name, "needs {n} elements of {t!r}")
     cycles = ctx.profile.vector_cycles(op_class, dtype_name(cost_dtype), nbytes)
     fn = None
     if ctx.functional:
