@@ -11,13 +11,16 @@ Workloads (Ascend910B1, timing mode, no trace file):
   detr_enc   traces/deformable_detr_grid_sample_backward.yaml call 4 (encoder level 3)
 
 Also printed: instructions executed and microseconds per instruction (the engine's cost per
-instruction, the figure issue 14 sets out to cut), and the ratio to BASELINE below. The goal is
+instruction, the figure issue 14 sets out to cut), the ratio to BASELINE below (in yardsticks,
+so a slow minute of the machine does not count), and the process's peak RSS so far (run one
+workload with --only for its own peak). The goal is
 every workload at least 5x faster than BASELINE in yardstick units and the DETR call under 60 s.
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import resource
 import time
 
 import numpy as np
@@ -27,13 +30,13 @@ from simulator import TensorLayout, studies
 
 SOC = "Ascend910B1"
 
-# Measured at commit 1c9ffd6 (the engine before issue 14) on this project's 2-core VM, this
-# script's own output: seconds, and seconds per yardstick (the yardstick loop took ~0.10-0.12 s).
+# Measured at commit b488c43 (the engine before issue 14) on this project's 2-core VM, this
+# script's own output (the yardstick loop took 0.052-0.054 s); the whole run's peak RSS was 823 MB.
 BASELINE = {
     # workload: (seconds, yardsticks, instructions)
-    "resnet50": None,
-    "grid": None,
-    "detr_enc": None,
+    "resnet50": (13.01, 248.4, 1_069_134),
+    "grid": (24.92, 457.7, 951_479),
+    "detr_enc": (411.34, 7915.8, 15_879_910),
 }
 
 
@@ -91,7 +94,7 @@ def main() -> None:
     args = ap.parse_args()
     names = args.only or [n for n in WORKLOADS if not (args.quick and n == "detr_enc")]
     print(f"{'workload':10} {'seconds':>9} {'yardstick':>9} {'in yards':>9} {'instructions':>13} "
-          f"{'us/instr':>8} {'vs baseline':>11}")
+          f"{'us/instr':>8} {'vs baseline':>11} {'peak MB':>8}")
     for name in names:
         gc.collect()
         y0 = yardstick()
@@ -100,8 +103,9 @@ def main() -> None:
         y = (y0 + y1) / 2
         base = BASELINE.get(name)
         vs = f"{base[1] / (secs / y):.2f}x" if base else "-"
-        print(f"{name:10} {secs:9.2f} {y:9.3f} {secs / y:9.1f} {instr:13,} {secs / instr * 1e6:8.1f} {vs:>11}",
-              flush=True)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024    # the process's so far
+        print(f"{name:10} {secs:9.2f} {y:9.3f} {secs / y:9.1f} {instr:13,} {secs / instr * 1e6:8.1f} {vs:>11} "
+              f"{peak:8,}", flush=True)
 
 
 if __name__ == "__main__":
