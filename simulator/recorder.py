@@ -132,6 +132,10 @@ def record_whole(ctx: BlockContext, body: Callable[..., None], args: tuple) -> l
     try:
         _run_body(ctx, body, args)
     except _TooLong:
+        # drop the partial program now: the context is in a cycle with its TPipe, and a chunk of
+        # instructions left in it would wait for the collector (a full chunk for every long block)
+        ctx.program = []
+        ctx.pipe_alloc = None
         return None
     finally:
         active_block.ctx = None
