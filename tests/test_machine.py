@@ -471,6 +471,29 @@ def test_a_long_program_in_chunks_gives_the_same_result_and_cycles(small_chunks,
     np.testing.assert_array_equal(chunked["x"][128:], 0.0)
 
 
+def test_a_block_recorded_again_leaves_no_instructions_for_the_collector(monkeypatch):
+    """A body that outgrows a chunk is unwound and recorded again in chunks; the first attempt's
+    instructions must be freed at once, not left in its context's cycle with its TPipe (48 long
+    blocks once left ~0.4 GB of them to the collector)."""
+    import gc
+
+    from simulator.machine import ProgramRecorder
+    from simulator.program import Instr
+    monkeypatch.setattr(ProgramRecorder, "CHUNK", 100)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        simulator.run_kernel(k_long, 2, {"x": np.zeros(1024, np.float32), "n": 3000})
+        gc.collect()
+        left = sum(isinstance(o, Instr) for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == 0
+
+
 def test_faults_and_deadlocks_after_many_chunks_are_reported_and_unwound(small_chunks):
     import threading
     msg = fault_of(k_long_then_fault, x=np.zeros(1024, np.float32), n=1000)
