@@ -83,3 +83,54 @@ def test_ranges_match_a_line_by_line_model():
                 lines[al.addr + la * 512] = (bits | want, dirty or write)
         assert c.access(ranges, write) == (fetch, 0)
         assert (c.hit_lines, c.miss_lines) == (hits, misses)
+
+
+def _reference_access(state, ranges, write, line=512, sector=32):
+    """The L2's documented per-range rule, written plainly: each range touches its lines; a line
+    it finds non-empty is a hit; a read fetches the touched sectors the line lacks; a write marks
+    the touched sectors and the line dirty; every line of the range gets the range's stamp."""
+    masks, stamps = state["masks"], state["stamps"]
+    fetch = 0
+    for addr, n in ranges:
+        if n <= 0:
+            continue
+        al = _find(addr)
+        for ln in range((addr - al.addr) // line, (addr - al.addr + n - 1) // line + 1):
+            lo = max(addr - al.addr, ln * line)
+            hi = min(addr - al.addr + n, (ln + 1) * line)
+            want = {s for s in range(lo // sector, -(-hi // sector))}
+            sectors, dirty = masks.get((al.addr, ln), (set(), False))
+            if sectors:
+                state["hits"] += 1
+            else:
+                state["misses"] += 1
+            if not write:
+                fetch += len({s - ln * (line // sector) for s in want} - sectors) * sector
+            masks[(al.addr, ln)] = (sectors | {s - ln * (line // sector) for s in want}, dirty or write)
+            stamps[(al.addr, ln)] = state["clock"]
+        state["clock"] += 1
+    return fetch
+
+
+def test_range_at_a_time_matches_a_plain_model():
+    """_access_each (a few lines with integers, longer ranges with arrays, the last allocation
+    remembered) against the rule written plainly, over ranges that hop between allocations."""
+    rng = np.random.default_rng(2)
+    for _ in range(40):
+        c = L2Cache(1 << 30, 512, _find)          # no eviction: the model has none
+        state = {"masks": {}, "stamps": {}, "hits": 0, "misses": 0, "clock": 0}
+        for _ in range(40):
+            ranges = []
+            for _ in range(int(rng.integers(1, 6))):
+                al = ALLOCS[rng.integers(2)]
+                n = int(rng.integers(0, 6000))
+                start = al.addr + int(rng.integers(0, al.size - n))
+                ranges.append((start, n))
+            write = bool(rng.integers(2))
+            assert c._access_each(ranges, write) == _reference_access(state, ranges, write)
+            assert (c.hit_lines, c.miss_lines, c.clock) == (state["hits"], state["misses"], state["clock"])
+        for (base, ln), (sectors, dirty) in state["masks"].items():
+            mask, stamp = c.tags[base]
+            assert int(mask[ln]) == sum(1 << s for s in sectors) | (int(c.dirty) if dirty else 0)
+            assert int(stamp[ln]) == state["stamps"][(base, ln)]
+        assert sum(int(np.count_nonzero(m)) for m, _ in c.tags.values()) == len(state["masks"])
