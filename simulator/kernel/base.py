@@ -114,8 +114,11 @@ class LocalTensor:
     def __getitem__(self, i: int) -> "LocalTensor":
         if not isinstance(i, (int, np.integer)) or i < 0 or i > self.size:
             raise _fault(None, f"LocalTensor index {i} outside 0..{self.size}")
-        return LocalTensor(self.buffer, self.offset + int(i) * self.dtype.itemsize, self.dtype,
-                           self.size - int(i), self.position)
+        i = int(i)
+        t = _new_local(LocalTensor)        # the dtype is already a dtype: skip np.dtype()
+        t.buffer, t.offset, t.dtype = self.buffer, self.offset + i * self.dtype.itemsize, self.dtype
+        t.size, t.position = self.size - i, self.position
+        return t
 
     def ReinterpretCast(self, dtype) -> "LocalTensor":
         dtype = np.dtype(dtype)
@@ -134,6 +137,9 @@ class LocalTensor:
 
     def __repr__(self) -> str:
         return f"{self.buffer}[{self.offset}:+{self.size}x{dtype_name(self.dtype)}]"
+
+
+_new_local = object.__new__
 
 
 class GM_ADDR:

@@ -27,6 +27,9 @@ from .base import GlobalTensor, LocalTensor, _fault
 from .copy import _COPY_ROUTES, DataCopyExtParams, _local_check
 
 
+_BLOCKS: dict = {}       # (gather, blockCount, blockLen, srcStride, dstStride) -> the blocks
+
+
 def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTensor, index: int,
                         nominal: int | None = None) -> None:
     """DataCopyPad between GM and UB where the GM side starts `offsets[index]` elements (int32 in
@@ -52,12 +55,18 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     if p.blockCount <= 0 or p.blockLen <= 0:
         raise _fault(pipe, f"{kind_name} with blockCount={p.blockCount}, blockLen={p.blockLen}")
     row = align_up(p.blockLen, 32)
-    if gather:   # (GM byte offset, UB byte offset, bytes): srcStride bytes in GM, dstStride blocks in UB
-        blocks = [(i * (p.blockLen + p.srcStride), i * (row + p.dstStride * 32), p.blockLen)
-                  for i in range(p.blockCount)]
-    else:        # srcStride 32-B blocks in UB, dstStride bytes in GM
-        blocks = [(i * (p.blockLen + p.dstStride), i * (row + p.srcStride * 32), p.blockLen)
-                  for i in range(p.blockCount)]
+    shape = (gather, p.blockCount, p.blockLen, p.srcStride, p.dstStride)
+    blocks = _BLOCKS.get(shape)        # a gather loop repeats one shape thousands of times
+    if blocks is None:
+        if gather:   # (GM byte offset, UB byte offset, bytes): srcStride bytes in GM, dstStride blocks in UB
+            blocks = [(i * (p.blockLen + p.srcStride), i * (row + p.dstStride * 32), p.blockLen)
+                      for i in range(p.blockCount)]
+        else:        # srcStride 32-B blocks in UB, dstStride bytes in GM
+            blocks = [(i * (p.blockLen + p.dstStride), i * (row + p.srcStride * 32), p.blockLen)
+                      for i in range(p.blockCount)]
+        if len(_BLOCKS) >= 4096:
+            _BLOCKS.clear()
+        blocks = _BLOCKS[shape] = tuple(blocks)
     buf = local.buffer
     align = ctx.profile.alignment[buf]
     cap = ctx.core.kind.buffers.get(buf)
