@@ -376,12 +376,12 @@ class Device:
 
     def _pipe(self, core: CoreState, pipe: str, q: deque, wake, space, rec: TaskRecord,
               group: Group):
-        """SimPy process: one pipe executing its queue in order. Kept lean (it runs once per
-        instruction): the same events in the same order as a plain loop would create, with the
-        per-instruction bookkeeping in locals until the block ends."""
+        """SimPy process: one pipe executing its queue in order. It runs once per instruction, so
+        it is kept lean (hot attributes in locals, the flag kinds tested once); its events, their
+        order and every float sum are a plain loop's (bit-identical cycles and reports)."""
         env = self.env
         timeout = env.timeout
-        fns = [] if self.functional else None
+        functional = self.functional
         tracing = self.tracing
         busy_key = (core.name, pipe)
         busy = work = 0.0
@@ -477,12 +477,12 @@ class Device:
                     buf, lo, hi = span
                     valid[buf][lo:hi] = True
                     checked.add(span)
-            if fns is not None and instr.fn is not None:
+            if functional and instr.fn is not None:
                 instr.fn()
             busy += dur
             work += need
             path = instr.path
-            if path is not None:            # summed in completion order (so the float sums match a plain loop's to the bit)
+            if path is not None:
                 path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
                 path_cycles[path] = path_cycles.get(path, 0.0) + dur
             if tracing:

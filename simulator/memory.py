@@ -187,10 +187,7 @@ class L2Cache:
                     if not write:
                         fetch += (want & ~old).bit_count() * sector
                     mask[i] = old | want | dirty
-                if l1 - l0 == 1:
-                    stamp[l0] = self.clock
-                else:
-                    stamp[l0:l1] = self.clock
+                stamp[l0:l1] = self.clock
             else:
                 m = mask[l0:l1]
                 want = np.full(l1 - l0, self.full, np.uint32)
@@ -205,9 +202,7 @@ class L2Cache:
                     m |= want
                 stamp[l0:l1] = self.clock
             self.clock += 1
-            self.hit_lines += present
-            self.miss_lines += l1 - l0 - present
-            self.resident += l1 - l0 - present
+            self._count(present, l1 - l0)
         return fetch
 
     def _count(self, present: int, lines: int) -> None:

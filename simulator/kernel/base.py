@@ -115,7 +115,7 @@ class LocalTensor:
         if not isinstance(i, (int, np.integer)) or i < 0 or i > self.size:
             raise _fault(None, f"LocalTensor index {i} outside 0..{self.size}")
         i = int(i)
-        t = _new_local(LocalTensor)        # the dtype is already a dtype: skip np.dtype()
+        t = object.__new__(LocalTensor)    # the dtype is already a dtype: skip np.dtype()
         t.buffer, t.offset, t.dtype = self.buffer, self.offset + i * self.dtype.itemsize, self.dtype
         t.size, t.position = self.size - i, self.position
         return t
@@ -137,9 +137,6 @@ class LocalTensor:
 
     def __repr__(self) -> str:
         return f"{self.buffer}[{self.offset}:+{self.size}x{dtype_name(self.dtype)}]"
-
-
-_new_local = object.__new__
 
 
 class GM_ADDR:

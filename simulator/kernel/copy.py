@@ -113,7 +113,7 @@ def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str) -> None:
     total = moved = 0
     for b in blocks:
         total += b[2]
-        moved += -(-b[2] // 32) * 32           # every burst moves whole 32-byte blocks
+        moved += align_up(b[2], 32)            # every burst moves whole 32-byte blocks
     reads, writes = [], []
     gm_src = gm_dst = None
     src_blocks = [(b[0], b[2]) for b in blocks]

@@ -125,12 +125,7 @@ def memo_lookup(ctx, tag: str, tensors: tuple, params) -> tuple:
         if not isinstance(t, LocalTensor):
             return None, False
     key = memo_key(ctx, tag, tensors, tuple(params.__dict__.values()))
-    hit = _MEMO.get(key)
-    if hit is None:
-        return key, False
-    args, kw, make = hit
-    ctx.emit(Instr(*args, fn=memo_effect(ctx.core, key, make) if make is not None else None, **kw))
-    return key, True
+    return key, memo_hit(ctx, key)
 
 
 def memo_hit(ctx, key) -> bool:
