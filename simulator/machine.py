@@ -20,7 +20,7 @@ import simpy
 
 from .enums import KernelError
 from .memory import DeviceMemory, L2Cache, MemoryChannel
-from .profile import CoreKind, Profile
+from .profile import PIPES, CoreKind, Profile
 from .program import (BARRIER, COMPUTE, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch, align_up,
                       ceil_div, current_context)
 from .recorder import BlockContext, CountingContext, ProgramRecorder, count_instructions, record_whole
@@ -45,7 +45,7 @@ class TaskRecord:
     busy: dict[tuple[str, str], float] = field(default_factory=dict)   # (core, pipe) -> cycles busy
     work: dict[tuple[str, str], float] = field(default_factory=dict)   # same, without contention
     path_bytes: dict[str, int] = field(default_factory=dict)
-    path_cycles: dict[str, float] = field(default_factory=dict)
+    path_parts: dict[tuple, float] = field(default_factory=dict)    # (core index, pipe, path) -> cycles
     l2_bytes: int = 0            # GM traffic of the cores (all of it passes through L2)
     hbm_bytes: int = 0           # what reached device memory: read misses and dirty evictions
     l2_hit_lines: int = 0
@@ -54,6 +54,23 @@ class TaskRecord:
     cores_used: dict[str, set] = field(default_factory=dict)             # core kind -> core names
     trace: list[tuple] = field(default_factory=list)   # (core index, pipe, name, start, dur, GM bytes)
     error: str | None = None
+
+    @property
+    def path_cycles(self) -> dict[str, float]:
+        """Cycles per data path, summed in (core, pipe) order: the same bits whatever order the
+        cores' pipes finished in."""
+        out: dict[str, float] = {}
+        for (_, _, path), cycles in sorted(self.path_parts.items()):
+            out[path] = out.get(path, 0.0) + cycles
+        return out
+
+    def sorted_trace(self) -> list[tuple]:
+        """The trace in (core, pipe, start) order, each pipe's instructions in the order it ran
+        them: one order whatever order the engine appended them in (sums over it are reproducible)."""
+        return sorted(self.trace, key=lambda t: (t[0], t[1], t[3]))
+
+
+RELEASE = len(PIPES)        # the slot after a core's pipes: its release at a block's end
 
 
 class CoreState:
@@ -292,7 +309,18 @@ class Device:
                              f"never waited on (every SetFlag needs a matching WaitFlag)")
         self.active.discard(core)
         core.block = -1
+        yield self.slot(core, RELEASE)    # cores freed in the same cycle: taken in core order
         yield pool.put(core)
+
+    def slot(self, core: CoreState, pipe_at: int) -> simpy.Event:
+        """An event for this cycle that comes after every ordinary event of the cycle, in
+        (core, pipe) order: where the cores meet (the L2 and the memory channels, cross-core flags,
+        the pool of free cores), requests of one cycle are served in a fixed order, the hardware
+        model's rule, not in the order the engine happened to create them."""
+        ev = simpy.Event(self.env)
+        ev._ok, ev._value = True, None
+        self.env.schedule(ev, 2 + core.index * 8 + pipe_at)
+        return ev
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
                 core: CoreState):
@@ -357,6 +385,7 @@ class Device:
         flag, mode = instr.flag
         if ts > self.env.now:
             yield self.env.timeout(ts - self.env.now)
+        yield self.slot(core, PIPES.index(instr.pipe))
         if mode == 0:
             key = (group.launch_id, core.kind_name, flag)
             done = self.xwaits_done.get((group.launch_id, core.name, flag), 0) + 1
@@ -388,7 +417,9 @@ class Device:
         valid, checked = core.valid, core.checked
         trace = rec.trace
         flags, waiters, state = core.flags, core.waiters, core.pipe_state
-        path_bytes, path_cycles = rec.path_bytes, rec.path_cycles
+        path_bytes, path_cycles = rec.path_bytes, {}
+        slot, peek = self.slot, env.peek
+        pipe_at = PIPES.index(pipe)
         l2, l2_channel, hbm = self.l2, self.l2_channel, self.hbm
         while True:
             if not q:
@@ -431,6 +462,7 @@ class Device:
                     if instr.event is not None:
                         instr.event.succeed()
                 elif kind == XSET:
+                    yield slot(core, pipe_at)
                     self._xset(core, group, instr)
                 else:
                     state[pipe] = ("waiting for a cross-core flag at {instr}", instr)
@@ -450,6 +482,8 @@ class Device:
             state[pipe] = instr             # executing it
             hbm_bytes = 0
             if kind == GM_XFER:
+                if peek() <= start:            # others act this cycle: take the (core, pipe) turn
+                    yield slot(core, pipe_at)
                 # through L2: a hit streams at the path's rate within the L2's chip-wide
                 # bandwidth; misses and dirty evictions also cross the device-memory channel
                 hits, misses = l2.hit_lines, l2.miss_lines
@@ -488,6 +522,10 @@ class Device:
             if tracing:
                 trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
         state[pipe] = "finished"
+        parts = rec.path_parts
+        for path, cycles in path_cycles.items():
+            key = (core.index, pipe, path)
+            parts[key] = parts.get(key, 0.0) + cycles
         rec.busy[busy_key] = rec.busy.get(busy_key, 0.0) + busy
         rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work
 

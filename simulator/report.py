@@ -45,9 +45,8 @@ class Report:
         for (core, pipe), busy in sorted(rec.busy.items()):
             cores.setdefault(core, {})[pipe] = busy
         pipes: dict[str, dict[str, float]] = {}
-        {k: len(v) for k, v in rec.cores_used.items()}
         for pipe in PIPES:
-            keys = [k for k in rec.busy if k[1] == pipe]
+            keys = sorted(k for k in rec.busy if k[1] == pipe)     # sums in one order: same bits
             if not keys:
                 continue
             n = len(keys)
@@ -60,8 +59,9 @@ class Report:
                 "busy_fraction": busy / (n * cycles) if cycles else 0.0,
                 "max_core_busy_fraction": max(rec.busy[k] for k in keys) / cycles if cycles else 0.0,
             }
+        path_cycles = rec.path_cycles
         paths = {p: {"bytes": b, "GBps": b / (us * 1e3) if us else 0.0,
-                     "busy_cycles": rec.path_cycles.get(p, 0.0)}
+                     "busy_cycles": path_cycles.get(p, 0.0)}
                  for p, b in sorted(rec.path_bytes.items())}
         chan_cycles = rec.hbm_bytes / profile.device_bytes_per_cycle
         l2_cycles = rec.l2_bytes / profile.l2_bytes_per_cycle
@@ -80,7 +80,7 @@ class Report:
                 "launch overhead": launch_cycles / cycles if cycles else 0.0}
         per_pipe_bound = 0.0
         for pipe in pipes:
-            keys = [k for k in rec.work if k[1] == pipe]
+            keys = sorted(k for k in rec.work if k[1] == pipe)
             util[pipe] = max(rec.work[k] for k in keys) / cycles if cycles else 0.0
             # every core of the kinds the call ran on could share the pipe's work: the ideal
             ncores = sum(profile.cores[k].count for k in rec.cores_used if pipe in profile.cores[k].pipes)
@@ -119,7 +119,7 @@ class Report:
         """Per instruction name and pipe: count, total and mean cycles (msKPP's per-instruction
         statistics). Needs the trace (run with trace=True)."""
         stats: dict[tuple[str, str], list[float]] = {}
-        for _, pipe, name, _, dur, _ in self.trace.rec.trace if self.trace else ():
+        for _, pipe, name, _, dur, _ in self.trace.rows() if self.trace else ():
             s = stats.setdefault((pipe, name), [0, 0.0])
             s[0] += 1
             s[1] += dur
@@ -169,6 +169,14 @@ class Trace:
 
     def __init__(self, rec: TaskRecord, profile: Profile):
         self.rec, self.profile = rec, profile
+        self._rows: list[tuple] | None = None
+
+    def rows(self) -> list[tuple]:
+        """(core index, pipe, name, start, cycles, device-memory bytes) per instruction, in
+        (core, pipe, start) order."""
+        if self._rows is None:
+            self._rows = self.rec.sorted_trace()
+        return self._rows
 
     def events(self) -> list[dict]:
         rec, profile = self.rec, self.profile
@@ -196,7 +204,7 @@ class Trace:
         buckets: dict[int, float] = {}
         span = max(rec.end - t0, 1.0)
         width = max(span / 200.0, mhz)          # at least 1 us per counter sample
-        for core, pipe, name, start, dur, gm in rec.trace:
+        for core, pipe, name, start, dur, gm in self.rows():
             ev.append({"name": name, "ph": "X", "pid": core + 1, "tid": tid_of[pipe],
                        "ts": (start - t0) / mhz, "dur": dur / mhz})
             if gm:
