@@ -184,15 +184,16 @@ class KernelGemm:
         self.inQueueB1.EnQue(b1)
 
     # -- Split (L1 -> L0A / L0B) and Compute (Mmad) ------------------------------------------------
-    def SplitA(self, a1, m1: int, kOff: int, k1: int):
+    def SplitA(self, a1, m1: int, kOff: int, k1: int, kv_l1: int):
         """A1 (NZ: fractal (mb, s) at s*m1 + mb) -> A2 (zZ: fractal (mb, s) at mb*k1 + s)."""
         c0, frac = self.c0, self.frac
         a2 = self.inQueueA2.AllocTensor(self.inT)
         s0 = kOff // c0
         if self.t.splitAByK:
-            for s in range(k1):
-                LoadData(a2[s * frac], a1, LoadData2DParams(startIndex=(s0 + s) * m1, repeatTimes=m1,
-                                                            srcStride=1, dstGap=k1 - 1))
+            # A2: one img2col load, as CANN's MatMul does. NZ in L1 is C1 x H x W x C0 with H = 1 and
+            # W = the rows of A; a 1 x 1 filter makes img2col's matrix A itself, written as zZ.
+            LoadData(a2, a1, LoadData3DParamsV2(l1H=1, l1W=m1 * 16, channelSize=_align(kv_l1, c0),
+                                                kExtension=k1 * c0, mExtension=m1 * 16, kStartPt=kOff))
         else:
             for mb in range(m1):
                 LoadData(a2[mb * k1 * frac], a1, LoadData2DParams(startIndex=s0 * m1 + mb,
@@ -232,7 +233,7 @@ class KernelGemm:
             kOff = kk * t.baseK
             kb = min(t.baseK, kv - kOff)
             k1 = _ceil(kb, c0)
-            a2 = self.SplitA(a1, m1, kOff, k1)
+            a2 = self.SplitA(a1, m1, kOff, k1, kv)
             for j in range(subs):
                 nOff = j * t.baseN
                 nb = min(t.baseN, nv - nOff)

@@ -21,7 +21,8 @@ import numpy as np
 
 from . import acl
 from .enums import AclnnError, aclnnStatus, param_invalid, param_nullptr
-from .machine import KernelLaunch, TaskRecord
+from .machine import KernelLaunch
+from .state import TaskRecord
 from .profile import Profile
 
 ACLNN_SUCCESS = 0

@@ -395,12 +395,14 @@ class KernelResult:
 
 def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vector",
                soc: str | None = None, mode: str = "functional", profile: Profile | None = None,
-               name: str | None = None, trace: bool = True) -> KernelResult:
+               name: str | None = None, trace: bool = True, warmup: int = 0) -> KernelResult:
     """Run your own kernel body (written with simulator.kernel) on a simulated chip.
 
     `args` maps the body's parameter names to values: numpy arrays become GM_ADDR pointers to
     device copies of them; anything else (a tiling struct, ints) is passed as it is. `kind` is
     'vector' (AIV on A2), 'cube' (AIC on A2) or 'mix'; on the coupled chips all run on AI cores.
+    `warmup` runs the kernel that many times first (the arrays are copied in again after them), so
+    the reported run finds its data warm in L2, as a board run does after its host-to-device copies.
     Raises KernelError with the core, pipe and instruction at fault."""
     from .kernel import GM_ADDR
     from .machine import KernelLaunch
@@ -425,10 +427,15 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
         def done(rec):
             box["report"] = Report.from_task(rec, rt.profile, label, functional=rt.functional)
 
-        acl.enqueue(rt.default_stream, label, [KernelLaunch(label, body, block_dim, kind, tuple(values))], done)
-        ret = acl.aclrtSynchronizeStream(None)
-        if ret:
-            raise KernelError(acl.aclGetRecentErrMsg() or "kernel fault (no message was recorded)")
+        for run in range(warmup + 1):
+            if run:                     # the warm-up changed the outputs: start from the inputs again
+                for ptr, a in placed.values():
+                    if a.nbytes:
+                        acl.aclrtMemcpy(ptr, a.nbytes, a, a.nbytes, acl.aclrtMemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
+            acl.enqueue(rt.default_stream, label, [KernelLaunch(label, body, block_dim, kind, tuple(values))], done)
+            ret = acl.aclrtSynchronizeStream(None)
+            if ret:
+                raise KernelError(acl.aclGetRecentErrMsg() or "kernel fault (no message was recorded)")
         outputs = {}
         for key, (ptr, a) in placed.items():
             if a.nbytes:

@@ -12,120 +12,47 @@ The engine knows instructions, pipes, buffers and paths; it never knows an opera
 from __future__ import annotations
 
 import gc
+import itertools
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
 
-from .enums import KernelError
 from .memory import DeviceMemory, L2Cache, MemoryChannel
-from .profile import PIPES, CoreKind, Profile
+from .profile import PIPES, Profile
 from .program import (BARRIER, COMPUTE, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch, align_up,
                       ceil_div, current_context)
 from .recorder import BlockContext, CountingContext, ProgramRecorder, count_instructions, record_whole
-
-
-@dataclass
-class LaunchRecord:
-    name: str
-    block_dim: int
-    core_kind: str
-    start: float = 0.0
-    end: float = 0.0
-
-
-@dataclass
-class TaskRecord:
-    """What one stream task (an executor run) did: the source of its report and trace."""
-    label: str
-    start: float = 0.0
-    end: float = 0.0
-    launches: list[LaunchRecord] = field(default_factory=list)
-    busy: dict[tuple[str, str], float] = field(default_factory=dict)   # (core, pipe) -> cycles busy
-    work: dict[tuple[str, str], float] = field(default_factory=dict)   # same, without contention
-    path_bytes: dict[str, int] = field(default_factory=dict)
-    path_parts: dict[tuple, float] = field(default_factory=dict)    # (core index, pipe, path) -> cycles
-    l2_bytes: int = 0            # GM traffic of the cores (all of it passes through L2)
-    hbm_bytes: int = 0           # what reached device memory: read misses and dirty evictions
-    l2_hit_lines: int = 0
-    l2_miss_lines: int = 0
-    instructions: int = 0
-    cores_used: dict[str, set] = field(default_factory=dict)             # core kind -> core names
-    trace: list[tuple] = field(default_factory=list)   # (core index, pipe, name, start, dur, GM bytes)
-    error: str | None = None
-
-    @property
-    def path_cycles(self) -> dict[str, float]:
-        """Cycles per data path, summed in (core, pipe) order: the same bits whatever order the
-        cores' pipes finished in."""
-        out: dict[str, float] = {}
-        for (_, _, path), cycles in sorted(self.path_parts.items()):
-            out[path] = out.get(path, 0.0) + cycles
-        return out
-
-    def sorted_trace(self) -> list[tuple]:
-        """The trace in (core, pipe, start) order, each pipe's instructions in the order it ran
-        them: one order whatever order the engine appended them in (sums over it are reproducible)."""
-        return sorted(self.trace, key=lambda t: (t[0], t[1], t[3]))
+from .state import CoreState, Group, LaunchRecord, TaskRecord
 
 
 RELEASE = len(PIPES)        # the slot after a core's pipes: its release at a block's end
 
 
-class CoreState:
-    """One AI core (or AIC / AIV): its buffers persist across blocks; its flags and the
-    sanitizer's record of which bytes were written are per block."""
-
-    def __init__(self, name: str, index: int, kind_name: str, kind: CoreKind, functional: bool):
-        self.name, self.index, self.kind_name, self.kind = name, index, kind_name, kind
-        self.buffers = {b: (np.zeros(n, dtype=np.uint8) if functional else None)
-                        for b, n in kind.buffers.items()}
-        self.valid: dict[str, np.ndarray] = {}
-        self.effects: dict = {}       # memoised instructions' functional effects (simulator.kernel.cube)
-        self.checked: set = set()
-        self.flags: dict[tuple, Instr | None] = {}     # flag -> the SetFlag that set it
-        self.waiters: dict[tuple, simpy.Event] = {}
-        self.pipe_state: dict[str, str] = {}
-        self.scalar_state = "idle"
-        self.block = -1
-        self.launch = ""          # the name of the launch whose block the core runs (for faults)
-
-    def reset_for_block(self, block: int, launch: str = "") -> None:
-        self.block, self.launch = block, launch
-        self.valid = {b: np.zeros(n, dtype=np.bool_) for b, n in self.kind.buffers.items()}
-        self.checked: set = set()     # spans known valid in this block (written, or read and checked)
-        self.flags = {}
-        self.waiters = {}
-        self.pipe_state = {p: "idle" for p in self.kind.pipes}
-        self.scalar_state = "issuing"
-
-    def fault(self, pipe: str, instr: Instr | None, reason: str) -> KernelError:
-        where = f"core {self.name} (block {self.block}), {pipe}"
-        if instr is not None:
-            where += f", {instr.describe()}"
-        return KernelError(f"{where}: {reason}{self.in_launch()}")
-
-    def in_launch(self) -> str:
-        """' (launch NAME)' for a fault message: a call has several launches."""
-        return f" (launch {self.launch})" if self.launch else ""
+def scalar_costs(profile: Profile) -> dict[tuple[int, str], float]:
+    """(instruction kind, pipe) -> the scalar unit's cycles for the API call that emits it."""
+    per_call = profile.scalar.cycles_per_call
+    costs = {}
+    for kind in (COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT):
+        for pipe in PIPES:
+            if kind == END:
+                cls = None
+            elif kind >= SET:
+                cls = "flag"
+            else:
+                cls = {"PIPE_V": "vector", "PIPE_M": "cube"}.get(pipe, "copy")
+            costs[kind, pipe] = per_call[cls] if cls else 0.0
+    return costs
 
 
-@dataclass
-class Group:
-    """The cores that run one block of a launch together: on A2 a mix kernel's block is one AIC
-    and its AIVs (sharing data only through GM, synchronised by cross-core flags); otherwise one
-    core. `participants` counts the launch's cores per kind (for mode-0 cross-core barriers)."""
-    launch_id: int
-    block: int
-    cores: list[CoreState]
-    participants: dict[str, int]
-
-    def aic(self) -> CoreState | None:
-        return next((c for c in self.cores if "cube" in c.kind.units and "vector" not in c.kind.units), None)
-
-    def aivs(self) -> list[CoreState]:
-        return [c for c in self.cores if "vector" in c.kind.units and "cube" not in c.kind.units]
+def union(total: float, until: float, start: float, end: float) -> tuple[float, float]:
+    """Add [start, end) to a pipe's busy time, counting once what overlaps its earlier
+    intervals (which end by `until`): returns the new (total, until)."""
+    if start >= until:
+        return total + (end - start), end
+    if end > until:
+        return total + (end - until), end
+    return total, until
 
 
 class Device:
@@ -157,6 +84,8 @@ class Device:
         self.launch_cycles = profile.runtime.launch_overhead_us * profile.clock_mhz
         self.depth = profile.sync.pipe_queue_depth
         self.issue_cycles = profile.sync.scalar_issue_cycles
+        self.scalar_cost = scalar_costs(profile)
+        self.in_flight = {name: path.in_flight for name, path in profile.paths.items()}
         self.active: set[CoreState] = set()
         self._launches = 0
         self.dispatching: dict[int, str] = {}
@@ -220,6 +149,7 @@ class Device:
         lrec = LaunchRecord(launch.name, launch.block_dim, kind_name, start=self.env.now)
         rec.launches.append(lrec)
         yield self.env.timeout(self.launch_cycles)
+        lrec.cores_start = self.env.now
         running = []
         for b in range(launch.block_dim):
             self.dispatching[launch_id] = (f"launch {launch.name}: block {b} of {launch.block_dim} "
@@ -258,8 +188,20 @@ class Device:
                  for p in core.kind.pipes]
         ts = env.now
         depth, issue = self.depth, self.issue_cycles
+        scalar_busy = 0.0
+        run_start = run_end = ts             # the scalar unit's current stretch of work (trace)
+        trace = rec.trace if self.tracing else None
         for chunk in self._chunks(program, recorder, rec, core):
             for instr in chunk:
+                s = instr.scalar
+                if s:
+                    if ts > run_end:
+                        if trace is not None and run_end > run_start:
+                            trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
+                        run_start = ts
+                    ts += s
+                    run_end = ts
+                    scalar_busy += s
                 kind = instr.kind
                 if kind >= BARRIER:
                     if kind == BARRIER and instr.flag == "PIPE_ALL":
@@ -301,7 +243,12 @@ class Device:
         core.scalar_state = "done issuing"
         self.recorders.discard(recorder)
         del program
+        if trace is not None and run_end > run_start:
+            trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
         yield simpy.AllOf(env, pipes)
+        key = (core.name, "PIPE_S")
+        rec.busy[key] = rec.busy.get(key, 0.0) + scalar_busy
+        rec.work[key] = rec.work.get(key, 0.0) + scalar_busy
         leftover = [(k, v) for k, v in core.flags.items() if v]
         if leftover:
             (src, dst, eid), setter = leftover[0]
@@ -420,6 +367,24 @@ class Device:
         path_bytes, path_cycles = rec.path_bytes, {}
         slot, peek = self.slot, env.peek
         pipe_at = PIPES.index(pipe)
+        in_flight = self.in_flight
+        busy_until = work_until = 0.0
+        flying: list[tuple] = []        # (lands at, order, instr): transfers still in flight
+        order = itertools.count()
+
+        def land(now: float) -> None:
+            """Complete the transfers that have landed by `now`: their bytes are written."""
+            nonlocal flying
+            done = sorted(t for t in flying if t[0] <= now)
+            flying = [t for t in flying if t[0] > now]
+            for _, _, instr in done:
+                for span in instr.writes:
+                    if span not in checked:
+                        buf, lo, hi = span
+                        valid[buf][lo:hi] = True
+                        checked.add(span)
+                if functional and instr.fn is not None:
+                    instr.fn()
         l2, l2_channel, hbm = self.l2, self.l2_channel, self.hbm
         while True:
             if not q:
@@ -438,6 +403,13 @@ class Device:
             if instr.ready > env.now:
                 yield timeout(instr.ready - env.now)
             if kind >= SET:               # SET, WAIT, BARRIER, XSET, XWAIT: no time of their own
+                if flying and kind != WAIT:
+                    # a flag or barrier on a pipe orders after its transfers have landed
+                    last = max(t[0] for t in flying)
+                    if last > env.now:
+                        state[pipe] = ("waiting for its transfers in flight to land before {instr}", instr)
+                        yield timeout(last - env.now)
+                    land(last)              # (now + (last - now) may round below last)
                 if kind == WAIT:
                     key = instr.flag
                     if flags.get(key):
@@ -478,6 +450,16 @@ class Device:
                     raise core.fault(pipe, instr, f"reads {buf}[{lo}:{hi}] but byte {bad} was never "
                                      f"written in this block (missing copy-in or missing flag)")
                 checked.add(span)
+            overlap = 1
+            if kind == GM_XFER:
+                overlap = in_flight[instr.path]
+                if overlap > 1 and len(flying) >= overlap:
+                    # every slot taken: the first transfer to land frees one
+                    first = min(t[0] for t in flying)
+                    if first > env.now:
+                        state[pipe] = ("waiting for a free in-flight slot to start {instr}", instr)
+                        yield timeout(first - env.now)
+                    land(max(first, env.now))
             start = env.now
             state[pipe] = instr             # executing it
             hbm_bytes = 0
@@ -502,6 +484,22 @@ class Device:
                 rec.hbm_bytes += hbm_bytes
                 dur = done - start
                 need = local
+                if overlap > 1:
+                    # the pipe moves on once the bytes have streamed; the latency (and a miss's)
+                    # overlaps the next transfers, and the data lands at `done`
+                    cost = self.profile.path(instr.path)
+                    stream = local - cost.latency(instr.chan_bytes, self.miss_latency if fetch else 0.0)
+                    busy, busy_until = union(busy, busy_until, start, done)
+                    work, work_until = union(work, work_until, start, start + need)
+                    flying.append((done, next(order), instr))
+                    path = instr.path
+                    path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
+                    path_cycles[path] = path_cycles.get(path, 0.0) + dur
+                    if tracing:
+                        trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
+                    if stream > 0:
+                        yield timeout(stream)
+                    continue
             else:
                 dur = need = instr.cycles
             if dur > 0:
@@ -513,14 +511,20 @@ class Device:
                     checked.add(span)
             if functional and instr.fn is not None:
                 instr.fn()
-            busy += dur
-            work += need
+            busy, busy_until = union(busy, busy_until, start, start + dur)
+            work, work_until = union(work, work_until, start, start + need)
             path = instr.path
             if path is not None:
                 path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
                 path_cycles[path] = path_cycles.get(path, 0.0) + dur
             if tracing:
                 trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
+        if flying:
+            last = max(t[0] for t in flying)
+            if last > env.now:
+                state[pipe] = "waiting for its transfers in flight to land"
+                yield timeout(last - env.now)
+            land(last)
         state[pipe] = "finished"
         parts = rec.path_parts
         for path, cycles in path_cycles.items():

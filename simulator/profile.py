@@ -75,6 +75,15 @@ class PathCost(_Frozen):
     bytes_per_cycle: Rate
     burst_bytes_per_cycle: Rate | None = None
     min_burst_bytes: int = Field(default=32, ge=1, le=1 << 20)
+    # transfers the engine keeps in flight on this path: the next one starts once this one's
+    # bytes have streamed out (its latency, and a miss's, overlap the next transfers)
+    in_flight: int = Field(default=1, ge=1, le=64)
+
+    def latency(self, nbytes: int, extra_latency: float = 0.0) -> float:
+        """The part of cycles(nbytes) that overlaps later transfers when in_flight > 1."""
+        if nbytes <= 0:
+            return 0.0
+        return min(self.latency_cycles + extra_latency, self.cycles(nbytes, extra_latency))
 
     def cycles(self, nbytes: int, extra_latency: float = 0.0) -> float:
         """extra_latency: e.g. an L2 miss, hidden like the path's own latency on long transfers."""
@@ -105,6 +114,24 @@ class VectorUnit(_Frozen):
 class CubeUnit(_Frozen):
     macs_per_cycle: FrozenDict[str, Annotated[int, Field(ge=1)]]
     startup_cycles: Cycles
+
+
+SCALAR_CLASSES = ("copy", "vector", "cube", "flag")
+
+
+class ScalarUnit(_Frozen):
+    """The scalar unit's own work per Ascend C API call (address and loop arithmetic, queue
+    bookkeeping), spent before the call's instruction issues: `copy` (DataCopy, LoadData,
+    Fixpipe), `vector`, `cube` (Mmad), `flag` (SetFlag, WaitFlag, barriers, the queues' flags)."""
+    cycles_per_call: FrozenDict[Literal[SCALAR_CLASSES], Cycles]  # type: ignore[valid-type]
+
+    @field_validator("cycles_per_call")
+    @classmethod
+    def _every_class(cls, v):
+        missing = [c for c in SCALAR_CLASSES if c not in v]
+        if missing:
+            raise ValueError(f"needs a figure for every class: missing {', '.join(missing)}")
+        return v
 
 
 class L2Cache(_Frozen):
@@ -171,6 +198,7 @@ class Profile(_Frozen):
     l2: L2Cache
     device_memory: DeviceMemory
     sync: SyncLimits
+    scalar: ScalarUnit
     runtime: RuntimeCosts
     operators: FrozenDict[str, OpSupport]
 

@@ -22,9 +22,10 @@ class Instr:
 
     reads / writes: local-buffer byte ranges (buffer, start, stop) for the sanitizer;
     fn: the functional effect, run when the instruction completes (skipped in timing-only mode);
-    path / nbytes: the data path and bytes moved (for cost and the report)."""
+    path / nbytes: the data path and bytes moved (for cost and the report);
+    scalar: the scalar unit's own cycles for the API call, spent before the instruction issues."""
     __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "gm", "gm_write",
-                 "reads", "writes", "fn", "flag", "ready", "index", "operands", "event")
+                 "reads", "writes", "fn", "flag", "ready", "index", "operands", "event", "scalar")
 
     def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
                  path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
@@ -40,6 +41,7 @@ class Instr:
         self.ready = 0.0
         self.index = -1
         self.event = None
+        self.scalar = 0.0             # the scalar unit's cycles for the API call (set when emitted)
 
     def describe(self) -> str:
         ops = self.operands

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from .program import Instr, active_block
 
 if TYPE_CHECKING:
-    from .machine import CoreState, Device, Group
+    from .machine import Device
+    from .state import CoreState, Group
 
 class BlockContext:
     """What a kernel body sees while it records one block: the core, the block index and count,
@@ -32,11 +33,13 @@ class BlockContext:
         self.atomic = None            # SetAtomicAdd's dtype: GM writes then add instead of store
         self.limit = ProgramRecorder.CHUNK      # instructions held before a pause (or a re-record)
         self.pipes = self.core.kind.pipes
+        self.scalar_cost = device.scalar_cost
 
     def emit(self, instr: Instr) -> Instr:
         if instr.pipe not in self.pipes:
             raise self.core.fault(instr.pipe, instr,
                                   f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
+        instr.scalar = self.scalar_cost[instr.kind, instr.pipe]
         program = self.program
         instr.index = self.taken + len(program)
         program.append(instr)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .machine import TaskRecord
+from .state import TaskRecord
 from .outputs import atomic_path, write_text
 from .profile import PIPES, Profile
 
@@ -88,7 +88,9 @@ class Report:
         bound = max(util, key=lambda k: util[k]) if cycles else "nothing (empty call)"
         roofline = launch_cycles + max(chan_cycles, l2_cycles, per_pipe_bound)
         launches = [{"name": l.name, "block_dim": l.block_dim, "core_kind": l.core_kind,
-                     "start_cycle": l.start - rec.start, "cycles": l.end - l.start}
+                     "start_cycle": l.start - rec.start, "cycles": l.end - l.start,
+                     # on the cores, without the launch overhead: msprof's aicore_time
+                     "core_cycles": l.end - (l.start if l.cores_start is None else l.cores_start)}
                     for l in rec.launches]
         ws = [{"purpose": name, "bytes": n} for name, n in workspace]
         return cls(op=op, soc=profile.soc_version, mode="functional" if functional else "timing",
@@ -204,9 +206,17 @@ class Trace:
         buckets: dict[int, float] = {}
         span = max(rec.end - t0, 1.0)
         width = max(span / 200.0, mhz)          # at least 1 us per counter sample
-        for core, pipe, name, start, dur, gm in self.rows():
-            ev.append({"name": name, "ph": "X", "pid": core + 1, "tid": tid_of[pipe],
-                       "ts": (start - t0) / mhz, "dur": dur / mhz})
+        rows = self.rows()
+        for i, (core, pipe, name, start, dur, gm) in enumerate(rows):
+            e = {"name": name, "ph": "X", "pid": core + 1, "tid": tid_of[pipe],
+                 "ts": (start - t0) / mhz, "dur": dur / mhz}
+            nxt = rows[i + 1] if i + 1 < len(rows) else None
+            if nxt is not None and nxt[0] == core and nxt[1] == pipe and nxt[3] < start + dur:
+                # transfers in flight overlap on their pipe; a track's slices must not, so this
+                # one is drawn up to the next one's start and carries its whole duration
+                e["dur"] = (nxt[3] - start) / mhz
+                e["args"] = {"in flight until (us)": (start + dur - t0) / mhz}
+            ev.append(e)
             if gm:
                 buckets[int((start - t0) // width)] = buckets.get(int((start - t0) // width), 0.0) + gm
         for b in sorted(buckets):

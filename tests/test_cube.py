@@ -19,7 +19,7 @@ import pytest
 import simulator
 from simulator.enums import KernelError
 from simulator.kernel import *  # noqa: F401,F403
-from simulator.machine import COMPUTE, Instr, current_context
+from simulator.machine import BARRIER, COMPUTE, Instr, current_context
 from simulator.profile import list_socs, load_profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -40,6 +40,8 @@ def peek(pipe: str, buffer: str, store: dict, key: str) -> None:
 
     def fn():
         store[key] = core.buffers[buffer].copy()
+    # the pipe's transfers in flight land first (as PipeBarrier(pipe) orders them on the chip)
+    ctx.emit(Instr(pipe, f"PipeBarrier({pipe})", BARRIER, flag=pipe))
     ctx.emit(Instr(pipe, "peek", COMPUTE, 0.0, fn=fn))
 
 

@@ -530,3 +530,89 @@ def test_a_fault_names_its_launch():
         with pytest.raises(simulator.KernelError) as e:
             simulator.run_kernel(body, 1, {"x": np.zeros(64, np.float32)}, name="MyLaunch")
         assert "(launch MyLaunch)" in str(e.value) and WHERE.search(str(e.value)), str(e.value)
+
+
+# ---- transfers in flight and the scalar unit (issue 15) -----------------------------------------
+def _copies(n_copies, nbytes):
+    """n back-to-back GM -> UB copies of distinct bytes on one pipe, then a flag to V."""
+    def body(x):
+        _, t = _ub(n_copies * nbytes)
+        g = _gm(x)
+        elems = nbytes // 4
+        for i in range(n_copies):
+            DataCopy(t[i * elems], g[i * elems], elems)
+        SetFlag(HardEvent.MTE2_V, 0)
+        WaitFlag(HardEvent.MTE2_V, 0)
+        Exp(t, t, elems * n_copies)
+    return body
+
+
+def _mte2_span(in_flight, n_copies, nbytes, soc="Ascend910B1"):
+    p = simulator.load_profile(soc).override({"paths.GM_UB.in_flight": in_flight,
+                                              "scalar.cycles_per_call.copy": 0})
+    x = np.ones(n_copies * nbytes // 4, np.float32)
+    r = simulator.run_kernel(_copies(n_copies, nbytes), 1, {"x": x}, profile=p)
+    assert np.allclose(r["x"], 1)                      # (the input is not an output: unchanged)
+    rows = [t for t in r.trace.rows() if t[1] == "PIPE_MTE2"]
+    v = [t for t in r.trace.rows() if t[1] == "PIPE_V"]
+    return rows, v, r
+
+
+def test_one_transfer_costs_what_its_path_says_whatever_is_in_flight():
+    """msKPP's single-transfer figures hold: a lone transfer is not shortened by overlap."""
+    for n in (1, 2, 4):
+        rows, _, _ = _mte2_span(n, 1, 4096)
+        (_, _, _, start, dur, _), = rows
+        p = simulator.load_profile("Ascend910B1").path("GM_UB")
+        assert dur == pytest.approx(p.cycles(4096, simulator.load_profile("Ascend910B1").l2.miss_latency_cycles))
+
+
+def test_back_to_back_transfers_overlap_their_latency_up_to_in_flight():
+    cost = simulator.load_profile("Ascend910B1").path("GM_UB")
+    miss = simulator.load_profile("Ascend910B1").l2.miss_latency_cycles
+    one = cost.cycles(512, miss)
+    for n in (1, 2, 4):
+        rows, v, r = _mte2_span(n, 8, 512)
+        starts = [t[3] for t in rows]
+        ends = [t[3] + t[4] for t in rows]
+        span = max(ends) - min(starts)
+        if n == 1:      # one at a time: each starts when the one before has landed
+            assert all(b >= a - 1e-9 for a, b in zip(ends, starts[1:]))
+            assert span == pytest.approx(8 * one)
+        else:           # never more than n in flight, and the whole is shorter
+            for t in starts:
+                assert sum(1 for s, e in zip(starts, ends) if s <= t < e) <= n
+            assert span < 8 * one * 0.75
+        # the flag after them lets V start only once every transfer has landed
+        assert v[0][3] >= max(ends) - 1e-9
+        # the pipe's busy time is the union of its transfers' spans
+        assert r.report.cores["aiv0"]["PIPE_MTE2"] == pytest.approx(span if n > 1 else sum(t[4] for t in rows))
+
+
+def test_the_scalar_unit_costs_per_call_and_can_bound_a_kernel():
+    def body(x):
+        _, t = _ub(4096)
+        DataCopy(t, _gm(x), 1024)
+        SetFlag(HardEvent.MTE2_V, 0)
+        WaitFlag(HardEvent.MTE2_V, 0)
+        for _ in range(200):
+            Adds(t, t, 1.0, 64)
+    base = simulator.load_profile("Ascend910B1")
+    x = np.zeros(1024, np.float32)
+    costs = base.scalar.cycles_per_call
+    r = simulator.run_kernel(body, 1, {"x": x})
+    want = costs["copy"] + 2 * costs["flag"] + 200 * costs["vector"]
+    assert r.report.cores["aiv0"]["PIPE_S"] == pytest.approx(want)
+    assert r.report.bound == "PIPE_S"                     # 80 cycles a call against ~10 of vector work
+    scalar = [t for t in r.trace.rows() if t[1] == "PIPE_S"]
+    assert scalar and sum(t[4] for t in scalar) == pytest.approx(want)
+    free = base.override({f"scalar.cycles_per_call.{c}": 0 for c in costs})
+    r0 = simulator.run_kernel(body, 1, {"x": x}, profile=free)
+    assert r0.report.bound != "PIPE_S" and r0.cycles < r.cycles
+
+
+def test_a_call_never_beats_its_roofline():
+    """Overlapped transfers count once in a pipe's work: the roofline stays a lower bound."""
+    for n in (1, 2, 4):
+        _, _, r = _mte2_span(n, 16, 2048)
+        assert r.report.cycles >= r.report.roofline_cycles

@@ -8,6 +8,7 @@
     ascend-sim sweep TRACE --param device_memory.bandwidth_GBps=800,1600,3200 -o out/s.csv --plot out/s.png
     ascend-sim tune SiluBackward --shape 32,96,56,56 --dtype FLOAT16
     ascend-sim kernel my_kernel.py --soc Ascend910B4
+    ascend-sim compare op_summary_0_1.csv --report out/add.json      # measured beside simulated
 
 Exit codes: 0 success, 1 a call rejected by the operator (aclnn status) or a kernel fault,
 2 a usage error (bad argument, unknown SoC / field / operator, malformed file), 3 a cycle
@@ -30,7 +31,7 @@ from .common import (SEED, CliError, EXIT_OK, EXIT_REJECTED, EXIT_USAGE, Rejecte
                      budget_args, int_in, profile_args)
 from ..studies.whatif import MAX_SWEEP_POINTS
 from .kernel_command import KERNEL_CONVENTION, cmd_kernel
-from .study_commands import cmd_regress, cmd_replay, cmd_sweep, cmd_tune
+from .study_commands import cmd_compare, cmd_regress, cmd_replay, cmd_sweep, cmd_tune
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,6 +159,22 @@ def build_parser() -> argparse.ArgumentParser:
     exec_args(tn)
     tn.set_defaults(func=cmd_tune)
 
+    cp = sub.add_parser("compare", help="set msprof's measurements of a real run beside a simulated report",
+                        description="Read what msprof wrote for a real run (its op_summary CSV, with either the "
+                                    "'Block Dim' or the 'Block Num' column, or msprof op's PipeUtilization.csv) "
+                                    "and print measured beside simulated, per pipe and for the kernel, with the "
+                                    "ratio simulated / measured. The simulated side is a report saved with --json "
+                                    "by 'ascend-sim run' or 'ascend-sim kernel' for the same call on the same chip.",
+                        epilog="example:\n  ascend-sim kernel examples/kernels/add_sample.py --soc Ascend910A --mode timing "
+                               "--warmup 1 --json --no-trace > out/add.json\n"
+                               "  ascend-sim compare tests/fixtures/msprof/add_sample_op_summary.csv --report out/add.json",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cp.add_argument("measured", help="msprof's op_summary_*.csv or msprof op's PipeUtilization.csv")
+    cp.add_argument("--report", required=True, help="the simulated report: JSON from 'run --json' or 'kernel --json'")
+    cp.add_argument("--op-name", help="the op_summary row to use (its Op Name or OP Type) when there are several")
+    cp.add_argument("--json", action="store_true", help="print the rows as JSON")
+    cp.set_defaults(func=cmd_compare)
+
     k = sub.add_parser("kernel", help="run your own kernel file (a body and a launch() function)",
                        description="Run a kernel written with simulator.kernel in your own Python file.\n\n"
                                    + KERNEL_CONVENTION,
@@ -169,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--json", action="store_true")
     k.add_argument("--trace", help="where to write the Chrome trace (default out/<file>_<soc>.trace.json)")
     k.add_argument("--no-trace", action="store_true")
+    k.add_argument("--warmup", type=int_in(0, 16), default=0,
+                   help="run the kernel this many times first and report the run after them: its data is then "
+                        "warm in L2, as on the board after the host-to-device copies that precede a kernel")
     k.set_defaults(func=cmd_kernel)
     return ap
 

@@ -27,7 +27,7 @@ A kernel file is plain Python that defines:
   check(outputs) -> None      (optional)
       gets {<name>: array after the kernel}; raise AssertionError (or return False) to fail.
 
-See examples/kernels/vadd.py."""
+See examples/kernels/axpy.py and examples/kernels/add_sample.py."""
 
 
 def _load_kernel_file(path: Path):
@@ -99,7 +99,8 @@ def cmd_kernel(args) -> int:
     try:
         with (contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()):
             res = run_kernel(spec["body"], block_dim, spec["args"], kind=kind, profile=profile,
-                             mode=args.mode, name=spec.get("name"), trace=trace_file is not None)
+                             mode=args.mode, name=spec.get("name"), trace=trace_file is not None,
+                             warmup=args.warmup)
     except (KernelError, AclnnError):
         raise
     except Exception as e:

@@ -228,3 +228,33 @@ def cmd_tune(args) -> int:
     else:
         print("best: the default plan is already the fastest of the candidates")
     return EXIT_OK
+
+
+def cmd_compare(args) -> int:
+    from ..studies import compare as cmp
+    path = Path(args.measured)
+    try:
+        report = json.loads(Path(args.report).read_text())
+    except FileNotFoundError:
+        raise CliError(f"--report {args.report}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CliError(f"--report {args.report}: not a JSON report ({studies.one_line(str(e))}); save one "
+                       f"with 'ascend-sim kernel FILE --json > out/r.json' or 'ascend-sim run ... --json'") from None
+    if not isinstance(report, dict) or not {"cores", "launches", "clock_mhz", "soc", "op"} <= set(report):
+        raise CliError(f"--report {args.report}: not a simulator report (no cores / launches / clock_mhz)")
+    try:
+        with path.open("rb") as f:
+            head = f.readline().decode("utf-8-sig", "replace")
+    except OSError as e:
+        raise CliError(f"{path}: cannot read it ({e.strerror or e})") from None
+    if "block_id" in head:
+        measured = cmp.read_pipe_utilization(path)
+    else:
+        measured = cmp.select(cmp.read_op_summary(path), args.op_name)
+    rows = cmp.compare(measured, report)
+    if args.json:
+        print(json.dumps([{"side": r.side or "aicore", "figure": r.figure, "measured_us": r.measured_us,
+                           "simulated_us": r.simulated_us, "ratio": r.ratio} for r in rows], indent=2))
+    else:
+        print(cmp.format_rows(rows, measured, report))
+    return EXIT_OK

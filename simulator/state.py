@@ -1,0 +1,113 @@
+"""What the engine keeps while it runs: a stream task's record (TaskRecord, with a LaunchRecord per
+kernel launch: the source of the report and the trace), a core's state (CoreState: its buffers,
+flags and what each pipe is doing) and the cores that run one block together (Group)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from .enums import KernelError
+from .profile import CoreKind
+from .program import Instr
+
+
+@dataclass
+class LaunchRecord:
+    name: str
+    block_dim: int
+    core_kind: str
+    start: float = 0.0
+    end: float = 0.0
+    cores_start: float | None = None      # when its first block started on a core (after the overhead)
+
+
+@dataclass
+class TaskRecord:
+    """What one stream task (an executor run) did: the source of its report and trace."""
+    label: str
+    start: float = 0.0
+    end: float = 0.0
+    launches: list[LaunchRecord] = field(default_factory=list)
+    busy: dict[tuple[str, str], float] = field(default_factory=dict)   # (core, pipe) -> cycles busy
+    work: dict[tuple[str, str], float] = field(default_factory=dict)   # same, without contention
+    path_bytes: dict[str, int] = field(default_factory=dict)
+    path_parts: dict[tuple, float] = field(default_factory=dict)    # (core index, pipe, path) -> cycles
+    l2_bytes: int = 0            # GM traffic of the cores (all of it passes through L2)
+    hbm_bytes: int = 0           # what reached device memory: read misses and dirty evictions
+    l2_hit_lines: int = 0
+    l2_miss_lines: int = 0
+    instructions: int = 0
+    cores_used: dict[str, set] = field(default_factory=dict)             # core kind -> core names
+    trace: list[tuple] = field(default_factory=list)   # (core index, pipe, name, start, dur, GM bytes)
+    error: str | None = None
+
+    @property
+    def path_cycles(self) -> dict[str, float]:
+        """Cycles per data path, summed in (core, pipe) order: the same bits whatever order the
+        cores' pipes finished in."""
+        out: dict[str, float] = {}
+        for (_, _, path), cycles in sorted(self.path_parts.items()):
+            out[path] = out.get(path, 0.0) + cycles
+        return out
+
+    def sorted_trace(self) -> list[tuple]:
+        """The trace in (core, pipe, start) order, each pipe's instructions in the order it ran
+        them: one order whatever order the engine appended them in (sums over it are reproducible)."""
+        return sorted(self.trace, key=lambda t: (t[0], t[1], t[3]))
+
+
+class CoreState:
+    """One AI core (or AIC / AIV): its buffers persist across blocks; its flags and the
+    sanitizer's record of which bytes were written are per block."""
+
+    def __init__(self, name: str, index: int, kind_name: str, kind: CoreKind, functional: bool):
+        self.name, self.index, self.kind_name, self.kind = name, index, kind_name, kind
+        self.buffers = {b: (np.zeros(n, dtype=np.uint8) if functional else None)
+                        for b, n in kind.buffers.items()}
+        self.valid: dict[str, np.ndarray] = {}
+        self.effects: dict = {}       # memoised instructions' functional effects (simulator.kernel.cube)
+        self.checked: set = set()
+        self.flags: dict[tuple, Instr | None] = {}     # flag -> the SetFlag that set it
+        self.waiters: dict[tuple, simpy.Event] = {}
+        self.pipe_state: dict[str, str] = {}
+        self.scalar_state = "idle"
+        self.block = -1
+        self.launch = ""          # the name of the launch whose block the core runs (for faults)
+
+    def reset_for_block(self, block: int, launch: str = "") -> None:
+        self.block, self.launch = block, launch
+        self.valid = {b: np.zeros(n, dtype=np.bool_) for b, n in self.kind.buffers.items()}
+        self.checked: set = set()     # spans known valid in this block (written, or read and checked)
+        self.flags = {}
+        self.waiters = {}
+        self.pipe_state = {p: "idle" for p in self.kind.pipes}
+        self.scalar_state = "issuing"
+
+    def fault(self, pipe: str, instr: Instr | None, reason: str) -> KernelError:
+        where = f"core {self.name} (block {self.block}), {pipe}"
+        if instr is not None:
+            where += f", {instr.describe()}"
+        return KernelError(f"{where}: {reason}{self.in_launch()}")
+
+    def in_launch(self) -> str:
+        """' (launch NAME)' for a fault message: a call has several launches."""
+        return f" (launch {self.launch})" if self.launch else ""
+
+
+@dataclass
+class Group:
+    """The cores that run one block of a launch together: on A2 a mix kernel's block is one AIC
+    and its AIVs (sharing data only through GM, synchronised by cross-core flags); otherwise one
+    core. `participants` counts the launch's cores per kind (for mode-0 cross-core barriers)."""
+    launch_id: int
+    block: int
+    cores: list[CoreState]
+    participants: dict[str, int]
+
+    def aic(self) -> CoreState | None:
+        return next((c for c in self.cores if "cube" in c.kind.units and "vector" not in c.kind.units), None)
+
+    def aivs(self) -> list[CoreState]:
+        return [c for c in self.cores if "vector" in c.kind.units and "cube" not in c.kind.units]

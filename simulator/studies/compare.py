@@ -1,0 +1,220 @@
+"""Measured against simulated: read what msprof wrote for a real run and set it beside our report
+of the same call on the same chip, per pipe and in total, with the ratio simulated / measured.
+
+Files read (docs/OUTPUTS.md "Reading msprof's files" cites the pages):
+- the system profiler's `op_summary_*.csv` (one row per kernel task): `Op Name`, `OP Type`,
+  `Block Dim` (older CANN) or `Block Num` (newer), `Task Duration(us)`, and per-pipe times in us:
+  un-prefixed on the coupled chips (`aicore_time(us)`, `total_cycles`, `vec_time(us)`,
+  `mac_time(us)`, `scalar_time(us)`, `mte1_time(us)`, `mte2_time(us)`, `mte3_time(us)`), prefixed
+  `aic_` / `aiv_` on Atlas A2 (`aic_mac_time(us)`, `aiv_vec_time(us)`, `aiv_mte2_time(us)`, ...);
+- `msprof op`'s `PipeUtilization.csv` (one row per block: `block_id`, `sub_block_id`, the same
+  per-pipe columns): averaged over its rows.
+
+A column msprof leaves empty or writes as N/A is skipped. msprof's pipe times are per core
+(cycles over the clock, averaged over the blocks' cores); ours are the mean busy cycles of the
+pipe over the cores of that kind the call used.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .trace import StudyError
+
+# our pipe -> msprof's column stem
+PIPE_COLUMNS = {"PIPE_S": "scalar", "PIPE_V": "vec", "PIPE_M": "mac", "PIPE_MTE1": "mte1",
+                "PIPE_MTE2": "mte2", "PIPE_MTE3": "mte3", "PIPE_FIX": "fixpipe"}
+# stems msprof also writes for the cube pipe
+CUBE_ALIASES = ("mac", "cube")
+# msprof side prefix -> the core kinds of ours it describes ("" = a coupled AI core)
+SIDES = {"": ("aicore",), "aic": ("aic",), "aiv": ("aiv",)}
+BLOCK_COLUMNS = ("Block Num", "Block Dim")
+MIX_BLOCK_COLUMNS = ("Mix Block Num", "Mix Block Dim")
+
+
+@dataclass
+class Measured:
+    """One kernel task as msprof measured it: per side ("" coupled, "aic", "aiv") the kernel time
+    and the per-pipe times, in us."""
+    name: str
+    op_type: str
+    block_dim: int
+    mix_block_dim: int | None = None
+    task_us: float | None = None
+    times: dict[str, dict[str, float]] = field(default_factory=dict)   # side -> {"total" | pipe: us}
+    cycles: dict[str, float] = field(default_factory=dict)             # side -> total_cycles
+
+
+def _number(raw) -> float | None:
+    if raw is None:
+        return None
+    raw = str(raw).strip()
+    if not raw or raw.upper() in ("N/A", "NA", "-"):
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def _first(row: dict, names) -> float | None:
+    for n in names:
+        v = _number(row.get(n))
+        if v is not None:
+            return v
+    return None
+
+
+def _side_times(row: dict) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    times: dict[str, dict[str, float]] = {}
+    cycles: dict[str, float] = {}
+    split = any(k.startswith(("aic_", "aiv_")) for k in row)     # Atlas A2: AIC and AIV columns
+    for side in (("aic", "aiv") if split else ("",)):
+        pre = f"{side}_" if side else ""
+        got: dict[str, float] = {}
+        # A2's op_summary names the AIC's time aicore_time(us); msprof op's files aic_time(us)
+        total = _first(row, {"": ["aicore_time(us)"], "aic": ["aic_time(us)", "aicore_time(us)"],
+                             "aiv": ["aiv_time(us)"]}[side])
+        if total is not None:
+            got["total"] = total
+        for pipe, stem in PIPE_COLUMNS.items():
+            stems = CUBE_ALIASES if stem == "mac" else (stem,)
+            v = _first(row, [f"{pre}{s}_time(us)" for s in stems])
+            if v is not None:
+                got[pipe] = v
+        if got:
+            times[side] = got
+        c = _first(row, [f"{pre}total_cycles"])
+        if c is not None:
+            cycles[side] = c
+    return times, cycles
+
+
+def _rows(path: Path) -> list[dict]:
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            rows = [{(k or "").strip(): v for k, v in r.items()} for r in csv.DictReader(f)]
+    except FileNotFoundError:
+        raise StudyError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise StudyError(f"{path}: not a readable CSV file ({e})") from None
+    if not rows:
+        raise StudyError(f"{path}: no rows")
+    return rows
+
+
+def read_op_summary(path: str | Path) -> list[Measured]:
+    """The kernel tasks of an msprof op_summary CSV (both `Block Dim` and `Block Num` spellings)."""
+    path = Path(path)
+    out = []
+    for i, row in enumerate(_rows(path)):
+        blocks = _first(row, BLOCK_COLUMNS)
+        if blocks is None:
+            raise StudyError(f"{path}: row {i + 2} has no block count (a 'Block Num' or 'Block Dim' "
+                             f"column): is this msprof's op_summary file?")
+        times, cycles = _side_times(row)
+        if not times:
+            raise StudyError(f"{path}: row {i + 2} has no per-pipe times (aicore_time(us), "
+                             f"aiv_vec_time(us), ...): was msprof run with --aic-metrics=PipeUtilization?")
+        mix = _first(row, MIX_BLOCK_COLUMNS)
+        out.append(Measured(name=(row.get("Op Name") or "").strip(), op_type=(row.get("OP Type") or "").strip(),
+                            block_dim=int(blocks), mix_block_dim=int(mix) if mix else None,
+                            task_us=_first(row, ["Task Duration(us)"]), times=times, cycles=cycles))
+    return out
+
+
+def read_pipe_utilization(path: str | Path) -> Measured:
+    """`msprof op`'s PipeUtilization.csv: one row per block, averaged into one Measured."""
+    path = Path(path)
+    rows = _rows(path)
+    if "block_id" not in rows[0]:
+        raise StudyError(f"{path}: no block_id column: is this msprof op's PipeUtilization.csv?")
+    sums: dict[str, dict[str, list[float]]] = {}
+    for row in rows:
+        times, _ = _side_times(row)
+        for side, got in times.items():
+            for k, v in got.items():
+                sums.setdefault(side, {}).setdefault(k, []).append(v)
+    if not sums:
+        raise StudyError(f"{path}: no per-pipe time columns (aic_mte2_time(us), ...)")
+    times = {side: {k: sum(v) / len(v) for k, v in got.items()} for side, got in sums.items()}
+    blocks = len({r.get("block_id") for r in rows})
+    return Measured(name=path.stem, op_type="", block_dim=blocks, times=times)
+
+
+def select(measured: list[Measured], name: str | None) -> Measured:
+    """The row named `name` (Op Name or OP Type), or the only row."""
+    if name is None:
+        if len(measured) == 1:
+            return measured[0]
+        raise StudyError(f"the file has {len(measured)} kernel rows: pick one with --op-name "
+                         f"(one of {', '.join(sorted({m.name or m.op_type for m in measured})[:10])})")
+    hits = [m for m in measured if name in (m.name, m.op_type)]
+    if not hits:
+        raise StudyError(f"no row named {name!r} (Op Name or OP Type) in the file")
+    return hits[0]
+
+
+@dataclass
+class CompareRow:
+    side: str
+    figure: str          # "kernel" or a pipe
+    measured_us: float
+    simulated_us: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.simulated_us is None or not self.measured_us:
+            return None
+        return self.simulated_us / self.measured_us
+
+
+def simulated_times(report: dict) -> dict[str, dict[str, float]]:
+    """Our report (Report.to_dict()) in msprof's terms: per side, the kernel time on the cores and
+    each pipe's mean busy time per core used, in us."""
+    mhz = report["clock_mhz"]
+    kernel_cycles = sum(l.get("core_cycles", l["cycles"]) for l in report["launches"])
+    per_kind: dict[str, dict[str, list[float]]] = {}
+    for core, pipes in report["cores"].items():
+        kind = core.rstrip("0123456789")
+        for pipe, busy in pipes.items():
+            per_kind.setdefault(kind, {}).setdefault(pipe, []).append(busy)
+    out: dict[str, dict[str, float]] = {}
+    for side, kinds in SIDES.items():
+        got: dict[str, float] = {}
+        for kind in kinds:
+            for pipe, values in per_kind.get(kind, {}).items():
+                got[pipe] = sum(values) / len(values) / mhz
+        if got:
+            got["total"] = kernel_cycles / mhz
+            out[side] = got
+    return out
+
+
+def compare(measured: Measured, report: dict) -> list[CompareRow]:
+    """Rows: for each side msprof measured, the kernel time and every pipe it reports."""
+    sim = simulated_times(report)
+    if not any(side in sim for side in measured.times):
+        raise StudyError(f"the measurement describes {', '.join(s or 'AI core' for s in measured.times)} "
+                         f"cores and the simulated call ran on {', '.join(sim) or 'none'}: "
+                         f"compare the same call on the same chip ({report['soc']})")
+    rows = []
+    for side, got in measured.times.items():
+        mine = sim.get(side, {})
+        for key in ["total"] + [p for p in PIPE_COLUMNS if p in got]:
+            if key in got:
+                rows.append(CompareRow(side, "kernel" if key == "total" else key, got[key],
+                                       mine.get(key, 0.0 if key != "total" else None)))
+    return rows
+
+
+def format_rows(rows: list[CompareRow], measured: Measured, report: dict) -> str:
+    lines = [f"{measured.name or measured.op_type or 'measured'} ({measured.block_dim} blocks) "
+             f"against {report['op']} on {report['soc']} ({report['mode']} mode)",
+             f"  {'side':<8} {'figure':<10} {'measured us':>12} {'simulated us':>13} {'ratio':>7}"]
+    for r in rows:
+        sim = "-" if r.simulated_us is None else f"{r.simulated_us:,.3f}"
+        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}"
+        lines.append(f"  {r.side or 'aicore':<8} {r.figure:<10} {r.measured_us:>12,.3f} {sim:>13} {ratio:>7}")
+    return "\n".join(lines)
