@@ -279,3 +279,26 @@ def test_pytest_plugin_cycle_baseline(tmp_path):
     (tmp_path / ".cycle_baselines.json").write_text(json.dumps({"version": 1, "baselines": saved}))
     p = pytest_run()
     assert p.returncode == 1 and f"{key}: " in p.stdout and "drift +11.11% beyond ±2.0%" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("trace, calls", [
+    ("resnet50_conv_backward.yaml", (0, 2, 21)),
+    ("fconv_wmt_en_de_conv_tbc_backward.yaml", (14,)),
+    ("deformable_detr_grid_sample_backward.yaml", (0,)),
+    ("efficientnet_b0_silu_backward.yaml", (0, 1)),
+])
+@pytest.mark.parametrize("soc", ["Ascend910B1", "Ascend910A"])
+def test_no_call_beats_its_roofline(trace, calls, soc):
+    """The report's roofline (launch overhead + the busiest of device memory, L2 and the per-pipe
+    work shared over every core) is a lower bound: transfers in flight count once in a pipe's
+    work, the scalar unit's work counts as PIPE_S."""
+    import simulator
+    w = studies.load_trace(TRACES / trace)
+    for i in calls:
+        call = w.calls[i]
+        try:
+            r = simulator.run(call.op, soc, mode="timing", trace=False, tiling=call.tiling,
+                              **studies.build_inputs(call, data=False))
+        except simulator.AclnnError:
+            continue                        # a call the chip does not support
+        assert r.report.cycles >= r.report.roofline_cycles * (1 - 1e-12), (trace, i, soc)
