@@ -5,6 +5,16 @@ from .profile import DEFAULT_SOC, Profile, ProfileError, list_socs, load_profile
 from . import acl, aclnn
 from .api import Estimate, KernelResult, PlanResult, RunResult, TensorLayout, estimate, plan, run, run_kernel
 
-__all__ = ["run", "RunResult", "TensorLayout", "estimate", "Estimate", "plan", "PlanResult", "run_kernel", "KernelResult", "acl", "aclnn", "load_profile", "load_profile_file", "list_socs",
+
+
+def capture(name: str = "captured", merge: bool = True):
+    """Record a PyTorch model's calls of the operators we simulate as a workload trace:
+    `with simulator.capture() as cap: loss.backward()`, then `cap.save("trace.yaml")` and
+    `print(cap.summary())`. Needs torch (simulator.studies.capture)."""
+    from .studies.capture import capture as _capture
+    return _capture(name, merge)
+
+
+__all__ = ["run", "capture", "RunResult", "TensorLayout", "estimate", "Estimate", "plan", "PlanResult", "run_kernel", "KernelResult", "acl", "aclnn", "load_profile", "load_profile_file", "list_socs",
            "Profile", "ProfileError", "AclnnError", "KernelError", "aclDataType", "aclFormat",
            "aclnnStatus", "DEFAULT_SOC"]

@@ -9,6 +9,7 @@
     ascend-sim tune SiluBackward --shape 32,96,56,56 --dtype FLOAT16
     ascend-sim kernel my_kernel.py --soc Ascend910B4
     ascend-sim compare op_summary_0_1.csv --report out/add.json      # measured beside simulated
+    ascend-sim capture train_step.py -o traces/my_model.yaml          # a trace from a PyTorch script
 
 Exit codes: 0 success, 1 a call rejected by the operator (aclnn status) or a kernel fault,
 2 a usage error (bad argument, unknown SoC / field / operator, malformed file), 3 a cycle
@@ -31,7 +32,7 @@ from .common import (SEED, CliError, EXIT_OK, EXIT_REJECTED, EXIT_USAGE, Rejecte
                      budget_args, int_in, profile_args)
 from ..studies.whatif import MAX_SWEEP_POINTS
 from .kernel_command import KERNEL_CONVENTION, cmd_kernel
-from .study_commands import cmd_compare, cmd_regress, cmd_replay, cmd_sweep, cmd_tune
+from .study_commands import cmd_capture, cmd_compare, cmd_regress, cmd_replay, cmd_sweep, cmd_tune
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -175,6 +176,22 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--json", action="store_true", help="print the rows as JSON")
     cp.set_defaults(func=cmd_compare)
 
+    ca = sub.add_parser("capture", help="run a PyTorch script and write the workload trace of its calls",
+                        description="Run a Python script (a PyTorch model's forward and backward) under "
+                                    "simulator.capture(): the aten calls that map to our operators "
+                                    "(convolution_backward, silu_backward, grid_sampler_2d_backward, "
+                                    "conv_tbc_backward) become a workload trace for replay, sweep and regress; "
+                                    "the summary ranks the calls it could not map by their share of FLOPs "
+                                    "and bytes. Needs torch.",
+                        epilog="example:\n  ascend-sim capture my_train_step.py -o traces/my_model.yaml -- --batch 8\n"
+                               "  ascend-sim replay traces/my_model.yaml --soc Ascend910B1",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ca.add_argument("script", help="the Python script to run (as python SCRIPT ARGS would); its own "
+                                   "arguments go after --")
+    ca.add_argument("-o", "--output", help="the trace to write (.yaml, .jsonl or .json; default out/<script>.yaml)")
+    ca.add_argument("--name", help="the trace's name (default: the script's)")
+    ca.set_defaults(func=cmd_capture)
+
     k = sub.add_parser("kernel", help="run your own kernel file (a body and a launch() function)",
                        description="Run a kernel written with simulator.kernel in your own Python file.\n\n"
                                    + KERNEL_CONVENTION,
@@ -197,7 +214,14 @@ def main(argv: list[str] | None = None) -> int:
     debug = bool(os.environ.get("ASCEND_SIM_DEBUG"))
     try:
         ap = build_parser()
+        argv = list(sys.argv[1:] if argv is None else argv)
+        script_args: list[str] = []
+        if argv[:1] == ["capture"] and "--" in argv:      # the captured script's own arguments
+            cut = argv.index("--")
+            argv, script_args = argv[:cut], argv[cut + 1:]
         args = ap.parse_args(argv)
+        if args.command == "capture":
+            args.args = script_args
         return args.func(args)
     except SystemExit:                # --help
         raise

@@ -12,7 +12,8 @@ from ..outputs import check_output
 from ..profile import DEFAULT_SOC
 from .. import studies
 from .call_commands import call_from_args
-from .common import (check_budget, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, check_soc, exec_kw, fmt_cycles,
+from .common import (check_budget, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, Rejected, check_soc, exec_kw,
+                     fmt_cycles,
                      load_workload, what_if_overrides, rows_table, summary_line, text_table)
 
 
@@ -257,4 +258,25 @@ def cmd_compare(args) -> int:
                            "simulated_us": r.simulated_us, "ratio": r.ratio} for r in rows], indent=2))
     else:
         print(cmp.format_rows(rows, measured, report))
+    return EXIT_OK
+
+
+def cmd_capture(args) -> int:
+    from ..studies import capture as cap_mod
+    script = Path(args.script)
+    out = Path(args.output or Path("out") / f"{script.stem}.yaml")
+    check_output(out, "--output", (".yaml", ".yml", ".jsonl", ".json"))
+    try:
+        cap = cap_mod.run_script(script, list(args.args), args.name)
+    except studies.StudyError:
+        raise
+    except SystemExit as e:
+        if e.code not in (0, None):
+            raise Rejected(f"{script}: the script exited with {e.code}") from None
+        raise CliError(f"{script}: the script exited before the capture ended (sys.exit)") from None
+    except Exception as e:
+        raise Rejected(f"{script}: the script raised {type(e).__name__}: {studies.one_line(str(e))}") from None
+    path = cap.save(out, args.name)
+    print(cap.summary())
+    print(f"trace: {path} ({sum(c.count for c in cap.calls)} calls, {len(cap.calls)} distinct)")
     return EXIT_OK

@@ -104,8 +104,18 @@ def validate_call(call: Call):
 
 
 def _fill(rng: np.random.Generator, spec: TensorSpec) -> np.ndarray:
+    """Random data for a tensor: an array of its shape, or for a view (strides given) a buffer of
+    the view's extent with the view over it (a non-contiguous input stays non-contiguous)."""
+    if spec.strides is None:
+        return _draw(rng, spec, spec.shape)
+    extent = 1 + sum((d - 1) * s for d, s in zip(spec.shape, spec.strides)) if all(spec.shape) else 0
+    base = _draw(rng, spec, (extent,))
+    isz = base.dtype.itemsize
+    return np.lib.stride_tricks.as_strided(base, spec.shape, tuple(s * isz for s in spec.strides))
+
+
+def _draw(rng: np.random.Generator, spec: TensorSpec, shape: tuple[int, ...]) -> np.ndarray:
     dt = numpy_dtype(spec.dtype)
-    shape = spec.shape
     init = spec.init.replace(" ", "")
     if init == "zeros":
         return np.zeros(shape, dtype=dt)
@@ -144,7 +154,8 @@ def build_inputs(call: Call, seed: int = 0, data: bool = True) -> dict[str, Any]
             if spec is None:
                 continue
             if not data:
-                kw[p.name] = TensorLayout(spec.shape, numpy_dtype(spec.dtype))
+                kw[p.name] = TensorLayout(spec.shape, numpy_dtype(spec.dtype),
+                                          None if p.output else spec.strides)
                 continue
             try:
                 kw[p.name] = np.zeros(spec.shape, numpy_dtype(spec.dtype)) if p.output else _fill(rng, spec)

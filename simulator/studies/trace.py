@@ -24,7 +24,7 @@ TOP_LEVEL_KEYS = {"format", "name", "description", "source", "defaults", "calls"
 CALL_KEYS = {"op", "tensors", "attrs", "stream", "label", "count", "tiling", "dtype"}
 
 
-TENSOR_KEYS = {"shape", "dtype", "init"}
+TENSOR_KEYS = {"shape", "dtype", "init", "strides"}
 
 
 PARAM_KINDS = ("tensor", "int_array", "bool_array", "int", "float", "bool")
@@ -63,9 +63,12 @@ class TensorSpec:
     shape: tuple[int, ...]
     dtype: str
     init: str = "normal"          # normal | uniform | uniform(a,b) | zeros | ones
+    strides: tuple[int, ...] | None = None     # in elements; None = contiguous (a view otherwise)
 
     def to_record(self) -> dict:
         d: dict[str, Any] = {"shape": list(self.shape), "dtype": self.dtype}
+        if self.strides is not None:
+            d["strides"] = list(self.strides)
         if self.init != "normal":
             d["init"] = self.init
         return d
@@ -204,19 +207,22 @@ def call_from_record(rec: Any, where: str, defaults: dict | None = None) -> Call
         if isinstance(spec, dict):
             bad = set(spec) - TENSOR_KEYS
             if bad:
-                raise StudyError(f"{w}: unknown field(s) {', '.join(sorted(bad))} (a tensor has shape, dtype, init)")
+                raise StudyError(f"{w}: unknown field(s) {', '.join(sorted(bad))} (a tensor has shape, dtype, "
+                                 f"init, strides)")
             if "shape" not in spec:
                 raise StudyError(f"{w}: field 'shape' is missing")
             shape = shape_of(spec["shape"], w + ".shape")
+            strides = _strides_of(spec.get("strides"), shape, w + ".strides")
             dt = spec.get("dtype", call_dtype)
             init = check_init(spec.get("init", default_init(op, name)), w + ".init")
         else:
             shape = shape_of(spec, w)
             dt = call_dtype
             init = default_init(op, name)
+            strides = None
         if dt is None:
             raise StudyError(f"{w}: no dtype (give the tensor's dtype, the call's 'dtype' or defaults.dtype)")
-        tensors[str(name)] = TensorSpec(shape, canonical_dtype(dt, w + ".dtype"), init)
+        tensors[str(name)] = TensorSpec(shape, canonical_dtype(dt, w + ".dtype"), init, strides)
     attrs = rec.get("attrs", {}) or {}
     if not isinstance(attrs, dict):
         raise StudyError(f"{where}: field 'attrs' is a mapping of parameter name -> value")
@@ -230,6 +236,17 @@ def call_from_record(rec: Any, where: str, defaults: dict | None = None) -> Call
     if tiling is not None and not isinstance(tiling, dict):
         raise StudyError(f"{where}: field 'tiling' is a mapping of tiling field -> value")
     return Call(op, tensors, dict(attrs), stream, str(rec.get("label", "")), count, tiling)
+
+
+def _strides_of(raw, shape: tuple[int, ...], where: str) -> tuple[int, ...] | None:
+    """A view's strides in elements (one per dimension, >= 0), or None for a contiguous tensor."""
+    if raw is None:
+        return None
+    if (not isinstance(raw, (list, tuple)) or len(raw) != len(shape)
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in raw)):
+        raise StudyError(f"{where}: a list of {len(shape)} integers >= 0 (elements, one per dimension), "
+                         f"got {raw!r}")
+    return tuple(raw)
 
 
 def read_structured(path: Path) -> tuple[str, Any]:

@@ -1,0 +1,178 @@
+"""simulator.capture(): workloads recorded from real PyTorch models (torch.nn layers, run by
+PyTorch's own autograd), checked against the traces our layer arithmetic writes
+(traces/generate.py) and against the shipped traces. Skipped without torch."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import simulator  # noqa: E402
+from simulator import studies  # noqa: E402
+from simulator.studies import StudyError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "traces"))
+import generate  # noqa: E402
+import torch_models  # noqa: E402
+
+
+def calls_of(records: list[dict], dtype: str) -> list[studies.Call]:
+    return [studies.call_from_record(r, f"call {i}", {"dtype": dtype}) for i, r in enumerate(records)]
+
+
+def same(captured: list[studies.Call], expected: list[studies.Call], strides: bool = True) -> None:
+    assert len(captured) == len(expected)
+    for i, (c, e) in enumerate(zip(captured, expected)):
+        if not strides:
+            c = studies.Call(c.op, {k: studies.TensorSpec(v.shape, v.dtype, v.init) for k, v in c.tensors.items()},
+                             c.attrs, count=c.count)
+        assert (c.key(), c.count) == (e.key(), e.count), f"call {i}: {c.to_record()} != {e.to_record()}"
+
+
+def test_resnet50_convolutions_are_what_generate_writes():
+    """ResNet-50 (torchvision's v1.5 layout in torch.nn) on the CPU: its convolution_backward calls,
+    grouped and counted, in backward order, with the masks autograd asks for (conv1: no input
+    gradient; no bias anywhere)."""
+    with simulator.capture() as cap:
+        torch_models.resnet50(batch=2, res=64, device="cpu")
+    same(cap.calls, calls_of(generate.resnet50(batch=2, res=64), "FLOAT"))
+    assert sum(c.count for c in cap.calls) == 53
+
+
+def test_efficientnet_silu_and_its_convolutions():
+    """EfficientNet-B0 on the CPU: every SiLU backward, in the order autograd runs them, is what the
+    layer-table arithmetic gives; its convolutions are captured too."""
+    with simulator.capture(merge=False) as cap:
+        torch_models.efficientnet_b0(batch=2, res=64, device="cpu")
+    silu = [c for c in cap.calls if c.op == "SiluBackward"]
+    same(silu, calls_of(generate.efficientnet_b0(batch=2, res=64), "FLOAT"))
+    convs = [c for c in cap.calls if c.op == "ConvolutionBackward"]
+    assert len(convs) == 81                        # stem, 16 blocks' convs (SE fc1 / fc2 included), head
+    depthwise = [c for c in convs if c.attrs["groups"] > 1]
+    assert len(depthwise) == 16 and all(c.attrs["groups"] == c.tensors["weight"].shape[0] for c in depthwise)
+
+
+def test_conv_tbc_encoder_is_what_generate_writes():
+    """The fconv encoder's ConvTBC layers: conv_tbc_backward is a composite on the CPU (mm calls
+    below autograd); it is recorded as one call from its autograd node, as torch_npu runs it."""
+    with simulator.capture(merge=False) as cap:
+        torch_models.fconv_wmt_en_de(T=6, B=2, device="cpu")
+    same(cap.calls, calls_of(generate.fconv_wmt_en_de(T=6, B=2), "FLOAT"))
+    s = cap.ops["conv_tbc_backward"]
+    assert s.calls == 15 and s.flops > 0
+    assert "addmm_" not in cap.ops            # its parts are its own, not unmapped work
+
+
+def test_deformable_sampling_keeps_pytorchs_non_contiguous_gradient():
+    """ms_deform_attn_core_pytorch as published: the grid_sample calls are what generate writes,
+    except that autograd hands grid_sample's backward a slice of the stacked levels' gradient,
+    a non-contiguous view, and the capture keeps it so (replay then pays the copy)."""
+    kw = dict(N=1, heads=2, d_model=16, points=2, img=(64, 96), queries=5)
+    with simulator.capture() as cap:
+        torch_models.deformable_detr(**kw, layers=6, device="cpu")
+    same(cap.calls, calls_of(generate.deformable_detr(**kw), "FLOAT"), strides=False)
+    for c in cap.calls:
+        assert c.tensors["gradOutput"].strides is not None          # a view (its layout is autograd's)
+        assert c.tensors["grid"].init == "uniform(-1,1)"
+
+
+def test_the_shipped_traces_are_what_pytorch_calls():
+    """Full size, on the meta device (shapes only, no arithmetic): three shipped traces are exactly
+    the capture of their models; Deformable DETR's differs only by the gradient's strides."""
+    for name in torch_models.MODELS:
+        calls, _, shipped = torch_models.captured(name)
+        same(calls, shipped.calls, strides=name != "deformable_detr_grid_sample_backward")
+
+
+def test_a_captured_view_replays_in_both_modes(tmp_path):
+    x = torch.randn(16, 24, requires_grad=True)
+    with simulator.capture() as cap:
+        y = torch.nn.functional.silu(x.t())           # silu of a transposed view
+        y.backward(torch.ones_like(y))
+    (call,) = cap.calls
+    assert call.tensors["self"].strides == (1, 24)
+    path = cap.save(tmp_path / "view.yaml")
+    w = studies.load_trace(path)
+    assert w.calls[0].key() == call.key()
+    kw = studies.build_inputs(w.calls[0])
+    assert not kw["self"].flags["C_CONTIGUOUS"] and kw["self"].strides == (4, 96)
+    r = simulator.run("SiluBackward", "Ascend910B1", **kw)
+    xs = kw["self"].astype(np.float64)
+    want = kw["gradOutput"] * (1 / (1 + np.exp(-xs))) * (1 + xs * (1 - 1 / (1 + np.exp(-xs))))
+    np.testing.assert_allclose(r.outputs["gradInput"], want, rtol=1e-5, atol=1e-6)
+    timing = simulator.run("SiluBackward", "Ascend910B1", mode="timing", **studies.build_inputs(w.calls[0], data=False))
+    assert timing.cycles == r.cycles
+    assert any("Contiguous" in l["name"] for l in r.report.launches)
+
+
+def test_summary_ranks_what_it_could_not_map():
+    m = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.SiLU(), torch.nn.Linear(256, 8))
+    x = torch.randn(32, 64)
+    with simulator.capture() as cap:
+        m(x).sum().backward()
+    (silu,) = cap.calls
+    assert silu.op == "SiluBackward"
+    rest = cap.unmapped()
+    assert rest[0][0] in ("mm", "addmm")            # the matmuls carry the FLOPs
+    cov = cap.coverage()
+    assert 0 < cov["bytes"] < 1 and cov["flops"] == 0.0     # elementwise: no FLOPs in torch's formulas
+    text = cap.summary()
+    assert "not mapped" in text and "mm" in text
+
+
+def test_nothing_to_save_says_so(tmp_path):
+    with simulator.capture() as cap:
+        torch.randn(4, 4) @ torch.randn(4, 4)
+    with pytest.raises(StudyError, match="no call of an operator we simulate"):
+        cap.save(tmp_path / "t.yaml")
+
+
+def test_without_torch_it_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(StudyError, match="pip install torch"):
+        with simulator.capture():
+            pass
+
+
+def _cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "simulator.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_cli_capture_runs_a_script_with_its_arguments(tmp_path):
+    script = tmp_path / "step.py"
+    script.write_text("import sys, torch\n"
+                      "n = int(sys.argv[sys.argv.index('--batch') + 1])\n"
+                      "x = torch.randn(n, 8, 16, requires_grad=True)\n"
+                      "y = torch.nn.functional.silu(x)\n"
+                      "y.backward(torch.ones_like(y))\n")
+    out = tmp_path / "t.yaml"
+    p = _cli("capture", str(script), "-o", str(out), "--", "--batch", "3")
+    assert p.returncode == 0, p.stderr
+    assert "captured 1 calls" in p.stdout and str(out) in p.stdout
+    (call,) = studies.load_trace(out).calls
+    assert call.tensors["self"].shape == (3, 8, 16)
+    p = _cli("replay", str(out), "--soc", "Ascend910B1", "--no-progress")
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("case, code, message", [
+    ("missing", 2, "no such script"),
+    ("raises", 1, "raised ValueError: boom"),
+    ("nothing", 2, "no call of an operator we simulate"),
+])
+def test_cli_capture_errors(tmp_path, case, code, message):
+    script = tmp_path / "s.py"
+    if case == "raises":
+        script.write_text("raise ValueError('boom')\n")
+    elif case == "nothing":
+        script.write_text("import torch\ntorch.randn(3) + 1\n")
+    p = _cli("capture", str(script), "-o", str(tmp_path / "t.yaml"))
+    assert p.returncode == code, p.stdout + p.stderr
+    assert message in p.stderr and "Traceback" not in p.stderr and p.stderr.count("\n") == 1

@@ -1,0 +1,240 @@
+"""The shipped workloads' models written with torch.nn, to capture their traces from PyTorch itself
+(`simulator.capture()`) instead of from our arithmetic (traces/generate.py):
+
+    python traces/torch_models.py              # capture each at full size (meta device: no compute,
+                                               # seconds) and compare with the shipped trace
+    python traces/torch_models.py --write NAME # rewrite a shipped trace from its capture
+
+Each function runs one training step's forward and backward of the model (what the trace holds);
+the layer tables are the same published ones traces/generate.py cites. Needs torch (no
+torchvision: the models are built here from torch.nn layers).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def _step(model: nn.Module, x: torch.Tensor) -> None:
+    y = model(x)
+    y.backward(torch.ones_like(y))        # a contiguous gradient, as a loss's would be
+
+
+# ---- ResNet-50 (torchvision v1.5: the stride on the bottleneck's 3x3) ---------------------------
+class Bottleneck(nn.Module):
+    def __init__(self, cin: int, width: int, stride: int):
+        super().__init__()
+        cout = width * 4
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        idt = x if self.downsample is None else self.downsample(x)
+        return F.relu(out + idt)
+
+
+def resnet50_model() -> nn.Module:
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+        for b in range(blocks):
+            layers.append(Bottleneck(cin, width, stride if b == 0 else 1))
+            cin = width * 4
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 1000)]
+    return nn.Sequential(*layers)
+
+
+def resnet50(batch: int = 32, res: int = 224, device: str = "meta", dtype=torch.float32) -> None:
+    _step(resnet50_model().to(device, dtype), torch.randn(batch, 3, res, res, device=device, dtype=dtype))
+
+
+# ---- EfficientNet-B0 (torchvision's _efficientnet_conf, width = depth = 1.0) --------------------
+def _cna(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act: bool = True) -> nn.Sequential:
+    mods = [nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+    return nn.Sequential(*mods, nn.SiLU()) if act else nn.Sequential(*mods)
+
+
+class SqueezeExcitation(nn.Module):
+    def __init__(self, channels: int, squeeze: int):
+        super().__init__()
+        self.fc1, self.fc2, self.act = nn.Conv2d(channels, squeeze, 1), nn.Conv2d(squeeze, channels, 1), nn.SiLU()
+
+    def forward(self, x):
+        s = torch.sigmoid(self.fc2(self.act(self.fc1(F.adaptive_avg_pool2d(x, 1)))))
+        return s * x
+
+
+class MBConv(nn.Module):
+    def __init__(self, e: int, k: int, stride: int, cin: int, cout: int):
+        super().__init__()
+        exp = cin * e
+        mods = [_cna(cin, exp, 1)] if e != 1 else []
+        mods += [_cna(exp, exp, k, stride, groups=exp), SqueezeExcitation(exp, max(1, cin // 4)),
+                 _cna(exp, cout, 1, act=False)]
+        self.block = nn.Sequential(*mods)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.block(x)
+        return y + x if self.residual else y
+
+
+def efficientnet_b0_model() -> nn.Module:
+    stages = [(1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2), (6, 3, 2, 40, 80, 3),
+              (6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4), (6, 3, 1, 192, 320, 1)]
+    mods = [_cna(3, 32, 3, 2)]
+    for e, k, s, cin, cout, n in stages:
+        for i in range(n):
+            mods.append(MBConv(e, k, s if i == 0 else 1, cin if i == 0 else cout, cout))
+    mods += [_cna(320, 1280, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1280, 1000)]
+    return nn.Sequential(*mods)
+
+
+def efficientnet_b0(batch: int = 32, res: int = 224, device: str = "meta", dtype=torch.float32) -> None:
+    _step(efficientnet_b0_model().to(device, dtype), torch.randn(batch, 3, res, res, device=device, dtype=dtype))
+
+
+# ---- fairseq fconv_wmt_en_de encoder (ConvTBC, GLU) ---------------------------------------------
+class ConvTBC(nn.Module):
+    def __init__(self, cin: int, cout: int, k: int, pad: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(k, cin, cout) * 0.01)
+        self.bias = nn.Parameter(torch.zeros(cout))
+        self.pad = pad
+
+    def forward(self, x):
+        return torch.conv_tbc(x, self.weight, self.bias, self.pad)
+
+
+def fconv_encoder_model() -> nn.Module:
+    layers = [(512, 3)] * 9 + [(1024, 3)] * 4 + [(2048, 1)] * 2
+    mods, cin = [], layers[0][0]
+    for out, k in layers:
+        mods += [ConvTBC(cin, 2 * out, k, k // 2 if k % 2 == 1 else 0), nn.GLU(dim=2)]
+        cin = out
+    return nn.Sequential(*mods)
+
+
+def fconv_wmt_en_de(T: int = 50, B: int = 80, device: str = "meta", dtype=torch.float32) -> None:
+    x = torch.randn(T, B, 512, device=device, dtype=dtype, requires_grad=True)   # the embeddings train
+    _step(fconv_encoder_model().to(device, dtype), x)
+
+
+# ---- Deformable DETR's multi-scale deformable attention, PyTorch path ----------------------------
+def ms_deform_attn_core_pytorch(value, shapes, sampling_locations, attention_weights):
+    """Deformable-DETR models/ops/functions/ms_deform_attn_func.py, as published."""
+    N_, S_, M_, D_ = value.shape
+    _, Lq_, M_, L_, P_, _ = sampling_locations.shape
+    value_list = value.split([h * w for h, w in shapes], dim=1)
+    grids = 2 * sampling_locations - 1
+    sampled = []
+    for lid, (h, w) in enumerate(shapes):
+        value_l = value_list[lid].flatten(2).transpose(1, 2).reshape(N_ * M_, D_, h, w)
+        grid_l = grids[:, :, :, lid].transpose(1, 2).flatten(0, 1)
+        sampled.append(F.grid_sample(value_l, grid_l, mode="bilinear", padding_mode="zeros", align_corners=False))
+    attention_weights = attention_weights.transpose(1, 2).reshape(N_ * M_, 1, Lq_, L_ * P_)
+    out = (torch.stack(sampled, dim=-2).flatten(-2) * attention_weights).sum(-1).view(N_, M_ * D_, Lq_)
+    return out.transpose(1, 2).contiguous()
+
+
+def deformable_detr(N: int = 4, heads: int = 8, d_model: int = 256, points: int = 4, img=(800, 1216),
+                    queries: int = 300, layers: int = 6, device: str = "meta", dtype=torch.float32) -> None:
+    """The sampling of `layers` encoder layers (every pixel of 4 levels a query) and as many decoder
+    layers (`queries` queries), forward then backward (the rest of each layer is not captured)."""
+    H, W = img
+    shapes = [(-(-H // s), -(-W // s)) for s in (8, 16, 32, 64)]
+    S = sum(h * w for h, w in shapes)
+    D = d_model // heads
+    outs = []
+    for lq in [S] * layers + [queries] * layers:
+        value = torch.randn(N, S, heads, D, device=device, dtype=dtype, requires_grad=True)
+        loc = torch.rand(N, lq, heads, len(shapes), points, 2, device=device, dtype=dtype, requires_grad=True)
+        aw = torch.rand(N, lq, heads, len(shapes), points, device=device, dtype=dtype, requires_grad=True)
+        outs.append(ms_deform_attn_core_pytorch(value, shapes, loc, aw).sum())
+    torch.stack(outs).sum().backward()
+
+
+# trace name -> (model step, capture options); a trace holds the calls of its own operator only
+MODELS = {
+    "resnet50_conv_backward": (resnet50, {}),                               # distinct calls, counted
+    "efficientnet_b0_silu_backward": (efficientnet_b0, {"merge": False}),   # every SiLU, in order
+    "fconv_wmt_en_de_conv_tbc_backward": (fconv_wmt_en_de, {"merge": False}),
+    "deformable_detr_grid_sample_backward": (deformable_detr, {}),
+}
+
+
+def captured(name: str, dtype=None, **kw):
+    """The capture of a shipped workload's model (full size, meta device unless told), its calls in
+    the shipped trace's dtype."""
+    import simulator
+    from simulator import studies
+    fn, opts = MODELS[name]
+    shipped = studies.load_trace(HERE / f"{name}.yaml")
+    tdtype = dtype or {"FLOAT16": torch.float16, "FLOAT": torch.float32}[shipped.calls[0].tensors[
+        next(iter(shipped.calls[0].tensors))].dtype]
+    with simulator.capture(name, **opts) as cap:
+        fn(dtype=tdtype, **kw)
+    ops = {c.op for c in shipped.calls}
+    return [c for c in cap.calls if c.op in ops], cap, shipped
+
+
+def differences(a, b) -> list[str]:
+    """Calls of two workloads that differ (label aside), as readable lines."""
+    out = []
+    if len(a) != len(b):
+        out.append(f"{len(a)} calls against {len(b)}")
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x.key() != y.key() or x.count != y.count:
+            out.append(f"call {i}: {x.to_record()} != {y.to_record()}")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", metavar="NAME", help="rewrite this shipped trace from its capture")
+    args = ap.parse_args()
+    status = 0
+    for name in MODELS:
+        calls, cap, shipped = captured(name)
+        diff = differences(calls, shipped.calls)
+        print(f"{name}: {'same calls as the shipped trace' if not diff else f'{len(diff)} differences'}; "
+              f"{cap.summary().splitlines()[0]}")
+        for d in diff[:5]:
+            print("   ", d[:300])
+        if args.write == name:
+            from simulator import studies
+            w = cap.workload(name, shipped.description)
+            w.calls = [c for c in w.calls if c.op in {s.op for s in shipped.calls}]
+            w.source = f"captured from torch.nn models with simulator.capture() (traces/torch_models.py); {shipped.source}"
+            w.extra = dict(shipped.extra)
+            for c, old in zip(w.calls, shipped.calls):
+                if c.op == old.op:
+                    c.label = old.label
+            if not diff:
+                w.baselines = shipped.baselines
+            studies.save_trace(w, HERE / f"{name}.yaml")
+            print(f"    rewritten: traces/{name}.yaml" + ("" if not diff else " (baselines dropped: re-record them)"))
+        status |= bool(diff) and args.write != name
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
