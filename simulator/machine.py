@@ -45,6 +45,16 @@ def scalar_costs(profile: Profile) -> dict[tuple[int, str], float]:
     return costs
 
 
+def per_line(lines: dict, line, pipe: str, cycles: float) -> None:
+    """Book an instruction's cycles on a pipe to the source line that issued it."""
+    st = lines.get((line, pipe))
+    if st is None:
+        lines[line, pipe] = [1, cycles]
+    else:
+        st[0] += 1
+        st[1] += cycles
+
+
 def union(total: float, until: float, start: float, end: float) -> tuple[float, float]:
     """Add [start, end) to a pipe's busy time, counting once what overlaps its earlier
     intervals (which end by `until`): returns the new (total, until)."""
@@ -202,6 +212,8 @@ class Device:
                     ts += s
                     run_end = ts
                     scalar_busy += s
+                    if trace is not None:
+                        per_line(rec.lines, instr.line, "PIPE_S", s)
                 kind = instr.kind
                 if kind >= BARRIER:
                     if kind == BARRIER and instr.flag == "PIPE_ALL":
@@ -362,7 +374,7 @@ class Device:
         busy_key = (core.name, pipe)
         busy = work = 0.0
         valid, checked = core.valid, core.checked
-        trace = rec.trace
+        trace, lines = rec.trace, rec.lines
         flags, waiters, state = core.flags, core.waiters, core.pipe_state
         path_bytes, path_cycles = rec.path_bytes, {}
         slot, peek = self.slot, env.peek
@@ -497,6 +509,7 @@ class Device:
                     path_cycles[path] = path_cycles.get(path, 0.0) + dur
                     if tracing:
                         trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
+                        per_line(lines, instr.line, pipe, dur)
                     if stream > 0:
                         yield timeout(stream)
                     continue
@@ -519,6 +532,7 @@ class Device:
                 path_cycles[path] = path_cycles.get(path, 0.0) + dur
             if tracing:
                 trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
+                per_line(lines, instr.line, pipe, dur)
         if flying:
             last = max(t[0] for t in flying)
             if last > env.now:

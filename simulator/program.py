@@ -6,6 +6,8 @@ context (`current_context`), never on the Device.
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
@@ -25,7 +27,7 @@ class Instr:
     path / nbytes: the data path and bytes moved (for cost and the report);
     scalar: the scalar unit's own cycles for the API call, spent before the instruction issues."""
     __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "gm", "gm_write",
-                 "reads", "writes", "fn", "flag", "ready", "index", "operands", "event", "scalar")
+                 "reads", "writes", "fn", "flag", "ready", "index", "operands", "event", "scalar", "line")
 
     def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
                  path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
@@ -42,6 +44,7 @@ class Instr:
         self.index = -1
         self.event = None
         self.scalar = 0.0             # the scalar unit's cycles for the API call (set when emitted)
+        self.line = None              # (file, line) of the kernel body that issued it (when tracing)
 
     def describe(self) -> str:
         ops = self.operands
@@ -83,6 +86,23 @@ def current_context() -> BlockContext:
         raise RuntimeError("kernel instructions can only be issued inside a kernel body that the "
                            "machine is running (see docs/KERNELS.md)")
     return ctx
+
+
+LIBRARY = os.path.dirname(os.path.abspath(__file__))      # simulator/: frames here are not the kernel's
+_LINES: dict = {}
+
+
+def caller_line() -> tuple[str, int] | None:
+    """(file, line) of the innermost frame outside the simulator package: the line of the kernel
+    body (the user's, or an operator's in ops/) that made the instruction being emitted."""
+    f = sys._getframe(2)
+    lib = LIBRARY
+    while f is not None and f.f_code.co_filename.startswith(lib):
+        f = f.f_back
+    if f is None:
+        return None
+    key = (f.f_code.co_filename, f.f_lineno)
+    return _LINES.setdefault(key, key)         # one tuple per line, however many instructions
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -9,7 +9,7 @@ import threading
 from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable
 
-from .program import Instr, active_block
+from .program import Instr, active_block, caller_line
 
 if TYPE_CHECKING:
     from .machine import Device
@@ -34,12 +34,15 @@ class BlockContext:
         self.limit = ProgramRecorder.CHUNK      # instructions held before a pause (or a re-record)
         self.pipes = self.core.kind.pipes
         self.scalar_cost = device.scalar_cost
+        self.lines = device.tracing           # remember each instruction's source line (for the report)
 
     def emit(self, instr: Instr) -> Instr:
         if instr.pipe not in self.pipes:
             raise self.core.fault(instr.pipe, instr,
                                   f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
         instr.scalar = self.scalar_cost[instr.kind, instr.pipe]
+        if self.lines:
+            instr.line = caller_line()
         program = self.program
         instr.index = self.taken + len(program)
         program.append(instr)

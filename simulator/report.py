@@ -33,6 +33,9 @@ class Report:
     utilisation: dict[str, float]                 # resource -> fraction of the call it was needed
     roofline_cycles: float
     roofline_efficiency: float
+    # the kernel source lines that cost the most (traced runs): file, line, cycles over every pipe,
+    # the busiest pipe, instructions issued, per-pipe cycles, the line's text
+    lines: list[dict] = field(default_factory=list, repr=False)
     trace: "Trace" = field(repr=False, default=None)
 
     @classmethod
@@ -101,7 +104,7 @@ class Report:
                    device_memory=device_memory, l2=l2, bound=bound, utilisation=util,
                    roofline_cycles=roofline,
                    roofline_efficiency=roofline / cycles if cycles else 1.0,
-                   trace=Trace(rec, profile))
+                   lines=hot_lines(rec), trace=Trace(rec, profile))
 
     # ---- output --------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -127,6 +130,18 @@ class Report:
             s[1] += dur
         return [{"pipe": p, "instruction": n, "count": c, "total_cycles": t, "mean_cycles": t / c}
                 for (p, n), (c, t) in sorted(stats.items(), key=lambda kv: -kv[1][1])]
+
+    def lines_table(self, top: int = 10) -> str:
+        """The hottest kernel source lines: cycles (all pipes), busiest pipe, instructions."""
+        if not self.lines:
+            return "  no source lines (run with tracing on)"
+        out = [f"  {'cycles':>12} {'share':>6} {'busiest pipe':<12} {'instr':>8}  line"]
+        total = sum(l["cycles"] for l in self.lines) or 1.0
+        for l in self.lines[:top]:
+            where = f"{l['file']}:{l['line']}"
+            out.append(f"  {l['cycles']:>12,.0f} {l['cycles'] / total:>6.1%} {l['pipe']:<12} {l['instructions']:>8,}  "
+                       f"{where}  {l['source']}")
+        return "\n".join(out)
 
     def to_csv(self, path: str | Path, rows: str = "pipes") -> Path:
         """Write pipe_rows() (rows="pipes") or instruction_rows() (rows="instructions") as CSV."""
@@ -163,6 +178,33 @@ class Report:
             lines.append(f"  bound by   {self.bound} ({self.utilisation[self.bound]:.0%} of the call); "
                          f"roofline {self.roofline_cycles:,.0f} cycles = {self.roofline_efficiency:.0%} of achieved")
         return "\n".join(lines)
+
+
+def hot_lines(rec: TaskRecord, top: int = 50) -> list[dict]:
+    """Per kernel source line: cycles summed over pipes (the scalar unit's included), the busiest
+    pipe, the instructions it issued (pipe instructions; PIPE_S counts the same calls again)."""
+    import linecache
+    import os
+    per: dict[tuple, dict] = {}
+    for (line, pipe), (count, cycles) in rec.lines.items():
+        if line is None:
+            continue
+        d = per.setdefault(line, {"pipes": {}, "instructions": 0})
+        d["pipes"][pipe] = d["pipes"].get(pipe, 0.0) + cycles
+        if pipe != "PIPE_S":
+            d["instructions"] += count
+    rows = []
+    for (path, n), d in per.items():
+        try:
+            rel = os.path.relpath(path)
+        except ValueError:          # another drive (Windows)
+            rel = path
+        rows.append({"file": rel if not rel.startswith("..") else path, "line": n,
+                     "cycles": sum(d["pipes"].values()), "pipe": max(d["pipes"], key=d["pipes"].get),
+                     "instructions": d["instructions"], "pipes": dict(sorted(d["pipes"].items())),
+                     "source": linecache.getline(path, n).strip()})
+    rows.sort(key=lambda r: (-r["cycles"], r["file"], r["line"]))
+    return rows[:top]
 
 
 class Trace:

@@ -41,6 +41,7 @@ class TaskRecord:
     instructions: int = 0
     cores_used: dict[str, set] = field(default_factory=dict)             # core kind -> core names
     trace: list[tuple] = field(default_factory=list)   # (core index, pipe, name, start, dur, GM bytes)
+    lines: dict[tuple, list] = field(default_factory=dict)  # ((file, line), pipe) -> [instructions, cycles]
     error: str | None = None
 
     @property

@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("--trace", help="where to write the Chrome trace (default out/<op>_<soc>.trace.json)")
     r.add_argument("--no-trace", action="store_true", help="do not write a trace")
+    r.add_argument("--lines", type=int_in(1, 1000), nargs="?", const=10, default=0, metavar="N",
+                   help="also print the N (default 10) kernel source lines that cost the most cycles")
     r.add_argument("--estimate", action="store_true",
                    help="print the estimate (instructions per launch, memory, time) from the plan and stop")
     budget_args(r)
@@ -203,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--json", action="store_true")
     k.add_argument("--trace", help="where to write the Chrome trace (default out/<file>_<soc>.trace.json)")
     k.add_argument("--no-trace", action="store_true")
+    k.add_argument("--lines", type=int_in(1, 1000), nargs="?", const=10, default=0, metavar="N",
+                   help="also print the N (default 10) kernel source lines that cost the most cycles")
     k.add_argument("--warmup", type=int_in(0, 16), default=0,
                    help="run the kernel this many times first and report the run after them: its data is then "
                         "warm in L2, as on the board after the host-to-device copies that precede a kernel")

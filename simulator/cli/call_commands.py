@@ -126,7 +126,7 @@ def cmd_run(args) -> int:
     except studies.NotAvailable as e:
         raise CliError(str(e)) from None
     show = est is not None and est.seconds(args.mode) > 3 and sys.stderr.isatty()
-    result = run(call.op, mode=args.mode, profile=profile, trace=trace_file is not None,
+    result = run(call.op, mode=args.mode, profile=profile, trace=trace_file is not None or bool(args.lines),
                  tiling=call.tiling, progress=est.instructions if show else None, **kw)
     if args.json:
         out = result.report.to_dict()
@@ -146,6 +146,9 @@ def cmd_run(args) -> int:
         for name, a in result.outputs.items():
             print(describe(name, a))
     print(result.report.summary())
+    if args.lines:
+        print(f"  hottest source lines of the operator's kernels (of {len(result.report.lines)} kept)")
+        print(result.report.lines_table(args.lines))
     save_trace(result.trace, trace_file)
     return EXIT_OK
 

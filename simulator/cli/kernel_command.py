@@ -99,7 +99,7 @@ def cmd_kernel(args) -> int:
     try:
         with (contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()):
             res = run_kernel(spec["body"], block_dim, spec["args"], kind=kind, profile=profile,
-                             mode=args.mode, name=spec.get("name"), trace=trace_file is not None,
+                             mode=args.mode, name=spec.get("name"), trace=trace_file is not None or bool(args.lines),
                              warmup=args.warmup)
     except (KernelError, AclnnError):
         raise
@@ -130,6 +130,9 @@ def cmd_kernel(args) -> int:
             for k, a in res.outputs.items():
                 print(describe(k, a))
         print(res.report.summary())
+        if args.lines:
+            print(f"  hottest source lines (of {len(res.report.lines)} kept)")
+            print(res.report.lines_table(args.lines))
         if checked is not None:
             print("check: passed" if checked else f"check: FAILED: {why}")
     save_trace(res.trace, trace_file, announce=not args.json)
