@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from pathlib import Path
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -349,7 +351,7 @@ def _progress_bar(rt, total: int | None):
 
 def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: Profile | None = None,
         format: aclFormat | None = None, trace: bool = True, tiling: dict | None = None,
-        progress: int | None = None, **params) -> RunResult:
+        progress: int | None = None, msprof_out: str | None = None, **params) -> RunResult:
     """Run one aclnn operator call on a simulated chip and return its outputs and report.
 
     Keyword names are the aclnn parameter names. Tensors are numpy arrays (any layout; BF16 as
@@ -357,8 +359,12 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
     are allocated from the operator's shape rules). `mode="timing"` skips the data. Raises
     AclnnError (with .status) for a rejected call and KernelError for a kernel fault.
     `tiling` forces fields of the operator's tiling (561002 if they cannot work). `progress`: the
-    call's estimated instructions (simulator.estimate) to show a progress bar on stderr over."""
+    call's estimated instructions (simulator.estimate) to show a progress bar on stderr over.
+    `msprof_out`: also write the call's msprof and msKPP files there (docs/OUTPUTS.md)."""
     opdef = _check_params(op)
+    if msprof_out is not None:
+        from .outputs import check_output
+        check_output(Path(msprof_out) / "op_summary.csv", "msprof_out")
     with _private_device(soc, mode, profile, trace) as rt:
         host, outputs, ws_size, executor, ws = _phase1(opdef, params, format, mode == "functional", tiling)
         stream, _ = acl.aclrtCreateStream()
@@ -376,6 +382,9 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
                 if ht.arr is not outputs[p.name]:       # the array was copied (negative strides)
                     outputs[p.name][...] = ht.arr
         report = executor.report
+        if msprof_out is not None:
+            from .msprof import write_msprof
+            write_msprof(report.trace.rec, rt.profile, op, msprof_out)
         return RunResult(op, outputs, ws_size, report.cycles, report.time_us, report, report.trace)
 
 
@@ -395,7 +404,8 @@ class KernelResult:
 
 def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vector",
                soc: str | None = None, mode: str = "functional", profile: Profile | None = None,
-               name: str | None = None, trace: bool = True, warmup: int = 0) -> KernelResult:
+               name: str | None = None, trace: bool = True, warmup: int = 0,
+               msprof_out: str | None = None) -> KernelResult:
     """Run your own kernel body (written with simulator.kernel) on a simulated chip.
 
     `args` maps the body's parameter names to values: numpy arrays become GM_ADDR pointers to
@@ -442,4 +452,7 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
                 acl.aclrtMemcpy(a, a.nbytes, ptr, a.nbytes, acl.aclrtMemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
             outputs[key] = a
         report = box["report"]
+        if msprof_out is not None:
+            from .msprof import write_msprof
+            write_msprof(report.trace.rec, rt.profile, label, msprof_out)
         return KernelResult(outputs, report.cycles, report.time_us, report, report.trace)

@@ -23,7 +23,7 @@ from .profile import PIPES, Profile
 from .program import (BARRIER, COMPUTE, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch, align_up,
                       ceil_div, current_context)
 from .recorder import BlockContext, CountingContext, ProgramRecorder, count_instructions, record_whole
-from .state import CoreState, Group, LaunchRecord, TaskRecord
+from .state import BlockRecord, CoreState, Group, LaunchRecord, TaskRecord
 
 
 RELEASE = len(PIPES)        # the slot after a core's pipes: its release at a block's end
@@ -45,11 +45,11 @@ def scalar_costs(profile: Profile) -> dict[tuple[int, str], float]:
     return costs
 
 
-def per_line(lines: dict, line, pipe: str, cycles: float) -> None:
-    """Book an instruction's cycles on a pipe to the source line that issued it."""
-    st = lines.get((line, pipe))
+def per_line(lines: dict, core: int, line, pipe: str, cycles: float) -> None:
+    """Book an instruction's cycles on a core's pipe to the source line that issued it."""
+    st = lines.get((core, line, pipe))
     if st is None:
-        lines[line, pipe] = [1, cycles]
+        lines[core, line, pipe] = [1, cycles]
     else:
         st[0] += 1
         st[1] += cycles
@@ -169,7 +169,7 @@ class Device:
             for pname, ratio in partners:
                 for sub in range(ratio):
                     members.append(((yield self.free_cores[pname].get()), sub))
-            group = Group(launch_id, b, [c for c, _ in members], participants)
+            group = Group(launch_id, b, [c for c, _ in members], participants, len(rec.launches) - 1)
             for c, sub in members:
                 running.append(self.env.process(self._block(c, launch, b, rec, group, sub)))
         self.dispatching.pop(launch_id, None)
@@ -196,7 +196,7 @@ class Device:
         env = self.env
         pipes = [env.process(self._pipe(core, p, queues[p], wake, space, rec, group))
                  for p in core.kind.pipes]
-        ts = env.now
+        ts = block_start = env.now
         depth, issue = self.depth, self.issue_cycles
         scalar_busy = 0.0
         run_start = run_end = ts             # the scalar unit's current stretch of work (trace)
@@ -213,7 +213,7 @@ class Device:
                     run_end = ts
                     scalar_busy += s
                     if trace is not None:
-                        per_line(rec.lines, instr.line, "PIPE_S", s)
+                        per_line(rec.lines, core.index, instr.line, "PIPE_S", s)
                 kind = instr.kind
                 if kind >= BARRIER:
                     if kind == BARRIER and instr.flag == "PIPE_ALL":
@@ -261,6 +261,16 @@ class Device:
         key = (core.name, "PIPE_S")
         rec.busy[key] = rec.busy.get(key, 0.0) + scalar_busy
         rec.work[key] = rec.work.get(key, 0.0) + scalar_busy
+        busy, count, nbytes, lines2 = {"PIPE_S": scalar_busy}, {}, {}, [0, 0, 0, 0]
+        for p, proc in zip(core.kind.pipes, pipes):
+            b_busy, b_count, b_bytes, b_l2 = proc.value
+            busy[p] = busy.get(p, 0.0) + b_busy
+            count[p] = b_count
+            for path, n in b_bytes.items():
+                nbytes[path] = nbytes.get(path, 0) + n
+            lines2 = [a + b for a, b in zip(lines2, b_l2)]
+        rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, block_start, env.now,
+                                      busy, count, nbytes, tuple(lines2)))
         leftover = [(k, v) for k, v in core.flags.items() if v]
         if leftover:
             (src, dst, eid), setter = leftover[0]
@@ -373,6 +383,9 @@ class Device:
         tracing = self.tracing
         busy_key = (core.name, pipe)
         busy = work = 0.0
+        executed = 0
+        block_bytes: dict[str, int] = {}
+        l2_lines = [0, 0, 0, 0]          # read hits, read misses, write hits, write misses
         valid, checked = core.valid, core.checked
         trace, lines = rec.trace, rec.lines
         flags, waiters, state = core.flags, core.waiters, core.pipe_state
@@ -426,6 +439,8 @@ class Device:
                     key = instr.flag
                     if flags.get(key):
                         flags[key] = None
+                        if tracing:                 # the dependency, for the per-pipe trace layout
+                            rec.flows.append((core.index, key[0], pipe, core.flag_times.pop(key, env.now), env.now))
                     else:
                         state[pipe] = ("waiting for flag {flag} at {instr}", instr)
                         ev = env.event()
@@ -440,8 +455,12 @@ class Device:
                     waiter = waiters.pop(key, None)
                     if waiter is not None:
                         waiter.succeed()        # handed straight to the waiting pipe
+                        if tracing:
+                            rec.flows.append((core.index, pipe, key[1], env.now, env.now))
                     else:
                         flags[key] = instr
+                        if tracing:
+                            core.flag_times[key] = env.now
                 elif kind == BARRIER:
                     if instr.event is not None:
                         instr.event.succeed()
@@ -482,8 +501,12 @@ class Device:
                 # bandwidth; misses and dirty evictions also cross the device-memory channel
                 hits, misses = l2.hit_lines, l2.miss_lines
                 fetch, evicted = l2.access(instr.gm, instr.gm_write)
-                rec.l2_hit_lines += l2.hit_lines - hits
-                rec.l2_miss_lines += l2.miss_lines - misses
+                hits, misses = l2.hit_lines - hits, l2.miss_lines - misses
+                rec.l2_hit_lines += hits
+                rec.l2_miss_lines += misses
+                w = 2 if instr.gm_write else 0
+                l2_lines[w] += hits
+                l2_lines[w + 1] += misses
                 local = instr.cycles
                 if fetch:
                     local = self.profile.path(instr.path).cycles(instr.chan_bytes, self.miss_latency)
@@ -504,12 +527,14 @@ class Device:
                     busy, busy_until = union(busy, busy_until, start, done)
                     work, work_until = union(work, work_until, start, start + need)
                     flying.append((done, next(order), instr))
+                    executed += 1
                     path = instr.path
                     path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
+                    block_bytes[path] = block_bytes.get(path, 0) + instr.nbytes
                     path_cycles[path] = path_cycles.get(path, 0.0) + dur
                     if tracing:
                         trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
-                        per_line(lines, instr.line, pipe, dur)
+                        per_line(lines, core.index, instr.line, pipe, dur)
                     if stream > 0:
                         yield timeout(stream)
                     continue
@@ -526,13 +551,15 @@ class Device:
                 instr.fn()
             busy, busy_until = union(busy, busy_until, start, start + dur)
             work, work_until = union(work, work_until, start, start + need)
+            executed += 1
             path = instr.path
             if path is not None:
                 path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
+                block_bytes[path] = block_bytes.get(path, 0) + instr.nbytes
                 path_cycles[path] = path_cycles.get(path, 0.0) + dur
             if tracing:
                 trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
-                per_line(lines, instr.line, pipe, dur)
+                per_line(lines, core.index, instr.line, pipe, dur)
         if flying:
             last = max(t[0] for t in flying)
             if last > env.now:
@@ -546,6 +573,7 @@ class Device:
             parts[key] = parts.get(key, 0.0) + cycles
         rec.busy[busy_key] = rec.busy.get(busy_key, 0.0) + busy
         rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work
+        return busy, executed, block_bytes, l2_lines
 
     # ---- diagnosis -----------------------------------------------------------------------------
     def deadlock_report(self) -> str:

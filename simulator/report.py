@@ -93,8 +93,9 @@ class Report:
         launches = [{"name": l.name, "block_dim": l.block_dim, "core_kind": l.core_kind,
                      "start_cycle": l.start - rec.start, "cycles": l.end - l.start,
                      # on the cores, without the launch overhead: msprof's aicore_time
-                     "core_cycles": l.end - (l.start if l.cores_start is None else l.cores_start)}
-                    for l in rec.launches]
+                     "core_cycles": l.end - (l.start if l.cores_start is None else l.cores_start),
+                     "sides": launch_sides(rec, profile, i)}
+                    for i, l in enumerate(rec.launches)]
         ws = [{"purpose": name, "bytes": n} for name, n in workspace]
         return cls(op=op, soc=profile.soc_version, mode="functional" if functional else "timing",
                    clock_mhz=profile.clock_mhz,
@@ -180,13 +181,30 @@ class Report:
         return "\n".join(lines)
 
 
+def launch_sides(rec: TaskRecord, profile: Profile, launch: int) -> dict[str, dict]:
+    """msprof's per-launch totals, per side ("aic": Cube cores, "aiv": vector cores, "": coupled AI
+    cores): the blocks, their cycles and each pipe's busy cycles, summed over the blocks."""
+    out: dict[str, dict] = {}
+    for b in rec.blocks:
+        if b.launch != launch:
+            continue
+        units = profile.cores[b.core_kind].units
+        side = "" if "cube" in units and "vector" in units else "aic" if "cube" in units else "aiv"
+        s = out.setdefault(side, {"blocks": 0, "cycles": 0.0, "busy": {}})
+        s["blocks"] += 1
+        s["cycles"] += b.end - b.start
+        for p, c in sorted(b.busy.items()):
+            s["busy"][p] = s["busy"].get(p, 0.0) + c
+    return out
+
+
 def hot_lines(rec: TaskRecord, top: int = 50) -> list[dict]:
     """Per kernel source line: cycles summed over pipes (the scalar unit's included), the busiest
     pipe, the instructions it issued (pipe instructions; PIPE_S counts the same calls again)."""
     import linecache
     import os
     per: dict[tuple, dict] = {}
-    for (line, pipe), (count, cycles) in rec.lines.items():
+    for (_, line, pipe), (count, cycles) in rec.lines.items():
         if line is None:
             continue
         d = per.setdefault(line, {"pipes": {}, "instructions": 0})
@@ -222,7 +240,14 @@ class Trace:
             self._rows = self.rec.sorted_trace()
         return self._rows
 
-    def events(self) -> list[dict]:
+    LAYOUTS = ("core", "pipe")
+
+    def events(self, layout: str = "core") -> list[dict]:
+        """layout "core": a process per core, a thread per pipe (Perfetto's natural view);
+        "pipe": a process per pipe, a thread per core, and each flag a core's pipes waited on as a
+        flow arrow from its SetFlag to its WaitFlag (the layout of `msprof op simulator`'s trace)."""
+        if layout == "pipe":
+            return self._pipe_events()
         rec, profile = self.rec, self.profile
         mhz = profile.clock_mhz
         t0 = rec.start
@@ -266,10 +291,35 @@ class Trace:
                        "args": {"GB/s": buckets[b] / (width / mhz) / 1e3}})
         return ev
 
-    def to_chrome(self) -> dict:
-        return {"traceEvents": self.events(), "displayTimeUnit": "ns",
+    def _pipe_events(self) -> list[dict]:
+        rec, mhz, t0 = self.rec, self.profile.clock_mhz, self.rec.start
+        names = [f"{n}{i}" for n, k in self.profile.cores.items() for i in range(k.count)]
+        pid = {p: i + 1 for i, p in enumerate(PIPES)}
+        ev: list[dict] = []
+        used = sorted({t[0] for t in rec.trace})
+        for p in PIPES:
+            ev.append({"name": "process_name", "ph": "M", "pid": pid[p], "tid": 0, "args": {"name": p}})
+            ev.append({"name": "process_sort_index", "ph": "M", "pid": pid[p], "tid": 0,
+                       "args": {"sort_index": pid[p]}})
+            for c in used:
+                ev.append({"name": "thread_name", "ph": "M", "pid": pid[p], "tid": c,
+                           "args": {"name": f"core {names[c] if c < len(names) else c}"}})
+        rows = self.rows()
+        for i, (core, pipe, name, start, dur, _) in enumerate(rows):
+            nxt = rows[i + 1] if i + 1 < len(rows) else None
+            shown = (nxt[3] - start) if nxt is not None and nxt[:2] == (core, pipe) and nxt[3] < start + dur else dur
+            ev.append({"name": name, "ph": "X", "pid": pid[pipe], "tid": core, "ts": (start - t0) / mhz,
+                       "dur": shown / mhz})
+        for k, (core, src, dst, t_set, t_wait) in enumerate(rec.flows):
+            common = {"name": f"flag {src}->{dst}", "cat": "flag", "id": k + 1, "tid": core}
+            ev.append(dict(common, ph="s", pid=pid[src], ts=(t_set - t0) / mhz))
+            ev.append(dict(common, ph="f", bp="e", pid=pid[dst], ts=(t_wait - t0) / mhz))
+        return ev
+
+    def to_chrome(self, layout: str = "core") -> dict:
+        return {"traceEvents": self.events(layout), "displayTimeUnit": "ns",
                 "otherData": {"soc": self.profile.soc_version, "clock_mhz": self.profile.clock_mhz}}
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, layout: str = "core") -> Path:
         """Write the Chrome trace JSON (atomically: a failed write leaves no half file)."""
-        return write_text(path, json.dumps(self.to_chrome()), "trace")
+        return write_text(path, json.dumps(self.to_chrome(layout)), "trace")

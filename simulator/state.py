@@ -24,6 +24,22 @@ class LaunchRecord:
 
 
 @dataclass
+class BlockRecord:
+    """What one core did for one block of a launch (msprof op's per-block rows)."""
+    launch: int                  # index in TaskRecord.launches
+    block: int
+    sub_block: int               # the core's place in its group (AIVs of a mix block: 0, 1)
+    core: str
+    core_kind: str
+    start: float
+    end: float
+    busy: dict[str, float]       # pipe -> busy cycles (PIPE_S: the scalar unit's own work)
+    instructions: dict[str, int]  # pipe -> instructions executed (flags excluded)
+    path_bytes: dict[str, int]   # data path -> bytes
+    l2: tuple[int, int, int, int]  # L2 lines: read hits, read misses, write hits, write misses
+
+
+@dataclass
 class TaskRecord:
     """What one stream task (an executor run) did: the source of its report and trace."""
     label: str
@@ -41,7 +57,9 @@ class TaskRecord:
     instructions: int = 0
     cores_used: dict[str, set] = field(default_factory=dict)             # core kind -> core names
     trace: list[tuple] = field(default_factory=list)   # (core index, pipe, name, start, dur, GM bytes)
-    lines: dict[tuple, list] = field(default_factory=dict)  # ((file, line), pipe) -> [instructions, cycles]
+    lines: dict[tuple, list] = field(default_factory=dict)  # (core index, (file, line), pipe) -> [instructions, cycles]
+    blocks: list[BlockRecord] = field(default_factory=list)
+    flows: list[tuple] = field(default_factory=list)   # (core index, set pipe, wait pipe, set at, waited until)
     error: str | None = None
 
     @property
@@ -71,6 +89,7 @@ class CoreState:
         self.effects: dict = {}       # memoised instructions' functional effects (simulator.kernel.cube)
         self.checked: set = set()
         self.flags: dict[tuple, Instr | None] = {}     # flag -> the SetFlag that set it
+        self.flag_times: dict[tuple, float] = {}
         self.waiters: dict[tuple, simpy.Event] = {}
         self.pipe_state: dict[str, str] = {}
         self.scalar_state = "idle"
@@ -82,6 +101,7 @@ class CoreState:
         self.valid = {b: np.zeros(n, dtype=np.bool_) for b, n in self.kind.buffers.items()}
         self.checked: set = set()     # spans known valid in this block (written, or read and checked)
         self.flags = {}
+        self.flag_times: dict[tuple, float] = {}   # flag -> when it was set (traced runs)
         self.waiters = {}
         self.pipe_state = {p: "idle" for p in self.kind.pipes}
         self.scalar_state = "issuing"
@@ -106,6 +126,7 @@ class Group:
     block: int
     cores: list[CoreState]
     participants: dict[str, int]
+    record: int = 0              # the launch's index in its task's TaskRecord.launches
 
     def aic(self) -> CoreState | None:
         return next((c for c in self.cores if "cube" in c.kind.units and "vector" not in c.kind.units), None)

@@ -59,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("--trace", help="where to write the Chrome trace (default out/<op>_<soc>.trace.json)")
     r.add_argument("--no-trace", action="store_true", help="do not write a trace")
+    r.add_argument("--trace-layout", choices=["core", "pipe"], default="core",
+                   help="core: a process per core (default); pipe: a process per pipe with flag arrows, "
+                        "as msprof op simulator draws it")
+    r.add_argument("--msprof-out", metavar="DIR",
+                   help="also write msprof's files for the run there (OPPROF_*/ per launch, op_summary, "
+                        "msKPP's Pipe_statistic.csv; docs/OUTPUTS.md)")
     r.add_argument("--lines", type=int_in(1, 1000), nargs="?", const=10, default=0, metavar="N",
                    help="also print the N (default 10) kernel source lines that cost the most cycles")
     r.add_argument("--estimate", action="store_true",
@@ -98,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--resume", action="store_true",
                     help="keep the rows an interrupted run journaled for -o and run only the rest")
     rp.add_argument("--json", action="store_true", help="print the rows as JSON")
+    rp.add_argument("--msprof-out", metavar="DIR",
+                    help="also write msprof's files for each call under DIR/call<N>/ (the calls run once "
+                         "more, in this process; docs/OUTPUTS.md)")
     budget_args(rp)
     exec_args(rp)
     rp.set_defaults(func=cmd_replay)
@@ -205,6 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--json", action="store_true")
     k.add_argument("--trace", help="where to write the Chrome trace (default out/<file>_<soc>.trace.json)")
     k.add_argument("--no-trace", action="store_true")
+    k.add_argument("--trace-layout", choices=["core", "pipe"], default="core",
+                   help="core: a process per core (default); pipe: a process per pipe with flag arrows")
+    k.add_argument("--msprof-out", metavar="DIR",
+                   help="also write msprof's files for the run there (OPPROF_*/ per launch, op_summary, "
+                        "msKPP's Pipe_statistic.csv; docs/OUTPUTS.md)")
     k.add_argument("--lines", type=int_in(1, 1000), nargs="?", const=10, default=0, metavar="N",
                    help="also print the N (default 10) kernel source lines that cost the most cycles")
     k.add_argument("--warmup", type=int_in(0, 16), default=0,

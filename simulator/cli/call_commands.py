@@ -126,7 +126,8 @@ def cmd_run(args) -> int:
     except studies.NotAvailable as e:
         raise CliError(str(e)) from None
     show = est is not None and est.seconds(args.mode) > 3 and sys.stderr.isatty()
-    result = run(call.op, mode=args.mode, profile=profile, trace=trace_file is not None or bool(args.lines),
+    result = run(call.op, mode=args.mode, profile=profile,
+                 trace=trace_file is not None or bool(args.lines) or bool(args.msprof_out), msprof_out=args.msprof_out,
                  tiling=call.tiling, progress=est.instructions if show else None, **kw)
     if args.json:
         out = result.report.to_dict()
@@ -135,7 +136,7 @@ def cmd_run(args) -> int:
             out["overrides"] = what_if_overrides(args)
         out["trace_file"] = str(trace_file) if trace_file else None
         print(json.dumps(out, indent=2))
-        save_trace(result.trace, trace_file, announce=False)
+        save_trace(result.trace, trace_file, announce=False, layout=args.trace_layout)
         return EXIT_OK
     print(f"aclnn{call.op} on {soc}" + (f" (with {', '.join(args.set)})" if args.set else ""))
     dts = sorted({t.dtype for t in call.tensors.values()})
@@ -149,7 +150,9 @@ def cmd_run(args) -> int:
     if args.lines:
         print(f"  hottest source lines of the operator's kernels (of {len(result.report.lines)} kept)")
         print(result.report.lines_table(args.lines))
-    save_trace(result.trace, trace_file)
+    save_trace(result.trace, trace_file, layout=args.trace_layout)
+    if args.msprof_out:
+        print(f"msprof files: {args.msprof_out} (docs/OUTPUTS.md)")
     return EXIT_OK
 
 

@@ -118,11 +118,11 @@ def trace_path(args, default_stem: str) -> Path | None:
     return check_output(path, "--trace", (".json",))
 
 
-def save_trace(trace, path: Path | None, announce: bool = True) -> None:
+def save_trace(trace, path: Path | None, announce: bool = True, layout: str = "core") -> None:
     """Write the trace after the result is printed, so an output error never loses the result."""
     sys.stdout.flush()
     if path is not None:
-        trace.save(path)
+        trace.save(path, layout)
         if announce:
             print(f"trace: {path} (open in https://ui.perfetto.dev or chrome://tracing)")
 

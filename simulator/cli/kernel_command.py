@@ -99,8 +99,9 @@ def cmd_kernel(args) -> int:
     try:
         with (contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()):
             res = run_kernel(spec["body"], block_dim, spec["args"], kind=kind, profile=profile,
-                             mode=args.mode, name=spec.get("name"), trace=trace_file is not None or bool(args.lines),
-                             warmup=args.warmup)
+                             mode=args.mode, name=spec.get("name"),
+                             trace=trace_file is not None or bool(args.lines) or bool(args.msprof_out),
+                             warmup=args.warmup, msprof_out=args.msprof_out)
     except (KernelError, AclnnError):
         raise
     except Exception as e:
@@ -135,5 +136,7 @@ def cmd_kernel(args) -> int:
             print(res.report.lines_table(args.lines))
         if checked is not None:
             print("check: passed" if checked else f"check: FAILED: {why}")
-    save_trace(res.trace, trace_file, announce=not args.json)
+    save_trace(res.trace, trace_file, announce=not args.json, layout=args.trace_layout)
+    if args.msprof_out and not args.json:
+        print(f"msprof files: {args.msprof_out} (docs/OUTPUTS.md)")
     return EXIT_REJECTED if checked is False else EXIT_OK

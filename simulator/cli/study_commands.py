@@ -69,6 +69,13 @@ def cmd_replay(args) -> int:
                 print(f"call {r['call']}: {r['status']}: {r.get('message', '')}")
         if args.output:
             print(f"rows: {args.output}")
+    if args.msprof_out:
+        # the files need each call's whole record: the calls run once more, here, one by one
+        for i in calls:
+            studies.run_call(w.calls[i], soc, overrides, mode=args.mode, seed=args.seed, trace=True,
+                             msprof_out=str(Path(args.msprof_out) / f"call{i:03d}"))
+        if not args.json:
+            print(f"msprof files: {args.msprof_out}/call<N>/ (docs/OUTPUTS.md)")
     failed = [r for r in rows if r["status"] not in ("ok", "not available")]
     return EXIT_REJECTED if failed else EXIT_OK
 

@@ -220,7 +220,7 @@ _RUN_LOCK = threading.Lock()      # the ACL runtime is process-global: one call 
 
 def run_call(call: Call, soc: str, overrides: dict | None = None, *, mode: str = "timing",
              seed: int = 0, tiling: dict | None = None, trace: bool = False,
-             profile: Profile | None = None) -> tuple[dict[str, Any], Any]:
+             profile: Profile | None = None, msprof_out: str | None = None) -> tuple[dict[str, Any], Any]:
     """Run one call; returns (row, RunResult or None). Never raises for a call that is rejected,
     faults or is not available: the row's status says what happened."""
     from ..api import run
@@ -235,7 +235,7 @@ def run_call(call: Call, soc: str, overrides: dict | None = None, *, mode: str =
     til = tiling if tiling is not None else call.tiling
     try:
         with _RUN_LOCK:
-            res = run(call.op, mode=mode, profile=prof, trace=trace, tiling=til, **kw)
+            res = run(call.op, mode=mode, profile=prof, trace=trace, tiling=til, msprof_out=msprof_out, **kw)
     except AclnnError as e:
         return dict(base, status=f"rejected {e.status}", status_code=e.status,
                     message=one_line(str(e))), None

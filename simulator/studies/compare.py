@@ -27,8 +27,6 @@ PIPE_COLUMNS = {"PIPE_S": "scalar", "PIPE_V": "vec", "PIPE_M": "mac", "PIPE_MTE1
                 "PIPE_MTE2": "mte2", "PIPE_MTE3": "mte3", "PIPE_FIX": "fixpipe"}
 # stems msprof also writes for the cube pipe
 CUBE_ALIASES = ("mac", "cube")
-# msprof side prefix -> the core kinds of ours it describes ("" = a coupled AI core)
-SIDES = {"": ("aicore",), "aic": ("aic",), "aiv": ("aiv",)}
 BLOCK_COLUMNS = ("Block Num", "Block Dim")
 MIX_BLOCK_COLUMNS = ("Mix Block Num", "Mix Block Dim")
 
@@ -171,24 +169,19 @@ class CompareRow:
 
 
 def simulated_times(report: dict) -> dict[str, dict[str, float]]:
-    """Our report (Report.to_dict()) in msprof's terms: per side, the kernel time on the cores and
-    each pipe's mean busy time per core used, in us."""
+    """Our report (Report.to_dict()) in msprof's terms, per side ("" for a coupled AI core, "aic",
+    "aiv"): the kernel's time on the cores (the launches' `core_cycles`), and each pipe's share of
+    the blocks' cycles times that (msprof's ratio x aicore_time), in us. This is what our own
+    op_summary file says (simulator/msprof.py), so a call compared with its own file reads 1.00."""
     mhz = report["clock_mhz"]
-    kernel_cycles = sum(l.get("core_cycles", l["cycles"]) for l in report["launches"])
-    per_kind: dict[str, dict[str, list[float]]] = {}
-    for core, pipes in report["cores"].items():
-        kind = core.rstrip("0123456789")
-        for pipe, busy in pipes.items():
-            per_kind.setdefault(kind, {}).setdefault(pipe, []).append(busy)
     out: dict[str, dict[str, float]] = {}
-    for side, kinds in SIDES.items():
-        got: dict[str, float] = {}
-        for kind in kinds:
-            for pipe, values in per_kind.get(kind, {}).items():
-                got[pipe] = sum(values) / len(values) / mhz
-        if got:
-            got["total"] = kernel_cycles / mhz
-            out[side] = got
+    for l in report["launches"]:
+        for side, s in (l.get("sides") or {}).items():
+            got = out.setdefault(side, {"total": 0.0})
+            got["total"] += l["core_cycles"] / mhz
+            for pipe, busy in s["busy"].items():
+                share = busy / s["cycles"] if s["cycles"] else 0.0
+                got[pipe] = got.get(pipe, 0.0) + share * l["core_cycles"] / mhz
     return out
 
 
