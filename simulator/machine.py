@@ -397,19 +397,23 @@ class Device:
         flying: list[tuple] = []        # (lands at, order, instr): transfers still in flight
         order = itertools.count()
 
+        def complete(instr: Instr) -> None:
+            """The instruction's bytes are written: the sanitizer knows them, and its effect runs."""
+            for span in instr.writes:
+                if span not in checked:
+                    buf, lo, hi = span
+                    valid[buf][lo:hi] = True
+                    checked.add(span)
+            if functional and instr.fn is not None:
+                instr.fn()
+
         def land(now: float) -> None:
-            """Complete the transfers that have landed by `now`: their bytes are written."""
+            """Complete the transfers that have landed by `now`."""
             nonlocal flying
             done = sorted(t for t in flying if t[0] <= now)
             flying = [t for t in flying if t[0] > now]
             for _, _, instr in done:
-                for span in instr.writes:
-                    if span not in checked:
-                        buf, lo, hi = span
-                        valid[buf][lo:hi] = True
-                        checked.add(span)
-                if functional and instr.fn is not None:
-                    instr.fn()
+                complete(instr)
         l2, l2_channel, hbm = self.l2, self.l2_channel, self.hbm
         while True:
             if not q:
@@ -542,13 +546,7 @@ class Device:
                 dur = need = instr.cycles
             if dur > 0:
                 yield timeout(dur)
-            for span in instr.writes:
-                if span not in checked:
-                    buf, lo, hi = span
-                    valid[buf][lo:hi] = True
-                    checked.add(span)
-            if functional and instr.fn is not None:
-                instr.fn()
+            complete(instr)
             busy, busy_until = union(busy, busy_until, start, start + dur)
             work, work_until = union(work, work_until, start, start + need)
             executed += 1

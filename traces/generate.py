@@ -157,13 +157,18 @@ def deformable_detr(N: int = 4, heads: int = 8, d_model: int = 256, points: int 
     for s in (8, 16, 32, 64):
         levels.append((-(-H // s), -(-W // s)))
     lq_enc = sum(h * w for h, w in levels)
+    L = len(levels)
     D = d_model // heads
     calls = []
     for part, lq in (("decoder", queries), ("encoder", lq_enc)):
         for li, (h, w) in reversed(list(enumerate(levels))):
             calls.append({"op": "GridSampler2DBackward", "label": f"{part} level {li} ({h}x{w}, {lq} queries)",
                           "count": 6,
-                          "tensors": {"gradOutput": [N * heads, D, lq, points], "input": [N * heads, D, h, w],
+                          # autograd hands grid_sample's backward one level's slice of the gradient
+                          # of the levels stacked at dim -2: a view (traces/torch_models.py captures it)
+                          "tensors": {"gradOutput": {"shape": [N * heads, D, lq, points],
+                                                     "strides": [D * lq * L * points, lq * L * points, L * points, 1]},
+                                      "input": [N * heads, D, h, w],
                                       "grid": {"shape": [N * heads, lq, points, 2], "init": "uniform(-1,1)"}},
                           "attrs": {"interpolationMode": 0, "paddingMode": 0, "alignCorners": False,
                                     "outputMask": [True, True]}})
@@ -202,7 +207,8 @@ def main() -> None:
           {"name": "deformable_detr_grid_sample_backward",
            "description": "grid_sample backward of Deformable DETR's multi-scale deformable attention "
                           "(PyTorch reference path), batch 4, 8 heads, 4 levels, 4 points, 800x1216, FLOAT; "
-                          "count 6 = layers per encoder / decoder.",
+                          "count 6 = layers per encoder / decoder; gradOutput is the strided view autograd "
+                          "passes (one level of the stacked gradient), as captured from PyTorch.",
            "source": "fundamentalvision/Deformable-DETR models/ops/functions/ms_deform_attn_func.py "
                      "(ms_deform_attn_core_pytorch), shapes in traces/generate.py",
            "defaults": {"dtype": "FLOAT"}},

@@ -35,6 +35,18 @@ from .kernel_command import KERNEL_CONVENTION, cmd_kernel
 from .study_commands import cmd_capture, cmd_compare, cmd_regress, cmd_replay, cmd_sweep, cmd_tune
 
 
+def insight_args(p: argparse.ArgumentParser) -> None:
+    """The views of one run beyond its report: the trace's layout, msprof's files, hot lines."""
+    p.add_argument("--trace-layout", choices=["core", "pipe"], default="core",
+                   help="core: a process per core (default); pipe: a process per pipe with flag arrows, "
+                        "as msprof op simulator draws it")
+    p.add_argument("--msprof-out", metavar="DIR",
+                   help="also write msprof's files for the run there (OPPROF_*/ per launch, op_summary, "
+                        "msKPP's Pipe_statistic.csv; docs/OUTPUTS.md)")
+    p.add_argument("--lines", type=int_in(1, 1000), nargs="?", const=10, default=0, metavar="N",
+                   help="also print the N (default 10) kernel source lines that cost the most cycles")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = Parser(prog="ascend-sim", description="Cycle-approximate simulator of Huawei Ascend NPUs: run aclnn "
                  "operator calls, replay workload traces, guard cycle counts in CI, sweep what-if profiles "
@@ -59,14 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("--trace", help="where to write the Chrome trace (default out/<op>_<soc>.trace.json)")
     r.add_argument("--no-trace", action="store_true", help="do not write a trace")
-    r.add_argument("--trace-layout", choices=["core", "pipe"], default="core",
-                   help="core: a process per core (default); pipe: a process per pipe with flag arrows, "
-                        "as msprof op simulator draws it")
-    r.add_argument("--msprof-out", metavar="DIR",
-                   help="also write msprof's files for the run there (OPPROF_*/ per launch, op_summary, "
-                        "msKPP's Pipe_statistic.csv; docs/OUTPUTS.md)")
-    r.add_argument("--lines", type=int_in(1, 1000), nargs="?", const=10, default=0, metavar="N",
-                   help="also print the N (default 10) kernel source lines that cost the most cycles")
+    insight_args(r)
     r.add_argument("--estimate", action="store_true",
                    help="print the estimate (instructions per launch, memory, time) from the plan and stop")
     budget_args(r)
@@ -214,13 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--json", action="store_true")
     k.add_argument("--trace", help="where to write the Chrome trace (default out/<file>_<soc>.trace.json)")
     k.add_argument("--no-trace", action="store_true")
-    k.add_argument("--trace-layout", choices=["core", "pipe"], default="core",
-                   help="core: a process per core (default); pipe: a process per pipe with flag arrows")
-    k.add_argument("--msprof-out", metavar="DIR",
-                   help="also write msprof's files for the run there (OPPROF_*/ per launch, op_summary, "
-                        "msKPP's Pipe_statistic.csv; docs/OUTPUTS.md)")
-    k.add_argument("--lines", type=int_in(1, 1000), nargs="?", const=10, default=0, metavar="N",
-                   help="also print the N (default 10) kernel source lines that cost the most cycles")
+    insight_args(k)
     k.add_argument("--warmup", type=int_in(0, 16), default=0,
                    help="run the kernel this many times first and report the run after them: its data is then "
                         "warm in L2, as on the board after the host-to-device copies that precede a kernel")
