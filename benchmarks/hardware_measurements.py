@@ -3,8 +3,8 @@ kernel, beside what we simulate for the same kernel on the same chip, with the r
 (simulated / measured). docs/CALIBRATION.md ("Against measured hardware") holds the table this
 prints and says, row by row, why a ratio is what it is.
 
-    python benchmarks/hardware_measurements.py            # every row (about 4 minutes)
-    python benchmarks/hardware_measurements.py --quick    # without the 4096^3 GEMMs (about 1 minute)
+    python benchmarks/hardware_measurements.py            # every row (under a minute)
+    python benchmarks/hardware_measurements.py --quick    # without the 4096^3 GEMMs
 
 Rows:
 1. The Ascend C add sample (examples/vector_add_kernel.py: 8 blocks x 2048 FP16, 128-element
