@@ -229,3 +229,35 @@ def test_conv_tbc_backward_takes_the_transpose_path(monkeypatch, soc):
     spy = _Spy(monkeypatch)
     run_and_check_conv_tbc(soc, 7, T=21, B=3, cin=40, cout=36, K=3, pad=1, trace=False)
     assert len(spy.taken) == 5 and not spy.declined, (spy.taken, spy.declined)
+
+
+def test_regular_views_plan_the_same_tiles_a_stretch_at_a_time():
+    """_regular_tiles (a stretch of equal-step runs at a time) against _piece_tiles (a run at a
+    time, the plain algorithm) on random views: the same tiles, group for group. A 20-million-run
+    view (Deformable DETR's gradient) planned in gigabytes the plain way."""
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(400):
+        nd = int(rng.integers(1, 5))
+        shape = [int(rng.integers(1, 9)) for _ in range(nd)]
+        perm = rng.permutation(nd)
+        pad = [int(rng.integers(0, 3)) for _ in range(nd)]
+        strides, acc = [0] * nd, 1
+        for ax in reversed(range(nd)):                 # a padded, permuted layout of the shape
+            strides[perm[ax]] = acc
+            acc *= shape[perm[ax]] + pad[perm[ax]]
+        offset = int(rng.integers(0, 5))
+        isz = int(rng.choice([1, 2, 4, 8]))
+        slot = int(rng.choice([32, 64, 256, 4096]))
+        want = oc._piece_tiles(shape, strides, offset, isz, slot)
+        got = oc._regular_tiles(shape, strides, offset, isz, slot)
+        if got is None:
+            continue
+        checked += 1
+        assert got == want, (shape, strides, offset, isz, slot)
+    assert checked > 150
+    # DETR's encoder gradient: one level of four stacked, 20.7 M runs of 4 elements
+    t0 = __import__("time").perf_counter()
+    tiles = oc._regular_tiles([32, 32, 20197, 4], [10340864, 323152, 16, 1], 0, 4, 96 * 1024)
+    assert sum(g.count for tile in tiles for g in tile) == 32 * 32 * 20197
+    assert __import__("time").perf_counter() - t0 < 30
