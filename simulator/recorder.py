@@ -32,6 +32,7 @@ class BlockContext:
         self.pipe_alloc: Any = None   # the block's TPipe (simulator.kernel)
         self.atomic = None            # SetAtomicAdd's dtype: GM writes then add instead of store
         self.limit = ProgramRecorder.CHUNK      # instructions held before a pause (or a re-record)
+        self.weight = 0                         # GM ranges and written spans held (same purpose)
         self.pipes = self.core.kind.pipes
         self.scalar_cost = device.scalar_cost
         self.lines = device.tracing           # remember each instruction's source line (for the report)
@@ -46,7 +47,9 @@ class BlockContext:
         program = self.program
         instr.index = self.taken + len(program)
         program.append(instr)
-        if len(program) >= self.limit:
+        # what the chunk holds: instructions, and their byte ranges (a strided copy has thousands)
+        self.weight += len(instr.gm) + len(instr.writes)
+        if len(program) >= self.limit or self.weight >= ProgramRecorder.RANGES:
             if self.recorder is None:
                 raise _TooLong()
             self.recorder.pause()
@@ -141,6 +144,7 @@ def record_whole(ctx: BlockContext, body: Callable[..., None], args: tuple) -> l
         # drop the partial program now: the context is in a cycle with its TPipe, and a chunk of
         # instructions left in it would wait for the collector (a full chunk for every long block)
         ctx.program = []
+        ctx.weight = 0
         ctx.pipe_alloc = None
         return None
     finally:
@@ -165,6 +169,9 @@ class ProgramRecorder:
     # at once, and 48 blocks x 8192 gathers (~1 KB each with their spans) were 0.5 GB of a DETR
     # encoder call's peak. A turn costs ~0.15 ms, ~0.15 us per instruction at this size.
     STEP = 1024
+    # ... and at most RANGES GM ranges and written spans: a strided copy carries one per row (a
+    # DETR gradient's Contiguous, 3,072 per instruction, held 48 blocks x 280 copies = 10 GB)
+    RANGES = 32768
 
     def __init__(self, ctx: BlockContext, body: Callable[..., None], args: tuple):
         self.ctx, self.body, self.args = ctx, body, args
@@ -211,6 +218,7 @@ class ProgramRecorder:
             if self.error is not None:
                 raise self.error
             chunk, ctx.program = ctx.program, []
+            ctx.weight = 0
             ctx.taken += len(chunk)
             yield chunk
         ctx.recorder = None                  # no cycle left between the block and its recorder
