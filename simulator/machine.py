@@ -412,6 +412,17 @@ class Device:
             if functional and instr.fn is not None:
                 instr.fn()
 
+        def book(instr: Instr, start: float, dur: float, hbm_bytes: int) -> None:
+            """An executed instruction's bytes and cycles per path, and its trace entry."""
+            path = instr.path
+            if path is not None:
+                path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
+                block_bytes[path] = block_bytes.get(path, 0) + instr.nbytes
+                path_cycles[path] = path_cycles.get(path, 0.0) + dur
+            if tracing:
+                trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
+                per_line(lines, core.index, instr.line, pipe, dur)
+
         def land(now: float) -> None:
             """Complete the transfers that have landed by `now`."""
             nonlocal flying
@@ -538,13 +549,7 @@ class Device:
                     work, work_until = union(work, work_until, start, start + need)
                     flying.append((done, next(order), instr))
                     executed += 1
-                    path = instr.path
-                    path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
-                    block_bytes[path] = block_bytes.get(path, 0) + instr.nbytes
-                    path_cycles[path] = path_cycles.get(path, 0.0) + dur
-                    if tracing:
-                        trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
-                        per_line(lines, core.index, instr.line, pipe, dur)
+                    book(instr, start, dur, hbm_bytes)
                     if stream > 0:
                         yield timeout(stream)
                     continue
@@ -556,14 +561,7 @@ class Device:
             busy, busy_until = union(busy, busy_until, start, start + dur)
             work, work_until = union(work, work_until, start, start + need)
             executed += 1
-            path = instr.path
-            if path is not None:
-                path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
-                block_bytes[path] = block_bytes.get(path, 0) + instr.nbytes
-                path_cycles[path] = path_cycles.get(path, 0.0) + dur
-            if tracing:
-                trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
-                per_line(lines, core.index, instr.line, pipe, dur)
+            book(instr, start, dur, hbm_bytes)
         if flying:
             last = max(t[0] for t in flying)
             if last > env.now:
