@@ -265,16 +265,16 @@ class Device:
         key = (core.name, "PIPE_S")
         rec.busy[key] = rec.busy.get(key, 0.0) + scalar_busy
         rec.work[key] = rec.work.get(key, 0.0) + scalar_busy
-        busy, count, nbytes, lines2 = {"PIPE_S": scalar_busy}, {}, {}, [0, 0, 0, 0]
-        for p, proc in zip(core.kind.pipes, pipes):
+        busy, count, nbytes, l2_lines = {"PIPE_S": scalar_busy}, {}, {}, [0, 0, 0, 0]
+        for p, proc in zip(core.kind.pipes, pipes):      # each pipe returns its block's figures
             b_busy, b_count, b_bytes, b_l2 = proc.value
             busy[p] = busy.get(p, 0.0) + b_busy
             count[p] = b_count
             for path, n in b_bytes.items():
                 nbytes[path] = nbytes.get(path, 0) + n
-            lines2 = [a + b for a, b in zip(lines2, b_l2)]
+            l2_lines = [a + b for a, b in zip(l2_lines, b_l2)]
         rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, block_start, env.now,
-                                      busy, count, nbytes, tuple(lines2)))
+                                      busy, count, nbytes, tuple(l2_lines)))
         leftover = [(k, v) for k, v in core.flags.items() if v]
         if leftover:
             (src, dst, eid), setter = leftover[0]

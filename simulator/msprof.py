@@ -142,6 +142,13 @@ class MsprofWriter:
         self.coupled = any("cube" in k.units and "vector" in k.units for k in profile.cores.values())
         self.heads = COUPLED if self.coupled else A2
         self.names = [f"{n}{i}" for n, k in profile.cores.items() for i in range(k.count)]
+        self._rows: list[tuple] | None = None
+
+    def rows(self) -> list[tuple]:
+        """The trace in (core, pipe, start) order, sorted once for every file that reads it."""
+        if self._rows is None:
+            self._rows = self.rec.sorted_trace()
+        return self._rows
 
     def _us(self, cycles: float) -> float:
         return cycles / self.mhz
@@ -170,67 +177,59 @@ class MsprofWriter:
                "Current Freq": round(self.mhz), "Rated Freq": round(self.mhz)}
         return _table(self.heads["OpBasicInfo"], [row])
 
-    def pipe_utilization(self, launch: int) -> str:
+    def per_block(self, launch: int, name: str) -> str:
+        """One of msprof op's per-block files (PipeUtilization, Memory, L2Cache,
+        ArithmeticUtilization): a row per block, its time columns, then the file's own."""
+        fill = {"PipeUtilization": self._pipe_cols, "Memory": self._memory_cols, "L2Cache": self._l2_cols,
+                "ArithmeticUtilization": self._arith_cols}[name]
         rows = []
         for b in self.blocks(launch):
             row, side, cyc = self._base(b)
-            for p, busy in b.busy.items():
-                row[f"{side}_{STEM[p]}_time(us)"] = self._us(busy)
-                row[f"{side}_{STEM[p]}_ratio"] = busy / cyc if cyc else 0.0
-            for path, n in b.path_bytes.items():      # active bandwidth: bytes over the pipe's busy time
-                pipe = PATHS.get(path, (None,))[0]
-                if pipe in ("PIPE_MTE2", "PIPE_MTE3", "PIPE_FIX") and b.busy.get(pipe):
-                    key = f"{side}_{STEM[pipe]}_active_bw(GB/s)"
-                    row[key] = row.get(key, 0.0) + n / (b.busy[pipe] / (self.mhz * 1e6)) / 1e9
+            fill(b, row, side, cyc)
             rows.append(row)
-        return _table(self.heads["PipeUtilization"], rows)
+        return _table(self.heads[name], rows)
 
-    def memory(self, launch: int) -> str:
-        rows = []
-        for b in self.blocks(launch):
-            row, side, cyc = self._base(b)
-            secs = cyc / (self.mhz * 1e6)
-            for p in ("PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3"):
-                if p in b.busy:
-                    row[f"{side}_{STEM[p]}_instructions"] = b.instructions.get(p, 0)
-                    row[f"{side}_{STEM[p]}_ratio"] = b.busy[p] / cyc if cyc else 0.0
-            for path, n in b.path_bytes.items():
-                col = PATHS.get(path, (None, None))[1]
-                if col:
-                    row[col] = row.get(col, 0.0) + n / 1024
-                if path == "UB_GM" and secs:
-                    row[f"{side}_ub_to_gm_bw(GB/s)"] = n / secs / 1e9
-                if path == "GM_UB" and secs:
-                    row[f"{side}_gm_to_ub_bw(GB/s)"] = n / secs / 1e9
-            rows.append(row)
-        return _table(self.heads["Memory"], rows)
+    def _pipe_cols(self, b: BlockRecord, row: dict, side: str, cyc: float) -> None:
+        for p, busy in b.busy.items():
+            row[f"{side}_{STEM[p]}_time(us)"] = self._us(busy)
+            row[f"{side}_{STEM[p]}_ratio"] = busy / cyc if cyc else 0.0
+        for path, n in b.path_bytes.items():      # active bandwidth: bytes over the pipe's busy time
+            pipe = PATHS.get(path, (None,))[0]
+            if pipe in ("PIPE_MTE2", "PIPE_MTE3", "PIPE_FIX") and b.busy.get(pipe):
+                key = f"{side}_{STEM[pipe]}_active_bw(GB/s)"
+                row[key] = row.get(key, 0.0) + n / (b.busy[pipe] / (self.mhz * 1e6)) / 1e9
 
-    def l2cache(self, launch: int) -> str:
-        rows = []
-        for b in self.blocks(launch):
-            row, side, _ = self._base(b)
-            rh, rm, wh, wm = b.l2
-            if self.coupled:
-                row["aic_l2_cache_hit_rate(%)"] = _pct(rh + wh, rh + rm + wh + wm)
-            else:
-                row.update({f"{side}_write_cache_hit": wh, f"{side}_write_cache_miss_allocate": wm,
-                            f"{side}_r0_read_cache_hit": rh, f"{side}_r0_read_cache_miss_allocate": rm,
-                            f"{side}_write_hit_rate(%)": _pct(wh, wh + wm), f"{side}_read_hit_rate(%)": _pct(rh, rh + rm),
-                            f"{side}_total_hit_rate(%)": _pct(rh + wh, rh + rm + wh + wm)})
-            rows.append(row)
-        return _table(self.heads["L2Cache"], rows)
+    def _memory_cols(self, b: BlockRecord, row: dict, side: str, cyc: float) -> None:
+        secs = cyc / (self.mhz * 1e6)
+        for p in ("PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3"):
+            if p in b.busy:
+                row[f"{side}_{STEM[p]}_instructions"] = b.instructions.get(p, 0)
+                row[f"{side}_{STEM[p]}_ratio"] = b.busy[p] / cyc if cyc else 0.0
+        for path, n in b.path_bytes.items():
+            col = PATHS.get(path, (None, None))[1]
+            if col:
+                row[col] = row.get(col, 0.0) + n / 1024
+            if path == "UB_GM" and secs:
+                row[f"{side}_ub_to_gm_bw(GB/s)"] = n / secs / 1e9
+            if path == "GM_UB" and secs:
+                row[f"{side}_gm_to_ub_bw(GB/s)"] = n / secs / 1e9
 
-    def arithmetic(self, launch: int) -> str:
-        rows = []
-        for b in self.blocks(launch):
-            row, side, cyc = self._base(b)
-            if "PIPE_M" in b.busy:
-                row[f"{side}_cube_ratio"] = b.busy["PIPE_M"] / cyc if cyc else 0.0
-                row[f"{side}_cube_total_instr_number"] = b.instructions.get("PIPE_M", 0)
-            if "PIPE_V" in b.busy:
-                row[f"{side}_vec_ratio"] = b.busy["PIPE_V"] / cyc if cyc else 0.0
-            rows.append(row)
-        return _table(self.heads["ArithmeticUtilization"], rows)
+    def _l2_cols(self, b: BlockRecord, row: dict, side: str, cyc: float) -> None:
+        rh, rm, wh, wm = b.l2
+        if self.coupled:
+            row["aic_l2_cache_hit_rate(%)"] = _pct(rh + wh, rh + rm + wh + wm)
+        else:
+            row.update({f"{side}_write_cache_hit": wh, f"{side}_write_cache_miss_allocate": wm,
+                        f"{side}_r0_read_cache_hit": rh, f"{side}_r0_read_cache_miss_allocate": rm,
+                        f"{side}_write_hit_rate(%)": _pct(wh, wh + wm), f"{side}_read_hit_rate(%)": _pct(rh, rh + rm),
+                        f"{side}_total_hit_rate(%)": _pct(rh + wh, rh + rm + wh + wm)})
+
+    def _arith_cols(self, b: BlockRecord, row: dict, side: str, cyc: float) -> None:
+        if "PIPE_M" in b.busy:
+            row[f"{side}_cube_ratio"] = b.busy["PIPE_M"] / cyc if cyc else 0.0
+            row[f"{side}_cube_total_instr_number"] = b.instructions.get("PIPE_M", 0)
+        if "PIPE_V" in b.busy:
+            row[f"{side}_vec_ratio"] = b.busy["PIPE_V"] / cyc if cyc else 0.0
 
     # ---- op_summary ----
     def launch_sides(self, launch: int) -> dict[str, dict]:
@@ -287,7 +286,7 @@ class MsprofWriter:
 
     def instr_exe(self) -> dict[int, str]:
         per: dict[int, dict] = {}
-        for core, pipe, name, _, dur, _ in self.rec.sorted_trace():
+        for core, pipe, name, _, dur, _ in self.rows():
             s = per.setdefault(core, {}).setdefault((name, pipe), [0, 0.0])
             s[0] += 1
             s[1] += dur
@@ -339,7 +338,7 @@ class MsprofWriter:
 
     def instruction_statistic(self) -> str:
         stats: dict[str, list] = {}
-        for _, _, name, _, dur, _ in self.rec.sorted_trace():
+        for _, _, name, _, dur, _ in self.rows():
             s = stats.setdefault(name, [0, 0.0])
             s[0] += 1
             s[1] += dur
@@ -353,10 +352,9 @@ class MsprofWriter:
         written = []
         for i in range(len(self.rec.launches)):
             d = out / f"OPPROF_{self.stamp}_{seq + i:03d}"
-            for name, text in (("OpBasicInfo", self.op_basic_info(i)), ("PipeUtilization", self.pipe_utilization(i)),
-                               ("Memory", self.memory(i)), ("L2Cache", self.l2cache(i)),
-                               ("ArithmeticUtilization", self.arithmetic(i))):
-                written.append(write_text(d / f"{name}.csv", text, f"{name}.csv"))
+            written.append(write_text(d / "OpBasicInfo.csv", self.op_basic_info(i), "OpBasicInfo.csv"))
+            for name in ("PipeUtilization", "Memory", "L2Cache", "ArithmeticUtilization"):
+                written.append(write_text(d / f"{name}.csv", self.per_block(i, name), f"{name}.csv"))
         if self.rec.trace:
             sim = out / f"OPPROF_{self.stamp}_{seq:03d}" / "simulator"
             code = self.code_exe()
