@@ -12,24 +12,18 @@ The engine knows instructions, pipes, buffers and paths; it never knows an opera
 from __future__ import annotations
 
 import gc
-import itertools
-from collections import deque
 
-import numpy as np
 import simpy
 
 from .memory import DeviceMemory, L2Cache, MemoryChannel
 from .profile import PIPES, Profile
 from .program import (BARRIER, COMPUTE, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch, align_up,
                       ceil_div, current_context)
+from .block_run import BlockRun
 from .recorder import BlockContext, CountingContext, ProgramRecorder, count_instructions, record_whole
 from .state import BlockRecord, CoreState, Group, LaunchRecord, TaskRecord
 
 
-# The sanitizer remembers at most this many spans per block as known-written (a cache: a span
-# past it is checked against the byte map each time). A strided copy has a span per row: a DETR
-# gradient's Contiguous left 430,000 per block, 1.3 GB over 48 blocks at once.
-CHECKED_SPANS = 16384
 RELEASE = len(PIPES)        # the slot after a core's pipes: its release at a block's end
 
 
@@ -47,26 +41,6 @@ def scalar_costs(profile: Profile) -> dict[tuple[int, str], float]:
                 cls = {"PIPE_V": "vector", "PIPE_M": "cube"}.get(pipe, "copy")
             costs[kind, pipe] = per_call[cls] if cls else 0.0
     return costs
-
-
-def per_line(lines: dict, core: int, line, pipe: str, cycles: float) -> None:
-    """Book an instruction's cycles on a core's pipe to the source line that issued it."""
-    st = lines.get((core, line, pipe))
-    if st is None:
-        lines[core, line, pipe] = [1, cycles]
-    else:
-        st[0] += 1
-        st[1] += cycles
-
-
-def union(total: float, until: float, start: float, end: float) -> tuple[float, float]:
-    """Add [start, end) to a pipe's busy time, counting once what overlaps its earlier
-    intervals (which end by `until`): returns the new (total, until)."""
-    if start >= until:
-        return total + (end - start), end
-    if end > until:
-        return total + (end - until), end
-    return total, until
 
 
 class Device:
@@ -183,6 +157,9 @@ class Device:
 
     def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
                sub: int):
+        """SimPy process: one block on one core. Its program is recorded (ProgramRecorder for a
+        long one), then its scalar unit and pipes run as a BlockRun, which meets the shared
+        clock only where the core touches something shared."""
         pool = self.free_cores[core.kind_name]
         core.reset_for_block(b, launch.name)
         self.active.add(core)
@@ -194,90 +171,27 @@ class Device:
             ctx = BlockContext(self, core, b, launch.block_dim, group, sub)
             recorder = ProgramRecorder(ctx, launch.body, launch.args)
             self.recorders.add(recorder)
-        queues = {p: deque() for p in core.kind.pipes}
-        wake: dict[str, simpy.Event | None] = {p: None for p in core.kind.pipes}
-        space: dict[str, simpy.Event | None] = {p: None for p in core.kind.pipes}
-        env = self.env
-        pipes = [env.process(self._pipe(core, p, queues[p], wake, space, rec, group))
-                 for p in core.kind.pipes]
-        ts = block_start = env.now
-        depth, issue = self.depth, self.issue_cycles
-        scalar_busy = 0.0
-        run_start = run_end = ts             # the scalar unit's current stretch of work (trace)
-        trace = rec.trace if self.tracing else None
-        for chunk in self._chunks(program, recorder, rec, core):
-            for instr in chunk:
-                s = instr.scalar
-                if s:
-                    if ts > run_end:
-                        if trace is not None and run_end > run_start:
-                            trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
-                        run_start = ts
-                    ts += s
-                    run_end = ts
-                    scalar_busy += s
-                    if trace is not None:
-                        per_line(rec.lines, core.index, instr.line, "PIPE_S", s)
-                kind = instr.kind
-                if kind >= BARRIER:
-                    if kind == BARRIER and instr.flag == "PIPE_ALL":
-                        # the scalar unit stalls until every pipe has drained
-                        core.scalar_state = ("stalled at {instr} until every pipe drains", instr)
-                        marks = []
-                        for p in core.kind.pipes:
-                            m = Instr(p, "PipeBarrier(PIPE_ALL)", BARRIER)
-                            m.event = env.event()
-                            marks.append(m.event)
-                            yield from self._put(core, queues[p], wake, space, m, ts)
-                            ts = max(ts, env.now)
-                        yield simpy.AllOf(env, marks)
-                        ts = max(ts, env.now)
-                        core.scalar_state = "issuing"
-                        continue
-                    if kind == XWAIT and instr.pipe == "PIPE_S":
-                        core.scalar_state = ("waiting for a cross-core flag at {instr}", instr)
-                        yield from self._xwait(core, group, instr, max(ts, env.now))
-                        ts = max(ts, env.now)
-                        core.scalar_state = "issuing"
-                        continue
-                pipe = instr.pipe
-                q = queues[pipe]
-                if len(q) >= depth:
-                    core.scalar_state = ("waiting for room in the {pipe} queue to issue {instr}", instr)
-                    yield from self._put(core, q, wake, space, instr, ts)
-                    ts = max(ts, env.now)
-                    core.scalar_state = "issuing"
-                else:
-                    instr.ready = ts
-                    q.append(instr)
-                    ev = wake[pipe]
-                    if ev is not None:
-                        wake[pipe] = None
-                        ev.succeed()
-                ts += issue
-            del chunk
-        core.scalar_state = "done issuing"
-        self.recorders.discard(recorder)
+        block_start = self.env.now
+        run = BlockRun(self, core, group, rec, self._chunks(program, recorder, rec, core))
         del program
-        if trace is not None and run_end > run_start:
-            trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
-        yield simpy.AllOf(env, pipes)
+        yield from run.drive()
+        self.recorders.discard(recorder)
         key = (core.name, "PIPE_S")
-        rec.busy[key] = rec.busy.get(key, 0.0) + scalar_busy
-        rec.work[key] = rec.work.get(key, 0.0) + scalar_busy
-        busy, count, nbytes, l2_lines = {"PIPE_S": scalar_busy}, {}, {}, [0, 0, 0, 0]
-        for p, proc in zip(core.kind.pipes, pipes):      # each pipe returns its block's figures
-            b_busy, b_count, b_bytes, b_l2 = proc.value
+        rec.busy[key] = rec.busy.get(key, 0.0) + run.scalar_busy
+        rec.work[key] = rec.work.get(key, 0.0) + run.scalar_busy
+        busy, count, nbytes, l2_lines = {"PIPE_S": run.scalar_busy}, {}, {}, [0, 0, 0, 0]
+        for p in core.kind.pipes:                # each pipe's figures for the block
+            b_busy, b_count, b_bytes, b_l2 = run.figures[p]
             busy[p] = busy.get(p, 0.0) + b_busy
             count[p] = b_count
             for path, n in b_bytes.items():
                 nbytes[path] = nbytes.get(path, 0) + n
-            l2_lines = [a + b for a, b in zip(l2_lines, b_l2)]
-        rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, block_start, env.now,
+            l2_lines = [x + y for x, y in zip(l2_lines, b_l2)]
+        rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, block_start, self.env.now,
                                       busy, count, nbytes, tuple(l2_lines)))
-        leftover = [(k, v) for k, v in core.flags.items() if v]
+        leftover = run.leftover_flag()
         if leftover:
-            (src, dst, eid), setter = leftover[0]
+            (src, dst, eid), setter = leftover
             raise core.fault(src, setter, f"block ended with flag {src}->{dst} id {eid} set but "
                              f"never waited on (every SetFlag needs a matching WaitFlag)")
         self.active.discard(core)
@@ -310,18 +224,6 @@ class Device:
             r.abandon()
         self.recorders.clear()
 
-    def _put(self, core, q, wake, space, instr, ts):
-        while len(q) >= self.depth:
-            ev = self.env.event()
-            space[instr.pipe] = ev
-            yield ev
-        instr.ready = max(ts, self.env.now)
-        q.append(instr)
-        ev = wake[instr.pipe]
-        if ev is not None:
-            wake[instr.pipe] = None
-            ev.succeed()
-
     # ---- cross-core flags (A2) -------------------------------------------------------------
     def _xtargets(self, core: CoreState, group: Group, mode: int) -> list[tuple]:
         lid, flag_targets = group.launch_id, []
@@ -334,7 +236,8 @@ class Device:
             flag_targets = aivs if core is aic else ([aic] if aic is not None else [])
         return [(lid, c.name) for c in flag_targets]
 
-    def _xset(self, core: CoreState, group: Group, instr: Instr) -> None:
+    def xset(self, core: CoreState, group: Group, instr: Instr) -> None:
+        """CrossCoreSetFlag, at its turn: count it, and wake the waits it satisfies."""
         flag, mode = instr.flag
         targets = self._xtargets(core, group, mode)
         if not targets:
@@ -354,11 +257,10 @@ class Device:
                     self.xcount[key] -= need
                 ev.succeed()
 
-    def _xwait(self, core: CoreState, group: Group, instr: Instr, ts: float):
+    def xwait_now(self, core: CoreState, group: Group, instr: Instr, waiter) -> bool:
+        """CrossCoreWaitFlag, at its turn: True if the flag is there (taken), else `waiter` is
+        queued and its succeed() is called when a set satisfies it."""
         flag, mode = instr.flag
-        if ts > self.env.now:
-            yield self.env.timeout(ts - self.env.now)
-        yield self.slot(core, PIPES.index(instr.pipe))
         if mode == 0:
             key = (group.launch_id, core.kind_name, flag)
             done = self.xwaits_done.get((group.launch_id, core.name, flag), 0) + 1
@@ -371,211 +273,9 @@ class Device:
         if self.xcount.get(key, 0) >= need:
             if consume:
                 self.xcount[key] -= need
-            return
-        ev = self.env.event()
-        self.xwaiters.setdefault(key, []).append((ev, need, consume))
-        yield ev
-
-    def _pipe(self, core: CoreState, pipe: str, q: deque, wake, space, rec: TaskRecord,
-              group: Group):
-        """SimPy process: one pipe executing its queue in order. It runs once per instruction, so
-        it is kept lean (hot attributes in locals, the flag kinds tested once); its events, their
-        order and every float sum are a plain loop's (bit-identical cycles and reports)."""
-        env = self.env
-        timeout = env.timeout
-        functional = self.functional
-        tracing = self.tracing
-        busy_key = (core.name, pipe)
-        busy = work = 0.0
-        executed = 0
-        block_bytes: dict[str, int] = {}
-        l2_lines = [0, 0, 0, 0]          # read hits, read misses, write hits, write misses
-        valid, checked = core.valid, core.checked
-        trace, lines = rec.trace, rec.lines
-        flags, waiters, state = core.flags, core.waiters, core.pipe_state
-        path_bytes, path_cycles = rec.path_bytes, {}
-        slot, peek = self.slot, env.peek
-        pipe_at = PIPES.index(pipe)
-        in_flight = self.in_flight
-        busy_until = work_until = 0.0
-        flying: list[tuple] = []        # (lands at, order, instr): transfers still in flight
-        order = itertools.count()
-
-        def complete(instr: Instr) -> None:
-            """The instruction's bytes are written: the sanitizer knows them, and its effect runs."""
-            for span in instr.writes:
-                if span not in checked:
-                    buf, lo, hi = span
-                    valid[buf][lo:hi] = True
-                    if len(checked) < CHECKED_SPANS:
-                        checked.add(span)
-            if functional and instr.fn is not None:
-                instr.fn()
-
-        def book(instr: Instr, start: float, dur: float, hbm_bytes: int) -> None:
-            """An executed instruction's bytes and cycles per path, and its trace entry."""
-            path = instr.path
-            if path is not None:
-                path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
-                block_bytes[path] = block_bytes.get(path, 0) + instr.nbytes
-                path_cycles[path] = path_cycles.get(path, 0.0) + dur
-            if tracing:
-                trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
-                per_line(lines, core.index, instr.line, pipe, dur)
-
-        def land(now: float) -> None:
-            """Complete the transfers that have landed by `now`."""
-            nonlocal flying
-            done = sorted(t for t in flying if t[0] <= now)
-            flying = [t for t in flying if t[0] > now]
-            for _, _, instr in done:
-                complete(instr)
-        l2, l2_channel, hbm = self.l2, self.l2_channel, self.hbm
-        while True:
-            if not q:
-                state[pipe] = "idle, waiting for the scalar unit to issue"
-                ev = env.event()
-                wake[pipe] = ev
-                yield ev
-            instr = q.popleft()
-            sev = space[pipe]
-            if sev is not None:
-                space[pipe] = None
-                sev.succeed()
-            kind = instr.kind
-            if kind == END:
-                break
-            if instr.ready > env.now:
-                yield timeout(instr.ready - env.now)
-            if kind >= SET:               # SET, WAIT, BARRIER, XSET, XWAIT: no time of their own
-                if flying and kind != WAIT:
-                    # a flag or barrier on a pipe orders after its transfers have landed
-                    last = max(t[0] for t in flying)
-                    if last > env.now:
-                        state[pipe] = ("waiting for its transfers in flight to land before {instr}", instr)
-                        yield timeout(last - env.now)
-                    land(last)              # (now + (last - now) may round below last)
-                if kind == WAIT:
-                    key = instr.flag
-                    if flags.get(key):
-                        flags[key] = None
-                        if tracing:                 # the dependency, for the per-pipe trace layout
-                            rec.flows.append((core.index, key[0], pipe, core.flag_times.pop(key, env.now), env.now))
-                    else:
-                        state[pipe] = ("waiting for flag {flag} at {instr}", instr)
-                        ev = env.event()
-                        waiters[key] = ev
-                        yield ev
-                elif kind == SET:
-                    key = instr.flag
-                    first = flags.get(key)
-                    if first:
-                        raise core.fault(pipe, instr, f"flag {key[0]}->{key[1]} id {key[2]} set twice "
-                                         f"without a wait between (first set by {first.describe()})")
-                    waiter = waiters.pop(key, None)
-                    if waiter is not None:
-                        waiter.succeed()        # handed straight to the waiting pipe
-                        if tracing:
-                            rec.flows.append((core.index, pipe, key[1], env.now, env.now))
-                    else:
-                        flags[key] = instr
-                        if tracing:
-                            core.flag_times[key] = env.now
-                elif kind == BARRIER:
-                    if instr.event is not None:
-                        instr.event.succeed()
-                elif kind == XSET:
-                    yield slot(core, pipe_at)
-                    self._xset(core, group, instr)
-                else:
-                    state[pipe] = ("waiting for a cross-core flag at {instr}", instr)
-                    yield from self._xwait(core, group, instr, env.now)
-                continue
-            for span in instr.reads:
-                if span in checked:         # bytes once written stay written for the block
-                    continue
-                buf, lo, hi = span
-                v = valid[buf][lo:hi]
-                if not v.all():
-                    bad = lo + int(np.argmin(v))
-                    raise core.fault(pipe, instr, f"reads {buf}[{lo}:{hi}] but byte {bad} was never "
-                                     f"written in this block (missing copy-in or missing flag)")
-                if len(checked) < CHECKED_SPANS:
-                    checked.add(span)
-            overlap = 1
-            if kind == GM_XFER:
-                overlap = in_flight[instr.path]
-                if overlap > 1 and len(flying) >= overlap:
-                    # every slot taken: the first transfer to land frees one
-                    first = min(t[0] for t in flying)
-                    if first > env.now:
-                        state[pipe] = ("waiting for a free in-flight slot to start {instr}", instr)
-                        yield timeout(first - env.now)
-                    land(max(first, env.now))
-            start = env.now
-            state[pipe] = instr             # executing it
-            hbm_bytes = 0
-            if kind == GM_XFER:
-                if peek() <= start:            # others act this cycle: take the (core, pipe) turn
-                    yield slot(core, pipe_at)
-                # through L2: a hit streams at the path's rate within the L2's chip-wide
-                # bandwidth; misses and dirty evictions also cross the device-memory channel
-                hits, misses = l2.hit_lines, l2.miss_lines
-                fetch, evicted = l2.access(instr.gm, instr.gm_write)
-                hits, misses = l2.hit_lines - hits, l2.miss_lines - misses
-                rec.l2_hit_lines += hits
-                rec.l2_miss_lines += misses
-                w = 2 if instr.gm_write else 0
-                l2_lines[w] += hits
-                l2_lines[w + 1] += misses
-                local = instr.cycles
-                if fetch:
-                    local = self.profile.path(instr.path).cycles(instr.chan_bytes, self.miss_latency)
-                done = start + local
-                done = max(done, l2_channel.reserve(start, instr.chan_bytes)[0])
-                hbm.pending += evicted
-                end, hbm_bytes = hbm.reserve(start, fetch, drain=instr.chan_bytes)
-                done = max(done, end)
-                rec.l2_bytes += instr.chan_bytes
-                rec.hbm_bytes += hbm_bytes
-                dur = done - start
-                need = local
-                if overlap > 1:
-                    # the pipe moves on once the bytes have streamed; the latency (and a miss's)
-                    # overlaps the next transfers, and the data lands at `done`
-                    cost = self.profile.path(instr.path)
-                    stream = local - cost.latency(instr.chan_bytes, self.miss_latency if fetch else 0.0)
-                    busy, busy_until = union(busy, busy_until, start, done)
-                    work, work_until = union(work, work_until, start, start + need)
-                    flying.append((done, next(order), instr))
-                    executed += 1
-                    book(instr, start, dur, hbm_bytes)
-                    if stream > 0:
-                        yield timeout(stream)
-                    continue
-            else:
-                dur = need = instr.cycles
-            if dur > 0:
-                yield timeout(dur)
-            complete(instr)
-            busy, busy_until = union(busy, busy_until, start, start + dur)
-            work, work_until = union(work, work_until, start, start + need)
-            executed += 1
-            book(instr, start, dur, hbm_bytes)
-        if flying:
-            last = max(t[0] for t in flying)
-            if last > env.now:
-                state[pipe] = "waiting for its transfers in flight to land"
-                yield timeout(last - env.now)
-            land(last)
-        state[pipe] = "finished"
-        parts = rec.path_parts
-        for path, cycles in path_cycles.items():
-            key = (core.index, pipe, path)
-            parts[key] = parts.get(key, 0.0) + cycles
-        rec.busy[busy_key] = rec.busy.get(busy_key, 0.0) + busy
-        rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work
-        return busy, executed, block_bytes, l2_lines
+            return True
+        self.xwaiters.setdefault(key, []).append((waiter, need, consume))
+        return False
 
     # ---- diagnosis -----------------------------------------------------------------------------
     def deadlock_report(self) -> str:

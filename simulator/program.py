@@ -27,7 +27,7 @@ class Instr:
     path / nbytes: the data path and bytes moved (for cost and the report);
     scalar: the scalar unit's own cycles for the API call, spent before the instruction issues."""
     __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "gm", "gm_write",
-                 "reads", "writes", "fn", "flag", "ready", "index", "operands", "event", "scalar", "line")
+                 "reads", "writes", "fn", "flag", "ready", "issued", "index", "operands", "event", "scalar", "line")
 
     def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
                  path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
@@ -41,6 +41,7 @@ class Instr:
         self.reads, self.writes, self.fn, self.flag = reads, writes, fn, flag
         self.operands = operands      # formatted only when an error or a deadlock names it
         self.ready = 0.0
+        self.issued = 0.0             # when the scalar unit's process put it in the queue (engine)
         self.index = -1
         self.event = None
         self.scalar = 0.0             # the scalar unit's cycles for the API call (set when emitted)

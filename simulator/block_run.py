@@ -1,0 +1,493 @@
+"""One block on one core, advanced arithmetically (issue 14).
+
+The core's scalar unit and each of its pipes is a small generator (an actor) that keeps its own
+clock exactly as a SimPy process of its own would (`now`, moved by the same float sums), and runs
+as far as it can. It stops only where it needs another actor (an empty queue, a full one, a flag,
+a PIPE_ALL barrier) or something the cores share (a GM transfer's L2 and memory channels, a
+cross-core flag). Only those shared moments are SimPy events: the block's process waits until
+the shared clock reaches the earliest one, takes its (core, pipe) turn where others act in the
+same cycle (`Device.slot`), and lets that actor go on.
+
+Why the order the actors run in does not matter: within a core every meeting is a maximum of
+times, not an order of events. A WaitFlag ends at max(its arrival, the SetFlag's time); a pipe
+takes an instruction at max(its own time, the time the scalar unit issued it); the scalar unit
+finds room in a queue of depth D at max(its own time, the time the pipe took the instruction D
+places back). A SetFlag while the same flag is still set is a fault when the earlier set is taken
+after it (checked when both times are known). Each shared moment's time is no earlier than the
+last one's, since everything after it descends from it, so the core meets the others in the
+order a process per pipe would have.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from heapq import heappush
+
+import numpy as np
+import simpy
+from simpy.events import NORMAL
+
+from .profile import PIPES
+from .program import BARRIER, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr
+
+# The sanitizer remembers at most this many spans per block as known-written (a cache: a span
+# past it is checked against the byte map each time). A strided copy has a span per row: a DETR
+# gradient's Contiguous left 430,000 per block, 1.3 GB over 48 blocks at once.
+CHECKED_SPANS = 16384
+S_AT = PIPES.index("PIPE_S")
+
+
+def per_line(lines: dict, core: int, line, pipe: str, cycles: float) -> None:
+    """Book an instruction's cycles on a core's pipe to the source line that issued it."""
+    st = lines.get((core, line, pipe))
+    if st is None:
+        lines[core, line, pipe] = [1, cycles]
+    else:
+        st[0] += 1
+        st[1] += cycles
+
+
+def union(total: float, until: float, start: float, end: float) -> tuple[float, float]:
+    """Add [start, end) to a pipe's busy time, counting once what overlaps its earlier
+    intervals (which end by `until`): returns the new (total, until)."""
+    if start >= until:
+        return total + (end - start), end
+    if end > until:
+        return total + (end - until), end
+    return total, until
+
+
+def at(env: simpy.Environment, t: float) -> simpy.Event:
+    """An event at absolute time `t` (a timeout of t - now could round to a neighbouring float)."""
+    ev = simpy.Event(env)
+    ev._ok, ev._value = True, None
+    heappush(env._queue, (t, NORMAL, next(env._eid), ev))
+    return ev
+
+
+class _CrossCoreWake:
+    """What a cross-core flag's setter succeeds for an actor of this block that waits on it."""
+    __slots__ = ("run", "actor")
+
+    def __init__(self, run: "BlockRun", actor):
+        self.run, self.actor = run, actor
+
+    def succeed(self) -> None:
+        run = self.run
+        run.xwaiting -= 1
+        run.runnable.append((self.actor, run.env.now))
+        wake = run.wake
+        if wake is not None and not wake.triggered:
+            wake.succeed()
+
+
+class BlockRun:
+    """The scalar unit and the pipes of one core for one block (see the module's docstring).
+    `drive()` is the block's SimPy process body; `figures` holds each pipe's (busy, executed,
+    bytes per path, L2 lines) and `scalar_busy` the scalar unit's cycles once it returns."""
+
+    def __init__(self, device, core, group, rec, chunks):
+        self.device, self.core, self.group, self.rec = device, core, group, rec
+        self.env = env = device.env
+        self.start = env.now
+        self.chunks = chunks
+        self.pipes = core.kind.pipes
+        self.queues = {p: deque() for p in self.pipes}
+        self.idle: dict[str, object] = {}        # pipe -> its actor, waiting for an instruction
+        self.pops = {p: deque() for p in self.pipes}   # when the pipe took instructions (queue room)
+        self.scalar_waits: str | None = None     # the pipe whose queue room the scalar unit waits for
+        self.sets: dict[tuple, deque] = {}       # flag -> [(set at, SetFlag)] not yet waited on
+        self.taken: dict[tuple, float] = {}      # flag -> when its last set was waited on
+        self.waiting: dict[tuple, tuple] = {}    # flag -> (actor, arrived at): a WaitFlag before its set
+        self.runnable: deque = deque()           # (actor, value to send)
+        self.shared: list[tuple] = []            # (at, pipe index, seq, forced slot, actor)
+        self.seq = itertools.count()
+        self.xwaiting = 0                        # actors waiting for a cross-core flag
+        self.wake: simpy.Event | None = None     # what the process sleeps on while they wait
+        self.markers_left = 0                    # PIPE_ALL: pipes that have not reached the barrier
+        self.markers_at = 0.0
+        self.scalar_actor = None
+        self.actors: dict[str, object] = {}
+        self.figures: dict[str, tuple] = {}
+        self.end = self.start
+        self.scalar_busy = 0.0
+
+    # ---- the block's process ---------------------------------------------------------------
+    def drive(self):
+        env, device, core = self.env, self.device, self.core
+        runnable, shared = self.runnable, self.shared
+        self.scalar_actor = self.scalar()
+        runnable.append((self.scalar_actor, None))
+        for p in self.pipes:
+            self.actors[p] = a = self.pipe(p)
+            runnable.append((a, None))
+        while True:
+            while runnable:
+                actor, value = runnable.popleft()
+                try:
+                    actor.send(value)
+                except StopIteration:
+                    pass
+            if len(self.figures) == len(self.pipes):
+                break
+            if shared:
+                item = min(shared)
+                t = item[0]
+                if t > env.now:
+                    if self.xwaiting:            # a cross-core flag may wake an actor sooner
+                        self.wake = wake = env.event()
+                        at(env, t).callbacks.append(lambda _e, w=wake: None if w.triggered else w.succeed())
+                        yield wake
+                        self.wake = None
+                    else:
+                        yield at(env, t)
+                    continue
+                shared.remove(item)
+                if item[3] or env.peek() <= t:   # others act this cycle: take the (core, pipe) turn
+                    yield device.slot(core, item[1])
+                runnable.append((item[4], None))
+            elif self.xwaiting:
+                self.wake = env.event()
+                yield self.wake
+                self.wake = None
+            else:                                # nobody can move: the device reports a deadlock
+                yield env.event()
+        if self.end > env.now:
+            yield at(env, self.end)
+
+    def _share(self, t: float, pipe_at: int, forced: bool, actor) -> None:
+        """Ask for the shared clock at `t` (and the (core, pipe) turn): the actor yields next."""
+        if t < self.env.now:
+            raise RuntimeError(f"engine: {self.core.name} meets the others at {t} after {self.env.now}")
+        self.shared.append((t, pipe_at, next(self.seq), forced, actor))
+
+    def _xwait(self, instr: Instr, t: float, pipe_at: int, actor):
+        """Generator: a cross-core wait that starts at `t` (its turn taken first); returns the
+        time it ends."""
+        self._share(t, pipe_at, True, actor)
+        yield
+        waker = _CrossCoreWake(self, actor)
+        if self.device.xwait_now(self.core, self.group, instr, waker):
+            return self.env.now
+        self.xwaiting += 1
+        return (yield)
+
+    # ---- the scalar unit ---------------------------------------------------------------------
+    def scalar(self):
+        """Issue the block's instructions in order into the pipes' queues (as Device's scalar
+        process did: its API call's cycles, then one issue cycle; room in a full queue)."""
+        core, rec, device = self.core, self.rec, self.device
+        me = self.scalar_actor
+        snow = ts = self.start       # snow: the time a SimPy process would be at (env.now)
+        depth, issue = device.depth, device.issue_cycles
+        scalar_busy = 0.0
+        run_start = run_end = ts
+        trace = rec.trace if device.tracing else None
+        queues, idle, pops, runnable = self.queues, self.idle, self.pops, self.runnable
+        appended = {p: 0 for p in self.pipes}
+        for chunk in self.chunks:
+            for instr in chunk:
+                s = instr.scalar
+                if s:
+                    if ts > run_end:
+                        if trace is not None and run_end > run_start:
+                            trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
+                        run_start = ts
+                    ts += s
+                    run_end = ts
+                    scalar_busy += s
+                    if trace is not None:
+                        per_line(rec.lines, core.index, instr.line, "PIPE_S", s)
+                kind = instr.kind
+                if kind >= BARRIER:
+                    if kind == BARRIER and instr.flag == "PIPE_ALL":
+                        # the scalar unit stalls until every pipe has drained
+                        core.scalar_state = ("stalled at {instr} until every pipe drains", instr)
+                        self.markers_left, self.markers_at = len(self.pipes), snow
+                        for p in self.pipes:
+                            m = Instr(p, "PipeBarrier(PIPE_ALL)", BARRIER)
+                            m.event = True
+                            if appended[p] >= depth:
+                                if not pops[p]:
+                                    self.scalar_waits = p
+                                    yield
+                                t = pops[p].popleft()
+                                if t > snow:
+                                    snow = t
+                            appended[p] += 1
+                            m.ready = ts if ts > snow else snow
+                            m.issued = snow
+                            queues[p].append(m)
+                            a = idle.pop(p, None)
+                            if a is not None:
+                                runnable.append((a, None))
+                            if snow > ts:
+                                ts = snow
+                        if self.markers_left:
+                            yield
+                        if self.markers_at > snow:
+                            snow = self.markers_at
+                        if snow > ts:
+                            ts = snow
+                        core.scalar_state = "issuing"
+                        continue
+                    if kind == XWAIT and instr.pipe == "PIPE_S":
+                        core.scalar_state = ("waiting for a cross-core flag at {instr}", instr)
+                        t = snow + (ts - snow) if ts > snow else snow
+                        snow = yield from self._xwait(instr, t, S_AT, me)
+                        if snow > ts:
+                            ts = snow
+                        core.scalar_state = "issuing"
+                        continue
+                pipe = instr.pipe
+                if appended[pipe] >= depth:
+                    pq = pops[pipe]
+                    if not pq:
+                        core.scalar_state = ("waiting for room in the {pipe} queue to issue {instr}", instr)
+                        self.scalar_waits = pipe
+                        yield
+                        core.scalar_state = "issuing"
+                    t = pq.popleft()
+                    if t > snow:
+                        snow = t
+                        if t > ts:
+                            ts = t
+                appended[pipe] += 1
+                instr.ready = ts
+                instr.issued = snow
+                queues[pipe].append(instr)
+                if idle:
+                    a = idle.pop(pipe, None)
+                    if a is not None:
+                        runnable.append((a, None))
+                ts += issue
+            del chunk
+        core.scalar_state = "done issuing"
+        self.chunks = None
+        if trace is not None and run_end > run_start:
+            trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
+        self.scalar_busy = scalar_busy
+
+    # ---- a pipe --------------------------------------------------------------------------------
+    def pipe(self, pipe: str):
+        """Execute the pipe's queue in order (as Device's pipe process did, the same sums)."""
+        device, core, rec, group = self.device, self.core, self.rec, self.group
+        me = self.actors[pipe]                  # (drive() makes every actor before it starts any)
+        functional, tracing = device.functional, device.tracing
+        now = self.start
+        busy = work = 0.0
+        executed = 0
+        block_bytes: dict[str, int] = {}
+        l2_lines = [0, 0, 0, 0]          # read hits, read misses, write hits, write misses
+        valid, checked = core.valid, core.checked
+        trace, lines = rec.trace, rec.lines
+        state = core.pipe_state
+        path_bytes, path_cycles = rec.path_bytes, {}
+        pipe_at = PIPES.index(pipe)
+        in_flight = device.in_flight
+        profile, miss_latency = device.profile, device.miss_latency
+        busy_until = work_until = 0.0
+        flying: list[tuple] = []        # (lands at, order, instr): transfers still in flight
+        order = itertools.count()
+        q, pops, idle, runnable = self.queues[pipe], self.pops[pipe], self.idle, self.runnable
+        sets, waiting, taken = self.sets, self.waiting, self.taken
+        l2, l2_channel, hbm = device.l2, device.l2_channel, device.hbm
+
+        def complete(instr: Instr) -> None:
+            """The instruction's bytes are written: the sanitizer knows them, and its effect runs."""
+            for span in instr.writes:
+                if span not in checked:
+                    buf, lo, hi = span
+                    valid[buf][lo:hi] = True
+                    if len(checked) < CHECKED_SPANS:
+                        checked.add(span)
+            if functional and instr.fn is not None:
+                instr.fn()
+
+        def book(instr: Instr, start: float, dur: float, hbm_bytes: int) -> None:
+            """An executed instruction's bytes and cycles per path, and its trace entry."""
+            path = instr.path
+            if path is not None:
+                path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
+                block_bytes[path] = block_bytes.get(path, 0) + instr.nbytes
+                path_cycles[path] = path_cycles.get(path, 0.0) + dur
+            if tracing:
+                trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
+                per_line(lines, core.index, instr.line, pipe, dur)
+
+        def land(upto: float) -> None:
+            """Complete the transfers that have landed by `upto`."""
+            nonlocal flying
+            done = sorted(t for t in flying if t[0] <= upto)
+            flying = [t for t in flying if t[0] > upto]
+            for _, _, instr in done:
+                complete(instr)
+
+        while True:
+            if not q:
+                state[pipe] = "idle, waiting for the scalar unit to issue"
+                idle[pipe] = me
+                yield
+            instr = q.popleft()
+            if instr.issued > now:          # it reached the queue after the pipe freed up
+                now = instr.issued
+            pops.append(now)
+            if self.scalar_waits == pipe:
+                self.scalar_waits = None
+                runnable.append((self.scalar_actor, None))
+            kind = instr.kind
+            if kind == END:
+                break
+            if instr.ready > now:
+                now = now + (instr.ready - now)
+            if kind >= SET:               # SET, WAIT, BARRIER, XSET, XWAIT: no time of their own
+                if flying and kind != WAIT:
+                    # a flag or barrier on a pipe orders after its transfers have landed
+                    last = max(t[0] for t in flying)
+                    if last > now:
+                        now = now + (last - now)
+                    land(last)              # (now + (last - now) may round below last)
+                if kind == WAIT:
+                    key = instr.flag
+                    pending = sets.get(key)
+                    if pending:
+                        t_set, _ = pending.popleft()
+                        if t_set > now:
+                            now = t_set
+                    else:
+                        state[pipe] = ("waiting for flag {flag} at {instr}", instr)
+                        waiting[key] = (me, now)
+                        t_set = yield
+                        now = t_set if t_set > now else now
+                        pending = sets.get(key)
+                    taken[key] = now
+                    if pending:
+                        t2, second = pending[0]
+                        if t2 < now:
+                            raise self._set_twice(key, second)
+                    if tracing:                 # the dependency, for the per-pipe trace layout
+                        rec.flows.append((core.index, key[0], pipe, t_set, now))
+                elif kind == SET:
+                    key = instr.flag
+                    w = waiting.pop(key, None)
+                    if w is not None:           # handed straight to the waiting pipe
+                        runnable.append((w[0], now))
+                    else:
+                        pending = sets.get(key)
+                        if pending is None:
+                            sets[key] = pending = deque()
+                        if not pending and taken.get(key, -1.0) > now:
+                            raise self._set_twice(key, instr)
+                        pending.append((now, instr))
+                elif kind == BARRIER:
+                    if instr.event is not None:     # PIPE_ALL's marker: this pipe has drained
+                        if now > self.markers_at:
+                            self.markers_at = now
+                        self.markers_left -= 1
+                        if not self.markers_left:
+                            runnable.append((self.scalar_actor, None))
+                elif kind == XSET:
+                    self._share(now, pipe_at, True, me)
+                    yield
+                    device.xset(core, group, instr)
+                else:
+                    state[pipe] = ("waiting for a cross-core flag at {instr}", instr)
+                    now = yield from self._xwait(instr, now, pipe_at, me)
+                continue
+            for span in instr.reads:
+                if span in checked:         # bytes once written stay written for the block
+                    continue
+                buf, lo, hi = span
+                v = valid[buf][lo:hi]
+                if not v.all():
+                    bad = lo + int(np.argmin(v))
+                    raise core.fault(pipe, instr, f"reads {buf}[{lo}:{hi}] but byte {bad} was never "
+                                     f"written in this block (missing copy-in or missing flag)")
+                if len(checked) < CHECKED_SPANS:
+                    checked.add(span)
+            overlap = 1
+            if kind == GM_XFER:
+                overlap = in_flight[instr.path]
+                if overlap > 1 and len(flying) >= overlap:
+                    # every slot taken: the first transfer to land frees one
+                    first = min(t[0] for t in flying)
+                    if first > now:
+                        now = now + (first - now)
+                    land(first if first > now else now)
+            start = now
+            hbm_bytes = 0
+            if kind == GM_XFER:
+                self._share(start, pipe_at, False, me)     # the L2 and the channels are shared
+                yield
+                # through L2: a hit streams at the path's rate within the L2's chip-wide
+                # bandwidth; misses and dirty evictions also cross the device-memory channel
+                hits, misses = l2.hit_lines, l2.miss_lines
+                fetch, evicted = l2.access(instr.gm, instr.gm_write)
+                hits, misses = l2.hit_lines - hits, l2.miss_lines - misses
+                rec.l2_hit_lines += hits
+                rec.l2_miss_lines += misses
+                w = 2 if instr.gm_write else 0
+                l2_lines[w] += hits
+                l2_lines[w + 1] += misses
+                local = instr.cycles
+                if fetch:
+                    local = profile.path(instr.path).cycles(instr.chan_bytes, miss_latency)
+                done = start + local
+                done = max(done, l2_channel.reserve(start, instr.chan_bytes)[0])
+                hbm.pending += evicted
+                end, hbm_bytes = hbm.reserve(start, fetch, drain=instr.chan_bytes)
+                done = max(done, end)
+                rec.l2_bytes += instr.chan_bytes
+                rec.hbm_bytes += hbm_bytes
+                dur = done - start
+                need = local
+                if overlap > 1:
+                    # the pipe moves on once the bytes have streamed; the latency (and a miss's)
+                    # overlaps the next transfers, and the data lands at `done`
+                    cost = profile.path(instr.path)
+                    stream = local - cost.latency(instr.chan_bytes, miss_latency if fetch else 0.0)
+                    busy, busy_until = union(busy, busy_until, start, done)
+                    work, work_until = union(work, work_until, start, start + need)
+                    flying.append((done, next(order), instr))
+                    executed += 1
+                    book(instr, start, dur, hbm_bytes)
+                    if stream > 0:
+                        now = now + stream
+                    continue
+            else:
+                dur = need = instr.cycles
+            if dur > 0:
+                now = now + dur
+            complete(instr)
+            busy, busy_until = union(busy, busy_until, start, start + dur)
+            work, work_until = union(work, work_until, start, start + need)
+            executed += 1
+            book(instr, start, dur, hbm_bytes)
+        if flying:
+            last = max(t[0] for t in flying)
+            if last > now:
+                now = now + (last - now)
+            land(last)
+        state[pipe] = "finished"
+        parts = rec.path_parts
+        for path, cycles in path_cycles.items():
+            key = (core.index, pipe, path)
+            parts[key] = parts.get(key, 0.0) + cycles
+        busy_key = (core.name, pipe)
+        rec.busy[busy_key] = rec.busy.get(busy_key, 0.0) + busy
+        rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work
+        if now > self.end:
+            self.end = now
+        self.figures[pipe] = (busy, executed, block_bytes, l2_lines)
+
+    def _set_twice(self, key: tuple, setter: Instr):
+        first = self.sets[key][0][1] if self.sets.get(key) else setter
+        return self.core.fault(key[0], setter, f"flag {key[0]}->{key[1]} id {key[2]} set twice "
+                               f"without a wait between (first set by {first.describe()})")
+
+    def leftover_flag(self):
+        """(flag, its SetFlag) for a flag set but never waited on, or None."""
+        for key, pending in self.sets.items():
+            if pending:
+                return key, pending[0][1]
+        return None
