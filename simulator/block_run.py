@@ -35,6 +35,7 @@ from .program import BARRIER, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr
 # gradient's Contiguous left 430,000 per block, 1.3 GB over 48 blocks at once.
 CHECKED_SPANS = 16384
 S_AT = PIPES.index("PIPE_S")
+RELEASE = len(PIPES)        # the turn after a core's pipes: its release at a block's end
 
 
 def per_line(lines: dict, core: int, line, pipe: str, cycles: float) -> None:
@@ -65,6 +66,16 @@ def at(env: simpy.Environment, t: float) -> simpy.Event:
     return ev
 
 
+class _Ticket:
+    """What the block puts in SimPy's event queue to be called back (lighter than an Event:
+    SimPy's step needs only `callbacks` and `_ok`)."""
+    __slots__ = ("callbacks", "_ok")
+
+    def __init__(self, fn):
+        self.callbacks = [fn]
+        self._ok = True
+
+
 class _CrossCoreWake:
     """What a cross-core flag's setter succeeds for an actor of this block that waits on it."""
     __slots__ = ("run", "actor")
@@ -76,14 +87,12 @@ class _CrossCoreWake:
         run = self.run
         run.xwaiting -= 1
         run.runnable.append((self.actor, run.env.now))
-        wake = run.wake
-        if wake is not None and not wake.triggered:
-            wake.succeed()
+        run.woken()
 
 
 class BlockRun:
     """The scalar unit and the pipes of one core for one block (see the module's docstring).
-    `drive()` is the block's SimPy process body; `figures` holds each pipe's (busy, executed,
+    `begin()` starts it; `figures` holds each pipe's (busy, executed,
     bytes per path, L2 lines) and `scalar_busy` the scalar unit's cycles once it returns."""
 
     def __init__(self, device, core, group, rec, chunks):
@@ -103,7 +112,8 @@ class BlockRun:
         self.shared: list[tuple] = []            # (at, pipe index, seq, forced slot, actor)
         self.seq = itertools.count()
         self.xwaiting = 0                        # actors waiting for a cross-core flag
-        self.wake: simpy.Event | None = None     # what the process sleeps on while they wait
+        self.ticket = None                       # the pending callback (_Ticket) and why:
+        self.mode, self.then = "running", None   # running, turn, timer, xwait, woken, done, deadlock
         self.markers_left = 0                    # PIPE_ALL: pipes that have not reached the barrier
         self.markers_at = 0.0
         self.scalar_actor = None
@@ -112,15 +122,46 @@ class BlockRun:
         self.end = self.start
         self.scalar_busy = 0.0
 
-    # ---- the block's process ---------------------------------------------------------------
-    def drive(self):
-        env, device, core = self.env, self.device, self.core
-        runnable, shared = self.runnable, self.shared
+    # ---- the block's clock: callbacks from SimPy's event queue ---------------------------------
+    def begin(self, finished: simpy.Event, on_end) -> None:
+        """Start the block now. `on_end()` is called at the block's end time (its bookkeeping);
+        then `finished` is scheduled as the core's release turn (what the block's process waits
+        for)."""
+        self.finished, self.on_end = finished, on_end
         self.scalar_actor = self.scalar()
-        runnable.append((self.scalar_actor, None))
+        self.runnable.append((self.scalar_actor, None))
         for p in self.pipes:
             self.actors[p] = a = self.pipe(p)
-            runnable.append((a, None))
+            self.runnable.append((a, None))
+        self._advance()
+
+    def _wait(self, t: float, priority: int, mode: str, then=None) -> None:
+        """Be called back at (t, priority) (a turn's priority, or NORMAL); `then` is the actor to
+        resume first. A mode "timer" or "xwait" wait gives way to a cross-core flag's wake."""
+        env = self.env
+        self.ticket = ticket = _Ticket(self._resume)
+        self.mode, self.then = mode, then
+        heappush(env._queue, (t, priority, next(env._eid), ticket))
+
+    def _resume(self, ticket) -> None:
+        if ticket is not self.ticket:           # a timer a cross-core wake overtook
+            return
+        self.ticket = None
+        self.mode = "running"
+        if self.then is not None:
+            self.runnable.append((self.then, None))
+            self.then = None
+        self._advance()
+
+    def woken(self) -> None:
+        """A cross-core flag made an actor runnable (at env.now)."""
+        if self.mode in ("timer", "xwait"):
+            self._wait(self.env.now, NORMAL, "woken")
+
+    def _advance(self) -> None:
+        """Run the actors until all wait; then wait for the earliest shared moment (or a wake)."""
+        env, runnable, shared = self.env, self.runnable, self.shared
+        self.mode = "running"
         while True:
             while runnable:
                 actor, value = runnable.popleft()
@@ -129,31 +170,43 @@ class BlockRun:
                 except StopIteration:
                     pass
             if len(self.figures) == len(self.pipes):
-                break
+                self.mode = "done"
+                if self.end > env.now:
+                    self._wait(self.end, NORMAL, "done")
+                    self.ticket.callbacks = [self._end]
+                else:
+                    self._end(None)
+                return
             if shared:
-                item = min(shared)
+                item = min(shared) if len(shared) > 1 else shared[0]
                 t = item[0]
-                if t > env.now:
-                    if self.xwaiting:            # a cross-core flag may wake an actor sooner
-                        self.wake = wake = env.event()
-                        at(env, t).callbacks.append(lambda _e, w=wake: None if w.triggered else w.succeed())
-                        yield wake
-                        self.wake = None
-                    else:
-                        yield at(env, t)
-                    continue
+                if t > env.now and self.xwaiting:    # a cross-core flag may wake an actor sooner
+                    self._wait(t, NORMAL, "timer")
+                    return
                 shared.remove(item)
-                if item[3] or env.peek() <= t:   # others act this cycle: take the (core, pipe) turn
-                    yield device.slot(core, item[1])
+                turn = 2 + self.core.index * 8 + item[1]      # Device.slot's priority
+                if t > env.now:
+                    # straight to its (core, pipe) turn in that cycle: after every ordinary event
+                    # of the cycle, as a process that woke then and found others acting would be
+                    self._wait(t, turn, "turn", item[4])
+                    return
+                if item[3] or env.peek() <= t:     # others act this cycle: take the turn
+                    self._wait(t, turn, "turn", item[4])
+                    return
                 runnable.append((item[4], None))
             elif self.xwaiting:
-                self.wake = env.event()
-                yield self.wake
-                self.wake = None
+                self.mode = "xwait"
+                return
             else:                                # nobody can move: the device reports a deadlock
-                yield env.event()
-        if self.end > env.now:
-            yield at(env, self.end)
+                self.mode = "deadlock"
+                return
+
+    def _end(self, _ticket) -> None:
+        self.ticket = None
+        self.on_end()
+        env, ev = self.env, self.finished
+        ev._ok, ev._value = True, None
+        heappush(env._queue, (env.now, 2 + self.core.index * 8 + RELEASE, next(env._eid), ev))
 
     def _share(self, t: float, pipe_at: int, forced: bool, actor) -> None:
         """Ask for the shared clock at `t` (and the (core, pipe) turn): the actor yields next."""
@@ -272,7 +325,7 @@ class BlockRun:
     def pipe(self, pipe: str):
         """Execute the pipe's queue in order (as Device's pipe process did, the same sums)."""
         device, core, rec, group = self.device, self.core, self.rec, self.group
-        me = self.actors[pipe]                  # (drive() makes every actor before it starts any)
+        me = self.actors[pipe]                  # (begin() makes every actor before it starts any)
         functional, tracing = device.functional, device.tracing
         now = self.start
         busy = work = 0.0
@@ -280,6 +333,7 @@ class BlockRun:
         block_bytes: dict[str, int] = {}
         l2_lines = [0, 0, 0, 0]          # read hits, read misses, write hits, write misses
         valid, checked = core.valid, core.checked
+        covers, add_run = core.runs.covers, core.runs.add
         trace, lines = rec.trace, rec.lines
         state = core.pipe_state
         path_bytes, path_cycles = rec.path_bytes, {}
@@ -298,7 +352,9 @@ class BlockRun:
             for span in instr.writes:
                 if span not in checked:
                     buf, lo, hi = span
-                    valid[buf][lo:hi] = True
+                    if not covers(buf, lo, hi):
+                        valid[buf][lo:hi] = True
+                        add_run(buf, lo, hi)
                     if len(checked) < CHECKED_SPANS:
                         checked.add(span)
             if functional and instr.fn is not None:
@@ -398,11 +454,13 @@ class BlockRun:
                 if span in checked:         # bytes once written stay written for the block
                     continue
                 buf, lo, hi = span
-                v = valid[buf][lo:hi]
-                if not v.all():
-                    bad = lo + int(np.argmin(v))
-                    raise core.fault(pipe, instr, f"reads {buf}[{lo}:{hi}] but byte {bad} was never "
-                                     f"written in this block (missing copy-in or missing flag)")
+                if not covers(buf, lo, hi):
+                    v = valid[buf][lo:hi]
+                    if not v.all():
+                        bad = lo + int(np.argmin(v))
+                        raise core.fault(pipe, instr, f"reads {buf}[{lo}:{hi}] but byte {bad} was never "
+                                         f"written in this block (missing copy-in or missing flag)")
+                    add_run(buf, lo, hi)
                 if len(checked) < CHECKED_SPANS:
                     checked.add(span)
             overlap = 1

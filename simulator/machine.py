@@ -12,6 +12,7 @@ The engine knows instructions, pipes, buffers and paths; it never knows an opera
 from __future__ import annotations
 
 import gc
+from heapq import heappush
 
 import simpy
 
@@ -24,7 +25,6 @@ from .recorder import BlockContext, CountingContext, ProgramRecorder, count_inst
 from .state import BlockRecord, CoreState, Group, LaunchRecord, TaskRecord
 
 
-RELEASE = len(PIPES)        # the slot after a core's pipes: its release at a block's end
 
 
 def scalar_costs(profile: Profile) -> dict[tuple[int, str], float]:
@@ -174,39 +174,44 @@ class Device:
         block_start = self.env.now
         run = BlockRun(self, core, group, rec, self._chunks(program, recorder, rec, core))
         del program
-        yield from run.drive()
-        self.recorders.discard(recorder)
-        key = (core.name, "PIPE_S")
-        rec.busy[key] = rec.busy.get(key, 0.0) + run.scalar_busy
-        rec.work[key] = rec.work.get(key, 0.0) + run.scalar_busy
-        busy, count, nbytes, l2_lines = {"PIPE_S": run.scalar_busy}, {}, {}, [0, 0, 0, 0]
-        for p in core.kind.pipes:                # each pipe's figures for the block
-            b_busy, b_count, b_bytes, b_l2 = run.figures[p]
-            busy[p] = busy.get(p, 0.0) + b_busy
-            count[p] = b_count
-            for path, n in b_bytes.items():
-                nbytes[path] = nbytes.get(path, 0) + n
-            l2_lines = [x + y for x, y in zip(l2_lines, b_l2)]
-        rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, block_start, self.env.now,
-                                      busy, count, nbytes, tuple(l2_lines)))
-        leftover = run.leftover_flag()
-        if leftover:
-            (src, dst, eid), setter = leftover
-            raise core.fault(src, setter, f"block ended with flag {src}->{dst} id {eid} set but "
-                             f"never waited on (every SetFlag needs a matching WaitFlag)")
-        self.active.discard(core)
-        core.block = -1
-        yield self.slot(core, RELEASE)    # cores freed in the same cycle: taken in core order
+
+        def on_end():                     # at the block's end time: its records
+            self.recorders.discard(recorder)
+            key = (core.name, "PIPE_S")
+            rec.busy[key] = rec.busy.get(key, 0.0) + run.scalar_busy
+            rec.work[key] = rec.work.get(key, 0.0) + run.scalar_busy
+            busy, count, nbytes, l2_lines = {"PIPE_S": run.scalar_busy}, {}, {}, [0, 0, 0, 0]
+            for p in core.kind.pipes:                # each pipe's figures for the block
+                b_busy, b_count, b_bytes, b_l2 = run.figures[p]
+                busy[p] = busy.get(p, 0.0) + b_busy
+                count[p] = b_count
+                for path, n in b_bytes.items():
+                    nbytes[path] = nbytes.get(path, 0) + n
+                l2_lines = [x + y for x, y in zip(l2_lines, b_l2)]
+            rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, block_start,
+                                          self.env.now, busy, count, nbytes, tuple(l2_lines)))
+            leftover = run.leftover_flag()
+            if leftover:
+                (src, dst, eid), setter = leftover
+                raise core.fault(src, setter, f"block ended with flag {src}->{dst} id {eid} set but "
+                                 f"never waited on (every SetFlag needs a matching WaitFlag)")
+            self.active.discard(core)
+            core.block = -1
+
+        finished = simpy.Event(self.env)   # scheduled by the run as the core's release turn
+        run.begin(finished, on_end)
+        yield finished                     # cores freed in the same cycle: taken in core order
         yield pool.put(core)
 
-    def slot(self, core: CoreState, pipe_at: int) -> simpy.Event:
-        """An event for this cycle that comes after every ordinary event of the cycle, in
+    def slot(self, core: CoreState, pipe_at: int, t: float | None = None) -> simpy.Event:
+        """An event for this cycle (or for cycle `t`) that comes after every ordinary event of the cycle, in
         (core, pipe) order: where the cores meet (the L2 and the memory channels, cross-core flags,
         the pool of free cores), requests of one cycle are served in a fixed order, the hardware
         model's rule, not in the order the engine happened to create them."""
         ev = simpy.Event(self.env)
         ev._ok, ev._value = True, None
-        self.env.schedule(ev, 2 + core.index * 8 + pipe_at)
+        env = self.env
+        heappush(env._queue, (env._now if t is None else t, 2 + core.index * 8 + pipe_at, next(env._eid), ev))
         return ev
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,

@@ -159,6 +159,8 @@ class L2Cache:
         fetch = 0
         base = limit = -1
         mask = stamp = None
+        clock = self.clock
+        hits = lines = 0
         for addr, n in ranges:
             if n <= 0:
                 continue
@@ -173,6 +175,18 @@ class L2Cache:
             l0, l1 = rel // line, (end - 1) // line + 1
             lo = (rel - l0 * line) // sector
             hi = -(-(end - (l1 - 1) * line) // sector)
+            if l1 - l0 == 1:                 # one line (a gather's row): the commonest case
+                want = full & ((full >> lo) << lo) & ((1 << hi) - 1)
+                old = mask.item(l0)
+                if old:
+                    hits += 1
+                if not write:
+                    fetch += (want & ~old).bit_count() * sector
+                mask[l0] = old | want | dirty
+                stamp[l0] = clock
+                clock += 1
+                lines += 1
+                continue
             if l1 - l0 <= 8:
                 present = 0
                 for i in range(l0, l1):
@@ -187,7 +201,7 @@ class L2Cache:
                     if not write:
                         fetch += (want & ~old).bit_count() * sector
                     mask[i] = old | want | dirty
-                stamp[l0:l1] = self.clock
+                    stamp[i] = clock
             else:
                 m = mask[l0:l1]
                 want = np.full(l1 - l0, self.full, np.uint32)
@@ -200,9 +214,12 @@ class L2Cache:
                     missing = want & ~m
                     fetch += int(np.bitwise_count(missing).sum()) * sector
                     m |= want
-                stamp[l0:l1] = self.clock
-            self.clock += 1
-            self._count(present, l1 - l0)
+                stamp[l0:l1] = clock
+            clock += 1
+            hits += present
+            lines += l1 - l0
+        self.clock = clock
+        self._count(hits, lines)
         return fetch
 
     def _count(self, present: int, lines: int) -> None:

@@ -3,10 +3,10 @@ kernel launch: the source of the report and the trace), a core's state (CoreStat
 flags and what each pipe is doing) and the cores that run one block together (Group)."""
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
-import simpy
 
 from .enums import KernelError
 from .profile import CoreKind
@@ -77,6 +77,52 @@ class TaskRecord:
         return sorted(self.trace, key=lambda t: (t[0], t[1], t[3]))
 
 
+class WrittenRuns:
+    """The sanitizer's cache of a block's valid bytes per buffer as merged [lo, hi) runs: a block
+    writes a buffer in long runs, so a few runs cover what thousands of distinct spans (a gather
+    loop's rows, its offsets) touch, and a span inside a run needs no look at the byte map. At
+    most LIMIT runs per buffer are kept (bytes past them are checked against the byte map)."""
+    LIMIT = 4096
+    __slots__ = ("starts", "ends")
+
+    def __init__(self):
+        self.starts: dict[str, list[int]] = {}
+        self.ends: dict[str, list[int]] = {}
+
+    def covers(self, buf: str, lo: int, hi: int) -> bool:
+        starts = self.starts.get(buf)
+        if not starts:
+            return False
+        i = bisect_right(starts, lo) - 1
+        return i >= 0 and self.ends[buf][i] >= hi
+
+    def add(self, buf: str, lo: int, hi: int) -> None:
+        starts = self.starts.get(buf)
+        if starts is None:
+            self.starts[buf], self.ends[buf] = [lo], [hi]
+            return
+        ends = self.ends[buf]
+        i = bisect_right(starts, lo) - 1           # the last run that starts at or before lo
+        if i >= 0 and ends[i] >= lo:               # it touches: extend it
+            if ends[i] >= hi:
+                return
+            ends[i] = hi
+        else:
+            if len(starts) >= self.LIMIT:
+                return
+            i += 1
+            starts.insert(i, lo)
+            ends.insert(i, hi)
+        k = i + 1                                  # absorb the runs it now reaches
+        while k < len(starts) and starts[k] <= ends[i]:
+            if ends[k] > ends[i]:
+                ends[i] = ends[k]
+            k += 1
+        if k > i + 1:
+            del starts[i + 1:k]
+            del ends[i + 1:k]
+
+
 class CoreState:
     """One AI core (or AIC / AIV): its buffers persist across blocks; its flags and the
     sanitizer's record of which bytes were written are per block."""
@@ -88,9 +134,7 @@ class CoreState:
         self.valid: dict[str, np.ndarray] = {}
         self.effects: dict = {}       # memoised instructions' functional effects (simulator.kernel.cube)
         self.checked: set = set()
-        self.flags: dict[tuple, Instr | None] = {}     # flag -> the SetFlag that set it
-        self.flag_times: dict[tuple, float] = {}
-        self.waiters: dict[tuple, simpy.Event] = {}
+        self.runs = WrittenRuns()
         self.pipe_state: dict[str, str] = {}
         self.scalar_state = "idle"
         self.block = -1
@@ -100,9 +144,7 @@ class CoreState:
         self.block, self.launch = block, launch
         self.valid = {b: np.zeros(n, dtype=np.bool_) for b, n in self.kind.buffers.items()}
         self.checked: set = set()     # spans known valid in this block (written, or read and checked)
-        self.flags = {}
-        self.flag_times: dict[tuple, float] = {}   # flag -> when it was set (traced runs)
-        self.waiters = {}
+        self.runs = WrittenRuns()     # the same bytes as merged runs (a span inside one is valid)
         self.pipe_state = {p: "idle" for p in self.kind.pipes}
         self.scalar_state = "issuing"
 

@@ -616,3 +616,71 @@ def test_a_call_never_beats_its_roofline():
     for n in (1, 2, 4):
         _, _, r = _mte2_span(n, 16, 2048)
         assert r.report.cycles >= r.report.roofline_cycles
+
+
+# ---- the per-core engine (issue 14): results depend on times, not on which actor runs first ----
+def test_written_runs_answer_as_a_set_of_bytes_does():
+    """The sanitizer's run cache against the plainest model, the set of written bytes: a span it
+    covers was written, and (below its limit) a written span is covered."""
+    from simulator.state import WrittenRuns
+
+    class Small(WrittenRuns):
+        LIMIT = 3                          # a full cache may forget, never invent
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        runs, model = (Small() if trial % 3 == 0 else WrittenRuns()), set()
+        for _ in range(int(rng.integers(1, 40))):
+            lo = int(rng.integers(0, 300))
+            hi = lo + int(rng.integers(1, 40))
+            if rng.random() < 0.5:
+                runs.add("UB", lo, hi)
+                model.update(range(lo, hi))
+            lo = int(rng.integers(0, 300))
+            hi = lo + int(rng.integers(1, 40))
+            written = set(range(lo, hi)) <= model
+            if runs.covers("UB", lo, hi):
+                assert written
+            elif not isinstance(runs, Small):
+                assert not written
+        starts, ends = runs.starts.get("UB", []), runs.ends.get("UB", [])
+        assert all(a < b for a, b in zip(starts, ends))
+        assert all(e < s for e, s in zip(ends, starts[1:]))     # merged: no two runs touch
+
+
+def k_set_twice_taken_between(x):
+    """SetFlag twice on MTE2 with the V pipe's wait taking the first in between (in time): valid.
+    MTE2 runs far ahead of V in the engine's order, so only times can tell."""
+    _, t = _ub()
+    g = _gm(x)
+    DataCopy(t, g, 64)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Exp(t[64], t, 64)                       # V takes the first set before MTE2 sets again
+    SetFlag(HardEvent.V_MTE2, 0)
+    WaitFlag(HardEvent.V_MTE2, 0)
+    DataCopy(t[128], g[64], 64)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Exp(t[192], t[128], 64)
+
+
+def k_set_twice_overlapping(x):
+    """The second SetFlag comes (in time) while the first is still set, since the V pipe's
+    wait is issued only after every pipe drained: a fault, though the engine meets the waits
+    before it knows when the sets were taken."""
+    _, t = _ub()
+    g = _gm(x)
+    DataCopy(t, g, 64)
+    SetFlag(HardEvent.MTE2_V, 0)
+    DataCopy(t[128], g[64], 64)
+    SetFlag(HardEvent.MTE2_V, 0)
+    PipeBarrier(PIPE_ALL)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Exp(t[192], t[128], 64)
+
+
+def test_a_flag_set_again_is_judged_by_time():
+    x = np.arange(1024, dtype=np.float32) / 1024
+    simulator.run_kernel(k_set_twice_taken_between, 1, {"x": x})
+    assert "set twice without a wait" in fault_of(k_set_twice_overlapping, x=x)
