@@ -28,7 +28,7 @@ import simpy
 from simpy.events import NORMAL
 
 from .profile import PIPES
-from .program import BARRIER, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr
+from .program import BARRIER, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, Rows
 
 # The sanitizer remembers at most this many spans per block as known-written (a cache: a span
 # past it is checked against the byte map each time). A strided copy has a span per row: a DETR
@@ -56,6 +56,12 @@ def union(total: float, until: float, start: float, end: float) -> tuple[float, 
     if end > until:
         return total + (end - until), end
     return total, until
+
+
+def rows_of(flags: np.ndarray, rows: Rows) -> np.ndarray:
+    """The bytes of local `rows` in a buffer's byte flags, as a (count, n) view."""
+    return np.lib.stride_tricks.as_strided(flags[rows.start:], shape=(rows.count, rows.n),
+                                           strides=(rows.pitch, 1), writeable=True)
 
 
 def at(env: simpy.Environment, t: float) -> simpy.Event:
@@ -103,7 +109,9 @@ class BlockRun:
         self.pipes = core.kind.pipes
         self.queues = {p: deque() for p in self.pipes}
         self.idle: dict[str, object] = {}        # pipe -> its actor, waiting for an instruction
-        self.pops = {p: deque() for p in self.pipes}   # when the pipe took instructions (queue room)
+        # when each pipe took its instructions, which is when its queue had room again (a queue
+        # of depth D starts with D places: the scalar unit takes one time per instruction issued)
+        self.pops = {p: deque([float("-inf")] * device.depth) for p in self.pipes}
         self.scalar_waits: str | None = None     # the pipe whose queue room the scalar unit waits for
         self.sets: dict[tuple, deque] = {}       # flag -> [(set at, SetFlag)] not yet waited on
         self.taken: dict[tuple, float] = {}      # flag -> when its last set was waited on
@@ -232,12 +240,12 @@ class BlockRun:
         core, rec, device = self.core, self.rec, self.device
         me = self.scalar_actor
         snow = ts = self.start       # snow: the time a SimPy process would be at (env.now)
-        depth, issue = device.depth, device.issue_cycles
+        issue = device.issue_cycles
         scalar_busy = 0.0
         run_start = run_end = ts
         trace = rec.trace if device.tracing else None
         queues, idle, pops, runnable = self.queues, self.idle, self.pops, self.runnable
-        appended = {p: 0 for p in self.pipes}
+        lanes = {p: (queues[p], pops[p]) for p in self.pipes}
         for chunk in self.chunks:
             for instr in chunk:
                 s = instr.scalar
@@ -260,14 +268,12 @@ class BlockRun:
                         for p in self.pipes:
                             m = Instr(p, "PipeBarrier(PIPE_ALL)", BARRIER)
                             m.event = True
-                            if appended[p] >= depth:
-                                if not pops[p]:
-                                    self.scalar_waits = p
-                                    yield
-                                t = pops[p].popleft()
-                                if t > snow:
-                                    snow = t
-                            appended[p] += 1
+                            if not pops[p]:
+                                self.scalar_waits = p
+                                yield
+                            t = pops[p].popleft()
+                            if t > snow:
+                                snow = t
                             m.ready = ts if ts > snow else snow
                             m.issued = snow
                             queues[p].append(m)
@@ -293,22 +299,20 @@ class BlockRun:
                         core.scalar_state = "issuing"
                         continue
                 pipe = instr.pipe
-                if appended[pipe] >= depth:
-                    pq = pops[pipe]
-                    if not pq:
-                        core.scalar_state = ("waiting for room in the {pipe} queue to issue {instr}", instr)
-                        self.scalar_waits = pipe
-                        yield
-                        core.scalar_state = "issuing"
-                    t = pq.popleft()
-                    if t > snow:
-                        snow = t
-                        if t > ts:
-                            ts = t
-                appended[pipe] += 1
+                q, pq = lanes[pipe]
+                if not pq:          # the queue is full until the pipe takes the instruction D back
+                    core.scalar_state = ("waiting for room in the {pipe} queue to issue {instr}", instr)
+                    self.scalar_waits = pipe
+                    yield
+                    core.scalar_state = "issuing"
+                t = pq.popleft()
+                if t > snow:
+                    snow = t
+                    if t > ts:
+                        ts = t
                 instr.ready = ts
                 instr.issued = snow
-                queues[pipe].append(instr)
+                q.append(instr)
                 if idle:
                     a = idle.pop(pipe, None)
                     if a is not None:
@@ -349,7 +353,20 @@ class BlockRun:
 
         def complete(instr: Instr) -> None:
             """The instruction's bytes are written: the sanitizer knows them, and its effect runs."""
-            for span in instr.writes:
+            writes = instr.writes
+            if type(writes) is Rows:
+                key = writes.key()
+                if key not in checked:
+                    buf = writes.buf
+                    lo, hi = writes.extent()
+                    if not covers(buf, lo, hi):
+                        rows_of(valid[buf], writes)[...] = True
+                        if writes.pitch == writes.n:     # one run
+                            add_run(buf, lo, hi)
+                    if len(checked) < CHECKED_SPANS:
+                        checked.add(key)
+                writes = ()
+            for span in writes:
                 if span not in checked:
                     buf, lo, hi = span
                     if not covers(buf, lo, hi):
@@ -372,12 +389,19 @@ class BlockRun:
                 per_line(lines, core.index, instr.line, pipe, dur)
 
         def land(upto: float) -> None:
-            """Complete the transfers that have landed by `upto`."""
+            """Complete the transfers that have landed by `upto`, in the order they land."""
             nonlocal flying
+            if len(flying) == 1:
+                if flying[0][0] <= upto:
+                    complete(flying.pop()[2])
+                return
             done = sorted(t for t in flying if t[0] <= upto)
-            flying = [t for t in flying if t[0] > upto]
-            for _, _, instr in done:
-                complete(instr)
+            if done:
+                flying = [t for t in flying if t[0] > upto]
+                for _, _, instr in done:
+                    complete(instr)
+
+        latencies: dict[tuple, float] = {}      # (path, bytes, missed) -> what overlaps later transfers
 
         while True:
             if not q:
@@ -450,7 +474,15 @@ class BlockRun:
                     state[pipe] = ("waiting for a cross-core flag at {instr}", instr)
                     now = yield from self._xwait(instr, now, pipe_at, me)
                 continue
-            for span in instr.reads:
+            reads = instr.reads
+            if type(reads) is Rows:
+                key = reads.key()
+                lo, hi = reads.extent()
+                if key in checked or covers(reads.buf, lo, hi) or rows_of(valid[reads.buf], reads).all():
+                    if len(checked) < CHECKED_SPANS:
+                        checked.add(key)
+                    reads = ()              # else: row by row, to name the first unwritten byte
+            for span in reads:
                 if span in checked:         # bytes once written stay written for the block
                     continue
                 buf, lo, hi = span
@@ -487,23 +519,28 @@ class BlockRun:
                 w = 2 if instr.gm_write else 0
                 l2_lines[w] += hits
                 l2_lines[w + 1] += misses
+                chan = instr.chan_bytes
                 local = instr.cycles
                 if fetch:
-                    local = profile.path(instr.path).cycles(instr.chan_bytes, miss_latency)
+                    local = profile.path(instr.path).cycles(chan, miss_latency)
                 done = start + local
-                done = max(done, l2_channel.reserve(start, instr.chan_bytes)[0])
+                done = max(done, l2_channel.reserve(start, chan)[0])
                 hbm.pending += evicted
-                end, hbm_bytes = hbm.reserve(start, fetch, drain=instr.chan_bytes)
+                end, hbm_bytes = hbm.reserve(start, fetch, drain=chan)
                 done = max(done, end)
-                rec.l2_bytes += instr.chan_bytes
+                rec.l2_bytes += chan
                 rec.hbm_bytes += hbm_bytes
                 dur = done - start
                 need = local
                 if overlap > 1:
                     # the pipe moves on once the bytes have streamed; the latency (and a miss's)
                     # overlaps the next transfers, and the data lands at `done`
-                    cost = profile.path(instr.path)
-                    stream = local - cost.latency(instr.chan_bytes, miss_latency if fetch else 0.0)
+                    lkey = (instr.path, chan, fetch > 0)
+                    lat = latencies.get(lkey)
+                    if lat is None:
+                        lat = latencies[lkey] = profile.path(instr.path).latency(
+                            chan, miss_latency if fetch else 0.0)
+                    stream = local - lat
                     busy, busy_until = union(busy, busy_until, start, done)
                     work, work_until = union(work, work_until, start, start + need)
                     flying.append((done, next(order), instr))
@@ -516,11 +553,25 @@ class BlockRun:
                 dur = need = instr.cycles
             if dur > 0:
                 now = now + dur
-            complete(instr)
-            busy, busy_until = union(busy, busy_until, start, start + dur)
-            work, work_until = union(work, work_until, start, start + need)
+            if instr.writes or instr.fn is not None:
+                complete(instr)
+            end = start + dur                   # union(), inline: the commonest path
+            if start >= busy_until:
+                busy += end - start
+                busy_until = end
+            elif end > busy_until:
+                busy += end - busy_until
+                busy_until = end
+            end = start + need
+            if start >= work_until:
+                work += end - start
+                work_until = end
+            elif end > work_until:
+                work += end - work_until
+                work_until = end
             executed += 1
-            book(instr, start, dur, hbm_bytes)
+            if instr.path is not None or tracing:
+                book(instr, start, dur, hbm_bytes)
         if flying:
             last = max(t[0] for t in flying)
             if last > now:

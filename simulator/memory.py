@@ -6,6 +6,8 @@ import bisect
 
 import numpy as np
 
+from .program import Rows
+
 ALLOC_ALIGN = 512          # aclrtMalloc returns 512-byte aligned addresses in our model
 BASE_ADDRESS = 0x12C0_0000_0000
 
@@ -143,7 +145,14 @@ class L2Cache:
         form ~1.4 us a range and ~0.35 us a line (measured on this project's VM): pick the cheaper."""
         fetch = None
         nr = len(ranges)
-        if nr >= 8 and 4 * nr + sum(n for _, n in ranges) // self.line > 110:   # worth the array set-up
+        if type(ranges) is Rows:          # regular rows: their array without a tuple per row
+            if nr >= 8 and 4 * nr + nr * ranges.n // self.line > 110:
+                r = np.empty((nr, 2), dtype=np.int64)
+                r[:, 0] = np.arange(ranges.start, ranges.start + nr * ranges.pitch, ranges.pitch,
+                                    dtype=np.int64)[:nr]
+                r[:, 1] = ranges.n
+                fetch = self._access_disjoint(r, write)
+        elif nr >= 8 and 4 * nr + sum(n for _, n in ranges) // self.line > 110:   # worth the array set-up
             fetch = self._access_disjoint(ranges, write)
         if fetch is None:
             fetch = self._access_each(ranges, write)

@@ -55,6 +55,44 @@ class Instr:
         return f"instruction #{self.index} {self.name}{ops}"
 
 
+class Rows:
+    """`count` rows of `n` bytes, `pitch` bytes apart from `start`, read as the tuple of per-row
+    ranges a copy would otherwise carry: (address, n) for GM (`buf` None), (buf, lo, hi) in a
+    local buffer. Five numbers instead of a tuple per row: a strided copy moves thousands of rows
+    per instruction, and 48 blocks' worth of such tuples once took a gigabyte."""
+    __slots__ = ("buf", "start", "n", "pitch", "count")
+
+    def __init__(self, buf: str | None, start: int, n: int, pitch: int, count: int):
+        self.buf, self.start, self.n, self.pitch, self.count = buf, start, n, pitch, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> tuple:
+        if i < 0:
+            i += self.count
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        lo = self.start + i * self.pitch
+        return (lo, self.n) if self.buf is None else (self.buf, lo, lo + self.n)
+
+    def __iter__(self):
+        s, n, p, buf = self.start, self.n, self.pitch, self.buf
+        if buf is None:
+            return ((s + i * p, n) for i in range(self.count))
+        return ((buf, s + i * p, s + i * p + n) for i in range(self.count))
+
+    def key(self) -> tuple:
+        return (self.buf, self.start, self.n, self.pitch, self.count)
+
+    def extent(self) -> tuple[int, int]:
+        """[first byte, past the last byte)."""
+        return self.start, self.start + (self.count - 1) * self.pitch + self.n
+
+    def __repr__(self) -> str:
+        return f"Rows({self.buf}, {self.start}, {self.n} B x {self.count}, pitch {self.pitch})"
+
+
 class Text:
     """An operand's description, formatted only if a message names the instruction (most
     instructions are never named, and a tensor's repr costs more than recording it)."""

@@ -123,6 +123,18 @@ class WrittenRuns:
             del ends[i + 1:k]
 
 
+class ByteMaps(dict):
+    """buffer -> its bytes' written flags (numpy bool), each made when first needed."""
+
+    def __init__(self, sizes: dict[str, int]):
+        super().__init__()
+        self.sizes = sizes
+
+    def __missing__(self, buf: str) -> np.ndarray:
+        arr = self[buf] = np.zeros(self.sizes[buf], dtype=np.bool_)
+        return arr
+
+
 class CoreState:
     """One AI core (or AIC / AIV): its buffers persist across blocks; its flags and the
     sanitizer's record of which bytes were written are per block."""
@@ -142,7 +154,7 @@ class CoreState:
 
     def reset_for_block(self, block: int, launch: str = "") -> None:
         self.block, self.launch = block, launch
-        self.valid = {b: np.zeros(n, dtype=np.bool_) for b, n in self.kind.buffers.items()}
+        self.valid = ByteMaps(self.kind.buffers)   # made on first use: the runs answer most checks
         self.checked: set = set()     # spans known valid in this block (written, or read and checked)
         self.runs = WrittenRuns()     # the same bytes as merged runs (a span inside one is valid)
         self.pipe_state = {p: "idle" for p in self.kind.pipes}

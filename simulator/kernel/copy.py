@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..program import COMPUTE, GM_XFER, Instr, Text, align_up, current_context
+from ..program import COMPUTE, GM_XFER, Instr, Rows, Text, align_up, current_context
 from .base import GlobalTensor, LocalTensor, _fault
 
 @dataclass
@@ -99,7 +99,57 @@ def _local_spans(t: LocalTensor, blocks, pipe: str, name: str, role: str) -> lis
     return spans
 
 
-def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str) -> None:
+class RegularBlocks:
+    """A copy's blocks when they are regular: block i is (i * src_pitch, i * dst_pitch, n), as a
+    list of DataCopyParams' or DataCopyExtParams' blocks would hold them."""
+    __slots__ = ("count", "src_pitch", "dst_pitch", "n")
+
+    def __init__(self, count: int, src_pitch: int, dst_pitch: int, n: int):
+        self.count, self.src_pitch, self.dst_pitch, self.n = count, src_pitch, dst_pitch, n
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> tuple[int, int, int]:
+        if i < 0:
+            i += self.count
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        return (i * self.src_pitch, i * self.dst_pitch, self.n)
+
+    def __iter__(self):
+        sp, dp, n = self.src_pitch, self.dst_pitch, self.n
+        return ((i * sp, i * dp, n) for i in range(self.count))
+
+
+def _gm_rows(g: GlobalTensor, pitch: int, n: int, count: int, pipe: str, name: str):
+    """_gm_blocks for regular blocks (rows ascend, so the first and last decide); the per-block
+    check runs only to name the first block out of bounds."""
+    if g.ptr is not None and pitch >= 0:
+        lo, hi = g.ptr.addr, g.ptr.addr + (count - 1) * pitch + n
+        if lo >= g.ptr.base and hi <= g.ptr.limit:
+            return Rows(None, g.ptr.addr, n, pitch, count)
+    return _gm_blocks(g, [(i * pitch, n) for i in range(count)], pipe, name)
+
+
+def _local_rows(t: LocalTensor, pitch: int, n: int, count: int, pipe: str, name: str, role: str):
+    """_local_spans for regular blocks: buffer, tensor end and alignment hold for every row if
+    they hold for the first and last and for the pitch; otherwise the per-block check names the
+    first row that fails."""
+    ctx = current_context()
+    buf = t.buffer
+    align = ctx.profile.alignment[buf]
+    cap = ctx.core.kind.buffers.get(buf)
+    lo = t.offset
+    last = lo + (count - 1) * pitch + n
+    if (cap is not None and pitch >= 0 and lo >= 0 and last <= cap
+            and last <= t.offset + t.size * t.dtype.itemsize and not lo % align
+            and (count == 1 or not pitch % align)):
+        return Rows(buf, lo, n, pitch, count)
+    return tuple(_local_spans(t, [(i * pitch, n) for i in range(count)], pipe, name, role))
+
+
+def _copy(dst, src, blocks: "list[tuple[int, int, int]] | RegularBlocks", name: str) -> None:
     """Emit one copy instruction moving `blocks` = [(src byte offset, dst byte offset, bytes)]
     relative to the tensors' starts."""
     ctx = current_context()
@@ -110,22 +160,34 @@ def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str) -> None:
     pipe, path = route
     if pipe not in ctx.core.kind.pipes:
         raise _fault(pipe, f"{name}: {sbuf} -> {dbuf} needs {pipe}, which core kind {ctx.core.kind_name} lacks")
-    total = moved = 0
-    for b in blocks:
-        total += b[2]
-        moved += align_up(b[2], 32)            # every burst moves whole 32-byte blocks
-    reads, writes = [], []
+    reads, writes = (), ()
     gm_src = gm_dst = None
-    src_blocks = [(b[0], b[2]) for b in blocks]
-    dst_blocks = [(b[1], b[2]) for b in blocks]
-    if sbuf == "GM":
-        gm_src = _gm_blocks(src, src_blocks, pipe, name)
+    if type(blocks) is RegularBlocks:
+        c, n = blocks.count, blocks.n
+        total, moved = c * n, c * align_up(n, 32)   # every burst moves whole 32-byte blocks
+        if sbuf == "GM":
+            gm_src = _gm_rows(src, blocks.src_pitch, n, c, pipe, name)
+        else:
+            reads = _local_rows(src, blocks.src_pitch, n, c, pipe, name, "source")
+        if dbuf == "GM":
+            gm_dst = _gm_rows(dst, blocks.dst_pitch, n, c, pipe, name)
+        else:
+            writes = _local_rows(dst, blocks.dst_pitch, n, c, pipe, name, "destination")
     else:
-        reads = _local_spans(src, src_blocks, pipe, name, "source")
-    if dbuf == "GM":
-        gm_dst = _gm_blocks(dst, dst_blocks, pipe, name)
-    else:
-        writes = _local_spans(dst, dst_blocks, pipe, name, "destination")
+        total = moved = 0
+        for b in blocks:
+            total += b[2]
+            moved += align_up(b[2], 32)            # every burst moves whole 32-byte blocks
+        src_blocks = [(b[0], b[2]) for b in blocks]
+        dst_blocks = [(b[1], b[2]) for b in blocks]
+        if sbuf == "GM":
+            gm_src = _gm_blocks(src, src_blocks, pipe, name)
+        else:
+            reads = tuple(_local_spans(src, src_blocks, pipe, name, "source"))
+        if dbuf == "GM":
+            gm_dst = _gm_blocks(dst, dst_blocks, pipe, name)
+        else:
+            writes = tuple(_local_spans(dst, dst_blocks, pipe, name, "destination"))
     if path is None:
         cycles = ctx.profile.vector_cycles("copy", "FLOAT", moved)
         kind, chan = COMPUTE, 0
@@ -157,10 +219,12 @@ def _copy(dst, src, blocks: list[tuple[int, int, int]], name: str) -> None:
                     acc += data.view(atomic)
                 else:
                     out[...] = data
-    gm_ranges = tuple(gm_dst if gm_dst is not None else gm_src or ())
+    gm_ranges = gm_dst if gm_dst is not None else gm_src or ()
+    if type(gm_ranges) is list:
+        gm_ranges = tuple(gm_ranges)
     ctx.emit(Instr(pipe, name, kind, cycles, path=path or "UB_UB", nbytes=total, chan_bytes=chan,
                    gm=gm_ranges, gm_write=gm_dst is not None,
-                   reads=tuple(reads), writes=tuple(writes), fn=fn,
+                   reads=reads, writes=writes, fn=fn,
                    operands=(dst, src, Text("{} x {} B", len(blocks), blocks[0][2] if blocks else 0))))
 
 
@@ -185,8 +249,7 @@ def DataCopy(dst, src, count_or_params, enhancedParams=None) -> None:
     if isinstance(count_or_params, DataCopyParams):
         p = count_or_params
         blen = p.blockLen * 32
-        blocks = [(i * (blen + p.srcStride * 32), i * (blen + p.dstStride * 32), blen)
-                  for i in range(p.blockCount)]
+        blocks = RegularBlocks(p.blockCount, blen + p.srcStride * 32, blen + p.dstStride * 32, blen)
     else:
         n = int(count_or_params) * isz
         if n % 32:
@@ -207,11 +270,9 @@ def DataCopyPad(dst, src, params: DataCopyExtParams, padParams: DataCopyPadExtPa
         raise _fault(None, f"DataCopyPad with blockCount={p.blockCount}, blockLen={p.blockLen}")
     row = align_up(p.blockLen, 32)
     if _buffer_of(src) == "GM":      # GM -> UB: srcStride bytes in GM, dstStride 32-B blocks in UB
-        blocks = [(i * (p.blockLen + p.srcStride), i * (row + p.dstStride * 32), p.blockLen)
-                  for i in range(p.blockCount)]
+        blocks = RegularBlocks(p.blockCount, p.blockLen + p.srcStride, row + p.dstStride * 32, p.blockLen)
     else:                            # UB -> GM: srcStride 32-B blocks in UB, dstStride bytes in GM
-        blocks = [(i * (row + p.srcStride * 32), i * (p.blockLen + p.dstStride), p.blockLen)
-                  for i in range(p.blockCount)]
+        blocks = RegularBlocks(p.blockCount, row + p.srcStride * 32, p.blockLen + p.dstStride, p.blockLen)
     _copy(dst, src, blocks, "DataCopyPad")
 
 
