@@ -147,6 +147,8 @@ class L2Cache:
         nr = len(ranges)
         if type(ranges) is Rows:          # regular rows: their array without a tuple per row
             if nr >= 8 and 4 * nr + nr * ranges.n // self.line > 110:
+                fetch = self._access_rows(ranges, write)
+            if fetch is None and nr >= 8 and 4 * nr + nr * ranges.n // self.line > 110:
                 r = np.empty((nr, 2), dtype=np.int64)
                 r[:, 0] = np.arange(ranges.start, ranges.start + nr * ranges.pitch, ranges.pitch,
                                     dtype=np.int64)[:nr]
@@ -274,6 +276,46 @@ class L2Cache:
             mask[lines] = m | want
         stamp[lines] = self.clock + np.repeat(np.arange(len(r)), counts)
         self.clock += len(r)
+        self._count(present, lines.size)
+        return fetch
+
+    def _access_rows(self, rows: Rows, write: bool) -> int | None:
+        """_access_disjoint for rows whose pitch is a whole number of lines (each row then
+        touches the same lines, shifted, with the same sector masks): a row's pattern tiled.
+        Returns the bytes to fetch, or None (nothing changed) if the rows do not qualify."""
+        line, sector, full = self.line, self.SECTOR, int(self.full)
+        c, n, pitch = rows.count, rows.n, rows.pitch
+        if pitch <= 0 or pitch % line or n <= 0:
+            return None
+        a = self.find(rows.start)
+        if a is None:
+            return None
+        rel = rows.start - a.addr
+        if rel + (c - 1) * pitch + n > a.size:
+            return None
+        l0, l1 = rel // line, (rel + n - 1) // line + 1
+        per, step = l1 - l0, pitch // line
+        if per > step:                      # rows would share lines: not disjoint
+            return None
+        lo = (rel - l0 * line) // sector
+        hi = -(-(rel + n - (l1 - 1) * line) // sector)
+        pattern = [full] * per
+        pattern[0] &= (full >> lo) << lo
+        pattern[-1] &= (1 << hi) - 1
+        _, mask, stamp = self._tags(rows.start)
+        lines = (np.arange(c, dtype=np.int64) * step + l0)[:, None] + np.arange(per, dtype=np.int64)
+        lines = lines.ravel()
+        want = np.tile(np.array(pattern, dtype=np.uint32), c)
+        m = mask[lines]
+        present = int(np.count_nonzero(m))
+        fetch = 0
+        if write:
+            mask[lines] = m | want | self.dirty
+        else:
+            fetch = int(np.bitwise_count(want & ~m).sum()) * sector
+            mask[lines] = m | want
+        stamp[lines] = np.repeat(np.arange(self.clock, self.clock + c, dtype=np.int64), per)
+        self.clock += c
         self._count(present, lines.size)
         return fetch
 

@@ -134,3 +134,34 @@ def test_range_at_a_time_matches_a_plain_model():
             assert int(mask[ln]) == sum(1 << s for s in sectors) | (int(c.dirty) if dirty else 0)
             assert int(stamp[ln]) == state["stamps"][(base, ln)]
         assert sum(int(np.count_nonzero(m)) for m, _ in c.tags.values()) == len(state["masks"])
+
+
+def test_regular_rows_match_the_same_ranges_listed():
+    """A copy's rows given as Rows (five numbers; the tiled-pattern path when the pitch is whole
+    lines, else the array or range-at-a-time path) leave the cache exactly as the same rows
+    listed as (address, bytes) pairs do, evictions included."""
+    from simulator.program import Rows
+    rng = np.random.default_rng(3)
+    tiled = []
+    for _ in range(60):
+        fast, ref = L2Cache(64 * 1024, 512, _find), L2Cache(64 * 1024, 512, _find)
+        plain = fast._access_rows
+        fast._access_rows = lambda rows, write, plain=plain: tiled.append(plain(rows, write)) or tiled[-1]
+        for _ in range(30):
+            al = ALLOCS[rng.integers(2)]
+            count, n = int(rng.integers(1, 40)), int(rng.integers(1, 1500))
+            pitch = int(rng.choice([512, 1024, 1536, 2048, 4096])) if rng.random() < 0.6 else int(rng.integers(n, 4000))
+            start = al.addr + int(rng.integers(0, 3000))
+            while count > 1 and start + (count - 1) * pitch + n > al.addr + al.size:
+                count -= 1
+            if start + n > al.addr + al.size:
+                continue
+            rows, write = Rows(None, start, n, pitch, count), bool(rng.integers(2))
+            assert list(rows) == [(start + i * pitch, n) for i in range(count)]
+            assert fast.access(rows, write) == ref.access(list(rows), write)
+            assert _state(fast) == _state(ref)
+    assert sum(t is not None for t in tiled) > 100          # the tiled path really ran
+    probe = L2Cache(1 << 24, 512, _find)
+    assert probe._access_rows(Rows(None, 100, 700, 1024, 20), False) is not None
+    assert probe._access_rows(Rows(None, 100, 700, 512, 20), False) is None       # rows share lines
+    assert probe._access_rows(Rows(None, 100, 700, 1000, 20), False) is None      # pitch not whole lines
