@@ -138,8 +138,9 @@ def test_range_at_a_time_matches_a_plain_model():
 
 def test_regular_rows_match_the_same_ranges_listed():
     """A copy's rows given as Rows (five numbers; the tiled-pattern path when the pitch is whole
-    lines, else the array or range-at-a-time path) leave the cache exactly as the same rows
-    listed as (address, bytes) pairs do, evictions included."""
+    lines, the shared-lines path for other rows, the range-at-a-time path for overlapping or few
+    rows) leave the cache exactly as the same rows listed as (address, bytes) pairs do, taken a
+    range at a time, evictions included."""
     from simulator.program import Rows
     rng = np.random.default_rng(3)
     tiled = []
@@ -150,7 +151,14 @@ def test_regular_rows_match_the_same_ranges_listed():
         for _ in range(30):
             al = ALLOCS[rng.integers(2)]
             count, n = int(rng.integers(1, 40)), int(rng.integers(1, 1500))
-            pitch = int(rng.choice([512, 1024, 1536, 2048, 4096])) if rng.random() < 0.6 else int(rng.integers(n, 4000))
+            u = rng.random()
+            if u < 0.4:                  # whole lines
+                pitch = int(rng.choice([512, 1024, 1536, 2048, 4096]))
+            elif u < 0.7:                # short rows sharing lines
+                n = int(rng.integers(1, 200))
+                pitch = int(rng.integers(n, 600))
+            else:
+                pitch = int(rng.integers(n, 4000))
             start = al.addr + int(rng.integers(0, 3000))
             while count > 1 and start + (count - 1) * pitch + n > al.addr + al.size:
                 count -= 1
@@ -158,10 +166,12 @@ def test_regular_rows_match_the_same_ranges_listed():
                 continue
             rows, write = Rows(None, start, n, pitch, count), bool(rng.integers(2))
             assert list(rows) == [(start + i * pitch, n) for i in range(count)]
-            assert fast.access(rows, write) == ref.access(list(rows), write)
+            got = fast.access(rows, write)
+            fetch = ref._access_each(list(rows), write)           # the reference: a row at a time
+            assert got == (fetch, ref._evict() if ref.resident > ref.capacity else 0), (start, n, pitch, count)
             assert _state(fast) == _state(ref)
     assert sum(t is not None for t in tiled) > 100          # the tiled path really ran
     probe = L2Cache(1 << 24, 512, _find)
-    assert probe._access_rows(Rows(None, 100, 700, 1024, 20), False) is not None
-    assert probe._access_rows(Rows(None, 100, 700, 512, 20), False) is None       # rows share lines
-    assert probe._access_rows(Rows(None, 100, 700, 1000, 20), False) is None      # pitch not whole lines
+    assert probe._access_rows(Rows(None, 100, 700, 1024, 20), False) is not None  # tiled
+    assert probe._access_rows(Rows(None, 100, 700, 512, 20), False) is None       # rows overlap
+    assert probe._access_rows(Rows(None, 100, 700, 1000, 20), False) is not None  # rows share lines
