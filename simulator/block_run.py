@@ -423,7 +423,7 @@ class BlockRun:
             if kind >= SET:               # SET, WAIT, BARRIER, XSET, XWAIT: no time of their own
                 if flying and kind != WAIT:
                     # a flag or barrier on a pipe orders after its transfers have landed
-                    last = max(t[0] for t in flying)
+                    last = max(flying)[0]
                     if last > now:
                         now = now + (last - now)
                     land(last)              # (now + (last - now) may round below last)
@@ -500,7 +500,7 @@ class BlockRun:
                 overlap = in_flight[instr.path]
                 if overlap > 1 and len(flying) >= overlap:
                     # every slot taken: the first transfer to land frees one
-                    first = min(t[0] for t in flying)
+                    first = min(flying)[0]
                     if first > now:
                         now = now + (first - now)
                     land(first if first > now else now)
@@ -573,7 +573,7 @@ class BlockRun:
             if instr.path is not None or tracing:
                 book(instr, start, dur, hbm_bytes)
         if flying:
-            last = max(t[0] for t in flying)
+            last = max(flying)[0]
             if last > now:
                 now = now + (last - now)
             land(last)
