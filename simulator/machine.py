@@ -139,6 +139,7 @@ class Device:
         yield self.env.timeout(self.launch_cycles)
         lrec.cores_start = self.env.now
         running = []
+        long_kinds: set[str] = set()    # core kinds whose blocks outgrew a chunk in this launch
         for b in range(launch.block_dim):
             self.dispatching[launch_id] = (f"launch {launch.name}: block {b} of {launch.block_dim} "
                                            f"waits for a free {kind_name} core")
@@ -149,25 +150,30 @@ class Device:
                     members.append(((yield self.free_cores[pname].get()), sub))
             group = Group(launch_id, b, [c for c, _ in members], participants, len(rec.launches) - 1)
             for c, sub in members:
-                running.append(self.env.process(self._block(c, launch, b, rec, group, sub)))
+                running.append(self.env.process(self._block(c, launch, b, rec, group, sub, long_kinds)))
         self.dispatching.pop(launch_id, None)
         if running:
             yield simpy.AllOf(self.env, running)
         lrec.end = self.env.now
 
     def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
-               sub: int):
+               sub: int, long_kinds: set[str]):
         """SimPy process: one block on one core. Its program is recorded (ProgramRecorder for a
         long one), then its scalar unit and pipes run as a BlockRun, which meets the shared
-        clock only where the core touches something shared."""
+        clock only where the core touches something shared. Once a block of a launch has
+        outgrown a chunk, the launch's later blocks on that core kind go straight to a
+        ProgramRecorder (recording a chunk's worth twice cost GridSampler 40 % more recording)."""
         pool = self.free_cores[core.kind_name]
         core.reset_for_block(b, launch.name)
         self.active.add(core)
         rec.cores_used.setdefault(core.kind_name, set()).add(core.name)
-        ctx = BlockContext(self, core, b, launch.block_dim, group, sub)
-        program = record_whole(ctx, launch.body, launch.args)
+        program = None
+        if core.kind_name not in long_kinds:
+            ctx = BlockContext(self, core, b, launch.block_dim, group, sub)
+            program = record_whole(ctx, launch.body, launch.args)
         recorder = None
         if program is None:
+            long_kinds.add(core.kind_name)
             ctx = BlockContext(self, core, b, launch.block_dim, group, sub)
             recorder = ProgramRecorder(ctx, launch.body, launch.args)
             self.recorders.add(recorder)
