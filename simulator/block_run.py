@@ -48,16 +48,6 @@ def per_line(lines: dict, core: int, line, pipe: str, cycles: float) -> None:
         st[1] += cycles
 
 
-def union(total: float, until: float, start: float, end: float) -> tuple[float, float]:
-    """Add [start, end) to a pipe's busy time, counting once what overlaps its earlier
-    intervals (which end by `until`): returns the new (total, until)."""
-    if start >= until:
-        return total + (end - start), end
-    if end > until:
-        return total + (end - until), end
-    return total, until
-
-
 def rows_of(flags: np.ndarray, rows: Rows) -> np.ndarray:
     """The bytes of local `rows` in a buffer's byte flags, as a (count, n) view."""
     return np.lib.stride_tricks.as_strided(flags[rows.start:], shape=(rows.count, rows.n),
@@ -336,6 +326,7 @@ class BlockRun:
         executed = 0
         block_bytes: dict[str, int] = {}
         l2_lines = [0, 0, 0, 0]          # read hits, read misses, write hits, write misses
+        l2_bytes = hbm_total = 0         # added to the task's totals at the end
         valid, checked = core.valid, core.checked
         covers, add_run = core.runs.covers, core.runs.add
         trace, lines = rec.trace, rec.lines
@@ -514,8 +505,6 @@ class BlockRun:
                 hits, misses = l2.hit_lines, l2.miss_lines
                 fetch, evicted = l2.access(instr.gm, instr.gm_write)
                 hits, misses = l2.hit_lines - hits, l2.miss_lines - misses
-                rec.l2_hit_lines += hits
-                rec.l2_miss_lines += misses
                 w = 2 if instr.gm_write else 0
                 l2_lines[w] += hits
                 l2_lines[w + 1] += misses
@@ -528,8 +517,8 @@ class BlockRun:
                 hbm.pending += evicted
                 end, hbm_bytes = hbm.reserve(start, fetch, drain=chan)
                 done = max(done, end)
-                rec.l2_bytes += chan
-                rec.hbm_bytes += hbm_bytes
+                l2_bytes += chan
+                hbm_total += hbm_bytes
                 dur = done - start
                 need = local
                 if overlap > 1:
@@ -541,8 +530,19 @@ class BlockRun:
                         lat = latencies[lkey] = profile.path(instr.path).latency(
                             chan, miss_latency if fetch else 0.0)
                     stream = local - lat
-                    busy, busy_until = union(busy, busy_until, start, done)
-                    work, work_until = union(work, work_until, start, start + need)
+                    if start >= busy_until:     # busy and work: unions of intervals (earlier end by *_until)
+                        busy += done - start
+                        busy_until = done
+                    elif done > busy_until:
+                        busy += done - busy_until
+                        busy_until = done
+                    end = start + need
+                    if start >= work_until:
+                        work += end - start
+                        work_until = end
+                    elif end > work_until:
+                        work += end - work_until
+                        work_until = end
                     flying.append((done, next(order), instr))
                     executed += 1
                     book(instr, start, dur, hbm_bytes)
@@ -555,7 +555,7 @@ class BlockRun:
                 now = now + dur
             if instr.writes or instr.fn is not None:
                 complete(instr)
-            end = start + dur                   # union(), inline: the commonest path
+            end = start + dur           # busy and work: unions of intervals (earlier end by *_until)
             if start >= busy_until:
                 busy += end - start
                 busy_until = end
@@ -582,6 +582,10 @@ class BlockRun:
         for path, cycles in path_cycles.items():
             key = (core.index, pipe, path)
             parts[key] = parts.get(key, 0.0) + cycles
+        rec.l2_hit_lines += l2_lines[0] + l2_lines[2]
+        rec.l2_miss_lines += l2_lines[1] + l2_lines[3]
+        rec.l2_bytes += l2_bytes
+        rec.hbm_bytes += hbm_total
         busy_key = (core.name, pipe)
         rec.busy[busy_key] = rec.busy.get(busy_key, 0.0) + busy
         rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work
