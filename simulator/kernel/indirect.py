@@ -68,23 +68,30 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
             _BLOCKS.clear()
         blocks = _BLOCKS[shape] = tuple(blocks)
     buf = local.buffer
-    align = ctx.profile.alignment[buf]
-    cap = ctx.core.kind.buffers.get(buf)
-    spans = []
-    for _, lo_off, n in blocks:
-        lo = local.offset + lo_off
-        if cap is None or lo < 0 or lo + n > cap:
-            _local_check(local, lo, lo + n, pipe, kind_name)       # raises, naming the buffer
-        if lo % align:
-            raise _fault(pipe, f"{kind_name}: {buf} address {lo} not {align}-byte aligned")
-        spans.append((buf, lo, lo + n))
+    # the local side is checked once per block and UB slot (a gather loop reuses a few slots)
+    memo = ctx.__dict__.get("indirect_memo")
+    if memo is None:
+        memo = ctx.indirect_memo = {}
+    local_key = (shape, buf, local.offset)
+    known = memo.get(local_key)
+    if known is None:
+        align = ctx.profile.alignment[buf]
+        cap = ctx.core.kind.buffers.get(buf)
+        spans = []
+        for _, lo_off, n in blocks:
+            lo = local.offset + lo_off
+            if cap is None or lo < 0 or lo + n > cap:
+                _local_check(local, lo, lo + n, pipe, kind_name)       # raises, naming the buffer
+            if lo % align:
+                raise _fault(pipe, f"{kind_name}: {buf} address {lo} not {align}-byte aligned")
+            spans.append((buf, lo, lo + n))
+        moved = p.blockCount * row             # every block is blockLen bytes, moved in whole bursts
+        known = memo[local_key] = (tuple(spans), moved, ctx.profile.path(path).cycles(moved),
+                                   f"{len(blocks)} x {blocks[0][2]} B")
+    spans, moved, cycles, size = known
     isz = g.dtype.itemsize
     ob = offsets.offset + index * 4
-    reads = [("UB", ob, ob + 4)]
-    if not gather:
-        reads += spans
-    moved = p.blockCount * row                 # every block is blockLen bytes, moved in whole bursts
-    cycles = ctx.profile.path(path).cycles(moved)
+    reads = (("UB", ob, ob + 4),) if gather else (("UB", ob, ob + 4),) + spans
     gm = ()
     if nominal is not None:
         base = g.ptr.addr + int(nominal) * isz
@@ -97,9 +104,8 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     name = kind_name + ("+AtomicAdd" if atomic is not None else "")
     instr = Instr(pipe, name, GM_XFER, cycles, path=path, nbytes=p.blockCount * p.blockLen,
                   chan_bytes=moved, gm=gm, gm_write=not gather,
-                  reads=tuple(reads), writes=tuple(spans) if gather else (),
-                  operands=(dst, src, Text("offset {!r}[{}]", offsets, index),
-                            Text("{} x {} B", len(blocks), blocks[0][2])))
+                  reads=reads, writes=spans if gather else (),
+                  operands=(dst, src, Text("offset {!r}[{}]", offsets, index), size))
     if ctx.functional:
         device, core, ptr = ctx.device, ctx.core, g.ptr
         ubuf = local.buffer
