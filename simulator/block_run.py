@@ -178,6 +178,8 @@ class BlockRun:
             if shared:
                 item = min(shared) if len(shared) > 1 else shared[0]
                 t = item[0]
+                if t < env.now:
+                    raise RuntimeError(f"engine: {self.core.name} meets the others at {t} after {env.now}")
                 if t > env.now and self.xwaiting:    # a cross-core flag may wake an actor sooner
                     self._wait(t, NORMAL, "timer")
                     return
@@ -208,8 +210,6 @@ class BlockRun:
 
     def _share(self, t: float, pipe_at: int, forced: bool, actor) -> None:
         """Ask for the shared clock at `t` (and the (core, pipe) turn): the actor yields next."""
-        if t < self.env.now:
-            raise RuntimeError(f"engine: {self.core.name} meets the others at {t} after {self.env.now}")
         self.shared.append((t, pipe_at, next(self.seq), forced, actor))
 
     def _xwait(self, instr: Instr, t: float, pipe_at: int, actor):
@@ -340,6 +340,7 @@ class BlockRun:
         order = itertools.count()
         q, pops, idle, runnable = self.queues[pipe], self.pops[pipe], self.idle, self.runnable
         sets, waiting, taken = self.sets, self.waiting, self.taken
+        shared, seq = self.shared, self.seq
         l2, l2_channel, hbm = device.l2, device.l2_channel, device.hbm
 
         def complete(instr: Instr) -> None:
@@ -498,7 +499,7 @@ class BlockRun:
             start = now
             hbm_bytes = 0
             if kind == GM_XFER:
-                self._share(start, pipe_at, False, me)     # the L2 and the channels are shared
+                shared.append((start, pipe_at, next(seq), False, me))   # the L2 and channels are shared
                 yield
                 # through L2: a hit streams at the path's rate within the L2's chip-wide
                 # bandwidth; misses and dirty evictions also cross the device-memory channel

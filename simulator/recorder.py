@@ -34,14 +34,15 @@ class BlockContext:
         self.limit = ProgramRecorder.CHUNK      # instructions held before a pause (or a re-record)
         self.weight = 0                         # GM ranges and written spans held (same purpose)
         self.pipes = self.core.kind.pipes
+        self.pipe_set = frozenset(self.pipes)
         self.scalar_cost = device.scalar_cost
         self.lines = device.tracing           # remember each instruction's source line (for the report)
 
     def emit(self, instr: Instr) -> Instr:
-        if instr.pipe not in self.pipes:
-            raise self.core.fault(instr.pipe, instr,
-                                  f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
-        instr.scalar = self.scalar_cost[instr.kind, instr.pipe]
+        pipe = instr.pipe
+        if pipe not in self.pipe_set:
+            raise self.core.fault(pipe, instr, f"this core kind ({self.core.kind_name}) has no {pipe}")
+        instr.scalar = self.scalar_cost[instr.kind, pipe]
         if self.lines:
             instr.line = caller_line()
         program = self.program
