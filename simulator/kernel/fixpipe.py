@@ -10,7 +10,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..enums import dtype_name
-from ..program import COMPUTE, GM_XFER, Instr, align_up, ceil_div, current_context
+from ..program import COMPUTE, GM_XFER, Instr, Rows, align_up, ceil_div, current_context
 from .base import GlobalTensor, LocalTensor, _fault, bfloat16, float32, half
 from .cube_load import Nd2NzParams, _nd2nz
 from .operands import (BLOCK_BYTES, gm_extent, gm_check, local_operand, merge_spans, require_pipe, as_bytes,
@@ -101,7 +101,7 @@ def Fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220,
         hi = ((m - 1) * ds + n) * osz
         addr = gm_check(dst, 0, hi, pipe, name)
         row = n * osz
-        gm = ((addr, m * row),) if ds == n else tuple((addr + r * ds * osz, row) for r in range(m))
+        gm = ((addr, m * row),) if ds == n else Rows(None, addr, row, ds * osz, m)
         moved = m * align_up(row, BLOCK_BYTES) if ds != n else align_up(m * row, BLOCK_BYTES)
     else:
         if ds < m:
@@ -109,9 +109,9 @@ def Fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220,
         hi = ((n1 - 1) * ds + m) * 16 * osz
         addr = gm_check(dst, 0, hi, pipe, name)
         strip = m * 16 * osz
-        gm = tuple((addr + l * ds * 16 * osz, strip) for l in range(n1))
+        gm = Rows(None, addr, strip, ds * 16 * osz, n1)
         moved = n1 * align_up(strip, BLOCK_BYTES)
-    written = sum(b for _, b in gm)
+    written = sum(b for _, b in gm) if type(gm) is tuple else gm.count * gm.n
     cost_bytes = max(written, m * n1 * row_src)
     cycles = ctx.profile.path("L0C_GM").cycles(cost_bytes)
     atomic = ctx.atomic
