@@ -531,32 +531,20 @@ class BlockRun:
                         lat = latencies[lkey] = profile.path(instr.path).latency(
                             chan, miss_latency if fetch else 0.0)
                     stream = local - lat
-                    if start >= busy_until:     # busy and work: unions of intervals (earlier end by *_until)
-                        busy += done - start
-                        busy_until = done
-                    elif done > busy_until:
-                        busy += done - busy_until
-                        busy_until = done
-                    end = start + need
-                    if start >= work_until:
-                        work += end - start
-                        work_until = end
-                    elif end > work_until:
-                        work += end - work_until
-                        work_until = end
                     flying.append((done, next(order), instr))
-                    executed += 1
-                    book(instr, start, dur, hbm_bytes)
-                    if stream > 0:
-                        now = now + stream
-                    continue
             else:
                 dur = need = instr.cycles
-            if dur > 0:
-                now = now + dur
-            if instr.writes or instr.fn is not None:
-                complete(instr)
-            end = start + dur           # busy and work: unions of intervals (earlier end by *_until)
+            if overlap > 1:
+                end = done                  # it lands later; the pipe goes on once it has streamed
+                if stream > 0:
+                    now = now + stream
+            else:
+                end = start + dur
+                if dur > 0:
+                    now = now + dur
+                if instr.writes or instr.fn is not None:
+                    complete(instr)
+            # busy and work: unions of intervals (the earlier ones end by *_until)
             if start >= busy_until:
                 busy += end - start
                 busy_until = end

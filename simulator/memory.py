@@ -260,17 +260,24 @@ class L2Cache:
         want[first] &= (self.full >> lo) << lo
         hi = (-(-(end - (l1 - 1) * line) // sector)).astype(np.uint32)
         want[first + counts - 1] &= (np.uint32(1) << hi) - np.uint32(1)
+        return self._touch(mask, stamp, lines, want, self.clock + np.repeat(np.arange(len(r)), counts),
+                           len(r), write)
+
+    def _touch(self, mask, stamp, lines, want, stamps, ranges: int, write: bool, repeats: int = 0) -> int:
+        """Give distinct `lines` their sectors `want` and last-use `stamps`, for `ranges` ranges
+        taken in one go (the clock moves on by that many); `repeats` more touches of those lines
+        came after their first (hits). Returns the bytes to fetch."""
         m = mask[lines]
         present = int(np.count_nonzero(m))
         fetch = 0
         if write:
             mask[lines] = m | want | self.dirty
         else:
-            fetch = int(np.bitwise_count(want & ~m).sum()) * sector
+            fetch = int(np.bitwise_count(want & ~m).sum()) * self.SECTOR
             mask[lines] = m | want
-        stamp[lines] = self.clock + np.repeat(np.arange(len(r)), counts)
-        self.clock += len(r)
-        self._count(present, lines.size)
+        stamp[lines] = stamps
+        self.clock += ranges
+        self._count(present + repeats, lines.size + repeats)
         return fetch
 
     def _access_rows(self, rows: Rows, write: bool) -> int | None:
@@ -304,18 +311,8 @@ class L2Cache:
         lines = (np.arange(c, dtype=np.int64) * step + l0)[:, None] + np.arange(per, dtype=np.int64)
         lines = lines.ravel()
         want = np.tile(np.array(pattern, dtype=np.uint32), c)
-        m = mask[lines]
-        present = int(np.count_nonzero(m))
-        fetch = 0
-        if write:
-            mask[lines] = m | want | self.dirty
-        else:
-            fetch = int(np.bitwise_count(want & ~m).sum()) * sector
-            mask[lines] = m | want
-        stamp[lines] = np.repeat(np.arange(self.clock, self.clock + c, dtype=np.int64), per)
-        self.clock += c
-        self._count(present, lines.size)
-        return fetch
+        return self._touch(mask, stamp, lines, want,
+                           np.repeat(np.arange(self.clock, self.clock + c, dtype=np.int64), per), c, write)
 
     def _access_shared_rows(self, rows: Rows, write: bool, a) -> int:
         """Rows that do not overlap (pitch >= n), in one allocation, whose lines may be shared by
@@ -346,18 +343,7 @@ class L2Cache:
         union = np.bitwise_or.reduceat(want, heads)
         last_row = np.repeat(np.arange(c, dtype=np.int64), counts)[np.append(heads[1:], touches) - 1]
         _, mask, stamp = self._tags(a.addr)
-        m = mask[held]
-        present = int(np.count_nonzero(m))
-        fetch = 0
-        if write:
-            mask[held] = m | union | self.dirty
-        else:
-            fetch = int(np.bitwise_count(union & ~m).sum()) * sector
-            mask[held] = m | union
-        stamp[held] = self.clock + last_row
-        self.clock += c
-        self._count(present + touches - held.size, touches)
-        return fetch
+        return self._touch(mask, stamp, held, union, self.clock + last_row, c, write, touches - held.size)
 
     def _evict(self) -> int:
         """Evict the least recently used lines until 1/16 of the cache is free; returns the
