@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from heapq import heappush
+from heapq import heappop, heappush
 
 import numpy as np
 import simpy
@@ -82,7 +82,7 @@ class _CrossCoreWake:
     def succeed(self) -> None:
         run = self.run
         run.xwaiting -= 1
-        run.runnable.append((self.actor, run.env.now))
+        run.at(run.env.now, self.actor, run.env.now)
         run.woken()
 
 
@@ -103,10 +103,11 @@ class BlockRun:
         # of depth D starts with D places: the scalar unit takes one time per instruction issued)
         self.pops = {p: deque([float("-inf")] * device.depth) for p in self.pipes}
         self.scalar_waits: str | None = None     # the pipe whose queue room the scalar unit waits for
-        self.sets: dict[tuple, deque] = {}       # flag -> [(set at, SetFlag)] not yet waited on
-        self.taken: dict[tuple, float] = {}      # flag -> when its last set was waited on
+        self.flags: dict[tuple, Instr | None] = {}   # flag -> the SetFlag that set it (not yet waited on)
+        self.flag_times: dict[tuple, float] = {}     # flag -> when it was set
         self.waiting: dict[tuple, tuple] = {}    # flag -> (actor, arrived at): a WaitFlag before its set
-        self.runnable: deque = deque()           # (actor, value to send)
+        self.runnable: deque = deque()           # (actor, value to send): the scalar unit, at once
+        self.timeline: list[tuple] = []          # (time, seq, actor, value): pipes, in time order
         self.shared: list[tuple] = []            # (at, pipe index, seq, forced slot, actor)
         self.seq = itertools.count()
         self.xwaiting = 0                        # actors waiting for a cross-core flag
@@ -130,7 +131,7 @@ class BlockRun:
         self.runnable.append((self.scalar_actor, None))
         for p in self.pipes:
             self.actors[p] = a = self.pipe(p)
-            self.runnable.append((a, None))
+            self.at(self.start, a, None)
         self._advance()
 
     def _wait(self, t: float, priority: int, mode: str, then=None) -> None:
@@ -147,7 +148,7 @@ class BlockRun:
         self.ticket = None
         self.mode = "running"
         if self.then is not None:
-            self.runnable.append((self.then, None))
+            self.at(self.env.now, self.then, None)
             self.then = None
         self._advance()
 
@@ -158,7 +159,7 @@ class BlockRun:
 
     def _advance(self) -> None:
         """Run the actors until all wait; then wait for the earliest shared moment (or a wake)."""
-        env, runnable, shared = self.env, self.runnable, self.shared
+        env, runnable, shared, timeline = self.env, self.runnable, self.shared, self.timeline
         self.mode = "running"
         while True:
             while runnable:
@@ -167,6 +168,15 @@ class BlockRun:
                     actor.send(value)
                 except StopIteration:
                     pass
+            if timeline and (not shared or timeline[0][0] <= min(shared)[0]):
+                _, _, actor, value = heappop(timeline)
+                try:
+                    later = actor.send(value)
+                except StopIteration:
+                    continue
+                if later is not None:            # others have something earlier: after them
+                    heappush(timeline, (later, next(self.seq), actor, None))
+                continue
             if len(self.figures) == len(self.pipes):
                 self.mode = "done"
                 if self.end > env.now:
@@ -193,7 +203,7 @@ class BlockRun:
                 if item[3] or env.peek() <= t:     # others act this cycle: take the turn
                     self._wait(t, turn, "turn", item[4])
                     return
-                runnable.append((item[4], None))
+                self.at(t, item[4], None)
             elif self.xwaiting:
                 self.mode = "xwait"
                 return
@@ -207,6 +217,10 @@ class BlockRun:
         env, ev = self.env, self.finished
         ev._ok, ev._value = True, None
         heappush(env._queue, (env.now, 2 + self.core.index * 8 + RELEASE, next(env._eid), ev))
+
+    def at(self, t: float, actor, value) -> None:
+        """Resume `actor` (sending it `value`) once nothing of this block is due before `t`."""
+        heappush(self.timeline, (t, next(self.seq), actor, value))
 
     def _share(self, t: float, pipe_at: int, forced: bool, actor) -> None:
         """Ask for the shared clock at `t` (and the (core, pipe) turn): the actor yields next."""
@@ -234,7 +248,7 @@ class BlockRun:
         scalar_busy = 0.0
         run_start = run_end = ts
         trace = rec.trace if device.tracing else None
-        queues, idle, pops, runnable = self.queues, self.idle, self.pops, self.runnable
+        queues, idle, pops, at = self.queues, self.idle, self.pops, self.at
         lanes = {p: (queues[p], pops[p]) for p in self.pipes}
         for chunk in self.chunks:
             for instr in chunk:
@@ -268,8 +282,8 @@ class BlockRun:
                             m.issued = snow
                             queues[p].append(m)
                             a = idle.pop(p, None)
-                            if a is not None:
-                                runnable.append((a, None))
+                            if a is not None:           # (the pipe, its time)
+                                at(a[1] if a[1] > snow else snow, a[0], None)
                             if snow > ts:
                                 ts = snow
                         if self.markers_left:
@@ -305,8 +319,8 @@ class BlockRun:
                 q.append(instr)
                 if idle:
                     a = idle.pop(pipe, None)
-                    if a is not None:
-                        runnable.append((a, None))
+                    if a is not None:           # (the pipe, its time)
+                        at(a[1] if a[1] > snow else snow, a[0], None)
                 ts += issue
             del chunk
         core.scalar_state = "done issuing"
@@ -339,8 +353,8 @@ class BlockRun:
         flying: list[tuple] = []        # (lands at, order, instr): transfers still in flight
         order = itertools.count()
         q, pops, idle, runnable = self.queues[pipe], self.pops[pipe], self.idle, self.runnable
-        sets, waiting, taken = self.sets, self.waiting, self.taken
-        shared, seq = self.shared, self.seq
+        flags, flag_times, waiting = self.flags, self.flag_times, self.waiting
+        shared, seq, timeline = self.shared, self.seq, self.timeline
         l2, l2_channel, hbm = device.l2, device.l2_channel, device.hbm
 
         def complete(instr: Instr) -> None:
@@ -398,7 +412,7 @@ class BlockRun:
         while True:
             if not q:
                 state[pipe] = "idle, waiting for the scalar unit to issue"
-                idle[pipe] = me
+                idle[pipe] = (me, now)
                 yield
             instr = q.popleft()
             if instr.issued > now:          # it reached the queue after the pipe freed up
@@ -412,45 +426,44 @@ class BlockRun:
                 break
             if instr.ready > now:
                 now = now + (instr.ready - now)
+            if timeline and timeline[0][0] < now:
+                yield now                   # another pipe has something earlier: after it
             if kind >= SET:               # SET, WAIT, BARRIER, XSET, XWAIT: no time of their own
                 if flying and kind != WAIT:
                     # a flag or barrier on a pipe orders after its transfers have landed
                     last = max(flying)[0]
                     if last > now:
                         now = now + (last - now)
+                        if timeline and timeline[0][0] < now:
+                            yield now
                     land(last)              # (now + (last - now) may round below last)
                 if kind == WAIT:
                     key = instr.flag
-                    pending = sets.get(key)
-                    if pending:
-                        t_set, _ = pending.popleft()
-                        if t_set > now:
+                    if flags.get(key):
+                        flags[key] = None
+                        t_set = flag_times.pop(key)
+                        if t_set > now:         # (never, in time order; a wait never precedes its set)
                             now = t_set
                     else:
                         state[pipe] = ("waiting for flag {flag} at {instr}", instr)
                         waiting[key] = (me, now)
                         t_set = yield
-                        now = t_set if t_set > now else now
-                        pending = sets.get(key)
-                    taken[key] = now
-                    if pending:
-                        t2, second = pending[0]
-                        if t2 < now:
-                            raise self._set_twice(key, second)
+                        if t_set > now:
+                            now = t_set
                     if tracing:                 # the dependency, for the per-pipe trace layout
                         rec.flows.append((core.index, key[0], pipe, t_set, now))
                 elif kind == SET:
                     key = instr.flag
                     w = waiting.pop(key, None)
                     if w is not None:           # handed straight to the waiting pipe
-                        runnable.append((w[0], now))
+                        self.at(w[1] if w[1] > now else now, w[0], now)
                     else:
-                        pending = sets.get(key)
-                        if pending is None:
-                            sets[key] = pending = deque()
-                        if not pending and taken.get(key, -1.0) > now:
-                            raise self._set_twice(key, instr)
-                        pending.append((now, instr))
+                        first = flags.get(key)
+                        if first:
+                            raise core.fault(pipe, instr, f"flag {key[0]}->{key[1]} id {key[2]} set twice "
+                                             f"without a wait between (first set by {first.describe()})")
+                        flags[key] = instr
+                        flag_times[key] = now
                 elif kind == BARRIER:
                     if instr.event is not None:     # PIPE_ALL's marker: this pipe has drained
                         if now > self.markers_at:
@@ -495,6 +508,8 @@ class BlockRun:
                     first = min(flying)[0]
                     if first > now:
                         now = now + (first - now)
+                        if timeline and timeline[0][0] < now:
+                            yield now
                     land(first if first > now else now)
             start = now
             hbm_bytes = 0
@@ -543,6 +558,8 @@ class BlockRun:
                 if dur > 0:
                     now = now + dur
                 if instr.writes or instr.fn is not None:
+                    if timeline and timeline[0][0] < now:
+                        yield now           # its bytes are written at `now`: after what comes first
                     complete(instr)
             # busy and work: unions of intervals (the earlier ones end by *_until)
             if start >= busy_until:
@@ -565,6 +582,8 @@ class BlockRun:
             last = max(flying)[0]
             if last > now:
                 now = now + (last - now)
+                if timeline and timeline[0][0] < now:
+                    yield now
             land(last)
         state[pipe] = "finished"
         parts = rec.path_parts
@@ -582,14 +601,9 @@ class BlockRun:
             self.end = now
         self.figures[pipe] = (busy, executed, block_bytes, l2_lines)
 
-    def _set_twice(self, key: tuple, setter: Instr):
-        first = self.sets[key][0][1] if self.sets.get(key) else setter
-        return self.core.fault(key[0], setter, f"flag {key[0]}->{key[1]} id {key[2]} set twice "
-                               f"without a wait between (first set by {first.describe()})")
-
     def leftover_flag(self):
         """(flag, its SetFlag) for a flag set but never waited on, or None."""
-        for key, pending in self.sets.items():
-            if pending:
-                return key, pending[0][1]
+        for key, setter in self.flags.items():
+            if setter:
+                return key, setter
         return None

@@ -7,7 +7,7 @@ import pytest
 
 import simulator
 from simulator import acl
-from simulator.kernel import (ASCEND_IS_AIC, PIPE_MTE3, PIPE_S, Adds, CrossCoreSetFlag,
+from simulator.kernel import (ASCEND_IS_AIC, PIPE_MTE2, PIPE_MTE3, PIPE_S, Adds, CrossCoreSetFlag,
                               CrossCoreWaitFlag, DataCopy, Exp, GetBlockIdx, GetBlockNum,
                               GetSubBlockIdx, GlobalTensor, HardEvent, PipeBarrier, PIPE_ALL,
                               SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag, float32)
@@ -684,3 +684,44 @@ def test_a_flag_set_again_is_judged_by_time():
     x = np.arange(1024, dtype=np.float32) / 1024
     simulator.run_kernel(k_set_twice_taken_between, 1, {"x": x})
     assert "set twice without a wait" in fault_of(k_set_twice_overlapping, x=x)
+
+
+def k_race_hidden_by_a_shared_moment(x):
+    """V reads what MTE2 copies in with no MTE2->V flag; MTE3 meets the other cores (a
+    cross-core flag) while the copy is in flight. In time the read comes before the bytes land:
+    a fault, whichever pipe the engine happens to advance first."""
+    _, t = _ub(65536)
+    g = _gm(x)
+    DataCopy(t, g, 8192)
+    PipeBarrier(PIPE_MTE2)
+    CrossCoreSetFlag(1, 0, PIPE_MTE3)
+    SetFlag(HardEvent.MTE3_V, 0)
+    WaitFlag(HardEvent.MTE3_V, 0)
+    Exp(t[8192], t, 64)
+    CrossCoreWaitFlag(1, 0)
+
+
+def k_overwrite_after_the_copy_out(x, y, z):
+    """V overwrites a copy-out's source with no MTE3->V flag, but long after the copy (in time):
+    the copy takes the old values, as the timing says, though the engine may have run V ahead."""
+    _, t = _ub(131072)
+    DataCopy(t, _gm(x), 64)
+    DataCopy(t[8192], _gm(z), 8192)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Adds(t[1024], t, 1.0, 64)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(_gm(y), t[1024], 64)
+    for _ in range(20):
+        Exp(t[8192], t[8192], 8192)
+    Adds(t[1024], t, 100.0, 64)
+
+
+def test_pipes_meet_in_time_order_for_the_sanitizer_and_the_effects():
+    assert "was never written" in fault_of(k_race_hidden_by_a_shared_moment, soc="Ascend910B1",
+                                          x=np.ones(16384, np.float32))
+    r = simulator.run_kernel(k_overwrite_after_the_copy_out, 1,
+                             {"x": np.zeros(64, np.float32), "y": np.zeros(64, np.float32),
+                              "z": np.zeros(8192, np.float32)}, soc="Ascend910B1")
+    assert (r["y"] == 1.0).all()
