@@ -1,21 +1,24 @@
 """One block on one core, advanced arithmetically (issue 14).
 
 The core's scalar unit and each of its pipes is a small generator (an actor) that keeps its own
-clock exactly as a SimPy process of its own would (`now`, moved by the same float sums), and runs
-as far as it can. It stops only where it needs another actor (an empty queue, a full one, a flag,
-a PIPE_ALL barrier) or something the cores share (a GM transfer's L2 and memory channels, a
-cross-core flag). Only those shared moments are SimPy events: the block's process waits until
-the shared clock reaches the earliest one, takes its (core, pipe) turn where others act in the
-same cycle (`Device.slot`), and lets that actor go on.
+clock exactly as a SimPy process of its own would (`now`, moved by the same float sums). It stops
+where it needs another actor (an empty queue, a full one, a flag, a PIPE_ALL barrier) or something
+the cores share (a GM transfer's L2 and memory channels, a cross-core flag). Only those shared
+moments are SimPy events: the block puts a `_Ticket` in SimPy's queue at the earliest one's
+(time, (core, pipe) turn) and is called back there (`turn`).
 
-Why the order the actors run in does not matter: within a core every meeting is a maximum of
-times, not an order of events. A WaitFlag ends at max(its arrival, the SetFlag's time); a pipe
-takes an instruction at max(its own time, the time the scalar unit issued it); the scalar unit
-finds room in a queue of depth D at max(its own time, the time the pipe took the instruction D
-places back). A SetFlag while the same flag is still set is a fault when the earlier set is taken
-after it (checked when both times are known). Each shared moment's time is no earlier than the
-last one's, since everything after it descends from it, so the core meets the others in the
-order a process per pipe would have.
+The pipes run in time order: a heap holds each runnable pipe's next time, and a pipe that gets
+ahead of another (its clock past the heap's top) yields before it reads or writes a buffer, so
+the sanitizer, the functional effects and a SetFlag's "set twice" check see what a process per
+pipe saw. The scalar unit runs ahead freely: it touches no buffer, and what it shares with the
+pipes is a maximum of times (a pipe takes an instruction at max(its time, when the scalar unit's
+process issued it); the scalar unit finds room in a queue of depth D at max(its time, when the
+pipe took the instruction D places back)), as is a WaitFlag (max(its arrival, the SetFlag's
+time)). Each shared moment's time is no earlier than the last one's, since everything after it
+descends from it, so the core meets the others in the order a process per pipe would have. What
+a block does between its shared moments may run ahead of other cores' blocks: functional effects
+on GM from different cores follow their cross-core synchronisation, not simulated time (atomic
+adds of different cores accumulate in the order the blocks reach them).
 """
 from __future__ import annotations
 
@@ -49,17 +52,19 @@ def per_line(lines: dict, core: int, line, pipe: str, cycles: float) -> None:
 
 
 def rows_of(flags: np.ndarray, rows: Rows) -> np.ndarray:
-    """The bytes of local `rows` in a buffer's byte flags, as a (count, n) view."""
+    """The bytes of local `rows` in a buffer's byte flags, as a (count, n) view (the rows were
+    checked against the buffer when they were recorded)."""
+    assert rows.start >= 0 and rows.start + (rows.count - 1) * rows.pitch + rows.n <= flags.size
     return np.lib.stride_tricks.as_strided(flags[rows.start:], shape=(rows.count, rows.n),
                                            strides=(rows.pitch, 1), writeable=True)
 
 
-def at(env: simpy.Environment, t: float) -> simpy.Event:
-    """An event at absolute time `t` (a timeout of t - now could round to a neighbouring float)."""
-    ev = simpy.Event(env)
-    ev._ok, ev._value = True, None
-    heappush(env._queue, (t, NORMAL, next(env._eid), ev))
-    return ev
+def turn(core_index: int, pipe_at: int) -> int:
+    """SimPy priority of a core's pipe's turn in a cycle: after every ordinary event of the cycle
+    (priority 1), in (core, pipe) order. Where the cores meet (the L2 and the channels, cross-core
+    flags, the pool of free cores), requests of one cycle are served in this fixed order, the
+    hardware model's rule, not in the order the engine happened to create them."""
+    return 2 + core_index * 8 + pipe_at
 
 
 class _Ticket:
@@ -194,14 +199,14 @@ class BlockRun:
                     self._wait(t, NORMAL, "timer")
                     return
                 shared.remove(item)
-                turn = 2 + self.core.index * 8 + item[1]      # Device.slot's priority
+                prio = turn(self.core.index, item[1])
                 if t > env.now:
                     # straight to its (core, pipe) turn in that cycle: after every ordinary event
                     # of the cycle, as a process that woke then and found others acting would be
-                    self._wait(t, turn, "turn", item[4])
+                    self._wait(t, prio, "turn", item[4])
                     return
                 if item[3] or env.peek() <= t:     # others act this cycle: take the turn
-                    self._wait(t, turn, "turn", item[4])
+                    self._wait(t, prio, "turn", item[4])
                     return
                 self.at(t, item[4], None)
             elif self.xwaiting:
@@ -216,7 +221,7 @@ class BlockRun:
         self.on_end()
         env, ev = self.env, self.finished
         ev._ok, ev._value = True, None
-        heappush(env._queue, (env.now, 2 + self.core.index * 8 + RELEASE, next(env._eid), ev))
+        heappush(env._queue, (env.now, turn(self.core.index, RELEASE), next(env._eid), ev))
 
     def at(self, t: float, actor, value) -> None:
         """Resume `actor` (sending it `value`) once nothing of this block is due before `t`."""

@@ -12,7 +12,6 @@ The engine knows instructions, pipes, buffers and paths; it never knows an opera
 from __future__ import annotations
 
 import gc
-from heapq import heappush
 
 import simpy
 
@@ -208,17 +207,6 @@ class Device:
         run.begin(finished, on_end)
         yield finished                     # cores freed in the same cycle: taken in core order
         yield pool.put(core)
-
-    def slot(self, core: CoreState, pipe_at: int, t: float | None = None) -> simpy.Event:
-        """An event for this cycle (or for cycle `t`) that comes after every ordinary event of the cycle, in
-        (core, pipe) order: where the cores meet (the L2 and the memory channels, cross-core flags,
-        the pool of free cores), requests of one cycle are served in a fixed order, the hardware
-        model's rule, not in the order the engine happened to create them."""
-        ev = simpy.Event(self.env)
-        ev._ok, ev._value = True, None
-        env = self.env
-        heappush(env._queue, (env._now if t is None else t, 2 + core.index * 8 + pipe_at, next(env._eid), ev))
-        return ev
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
                 core: CoreState):

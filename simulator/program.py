@@ -22,8 +22,9 @@ COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT = range(8)
 class Instr:
     """One micro-program instruction, as the scalar unit issues it to a pipe.
 
-    reads / writes: local-buffer byte ranges (buffer, start, stop) for the sanitizer;
-    fn: the functional effect, run when the instruction completes (skipped in timing-only mode);
+    reads / writes: local-buffer byte ranges (buffer, start, stop) for the sanitizer, a tuple or
+    `Rows`; gm: the GM ranges (address, bytes) it touches, a tuple or `Rows`;
+    fn: the functional effect, run when its data lands (skipped in timing-only mode);
     path / nbytes: the data path and bytes moved (for cost and the report);
     scalar: the scalar unit's own cycles for the API call, spent before the instruction issues."""
     __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "gm", "gm_write",
