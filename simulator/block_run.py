@@ -244,7 +244,7 @@ class BlockRun:
 
     # ---- the scalar unit ---------------------------------------------------------------------
     def scalar(self):
-        """Issue the block's instructions in order into the pipes' queues (as Device's scalar
+        """Issue the block's instructions in order into the pipes' queues (as a SimPy scalar
         process did: its API call's cycles, then one issue cycle; room in a full queue)."""
         core, rec, device = self.core, self.rec, self.device
         me = self.scalar_actor
@@ -336,7 +336,7 @@ class BlockRun:
 
     # ---- a pipe --------------------------------------------------------------------------------
     def pipe(self, pipe: str):
-        """Execute the pipe's queue in order (as Device's pipe process did, the same sums)."""
+        """Execute the pipe's queue in order (as a SimPy process per pipe did, with the same sums)."""
         device, core, rec, group = self.device, self.core, self.rec, self.group
         me = self.actors[pipe]                  # (begin() makes every actor before it starts any)
         functional, tracing = device.functional, device.tracing
