@@ -714,7 +714,7 @@ def k_overwrite_after_the_copy_out(x, y, z):
     WaitFlag(HardEvent.V_MTE3, 0)
     DataCopy(_gm(y), t[1024], 64)
     for _ in range(20):
-        Exp(t[8192], t[8192], 8192)
+        Exp(t[16384], t[8192], 8192)
     Adds(t[1024], t, 100.0, 64)
 
 
