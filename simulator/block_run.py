@@ -93,8 +93,8 @@ class _CrossCoreWake:
 
 class BlockRun:
     """The scalar unit and the pipes of one core for one block (see the module's docstring).
-    `begin()` starts it; `figures` holds each pipe's (busy, executed,
-    bytes per path, L2 lines) and `scalar_busy` the scalar unit's cycles once it returns."""
+    `begin()` starts it; once its pipes have finished, `figures` holds each pipe's (busy,
+    executed, bytes per path, L2 lines) and `scalar_busy` the scalar unit's cycles."""
 
     def __init__(self, device, core, group, rec, chunks):
         self.device, self.core, self.group, self.rec = device, core, group, rec
@@ -103,7 +103,7 @@ class BlockRun:
         self.chunks = chunks
         self.pipes = core.kind.pipes
         self.queues = {p: deque() for p in self.pipes}
-        self.idle: dict[str, object] = {}        # pipe -> its actor, waiting for an instruction
+        self.idle: dict[str, tuple] = {}         # pipe -> (its actor, its time): waiting to be issued to
         # when each pipe took its instructions, which is when its queue had room again (a queue
         # of depth D starts with D places: the scalar unit takes one time per instruction issued)
         self.pops = {p: deque([float("-inf")] * device.depth) for p in self.pipes}
@@ -113,7 +113,7 @@ class BlockRun:
         self.waiting: dict[tuple, tuple] = {}    # flag -> (actor, arrived at): a WaitFlag before its set
         self.runnable: deque = deque()           # (actor, value to send): the scalar unit, at once
         self.timeline: list[tuple] = []          # (time, seq, actor, value): pipes, in time order
-        self.shared: list[tuple] = []            # (at, pipe index, seq, forced slot, actor)
+        self.shared: list[tuple] = []            # (at, pipe index, seq, forced turn, actor)
         self.seq = itertools.count()
         self.xwaiting = 0                        # actors waiting for a cross-core flag
         self.ticket = None                       # the pending callback (_Ticket) and why:
@@ -519,7 +519,7 @@ class BlockRun:
             start = now
             hbm_bytes = 0
             if kind == GM_XFER:
-                shared.append((start, pipe_at, next(seq), False, me))   # the L2 and channels are shared
+                shared.append((start, pipe_at, next(seq), False, me))   # _share(), inline: the L2 and channels
                 yield
                 # through L2: a hit streams at the path's rate within the L2's chip-wide
                 # bandwidth; misses and dirty evictions also cross the device-memory channel

@@ -149,9 +149,9 @@ def _local_rows(t: LocalTensor, pitch: int, n: int, count: int, pipe: str, name:
     return tuple(_local_spans(t, [(i * pitch, n) for i in range(count)], pipe, name, role))
 
 
-def _copy(dst, src, blocks: "list[tuple[int, int, int]] | RegularBlocks", name: str) -> None:
-    """Emit one copy instruction moving `blocks` = [(src byte offset, dst byte offset, bytes)]
-    relative to the tensors' starts."""
+def _copy(dst, src, blocks: RegularBlocks, name: str) -> None:
+    """Emit one copy instruction moving `blocks` (block i: i * src_pitch bytes past the source
+    tensor's start to i * dst_pitch past the destination's, n bytes each)."""
     ctx = current_context()
     sbuf, dbuf = _buffer_of(src), _buffer_of(dst)
     route = _COPY_ROUTES.get((sbuf, dbuf))
@@ -162,32 +162,16 @@ def _copy(dst, src, blocks: "list[tuple[int, int, int]] | RegularBlocks", name: 
         raise _fault(pipe, f"{name}: {sbuf} -> {dbuf} needs {pipe}, which core kind {ctx.core.kind_name} lacks")
     reads, writes = (), ()
     gm_src = gm_dst = None
-    if type(blocks) is RegularBlocks:
-        c, n = blocks.count, blocks.n
-        total, moved = c * n, c * align_up(n, 32)   # every burst moves whole 32-byte blocks
-        if sbuf == "GM":
-            gm_src = _gm_rows(src, blocks.src_pitch, n, c, pipe, name)
-        else:
-            reads = _local_rows(src, blocks.src_pitch, n, c, pipe, name, "source")
-        if dbuf == "GM":
-            gm_dst = _gm_rows(dst, blocks.dst_pitch, n, c, pipe, name)
-        else:
-            writes = _local_rows(dst, blocks.dst_pitch, n, c, pipe, name, "destination")
+    c, n = blocks.count, blocks.n
+    total, moved = c * n, c * align_up(n, 32)   # every burst moves whole 32-byte blocks
+    if sbuf == "GM":
+        gm_src = _gm_rows(src, blocks.src_pitch, n, c, pipe, name)
     else:
-        total = moved = 0
-        for b in blocks:
-            total += b[2]
-            moved += align_up(b[2], 32)            # every burst moves whole 32-byte blocks
-        src_blocks = [(b[0], b[2]) for b in blocks]
-        dst_blocks = [(b[1], b[2]) for b in blocks]
-        if sbuf == "GM":
-            gm_src = _gm_blocks(src, src_blocks, pipe, name)
-        else:
-            reads = tuple(_local_spans(src, src_blocks, pipe, name, "source"))
-        if dbuf == "GM":
-            gm_dst = _gm_blocks(dst, dst_blocks, pipe, name)
-        else:
-            writes = tuple(_local_spans(dst, dst_blocks, pipe, name, "destination"))
+        reads = _local_rows(src, blocks.src_pitch, n, c, pipe, name, "source")
+    if dbuf == "GM":
+        gm_dst = _gm_rows(dst, blocks.dst_pitch, n, c, pipe, name)
+    else:
+        writes = _local_rows(dst, blocks.dst_pitch, n, c, pipe, name, "destination")
     if path is None:
         cycles = ctx.profile.vector_cycles("copy", "FLOAT", moved)
         kind, chan = COMPUTE, 0
@@ -256,7 +240,7 @@ def DataCopy(dst, src, count_or_params, enhancedParams=None) -> None:
             raise _fault(_COPY_ROUTES.get((_buffer_of(src), _buffer_of(dst)), (None,))[0],
                          f"DataCopy of {count_or_params} elements = {n} B is not a whole number of "
                          f"32-byte blocks; use DataCopyPad for the tail")
-        blocks = [(0, 0, n)]
+        blocks = RegularBlocks(1, n, n, n)
     if not blocks or blocks[0][2] <= 0:
         raise _fault(None, "DataCopy of nothing")
     _copy(dst, src, blocks, "DataCopy")
