@@ -152,9 +152,18 @@ class BlockRun:
             return
         self.ticket = None
         self.mode = "running"
-        if self.then is not None:
-            self.at(self.env.now, self.then, None)
-            self.then = None
+        then, self.then = self.then, None
+        if then is not None:
+            timeline = self.timeline
+            if timeline and timeline[0][0] <= self.env.now:
+                self.at(self.env.now, then, None)      # after what is due first
+            else:                                   # it is the earliest: no trip through the heap
+                try:
+                    later = then.send(None)
+                except StopIteration:
+                    later = None
+                if later is not None:
+                    heappush(timeline, (later, next(self.seq), then, None))
         self._advance()
 
     def woken(self) -> None:
@@ -355,7 +364,8 @@ class BlockRun:
         in_flight = device.in_flight
         profile, miss_latency = device.profile, device.miss_latency
         busy_until = work_until = 0.0
-        flying: list[tuple] = []        # (lands at, order, instr): transfers still in flight
+        flying: list[tuple] = []        # heap of (lands at, order, instr): transfers in flight
+        last_lands = 0.0                # the latest `lands at` in `flying`
         order = itertools.count()
         q, pops, idle, runnable = self.queues[pipe], self.pops[pipe], self.idle, self.runnable
         flags, flag_times, waiting = self.flags, self.flag_times, self.waiting
@@ -401,16 +411,8 @@ class BlockRun:
 
         def land(upto: float) -> None:
             """Complete the transfers that have landed by `upto`, in the order they land."""
-            nonlocal flying
-            if len(flying) == 1:
-                if flying[0][0] <= upto:
-                    complete(flying.pop()[2])
-                return
-            done = sorted(t for t in flying if t[0] <= upto)
-            if done:
-                flying = [t for t in flying if t[0] > upto]
-                for _, _, instr in done:
-                    complete(instr)
+            while flying and flying[0][0] <= upto:
+                complete(heappop(flying)[2])
 
         latencies: dict[tuple, float] = {}      # (path, bytes, missed) -> what overlaps later transfers
 
@@ -436,7 +438,7 @@ class BlockRun:
             if kind >= SET:               # SET, WAIT, BARRIER, XSET, XWAIT: no time of their own
                 if flying and kind != WAIT:
                     # a flag or barrier on a pipe orders after its transfers have landed
-                    last = max(flying)[0]
+                    last = last_lands
                     if last > now:
                         now = now + (last - now)
                         if timeline and timeline[0][0] < now:
@@ -510,7 +512,7 @@ class BlockRun:
                 overlap = in_flight[instr.path]
                 if overlap > 1 and len(flying) >= overlap:
                     # every slot taken: the first transfer to land frees one
-                    first = min(flying)[0]
+                    first = flying[0][0]
                     if first > now:
                         now = now + (first - now)
                         if timeline and timeline[0][0] < now:
@@ -551,7 +553,9 @@ class BlockRun:
                         lat = latencies[lkey] = profile.path(instr.path).latency(
                             chan, miss_latency if fetch else 0.0)
                     stream = local - lat
-                    flying.append((done, next(order), instr))
+                    if not flying or done > last_lands:
+                        last_lands = done
+                    heappush(flying, (done, next(order), instr))
             else:
                 dur = need = instr.cycles
             if overlap > 1:
@@ -584,7 +588,7 @@ class BlockRun:
             if instr.path is not None or tracing:
                 book(instr, start, dur, hbm_bytes)
         if flying:
-            last = max(flying)[0]
+            last = last_lands
             if last > now:
                 now = now + (last - now)
                 if timeline and timeline[0][0] < now:

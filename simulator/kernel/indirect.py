@@ -22,12 +22,41 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import GM_XFER, Instr, Text, align_up, current_context
+from ..program import GM_XFER, Instr, Rows, Text, align_up, current_context
 from .base import GlobalTensor, LocalTensor, _fault
 from .copy import _COPY_ROUTES, DataCopyExtParams, _local_check
 
 
-_BLOCKS: dict = {}       # (gather, blockCount, blockLen, srcStride, dstStride) -> the blocks
+def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, kind_name: str):
+    """What a copy of this shape, local slot and offsets tensor always is, checked once per block:
+    (pipe, path, the local spans, bytes moved, cycles, GM row pitch, the operand text)."""
+    pipe, path = _COPY_ROUTES[("GM", local.buffer) if gather else (local.buffer, "GM")]
+    if pipe not in ctx.core.kind.pipes:
+        raise _fault(pipe, f"{kind_name}: needs {pipe}, which core kind {ctx.core.kind_name} lacks")
+    if not isinstance(offsets, LocalTensor) or offsets.buffer != "UB" or offsets.dtype != np.int32:
+        raise _fault(pipe, f"{kind_name}: offsets must be an int32 LocalTensor in UB, got {offsets!r}")
+    p = params
+    if p.blockCount <= 0 or p.blockLen <= 0:
+        raise _fault(pipe, f"{kind_name} with blockCount={p.blockCount}, blockLen={p.blockLen}")
+    row = align_up(p.blockLen, 32)
+    # block i: GM at i * gm_pitch bytes (srcStride bytes between blocks for a gather, dstStride for
+    # a scatter), UB at i * (row + k * 32) with k the UB side's stride in 32-byte blocks
+    gm_pitch = p.blockLen + (p.srcStride if gather else p.dstStride)
+    ub_pitch = row + 32 * (p.dstStride if gather else p.srcStride)
+    buf = local.buffer
+    align = ctx.profile.alignment[buf]
+    cap = ctx.core.kind.buffers.get(buf)
+    spans = []
+    for i in range(p.blockCount):
+        lo = local.offset + i * ub_pitch
+        if cap is None or lo < 0 or lo + p.blockLen > cap:
+            _local_check(local, lo, lo + p.blockLen, pipe, kind_name)       # raises, naming the buffer
+        if lo % align:
+            raise _fault(pipe, f"{kind_name}: {buf} address {lo} not {align}-byte aligned")
+        spans.append((buf, lo, lo + p.blockLen))
+    moved = p.blockCount * row             # every block is blockLen bytes, moved in whole bursts
+    return (pipe, path, tuple(spans), moved, ctx.profile.path(path).cycles(moved), gm_pitch, ub_pitch,
+            f"{p.blockCount} x {p.blockLen} B")
 
 
 def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTensor, index: int,
@@ -41,63 +70,31 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     kind_name = "DataCopyPad[gather]" if gather else "DataCopyPad[scatter]"
     if not isinstance(g, GlobalTensor) or not isinstance(local, LocalTensor):
         raise _fault(None, f"{kind_name}: needs one GlobalTensor and one LocalTensor")
-    pipe, path = _COPY_ROUTES[("GM", local.buffer) if gather else (local.buffer, "GM")]
-    if pipe not in ctx.core.kind.pipes:
-        raise _fault(pipe, f"{kind_name}: needs {pipe}, which core kind {ctx.core.kind_name} lacks")
-    if g.ptr is None:
-        raise _fault(pipe, f"{kind_name}: GlobalTensor used before SetGlobalBuffer")
-    if not isinstance(offsets, LocalTensor) or offsets.buffer != "UB" or offsets.dtype != np.int32:
-        raise _fault(pipe, f"{kind_name}: offsets must be an int32 LocalTensor in UB, got {offsets!r}")
-    index = int(index)
-    if not 0 <= index < offsets.size:
-        raise _fault(pipe, f"{kind_name}: offset index {index} outside {offsets!r}")
     p = params
-    if p.blockCount <= 0 or p.blockLen <= 0:
-        raise _fault(pipe, f"{kind_name} with blockCount={p.blockCount}, blockLen={p.blockLen}")
-    row = align_up(p.blockLen, 32)
-    shape = (gather, p.blockCount, p.blockLen, p.srcStride, p.dstStride)
-    blocks = _BLOCKS.get(shape)        # a gather loop repeats one shape thousands of times
-    if blocks is None:
-        if gather:   # (GM byte offset, UB byte offset, bytes): srcStride bytes in GM, dstStride blocks in UB
-            blocks = [(i * (p.blockLen + p.srcStride), i * (row + p.dstStride * 32), p.blockLen)
-                      for i in range(p.blockCount)]
-        else:        # srcStride 32-B blocks in UB, dstStride bytes in GM
-            blocks = [(i * (p.blockLen + p.dstStride), i * (row + p.srcStride * 32), p.blockLen)
-                      for i in range(p.blockCount)]
-        if len(_BLOCKS) >= 4096:
-            _BLOCKS.clear()
-        blocks = _BLOCKS[shape] = tuple(blocks)
-    buf = local.buffer
-    # the local side is checked once per block and UB slot (a gather loop reuses a few slots)
+    # a gather loop repeats one shape, a few UB slots and one offsets tensor thousands of times:
+    # what depends on nothing else is checked and worked out once per block
     memo = ctx.__dict__.get("indirect_memo")
     if memo is None:
         memo = ctx.indirect_memo = {}
-    local_key = (shape, buf, local.offset)
-    known = memo.get(local_key)
+    key = (gather, p.blockCount, p.blockLen, p.srcStride, p.dstStride, local.buffer, local.offset,
+           type(offsets), getattr(offsets, "buffer", None), getattr(offsets, "dtype", None))
+    known = memo.get(key)
     if known is None:
-        align = ctx.profile.alignment[buf]
-        cap = ctx.core.kind.buffers.get(buf)
-        spans = []
-        for _, lo_off, n in blocks:
-            lo = local.offset + lo_off
-            if cap is None or lo < 0 or lo + n > cap:
-                _local_check(local, lo, lo + n, pipe, kind_name)       # raises, naming the buffer
-            if lo % align:
-                raise _fault(pipe, f"{kind_name}: {buf} address {lo} not {align}-byte aligned")
-            spans.append((buf, lo, lo + n))
-        moved = p.blockCount * row             # every block is blockLen bytes, moved in whole bursts
-        known = memo[local_key] = (tuple(spans), moved, ctx.profile.path(path).cycles(moved),
-                                   f"{len(blocks)} x {blocks[0][2]} B")
-    spans, moved, cycles, size = known
+        known = memo[key] = _prepare(ctx, gather, g, local, p, offsets, kind_name)
+    pipe, path, spans, moved, cycles, gm_pitch, ub_pitch, size = known
+    if g.ptr is None:
+        raise _fault(pipe, f"{kind_name}: GlobalTensor used before SetGlobalBuffer")
+    index = int(index)
+    if not 0 <= index < offsets.size:
+        raise _fault(pipe, f"{kind_name}: offset index {index} outside {offsets!r}")
     isz = g.dtype.itemsize
     ob = offsets.offset + index * 4
     reads = (("UB", ob, ob + 4),) if gather else (("UB", ob, ob + 4),) + spans
     gm = ()
     if nominal is not None:
         base = g.ptr.addr + int(nominal) * isz
-        gm = tuple((base + go, n) for go, _, n in blocks)
-        lo, hi = gm[0][0], gm[-1][0] + gm[-1][1]
-        if lo < g.ptr.base or hi > g.ptr.limit:
+        gm = Rows(None, base, p.blockLen, gm_pitch, p.blockCount)
+        if base < g.ptr.base or base + (p.blockCount - 1) * gm_pitch + p.blockLen > g.ptr.limit:
             raise _fault(pipe, f"{kind_name}: nominal offset {nominal} takes the copy outside "
                          f"{g.ptr.name}'s extent")
     atomic = None if gather else ctx.atomic
@@ -113,8 +110,9 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
         def fn():
             off = int(core.buffers["UB"][ob:ob + 4].view(np.int32)[0])
             start = ptr.addr + off * isz
-            for go, lo_off, n in blocks:
-                lo = start + go
+            n = p.blockLen
+            for i in range(p.blockCount):
+                lo, lo_off = start + i * gm_pitch, i * ub_pitch
                 if lo < ptr.base or lo + n > ptr.limit:
                     raise core.fault(pipe, instr, f"offset {off} (read from UB) takes the copy to "
                                      f"{ptr.name}[{lo - ptr.base}:{lo + n - ptr.base}] (bytes), "
