@@ -36,6 +36,7 @@ class BlockContext:
         self.pipes = self.core.kind.pipes
         self.pipe_set = frozenset(self.pipes)
         self.scalar_cost = device.scalar_cost
+        self.costs = device.costs
         self.lines = device.tracing           # remember each instruction's source line (for the report)
 
     def emit(self, instr: Instr) -> Instr:

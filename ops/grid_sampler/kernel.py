@@ -233,13 +233,14 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         g.SetGlobalBuffer(base + ((t.pad + n * t.H * t.W) * t.C + c0))
         return g
 
-    def _nominal(self, n, p0, p, dy, dx, L, c0):
-        """The element offset an identity grid would touch (for the L2 model only)."""
+    def _nominal(self, n, p0, cnt, dy, dx, L) -> list[int]:
+        """The element offsets an identity grid would touch at points p0..p0+cnt-1 (for the L2
+        model only)."""
         t = self.t
-        ho, wo = divmod(p0 + p, t.Wo)
-        y = min(max(ho * t.H // t.Ho + dy, 0), t.H - 1)
-        x = min(max(wo * t.W // t.Wo + dx, -t.pad), t.W - L + t.pad)
-        return (y * t.W + x) * t.C
+        ho, wo = np.divmod(np.arange(p0, p0 + cnt), t.Wo)
+        y = np.clip(ho * t.H // t.Ho + dy, 0, t.H - 1)
+        x = np.clip(wo * t.W // t.Wo + dx, -t.pad, t.W - L + t.pad)
+        return ((y * t.W + x) * t.C).tolist()
 
     def GatherOps(self, tile, ch):
         """Allocate the corner buffer now; return (the gathers, the EnQue that ends them)."""
@@ -255,9 +256,8 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             idx = self.s.i(f"idx{tile % 2}_{r}")
             params = DataCopyExtParams(L, cc * esz, (t.C - cc) * esz,
                                        (P * Ccp * esz - align_up(cc * esz, 32)) // 32)
-            for p in range(cnt):
-                ops.append(partial(DataCopyPadIndirect, x[(k0 * P + p) * Ccp], gm, params, idx, p,
-                                   nominal=self._nominal(n, p0, p, dy, dx, L, c0)))
+            for p, nominal in enumerate(self._nominal(n, p0, cnt, dy, dx, L)):
+                ops.append(partial(DataCopyPadIndirect, x[(k0 * P + p) * Ccp], gm, params, idx, p, nominal))
         return ops, partial(self.xQ.EnQue, x)
 
     def ComputeChunk(self, tile, ch):
@@ -316,9 +316,8 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             idx = self.s.i(f"idx{tile % 2}_{r}")
             params = DataCopyExtParams(L, cc * esz, (P * Ccp * esz - align_up(cc * esz, 32)) // 32,
                                        (t.C - cc) * esz)
-            for p in range(cnt):
-                ops.append(partial(DataCopyPadIndirect, gm, S[(k0 * P + p) * Ccp], params, idx, p,
-                                   nominal=self._nominal(n, p0, p, dy, dx, L, c0)))
+            for p, nominal in enumerate(self._nominal(n, p0, cnt, dy, dx, L)):
+                ops.append(partial(DataCopyPadIndirect, gm, S[(k0 * P + p) * Ccp], params, idx, p, nominal))
 
         def finish():
             SetAtomicNone()

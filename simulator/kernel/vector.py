@@ -24,6 +24,16 @@ def _operand(t, n: int, name: str, too_big: str) -> None:
         raise _fault(PIPE_V, f"{name}: count {n} must be positive")
 
 
+def vector_cost(ctx, op_class: str, dtype, nbytes: int) -> float:
+    """The profile's cycles for a vector instruction, memoised per device (a kernel repeats a few
+    shapes thousands of times)."""
+    key = (op_class, dtype, nbytes)
+    cycles = ctx.costs.get(key)
+    if cycles is None:
+        cycles = ctx.costs[key] = ctx.profile.vector_cycles(op_class, dtype_name(dtype), nbytes)
+    return cycles
+
+
 def _vec(op_class: str, name: str, dst: LocalTensor, srcs: tuple, count: int | None, compute,
          cost_dtype=None) -> None:
     ctx = current_context()
@@ -32,7 +42,7 @@ def _vec(op_class: str, name: str, dst: LocalTensor, srcs: tuple, count: int | N
     for t in tensors:
         _operand(t, n, name, "count {n} exceeds the operand {t!r}")
     nbytes = n * max(t.dtype.itemsize for t in tensors)
-    cycles = ctx.profile.vector_cycles(op_class, dtype_name(cost_dtype or dst.dtype), nbytes)
+    cycles = vector_cost(ctx, op_class, cost_dtype or dst.dtype, nbytes)
     fn = None
     if ctx.functional:
         def fn():
@@ -185,7 +195,7 @@ def _vec_spans(op_class: str, name: str, writes: tuple, reads: tuple, nbytes: in
     ctx = current_context()
     for t, n in writes + reads:
         _operand(t, n, name, "needs {n} elements of {t!r}")
-    cycles = ctx.profile.vector_cycles(op_class, dtype_name(cost_dtype), nbytes)
+    cycles = vector_cost(ctx, op_class, cost_dtype, nbytes)
     fn = None
     if ctx.functional:
         def fn():
@@ -309,7 +319,7 @@ def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor |
     lo, hi = sorted(((src.offset, src.offset + nbytes), (dst.offset, dst.offset + nbytes)))
     if lo[1] > hi[0]:
         raise _fault(pipe, f"{name}: source and destination overlap")
-    cycles = ctx.profile.vector_cycles("transpose", dtype_name(src.dtype), nbytes)
+    cycles = vector_cost(ctx, "transpose", src.dtype, nbytes)
     to_nhwc = params.transposeType is TransposeType.TRANSPOSE_NCHW2NHWC
     n_, c_, h_, w_ = shape
     sdt, s0, sbuf, d0, dbuf = src.dtype, src.offset, src.buffer, dst.offset, dst.buffer
