@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import bisect
 
+from itertools import repeat
+
 import numpy as np
 
 from .program import Rows
@@ -151,7 +153,14 @@ class L2Cache:
                 fetch = self._access_rows(ranges, write)
         elif nr >= 8 and 4 * nr + sum(n for _, n in ranges) // self.line > 110:   # worth the array set-up
             fetch = self._access_disjoint(ranges, write)
+        if fetch is None and nr <= 8 and type(ranges) is Rows and 0 < ranges.n <= self.line:
+            fetch = self._access_few_rows(ranges, write)
         if fetch is None:
+            if type(ranges) is Rows:      # (address, n) pairs made in C, not by Rows' generator
+                c, p = ranges.count, ranges.pitch
+                ranges = (((ranges.start, ranges.n),) if c == 1 else
+                          zip(range(ranges.start, ranges.start + c * p, p), repeat(ranges.n, c)) if p > 0
+                          else list(ranges))
             fetch = self._access_each(ranges, write)
         evicted = self._evict() if self.resident > self.capacity else 0
         return fetch, evicted
@@ -229,6 +238,49 @@ class L2Cache:
             lines += l1 - l0
         self.clock = clock
         self._count(hits, lines)
+        return fetch
+
+    def _access_few_rows(self, rows: Rows, write: bool) -> int | None:
+        """A few rows that each lie inside one line, in one allocation (a gather's corners):
+        _access_each's one-line step, without making the rows' pairs. Returns the bytes to
+        fetch, or None (nothing changed) for rows that do not qualify."""
+        line, sector, full = self.line, self.SECTOR, int(self.full)
+        start, n, pitch, c = rows.start, rows.n, rows.pitch, rows.count
+        if pitch < 0:
+            return None
+        end = start + (c - 1) * pitch + n
+        last = self._last
+        if last is None or not (last[0] <= start and end <= last[1]):
+            a = self.find(start)
+            if a is None or end > a.addr + a.size:
+                return None
+            self._tags(start)
+            last = self._last
+        base, _, mask, stamp = last
+        rel = start - base
+        steps = []
+        for i in range(c):
+            r = rel + i * pitch
+            l0 = r // line
+            lo = r - l0 * line
+            if lo + n > line:
+                return None
+            steps.append((l0, lo // sector, -(-(lo + n) // sector)))
+        dirty = int(self.dirty) if write else 0
+        fetch = hits = 0
+        clock = self.clock
+        for l0, lo, hi in steps:
+            want = full & ((full >> lo) << lo) & ((1 << hi) - 1)
+            old = mask.item(l0)
+            if old:
+                hits += 1
+            if not write:
+                fetch += (want & ~old).bit_count() * sector
+            mask[l0] = old | want | dirty
+            stamp[l0] = clock
+            clock += 1
+        self.clock = clock
+        self._count(hits, c)
         return fetch
 
     def _count(self, present: int, lines: int) -> None:

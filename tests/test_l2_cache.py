@@ -139,18 +139,22 @@ def test_range_at_a_time_matches_a_plain_model():
 def test_regular_rows_match_the_same_ranges_listed():
     """A copy's rows given as Rows (five numbers; the tiled-pattern path when the pitch is whole
     lines, the shared-lines path for other rows, the range-at-a-time path for overlapping or few
-    rows) leave the cache exactly as the same rows listed as (address, bytes) pairs do, taken a
-    range at a time, evictions included."""
+    rows, the one-line-per-row path for a gather's few rows) leave the cache exactly as the same
+    rows listed as (address, bytes) pairs do, taken a range at a time, evictions included."""
     from simulator.program import Rows
     rng = np.random.default_rng(3)
-    tiled = []
+    tiled, few = [], []
     for _ in range(60):
         fast, ref = L2Cache(64 * 1024, 512, _find), L2Cache(64 * 1024, 512, _find)
         plain = fast._access_rows
         fast._access_rows = lambda rows, write, plain=plain: tiled.append(plain(rows, write)) or tiled[-1]
+        one = fast._access_few_rows
+        fast._access_few_rows = lambda rows, write, one=one: few.append(one(rows, write)) or few[-1]
         for _ in range(30):
             al = ALLOCS[rng.integers(2)]
             count, n = int(rng.integers(1, 40)), int(rng.integers(1, 1500))
+            if rng.random() < 0.2:       # a gather's corners: a few short rows
+                count, n = int(rng.integers(1, 9)), int(rng.integers(1, 300))
             u = rng.random()
             if u < 0.4:                  # whole lines
                 pitch = int(rng.choice([512, 1024, 1536, 2048, 4096]))
@@ -171,6 +175,7 @@ def test_regular_rows_match_the_same_ranges_listed():
             assert got == (fetch, ref._evict() if ref.resident > ref.capacity else 0), (start, n, pitch, count)
             assert _state(fast) == _state(ref)
     assert sum(t is not None for t in tiled) > 100          # the tiled path really ran
+    assert sum(t is not None for t in few) > 50             # and the few-rows path
     probe = L2Cache(1 << 24, 512, _find)
     assert probe._access_rows(Rows(None, 100, 700, 1024, 20), False) is not None  # tiled
     assert probe._access_rows(Rows(None, 100, 700, 512, 20), False) is None       # rows overlap
