@@ -72,7 +72,7 @@ class Device:
         self.depth = profile.sync.pipe_queue_depth
         self.issue_cycles = profile.sync.scalar_issue_cycles
         self.scalar_cost = scalar_costs(profile)
-        self.costs: dict = {}      # the kernel language's memo of instruction costs under this profile
+        self.memo: dict = {}       # the kernel language's memo of what depends on the profile alone (costs, flag fields)
         self.in_flight = {name: path.in_flight for name, path in profile.paths.items()}
         self.active: set[CoreState] = set()
         self._launches = 0

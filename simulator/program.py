@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from .recorder import BlockContext
 
 # instruction kinds
-COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT = range(8)
+KINDS = ("COMPUTE", "GM_XFER", "SET", "WAIT", "BARRIER", "END", "XSET", "XWAIT")
+COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT = range(len(KINDS))
 
 
 class Instr:

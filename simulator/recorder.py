@@ -9,7 +9,7 @@ import threading
 from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable
 
-from .program import Instr, active_block, caller_line
+from .program import KINDS, Instr, active_block, caller_line
 
 if TYPE_CHECKING:
     from .machine import Device
@@ -33,17 +33,17 @@ class BlockContext:
         self.atomic = None            # SetAtomicAdd's dtype: GM writes then add instead of store
         self.limit = ProgramRecorder.CHUNK      # instructions held before a pause (or a re-record)
         self.weight = 0                         # GM ranges and written spans held (same purpose)
+        self.ranges = ProgramRecorder.RANGES
         self.pipes = self.core.kind.pipes
-        self.pipe_set = frozenset(self.pipes)
-        self.scalar_cost = device.scalar_cost
-        self.costs = device.costs
+        self.costs_of = {p: [device.scalar_cost[kind, p] for kind in range(len(KINDS))] for p in self.pipes}
+        self.memo = device.memo
         self.lines = device.tracing           # remember each instruction's source line (for the report)
 
     def emit(self, instr: Instr) -> Instr:
-        pipe = instr.pipe
-        if pipe not in self.pipe_set:
-            raise self.core.fault(pipe, instr, f"this core kind ({self.core.kind_name}) has no {pipe}")
-        instr.scalar = self.scalar_cost[instr.kind, pipe]
+        costs = self.costs_of.get(instr.pipe)      # the scalar unit's cycles per kind, on this core's pipes
+        if costs is None:
+            raise self.core.fault(instr.pipe, instr, f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
+        instr.scalar = costs[instr.kind]
         if self.lines:
             instr.line = caller_line()
         program = self.program
@@ -51,7 +51,7 @@ class BlockContext:
         program.append(instr)
         # what the chunk holds: instructions, and their byte ranges (a strided copy has thousands)
         self.weight += len(instr.gm) + len(instr.writes)
-        if len(program) >= self.limit or self.weight >= ProgramRecorder.RANGES:
+        if len(program) >= self.limit or self.weight >= self.ranges:
             if self.recorder is None:
                 raise _TooLong()
             self.recorder.pause()

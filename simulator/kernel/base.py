@@ -436,20 +436,19 @@ def _fault(pipe, reason: str) -> KernelError:
     return KernelError(f"{where}: {reason}{ctx.core.in_launch()}")
 
 
-_FLAG_FIELDS: dict = {}       # (src, dst, event id) -> (flag, operands): built once, shared
-
-
 def _flag(kind: int, src: str, dst: str, event_id: int, name: str) -> None:
     ctx = current_context()
-    limit = ctx.profile.sync.event_ids
-    if not 0 <= event_id < limit:
-        raise _fault(src if kind == SET else dst,
-                     f"{name}: event id {event_id} outside 0..{limit - 1} on this chip")
-    key = (src, dst, event_id)
-    fields = _FLAG_FIELDS.get(key)
+    # (pipe, flag, operands) per flag and call, checked once per device (flags are most of a
+    # Cube kernel's instructions)
+    fields = ctx.memo.get((kind, src, dst, event_id, name))
     if fields is None:
-        fields = _FLAG_FIELDS[key] = (key, (f"{src}->{dst}", f"id {event_id}"))
-    ctx.emit(Instr(src if kind == SET else dst, name, kind, flag=fields[0], operands=fields[1]))
+        limit = ctx.profile.sync.event_ids
+        if not 0 <= event_id < limit:
+            raise _fault(src if kind == SET else dst,
+                         f"{name}: event id {event_id} outside 0..{limit - 1} on this chip")
+        fields = ctx.memo[kind, src, dst, event_id, name] = (
+            src if kind == SET else dst, (src, dst, event_id), (f"{src}->{dst}", f"id {event_id}"))
+    ctx.emit(Instr(fields[0], name, kind, flag=fields[1], operands=fields[2]))
 
 
 def SetFlag(event: HardEvent, eventID: int) -> None:

@@ -28,9 +28,9 @@ def vector_cost(ctx, op_class: str, dtype, nbytes: int) -> float:
     """The profile's cycles for a vector instruction, memoised per device (a kernel repeats a few
     shapes thousands of times)."""
     key = (op_class, dtype, nbytes)
-    cycles = ctx.costs.get(key)
+    cycles = ctx.memo.get(key)
     if cycles is None:
-        cycles = ctx.costs[key] = ctx.profile.vector_cycles(op_class, dtype_name(dtype), nbytes)
+        cycles = ctx.memo[key] = ctx.profile.vector_cycles(op_class, dtype_name(dtype), nbytes)
     return cycles
 
 
