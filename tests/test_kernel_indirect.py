@@ -10,10 +10,10 @@ import pytest
 
 import simulator
 from simulator.enums import KernelError
-from simulator.kernel import (CMPMODE, SELMODE, Adds, Cast, Compare, CompareScalar, DataCopy,
+from simulator.kernel import (CMPMODE, SELMODE, Adds, Cast, Compare, CompareScalar, DataCopy, Duplicate,
                               DataCopyPad,
                               DataCopyExtParams, GlobalTensor, HardEvent, Muls, RoundMode, Select,
-                              SetAtomicAdd, SetAtomicNone, SetFlag, TBuf, TPipe, WaitFlag, float32,
+                              SetAtomicAdd, SetAtomicNone, SetFlag, TBuf, TPipe, TPosition, WaitFlag, float32,
                               int32)
 from simulator.kernel.indirect import DataCopyPadIndirect
 
@@ -112,3 +112,54 @@ def test_indirect_offset_outside_the_tensor_faults():
             "out": np.zeros(64, np.float32), "acc": np.zeros(128, np.float32), "tiling": (8, True)}
     with pytest.raises(KernelError, match=r"DataCopyPad\[gather\].*offset 1000.*outside its extent"):
         simulator.run_kernel(_gather_body, 1, args)
+
+
+def _wrong_buffer_body(src, out, tiling):
+    pipe = TPipe()
+    ub, l0a = TBuf(), TBuf(TPosition.A2)
+    pipe.InitBuffer(ub, 1024)
+    pipe.InitBuffer(l0a, 1024)
+    g = GlobalTensor(float32)
+    g.SetGlobalBuffer(src)
+    DataCopyPadIndirect(l0a.Get(float32), g, DataCopyExtParams(1, 32, 0, 0), ub.Get(int32), 0)
+
+
+def test_indirect_copy_to_a_buffer_without_a_gm_path_is_a_kernel_error():
+    with pytest.raises(KernelError, match=r"DataCopyPad\[gather\]: no copy path between GM and L0A"):
+        simulator.run_kernel(_wrong_buffer_body, 1, {"src": np.zeros(64, np.float32),
+                                                     "out": np.zeros(8, np.float32), "tiling": None},
+                             soc="Ascend910A")       # a core with both UB and L0A
+
+
+def _reused_params_body(src, out, tiling):
+    """Two gathers issued with one params object, changed between them (as a kernel may reuse
+    its DataCopyExtParams): each gather moves the blocks it was issued with."""
+    pipe = TPipe()
+    buf = TBuf()
+    pipe.InitBuffer(buf, 4096)
+    u = buf.Get(float32)
+    g, og = GlobalTensor(float32), GlobalTensor(float32)
+    g.SetGlobalBuffer(src)
+    og.SetGlobalBuffer(out)
+    idx = u[512].ReinterpretCast(int32)
+    Duplicate(u, 0.0, 128)
+    Duplicate(idx, 8, 8)                            # every offset: element 8
+    SetFlag(HardEvent.V_MTE2, 0)
+    WaitFlag(HardEvent.V_MTE2, 0)
+    params = DataCopyExtParams(2, 32, 0, 0)         # two rows of 8 floats
+    DataCopyPadIndirect(u, g, params, idx, 0)
+    params.blockCount = 1
+    DataCopyPadIndirect(u[64], g, params, idx, 1)
+    SetFlag(HardEvent.MTE2_MTE3, 0)
+    WaitFlag(HardEvent.MTE2_MTE3, 0)
+    DataCopy(og, u, 128)
+
+
+def test_indirect_copy_moves_the_blocks_it_was_issued_with():
+    src = np.arange(64, dtype=np.float32)
+    r = simulator.run_kernel(_reused_params_body, 1, {"src": src, "out": np.zeros(128, np.float32),
+                                                      "tiling": None})
+    out = r["out"]
+    np.testing.assert_array_equal(out[:16], src[8:24])       # two blocks
+    np.testing.assert_array_equal(out[64:72], src[8:16])     # one block
+    np.testing.assert_array_equal(out[72:80], 0)             # not a second one

@@ -30,7 +30,10 @@ from .copy import _COPY_ROUTES, DataCopyExtParams, _local_check
 def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, kind_name: str):
     """What a copy of this shape, local slot and offsets tensor always is, checked once per block:
     (pipe, path, the local spans, bytes moved, cycles, GM row pitch, the operand text)."""
-    pipe, path = _COPY_ROUTES[("GM", local.buffer) if gather else (local.buffer, "GM")]
+    route = _COPY_ROUTES.get(("GM", local.buffer) if gather else (local.buffer, "GM"))
+    if route is None:
+        raise _fault(None, f"{kind_name}: no copy path between GM and {local.buffer}")
+    pipe, path = route
     if pipe not in ctx.core.kind.pipes:
         raise _fault(pipe, f"{kind_name}: needs {pipe}, which core kind {ctx.core.kind_name} lacks")
     if not isinstance(offsets, LocalTensor) or offsets.buffer != "UB" or offsets.dtype != np.int32:
@@ -106,12 +109,12 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     if ctx.functional:
         device, core, ptr = ctx.device, ctx.core, g.ptr
         ubuf = local.buffer
+        n, count = p.blockLen, p.blockCount      # as issued (a kernel may reuse its params object)
 
         def fn():
             off = int(core.buffers["UB"][ob:ob + 4].view(np.int32)[0])
             start = ptr.addr + off * isz
-            n = p.blockLen
-            for i in range(p.blockCount):
+            for i in range(count):
                 lo, lo_off = start + i * gm_pitch, i * ub_pitch
                 if lo < ptr.base or lo + n > ptr.limit:
                     raise core.fault(pipe, instr, f"offset {off} (read from UB) takes the copy to "
