@@ -27,7 +27,18 @@ from .base import GlobalTensor, LocalTensor, _fault
 from .copy import _COPY_ROUTES, DataCopyExtParams, _local_check
 
 
-def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, kind_name: str):
+def _check_call(g, offsets, index: int, pipe: str, kind_name: str) -> None:
+    """What a call may get wrong that its memo key does not cover: the GlobalTensor, the offsets
+    tensor and the index into it."""
+    if g.ptr is None:
+        raise _fault(pipe, f"{kind_name}: GlobalTensor used before SetGlobalBuffer")
+    if not isinstance(offsets, LocalTensor) or offsets.buffer != "UB" or offsets.dtype != np.int32:
+        raise _fault(pipe, f"{kind_name}: offsets must be an int32 LocalTensor in UB, got {offsets!r}")
+    if not 0 <= index < offsets.size:
+        raise _fault(pipe, f"{kind_name}: offset index {index} outside {offsets!r}")
+
+
+def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, index: int, kind_name: str):
     """What a copy of this shape, local slot and offsets tensor always is, checked once per block:
     (pipe, path, the local spans, bytes moved, cycles, GM row pitch, the operand text)."""
     route = _COPY_ROUTES.get(("GM", local.buffer) if gather else (local.buffer, "GM"))
@@ -36,8 +47,7 @@ def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, ki
     pipe, path = route
     if pipe not in ctx.core.kind.pipes:
         raise _fault(pipe, f"{kind_name}: needs {pipe}, which core kind {ctx.core.kind_name} lacks")
-    if not isinstance(offsets, LocalTensor) or offsets.buffer != "UB" or offsets.dtype != np.int32:
-        raise _fault(pipe, f"{kind_name}: offsets must be an int32 LocalTensor in UB, got {offsets!r}")
+    _check_call(g, offsets, index, pipe, kind_name)       # (the order the faults always came in)
     p = params
     if p.blockCount <= 0 or p.blockLen <= 0:
         raise _fault(pipe, f"{kind_name} with blockCount={p.blockCount}, blockLen={p.blockLen}")
@@ -81,15 +91,12 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
         memo = ctx.indirect_memo = {}
     key = (gather, p.blockCount, p.blockLen, p.srcStride, p.dstStride, local.buffer, local.offset,
            type(offsets), getattr(offsets, "buffer", None), getattr(offsets, "dtype", None))
+    index = int(index)
     known = memo.get(key)
     if known is None:
-        known = memo[key] = _prepare(ctx, gather, g, local, p, offsets, kind_name)
+        known = memo[key] = _prepare(ctx, gather, g, local, p, offsets, index, kind_name)
     pipe, path, spans, moved, cycles, gm_pitch, ub_pitch, size = known
-    if g.ptr is None:
-        raise _fault(pipe, f"{kind_name}: GlobalTensor used before SetGlobalBuffer")
-    index = int(index)
-    if not 0 <= index < offsets.size:
-        raise _fault(pipe, f"{kind_name}: offset index {index} outside {offsets!r}")
+    _check_call(g, offsets, index, pipe, kind_name)
     isz = g.dtype.itemsize
     ob = offsets.offset + index * 4
     reads = (("UB", ob, ob + 4),) if gather else (("UB", ob, ob + 4),) + spans
