@@ -415,6 +415,7 @@ class BlockRun:
                 complete(heappop(flying)[2])
 
         latencies: dict[tuple, float] = {}      # (path, bytes, missed) -> what overlaps later transfers
+        miss_cycles: dict[tuple, float] = {}    # (path, bytes) -> a transfer's cycles when it misses
 
         while True:
             if not q:
@@ -534,12 +535,18 @@ class BlockRun:
                 chan = instr.chan_bytes
                 local = instr.cycles
                 if fetch:
-                    local = profile.path(instr.path).cycles(chan, miss_latency)
+                    mkey = (instr.path, chan)
+                    local = miss_cycles.get(mkey)
+                    if local is None:
+                        local = miss_cycles[mkey] = profile.path(instr.path).cycles(chan, miss_latency)
                 done = start + local
-                done = max(done, l2_channel.reserve(start, chan)[0])
+                end = l2_channel.reserve(start, chan)[0]
+                if end > done:
+                    done = end
                 hbm.pending += evicted
-                end, hbm_bytes = hbm.reserve(start, fetch, drain=chan)
-                done = max(done, end)
+                end, hbm_bytes = hbm.reserve(start, fetch, chan)
+                if end > done:
+                    done = end
                 l2_bytes += chan
                 hbm_total += hbm_bytes
                 dur = done - start
