@@ -535,18 +535,13 @@ class BlockRun:
                 chan = instr.chan_bytes
                 local = instr.cycles
                 if fetch:
-                    mkey = (instr.path, chan)
-                    local = miss_cycles.get(mkey)
+                    local = miss_cycles.get((instr.path, chan))
                     if local is None:
-                        local = miss_cycles[mkey] = profile.path(instr.path).cycles(chan, miss_latency)
-                done = start + local
-                end = l2_channel.reserve(start, chan)[0]
-                if end > done:
-                    done = end
+                        local = miss_cycles[instr.path, chan] = profile.path(instr.path).cycles(chan, miss_latency)
+                done = max(start + local, l2_channel.reserve(start, chan)[0])
                 hbm.pending += evicted
                 end, hbm_bytes = hbm.reserve(start, fetch, chan)
-                if end > done:
-                    done = end
+                done = max(done, end)
                 l2_bytes += chan
                 hbm_total += hbm_bytes
                 dur = done - start
