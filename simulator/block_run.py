@@ -614,7 +614,4 @@ class BlockRun:
 
     def leftover_flag(self):
         """(flag, its SetFlag) for a flag set but never waited on, or None."""
-        for key, setter in self.flags.items():
-            if setter:
-                return key, setter
-        return None
+        return next(((key, setter) for key, setter in self.flags.items() if setter), None)
