@@ -26,19 +26,14 @@ from .state import BlockRecord, CoreState, Group, LaunchRecord, TaskRecord
 
 
 
-def scalar_costs(profile: Profile) -> dict[tuple[int, str], float]:
-    """(instruction kind, pipe) -> the scalar unit's cycles for the API call that emits it."""
+def scalar_costs(profile: Profile) -> dict[str, tuple[float, ...]]:
+    """pipe -> the scalar unit's cycles for the API call that emits an instruction, by kind."""
     per_call = profile.scalar.cycles_per_call
     costs = {}
-    for kind in (COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT):
-        for pipe in PIPES:
-            if kind == END:
-                cls = None
-            elif kind >= SET:
-                cls = "flag"
-            else:
-                cls = {"PIPE_V": "vector", "PIPE_M": "cube"}.get(pipe, "copy")
-            costs[kind, pipe] = per_call[cls] if cls else 0.0
+    for pipe in PIPES:
+        data = per_call[{"PIPE_V": "vector", "PIPE_M": "cube"}.get(pipe, "copy")]
+        costs[pipe] = tuple(0.0 if kind == END else per_call["flag"] if kind >= SET else data
+                            for kind in (COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT))
     return costs
 
 

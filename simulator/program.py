@@ -16,8 +16,7 @@ if TYPE_CHECKING:
     from .recorder import BlockContext
 
 # instruction kinds
-KINDS = ("COMPUTE", "GM_XFER", "SET", "WAIT", "BARRIER", "END", "XSET", "XWAIT")
-COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT = range(len(KINDS))
+COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT = range(8)
 
 
 class Instr:

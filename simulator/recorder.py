@@ -9,7 +9,7 @@ import threading
 from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable
 
-from .program import KINDS, Instr, active_block, caller_line
+from .program import Instr, active_block, caller_line
 
 if TYPE_CHECKING:
     from .machine import Device
@@ -35,7 +35,7 @@ class BlockContext:
         self.weight = 0                         # GM ranges and written spans held (same purpose)
         self.ranges = ProgramRecorder.RANGES
         self.pipes = self.core.kind.pipes
-        self.costs_of = {p: [device.scalar_cost[kind, p] for kind in range(len(KINDS))] for p in self.pipes}
+        self.costs_of = {p: device.scalar_cost[p] for p in self.pipes}   # pipe -> cycles by kind
         self.memo = device.memo
         self.lines = device.tracing           # remember each instruction's source line (for the report)
 
