@@ -3,7 +3,6 @@ and the chip-wide channels (L2 and device memory) that all cores' GM traffic sha
 from __future__ import annotations
 
 import bisect
-
 from itertools import repeat
 
 import numpy as np
@@ -148,19 +147,19 @@ class L2Cache:
         ~0.35 us a line (measured on this project's VM): pick the cheaper."""
         fetch = None
         nr = len(ranges)
-        if type(ranges) is Rows:          # regular rows: arrays without a tuple per row
-            if nr >= 2 and 4 * nr + nr * ranges.n // self.line > 40:
+        if type(ranges) is Rows:          # regular rows: no tuple per row
+            if nr >= 2 and 4 * nr + nr * ranges.n // self.line > 40:    # worth the array set-up
                 fetch = self._access_rows(ranges, write)
-        elif nr >= 8 and 4 * nr + sum(n for _, n in ranges) // self.line > 110:   # worth the array set-up
-            fetch = self._access_disjoint(ranges, write)
-        if fetch is None and nr <= 8 and type(ranges) is Rows and 0 < ranges.n <= self.line:
-            fetch = self._access_few_rows(ranges, write)
-        if fetch is None:
-            if type(ranges) is Rows:      # (address, n) pairs made in C, not by Rows' generator
-                c, p = ranges.count, ranges.pitch
+            elif nr <= 8 and 0 < ranges.n <= self.line:
+                fetch = self._access_few_rows(ranges, write)
+            if fetch is None:             # (address, n) pairs made in C, not by Rows' generator
+                c, p = nr, ranges.pitch
                 ranges = (((ranges.start, ranges.n),) if c == 1 else
                           zip(range(ranges.start, ranges.start + c * p, p), repeat(ranges.n, c)) if p > 0
                           else list(ranges))
+        elif nr >= 8 and 4 * nr + sum(n for _, n in ranges) // self.line > 110:   # worth the array set-up
+            fetch = self._access_disjoint(ranges, write)
+        if fetch is None:
             fetch = self._access_each(ranges, write)
         evicted = self._evict() if self.resident > self.capacity else 0
         return fetch, evicted
