@@ -153,26 +153,19 @@ class BlockRun:
         self.ticket = None
         self.mode = "running"
         then, self.then = self.then, None
-        if then is not None:
-            timeline = self.timeline
-            if timeline and timeline[0][0] <= self.env.now:
-                self.at(self.env.now, then, None)      # after what is due first
-            else:                                   # it is the earliest: no trip through the heap
-                try:
-                    later = then.send(None)
-                except StopIteration:
-                    later = None
-                if later is not None:
-                    heappush(timeline, (later, next(self.seq), then, None))
-        self._advance()
+        if then is not None and self.timeline and self.timeline[0][0] <= self.env.now:
+            self.at(self.env.now, then, None)      # after what is due first
+            then = None
+        self._advance(then)                        # else it is the earliest: sent first
 
     def woken(self) -> None:
         """A cross-core flag made an actor runnable (at env.now)."""
         if self.mode in ("timer", "xwait"):
             self._wait(self.env.now, NORMAL, "woken")
 
-    def _advance(self) -> None:
-        """Run the actors until all wait; then wait for the earliest shared moment (or a wake)."""
+    def _advance(self, first=None) -> None:
+        """Run the actors until all wait (`first`, an actor due now before any other, is sent
+        first); then wait for the earliest shared moment (or a wake)."""
         env, runnable, shared, timeline = self.env, self.runnable, self.shared, self.timeline
         self.mode = "running"
         while True:
@@ -182,8 +175,11 @@ class BlockRun:
                     actor.send(value)
                 except StopIteration:
                     pass
-            if timeline and (not shared or timeline[0][0] <= min(shared)[0]):
-                _, _, actor, value = heappop(timeline)
+            if first is not None or (timeline and (not shared or timeline[0][0] <= min(shared)[0])):
+                if first is not None:           # (no trip through the timeline's heap)
+                    actor, value, first = first, None, None
+                else:
+                    _, _, actor, value = heappop(timeline)
                 try:
                     later = actor.send(value)
                 except StopIteration:
