@@ -123,22 +123,42 @@ class L2Cache:
         self.sectors = max(line // self.SECTOR, 1)
         self.full = np.uint32((1 << self.sectors) - 1)
         self.dirty = np.uint32(1 << self.sectors)
+        self.full_bits, self.dirty_bits = int(self.full), int(self.dirty)     # (as Python ints)
         self.find = find                    # address -> the device Allocation holding it
         self.tags: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # allocation -> (mask, stamp)
-        self._last = None                   # (base, limit, mask, stamp) of the last allocation touched
+        # (base, limit, mask, stamp) of the last allocation touched and of the one before it (a
+        # gather loop alternates between its source and its scatter's destination)
+        self._last = self._prev = None
         self.resident = 0
         self.clock = 0
         self.hit_lines = 0
         self.miss_lines = 0
 
     def _tags(self, addr: int) -> tuple[int, np.ndarray, np.ndarray]:
+        region = self._region(addr)
+        if region is None:
+            raise ValueError(f"L2: device address 0x{addr:x} is in no allocation")
+        base, _, mask, stamp = region
+        return base, mask, stamp
+
+    def _region(self, addr: int) -> tuple[int, int, np.ndarray, np.ndarray] | None:
+        """(base, limit, mask, stamp) of the allocation holding `addr`, now the last touched
+        (None if no allocation holds it)."""
+        last, prev = self._last, self._prev
+        if last is not None and last[0] <= addr < last[1]:
+            return last
+        if prev is not None and prev[0] <= addr < prev[1]:
+            self._last, self._prev = prev, last
+            return prev
         a = self.find(addr)
+        if a is None:
+            return None
         t = self.tags.get(a.addr)
         if t is None:
             n = -(-a.size // self.line)
             t = self.tags[a.addr] = (np.zeros(n, np.uint32), np.zeros(n, np.int64))
-        self._last = (a.addr, a.addr + a.size, t[0], t[1])
-        return a.addr, t[0], t[1]
+        self._last, self._prev = (a.addr, a.addr + a.size, t[0], t[1]), last
+        return self._last
 
     def access(self, ranges, write: bool) -> tuple[int, int]:
         """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
@@ -146,18 +166,19 @@ class L2Cache:
         rows, whose lines are a strided view of the tags), the line-by-line form ~1.4 us a range and
         ~0.35 us a line (measured on this project's VM): pick the cheaper."""
         fetch = None
-        nr = len(ranges)
         if type(ranges) is Rows:          # regular rows: no tuple per row
-            if nr >= 2 and 4 * nr + nr * ranges.n // self.line > 40:    # worth the array set-up
-                fetch = self._access_rows(ranges, write)
-            elif nr <= 8 and 0 < ranges.n <= self.line:
+            nr, n = ranges.count, ranges.n
+            if nr <= 8 and 0 < n <= self.line:      # (never worth the array set-up)
                 fetch = self._access_few_rows(ranges, write)
+            elif nr >= 2 and 4 * nr + nr * n // self.line > 40:    # worth the array set-up
+                fetch = self._access_rows(ranges, write)
             if fetch is None:             # (address, n) pairs made in C, not by Rows' generator
-                c, p = nr, ranges.pitch
-                ranges = (((ranges.start, ranges.n),) if c == 1 else
-                          zip(range(ranges.start, ranges.start + c * p, p), repeat(ranges.n, c)) if p > 0
+                p = ranges.pitch
+                ranges = (((ranges.start, n),) if nr == 1 else
+                          zip(range(ranges.start, ranges.start + nr * p, p), repeat(n, nr)) if p > 0
                           else list(ranges))
-        elif nr >= 8 and 4 * nr + sum(n for _, n in ranges) // self.line > 110:   # worth the array set-up
+        elif (nr := len(ranges)) >= 8 and 4 * nr + sum(n for _, n in ranges) // self.line > 110:
+            # worth the array set-up
             fetch = self._access_disjoint(ranges, write)
         if fetch is None:
             fetch = self._access_each(ranges, write)
@@ -179,12 +200,8 @@ class L2Cache:
             if n <= 0:
                 continue
             if not base <= addr < limit:
-                last = self._last
-                if last is not None and last[0] <= addr < last[1]:
-                    base, limit, mask, stamp = last
-                else:
-                    self._tags(addr)
-                    base, limit, mask, stamp = self._last
+                base, mask, stamp = self._tags(addr)
+                limit = self._last[1]
             rel, end = addr - base, addr - base + n
             l0, l1 = rel // line, (end - 1) // line + 1
             lo = (rel - l0 * line) // sector
@@ -243,32 +260,25 @@ class L2Cache:
         """A few rows that each lie inside one line, in one allocation (a gather's corners):
         _access_each's one-line step, without making the rows' pairs. Returns the bytes to
         fetch, or None (nothing changed) for rows that do not qualify."""
-        line, sector, full = self.line, self.SECTOR, int(self.full)
         start, n, pitch, c = rows.start, rows.n, rows.pitch, rows.count
-        if pitch < 0:
+        region = self._last
+        if region is None or not region[0] <= start < region[1]:
+            region = self._region(start)
+        if region is None or pitch < 0 or start + (c - 1) * pitch + n > region[1]:
             return None
-        end = start + (c - 1) * pitch + n
-        last = self._last
-        if last is None or not (last[0] <= start and end <= last[1]):
-            a = self.find(start)
-            if a is None or end > a.addr + a.size:
-                return None
-            self._tags(start)
-            last = self._last
-        base, _, mask, stamp = last
+        base, _, mask, stamp = region
+        line = self.line
         rel = start - base
-        steps = []
-        for i in range(c):
-            r = rel + i * pitch
-            l0 = r // line
-            lo = r - l0 * line
-            if lo + n > line:
+        for r in range(rel, rel + c * pitch, pitch) if pitch else (rel,):
+            if r % line + n > line:
                 return None
-            steps.append((l0, lo // sector, -(-(lo + n) // sector)))
-        dirty = int(self.dirty) if write else 0
+        sector, full = self.SECTOR, self.full_bits
+        dirty = self.dirty_bits if write else 0
         fetch = hits = 0
         clock = self.clock
-        for l0, lo, hi in steps:
+        for i in range(c):
+            l0, lo = divmod(rel, line)
+            lo, hi = lo // sector, -(-(lo + n) // sector)
             want = full & ((full >> lo) << lo) & ((1 << hi) - 1)
             old = mask.item(l0)
             if old:
@@ -278,8 +288,11 @@ class L2Cache:
             mask[l0] = old | want | dirty
             stamp[l0] = clock
             clock += 1
+            rel += pitch
         self.clock = clock
-        self._count(hits, c)
+        self.hit_lines += hits
+        self.miss_lines += c - hits
+        self.resident += c - hits
         return fetch
 
     def _count(self, present: int, lines: int) -> None:
