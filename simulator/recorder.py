@@ -37,6 +37,7 @@ class BlockContext:
         self.pipes = self.core.kind.pipes
         self.costs_of = {p: device.scalar_cost[p] for p in self.pipes}   # pipe -> cycles by kind
         self.memo = device.memo
+        self.block_memo: dict = {}    # what the kernel language works out once per block
         self.lines = device.tracing           # remember each instruction's source line (for the report)
 
     def emit(self, instr: Instr) -> Instr:

@@ -72,6 +72,10 @@ def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, in
             f"{p.blockCount} x {p.blockLen} B")
 
 
+_NAMES = {(True, False): "DataCopyPad[gather]", (False, False): "DataCopyPad[scatter]",
+          (False, True): "DataCopyPad[scatter]+AtomicAdd"}      # (gather, atomic) -> name
+
+
 def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTensor, index: int,
                         nominal: int | None = None) -> None:
     """DataCopyPad between GM and UB where the GM side starts `offsets[index]` elements (int32 in
@@ -84,37 +88,34 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     if not isinstance(g, GlobalTensor) or not isinstance(local, LocalTensor):
         raise _fault(None, f"{kind_name}: needs one GlobalTensor and one LocalTensor")
     p = params
-    # a gather loop repeats one shape, a few UB slots and one offsets tensor thousands of times:
-    # what depends on nothing else is checked and worked out once per block
-    memo = ctx.__dict__.get("indirect_memo")
-    if memo is None:
-        memo = ctx.indirect_memo = {}
-    key = (gather, p.blockCount, p.blockLen, p.srcStride, p.dstStride, local.buffer, local.offset,
-           type(offsets), getattr(offsets, "buffer", None), getattr(offsets, "dtype", None))
+    # a gather loop repeats one shape and a few UB slots thousands of times: what depends on
+    # nothing else is checked and worked out once per block (the offsets tensor and the index
+    # are checked on every call: nothing below depends on them)
+    memo = ctx.block_memo
+    key = (gather, p.blockCount, p.blockLen, p.srcStride, p.dstStride, local.buffer, local.offset)
     index = int(index)
     known = memo.get(key)
     if known is None:
         known = memo[key] = _prepare(ctx, gather, g, local, p, offsets, index, kind_name)
     pipe, path, spans, moved, cycles, gm_pitch, ub_pitch, size = known
     _check_call(g, offsets, index, pipe, kind_name)
-    isz = g.dtype.itemsize
+    ptr = g.ptr
     ob = offsets.offset + index * 4
     reads = (("UB", ob, ob + 4),) if gather else (("UB", ob, ob + 4),) + spans
     gm = ()
     if nominal is not None:
-        base = g.ptr.addr + int(nominal) * isz
-        gm = Rows(None, base, p.blockLen, gm_pitch, p.blockCount)
-        if base < g.ptr.base or base + (p.blockCount - 1) * gm_pitch + p.blockLen > g.ptr.limit:
+        base = ptr.addr + int(nominal) * g.dtype.itemsize
+        count, n = p.blockCount, p.blockLen
+        if base < ptr.base or base + (count - 1) * gm_pitch + n > ptr.limit:
             raise _fault(pipe, f"{kind_name}: nominal offset {nominal} takes the copy outside "
-                         f"{g.ptr.name}'s extent")
+                         f"{ptr.name}'s extent")
+        gm = Rows(None, base, n, gm_pitch, count)
     atomic = None if gather else ctx.atomic
-    name = kind_name + ("+AtomicAdd" if atomic is not None else "")
-    instr = Instr(pipe, name, GM_XFER, cycles, path=path, nbytes=p.blockCount * p.blockLen,
-                  chan_bytes=moved, gm=gm, gm_write=not gather,
-                  reads=reads, writes=spans if gather else (),
-                  operands=(dst, src, Text("offset {!r}[{}]", offsets, index), size))
+    instr = Instr(pipe, _NAMES[gather, atomic is not None], GM_XFER, cycles, path, p.blockCount * p.blockLen,
+                  moved, reads, spans if gather else (), None, None,
+                  (dst, src, Text("offset {!r}[{}]", offsets, index), size), gm, not gather)
     if ctx.functional:
-        device, core, ptr = ctx.device, ctx.core, g.ptr
+        device, core, isz = ctx.device, ctx.core, g.dtype.itemsize
         ubuf = local.buffer
         n, count = p.blockLen, p.blockCount      # as issued (a kernel may reuse its params object)
 
