@@ -448,7 +448,7 @@ def _flag(kind: int, src: str, dst: str, event_id: int, name: str) -> None:
                          f"{name}: event id {event_id} outside 0..{limit - 1} on this chip")
         fields = ctx.memo[kind, src, dst, event_id, name] = (
             src if kind == SET else dst, (src, dst, event_id), (f"{src}->{dst}", f"id {event_id}"))
-    ctx.emit(Instr(fields[0], name, kind, flag=fields[1], operands=fields[2]))
+    ctx.emit(Instr(fields[0], name, kind, 0.0, None, 0, 0, (), (), None, fields[1], fields[2]))   # (positional: cheaper)
 
 
 def SetFlag(event: HardEvent, eventID: int) -> None:

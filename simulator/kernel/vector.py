@@ -41,15 +41,14 @@ def _vec(op_class: str, name: str, dst: LocalTensor, srcs: tuple, count: int | N
     n = dst.size if count is None else int(count)
     for t in tensors:
         _operand(t, n, name, "count {n} exceeds the operand {t!r}")
-    nbytes = n * max(t.dtype.itemsize for t in tensors)
+    nbytes = n * max([t.dtype.itemsize for t in tensors])
     cycles = vector_cost(ctx, op_class, cost_dtype or dst.dtype, nbytes)
     fn = None
     if ctx.functional:
         def fn():
             compute(dst.view(ctx, n), *[s.view(ctx, n) for s in srcs])
-    ctx.emit(Instr("PIPE_V", name, COMPUTE, cycles, path=None,
-                   reads=tuple(s.span(n) for s in srcs), writes=(dst.span(n),), fn=fn,
-                   operands=(dst, *srcs, n)))
+    ctx.emit(Instr("PIPE_V", name, COMPUTE, cycles, None, 0, 0, tuple([s.span(n) for s in srcs]),
+                   (dst.span(n),), fn, None, (dst, *srcs, n)))      # (positional: cheaper)
 
 
 def _binary(op_class, name, ufunc):
