@@ -534,10 +534,14 @@ class BlockRun:
                     local = miss_cycles.get((instr.path, chan))
                     if local is None:
                         local = miss_cycles[instr.path, chan] = profile.path(instr.path).cycles(chan, miss_latency)
-                done = max(start + local, l2_channel.reserve(start, chan)[0])
-                hbm.pending += evicted
-                end, hbm_bytes = hbm.reserve(start, fetch, chan)
-                done = max(done, end)
+                done = l2_channel.reserve(start, chan)[0]
+                if start + local > done:
+                    done = start + local
+                if fetch or evicted or hbm.pending:      # (else reserve() moves nothing)
+                    hbm.pending += evicted
+                    end, hbm_bytes = hbm.reserve(start, fetch, chan)
+                    if end > done:
+                        done = end
                 l2_bytes += chan
                 hbm_total += hbm_bytes
                 dur = done - start
