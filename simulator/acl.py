@@ -282,6 +282,7 @@ def aclrtFree(devPtr: int) -> int:
     rt = _runtime
     if rt.device is None or not rt.device.memory.free(devPtr):
         return rt.error(aclError.ACL_ERROR_INVALID_PARAM, f"aclrtFree: {devPtr!r} is not an allocation")
+    rt.device.l2.forget(devPtr)
     return ACL_SUCCESS
 
 

@@ -127,19 +127,28 @@ class L2Cache:
         self.find = find                    # address -> the device Allocation holding it
         self.tags: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # allocation -> (mask, stamp)
         # (base, limit, mask, stamp) of the last allocation touched and of the one before it (a
-        # gather loop alternates between its source and its scatter's destination)
+        # gather loop alternates between its source and its scatter's destination); forget()
+        # drops a freed allocation from them
         self._last = self._prev = None
         self.resident = 0
         self.clock = 0
         self.hit_lines = 0
         self.miss_lines = 0
 
-    def _tags(self, addr: int) -> tuple[int, np.ndarray, np.ndarray]:
+    def forget(self, addr: int) -> None:
+        """The allocation at `addr` was freed: no later access may find it through the
+        remembered regions. Its lines stay as they are (freeing memory does not touch the cache)."""
+        if self._prev is not None and self._prev[0] == addr:
+            self._prev = None
+        if self._last is not None and self._last[0] == addr:
+            self._last, self._prev = self._prev, None
+
+    def _tags(self, addr: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+        """(base, limit, mask, stamp) of the allocation holding `addr`; ValueError if none."""
         region = self._region(addr)
         if region is None:
             raise ValueError(f"L2: device address 0x{addr:x} is in no allocation")
-        base, _, mask, stamp = region
-        return base, mask, stamp
+        return region
 
     def _region(self, addr: int) -> tuple[int, int, np.ndarray, np.ndarray] | None:
         """(base, limit, mask, stamp) of the allocation holding `addr`, now the last touched
@@ -168,7 +177,7 @@ class L2Cache:
         fetch = None
         if type(ranges) is Rows:          # regular rows: no tuple per row
             nr, n = ranges.count, ranges.n
-            if nr <= 8 and 0 < n <= self.line:      # (never worth the array set-up)
+            if nr <= 8 and 0 < n <= self.line:      # (never worth the array set-up: 5 nr <= 40)
                 fetch = self._access_few_rows(ranges, write)
             elif nr >= 2 and 4 * nr + nr * n // self.line > 40:    # worth the array set-up
                 fetch = self._access_rows(ranges, write)
@@ -189,8 +198,8 @@ class L2Cache:
         """access() one range at a time (any ranges); returns the bytes to fetch. A range of a few
         lines is updated with plain integers (array calls cost more than they save there), in the
         same order and with the same stamps as the array form."""
-        line, sector, full = self.line, self.SECTOR, int(self.full)
-        dirty = int(self.dirty) if write else 0
+        line, sector, full = self.line, self.SECTOR, self.full_bits
+        dirty = self.dirty_bits if write else 0
         fetch = 0
         base = limit = -1
         mask = stamp = None
@@ -200,8 +209,7 @@ class L2Cache:
             if n <= 0:
                 continue
             if not base <= addr < limit:
-                base, mask, stamp = self._tags(addr)
-                limit = self._last[1]
+                base, limit, mask, stamp = self._tags(addr)
             rel, end = addr - base, addr - base + n
             l0, l1 = rel // line, (end - 1) // line + 1
             lo = (rel - l0 * line) // sector
@@ -269,6 +277,7 @@ class L2Cache:
         base, _, mask, stamp = region
         line = self.line
         rel = start - base
+        # (range() takes no step of 0: rows at one address are one check)
         for r in range(rel, rel + c * pitch, pitch) if pitch else (rel,):
             if r % line + n > line:
                 return None
@@ -319,7 +328,7 @@ class L2Cache:
         l0, l1 = rel // line, (end - 1) // line + 1
         if np.any(l0[1:] < l1[:-1]):
             return None
-        _, mask, stamp = self._tags(int(r[0, 0]))
+        _, _, mask, stamp = self._tags(int(r[0, 0]))
         counts = l1 - l0
         first = np.cumsum(counts) - counts
         lines = np.arange(int(counts.sum())) + np.repeat(l0 - first, counts)
@@ -354,7 +363,7 @@ class L2Cache:
         same sector masks: a row's pattern tiled. Other rows that do not overlap take
         _access_shared_rows. Returns the bytes to fetch, or None (nothing changed) for rows that
         overlap or leave the allocation."""
-        line, sector, full = self.line, self.SECTOR, int(self.full)
+        line, sector, full = self.line, self.SECTOR, self.full_bits
         c, n, pitch = rows.count, rows.n, rows.pitch
         if pitch < n or n <= 0:             # rows that overlap: range at a time
             return None
@@ -375,7 +384,7 @@ class L2Cache:
         pattern = [full] * per
         pattern[0] &= (full >> lo) << lo
         pattern[-1] &= (1 << hi) - 1
-        _, mask, stamp = self._tags(rows.start)
+        _, _, mask, stamp = self._tags(rows.start)
         if l0 + c * step <= mask.size:
             # the rows' lines as a (count, per) view of the tags: what _touch does, in place
             m = mask[l0:l0 + c * step].reshape(c, step)[:, :per]
@@ -426,7 +435,7 @@ class L2Cache:
         held = lines[heads]
         union = np.bitwise_or.reduceat(want, heads)
         last_row = np.repeat(np.arange(c, dtype=np.int64), counts)[np.append(heads[1:], touches) - 1]
-        _, mask, stamp = self._tags(a.addr)
+        _, _, mask, stamp = self._tags(a.addr)
         return self._touch(mask, stamp, held, union, self.clock + last_row, c, write, touches - held.size)
 
     def _evict(self) -> int:

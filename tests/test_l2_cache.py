@@ -180,3 +180,29 @@ def test_regular_rows_match_the_same_ranges_listed():
     assert probe._access_rows(Rows(None, 100, 700, 1024, 20), False) is not None  # tiled
     assert probe._access_rows(Rows(None, 100, 700, 512, 20), False) is None       # rows overlap
     assert probe._access_rows(Rows(None, 100, 700, 1000, 20), False) is not None  # rows share lines
+
+
+def test_a_freed_allocation_is_not_found_through_the_remembered_regions():
+    """The L2 remembers the last two allocations it touched; after aclrtFree neither may still
+    serve an access to the freed one (its lines stay, as a real cache's would)."""
+    import pytest
+    from simulator.memory import DeviceMemory
+    from simulator.program import Rows
+    mem = DeviceMemory(1 << 24, functional=False)
+    a, b = mem.malloc(4096), mem.malloc(4096)
+    for freed, other in ((a, b), (b, a)):           # the freed one remembered second, then first
+        c = L2Cache(64 * 1024, 512, mem.find)
+        c.access([(freed, 64)], False)
+        c.access([(other, 64)], False)
+        if freed == b:
+            c.access([(freed, 64)], False)
+        resident = c.resident
+        assert mem.free(freed)
+        c.forget(freed)
+        assert c.resident == resident
+        for ranges in ([(freed, 64)], Rows(None, freed, 64, 128, 2)):
+            with pytest.raises(ValueError, match="in no allocation"):
+                c.access(ranges, False)
+        assert c.access([(other, 64)], False) == (0, 0)      # the live one is still found, a hit
+        mem = DeviceMemory(1 << 24, functional=False)
+        a, b = mem.malloc(4096), mem.malloc(4096)

@@ -448,7 +448,9 @@ def _flag(kind: int, src: str, dst: str, event_id: int, name: str) -> None:
                          f"{name}: event id {event_id} outside 0..{limit - 1} on this chip")
         fields = ctx.memo[kind, src, dst, event_id, name] = (
             src if kind == SET else dst, (src, dst, event_id), (f"{src}->{dst}", f"id {event_id}"))
-    ctx.emit(Instr(fields[0], name, kind, 0.0, None, 0, 0, (), (), None, fields[1], fields[2]))   # (positional: cheaper)
+    # (positional, cheaper: pipe, name, kind, cycles, path, nbytes, chan_bytes, reads, writes, fn,
+    # flag, operands)
+    ctx.emit(Instr(fields[0], name, kind, 0.0, None, 0, 0, (), (), None, fields[1], fields[2]))
 
 
 def SetFlag(event: HardEvent, eventID: int) -> None:

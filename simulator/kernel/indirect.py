@@ -39,8 +39,8 @@ def _check_call(g, offsets, index: int, pipe: str, kind_name: str) -> None:
 
 
 def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, index: int, kind_name: str):
-    """What a copy of this shape, local slot and offsets tensor always is, checked once per block:
-    (pipe, path, the local spans, bytes moved, cycles, GM row pitch, the operand text)."""
+    """What a copy of this shape and local slot always is, checked once per block: (pipe, path,
+    the local spans, bytes moved, cycles, GM row pitch, UB row pitch, the operand text)."""
     route = _COPY_ROUTES.get(("GM", local.buffer) if gather else (local.buffer, "GM"))
     if route is None:
         raise _fault(None, f"{kind_name}: no copy path between GM and {local.buffer}")
@@ -90,7 +90,7 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     p = params
     # a gather loop repeats one shape and a few UB slots thousands of times: what depends on
     # nothing else is checked and worked out once per block (the offsets tensor and the index
-    # are checked on every call: nothing below depends on them)
+    # are checked on every call: nothing memoised depends on them)
     memo = ctx.block_memo
     key = (gather, p.blockCount, p.blockLen, p.srcStride, p.dstStride, local.buffer, local.offset)
     index = int(index)
@@ -111,8 +111,10 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
                          f"{ptr.name}'s extent")
         gm = Rows(None, base, n, gm_pitch, count)
     atomic = None if gather else ctx.atomic
-    instr = Instr(pipe, _NAMES[gather, atomic is not None], GM_XFER, cycles, path, p.blockCount * p.blockLen,
-                  moved, reads, spans if gather else (), None, None,
+    # (positional, cheaper: pipe, name, kind, cycles, path, nbytes, chan_bytes, reads, writes, fn,
+    # flag, operands, gm, gm_write)
+    instr = Instr(pipe, _NAMES[gather, atomic is not None], GM_XFER, cycles, path,
+                  p.blockCount * p.blockLen, moved, reads, spans if gather else (), None, None,
                   (dst, src, Text("offset {!r}[{}]", offsets, index), size), gm, not gather)
     if ctx.functional:
         device, core, isz = ctx.device, ctx.core, g.dtype.itemsize
