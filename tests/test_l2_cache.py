@@ -183,19 +183,19 @@ def test_regular_rows_match_the_same_ranges_listed():
 
 
 def test_a_freed_allocation_is_not_found_through_the_remembered_regions():
-    """The L2 remembers the last two allocations it touched; after aclrtFree neither may still
-    serve an access to the freed one (its lines stay, as a real cache's would)."""
+    """The L2 remembers the last two allocations it touched; once one is freed and forgotten
+    (aclrtFree does both) neither may still serve an access to it (its lines stay, as a real
+    cache's would)."""
     import pytest
     from simulator.memory import DeviceMemory
     from simulator.program import Rows
-    mem = DeviceMemory(1 << 24, functional=False)
-    a, b = mem.malloc(4096), mem.malloc(4096)
-    for freed, other in ((a, b), (b, a)):           # the freed one remembered second, then first
+    for freed_last in (False, True):                # the freed one remembered second, then first
+        mem = DeviceMemory(1 << 24, functional=False)
+        a, b = mem.malloc(4096), mem.malloc(4096)
+        freed, other = (b, a) if freed_last else (a, b)
         c = L2Cache(64 * 1024, 512, mem.find)
-        c.access([(freed, 64)], False)
-        c.access([(other, 64)], False)
-        if freed == b:
-            c.access([(freed, 64)], False)
+        for addr in (a, b) + ((b,) if freed_last else ()):
+            c.access([(addr, 64)], False)
         resident = c.resident
         assert mem.free(freed)
         c.forget(freed)
@@ -204,5 +204,3 @@ def test_a_freed_allocation_is_not_found_through_the_remembered_regions():
             with pytest.raises(ValueError, match="in no allocation"):
                 c.access(ranges, False)
         assert c.access([(other, 64)], False) == (0, 0)      # the live one is still found, a hit
-        mem = DeviceMemory(1 << 24, functional=False)
-        a, b = mem.malloc(4096), mem.malloc(4096)
