@@ -45,7 +45,7 @@ class BlockContext:
         if costs is None:
             raise self.core.fault(instr.pipe, instr, f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
         instr.scalar = costs[instr.kind]
-        if self.lines:
+        if self.lines and instr.line is None:      # (a run of copies names the line that made it)
             instr.line = caller_line()
         program = self.program
         instr.index = self.taken + len(program)

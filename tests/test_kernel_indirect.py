@@ -2,7 +2,8 @@
 Compare / CompareScalar (uint8 bit masks, element i -> bit i % 8 of byte i // 8), Select in both
 modes, and DataCopyPadIndirect (gathers and atomic scatters at offsets the vector pipe wrote to
 UB): results, cost independent of the offsets (timing == functional), and the fault for an offset
-that leaves the tensor."""
+that leaves the tensor; IndirectCopies (a loop of them checked as one) against numpy and against
+the same copies one call at a time."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,7 @@ from simulator.kernel import (CMPMODE, SELMODE, Adds, Cast, Compare, CompareScal
                               DataCopyExtParams, GlobalTensor, HardEvent, Muls, RoundMode, Select,
                               SetAtomicAdd, SetAtomicNone, SetFlag, TBuf, TPipe, TPosition, WaitFlag, float32,
                               int32)
-from simulator.kernel.indirect import DataCopyPadIndirect
+from simulator.kernel.indirect import DataCopyPadIndirect, IndirectCopies
 
 
 def _compare_body(a, b, out, tiling):
@@ -54,19 +55,26 @@ def test_compare_and_select():
     np.testing.assert_array_equal(bits, np.packbits(a < b, bitorder="little"))
 
 
+def _offsets_in(src, idx_in, out, acc, ub_bytes: int, n: int):
+    """A body's start: a UB buffer, the four GlobalTensors, and `n` float offsets copied in and
+    ready for the vector pipe."""
+    pipe = TPipe()
+    buf = TBuf()
+    pipe.InitBuffer(buf, ub_bytes)
+    u = buf.Get(float32)
+    sg, ig, og, ag = (GlobalTensor(float32) for _ in range(4))
+    sg.SetGlobalBuffer(src), ig.SetGlobalBuffer(idx_in), og.SetGlobalBuffer(out), ag.SetGlobalBuffer(acc)
+    DataCopyPad(u, ig, DataCopyExtParams(1, n * 4, 0, 0))
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    return pipe, u, sg, og, ag
+
+
 def _gather_body(src, idx_in, out, acc, tiling):
     """Offsets arrive as floats, become int32 element offsets on the vector pipe, then MTE2
     gathers rows of 8 floats at them and MTE3 adds each row twice into `acc` atomically."""
     n, bad = tiling
-    pipe = TPipe()
-    buf = TBuf()
-    pipe.InitBuffer(buf, 16384)
-    u = buf.Get(float32)
-    sg, ig, og, ag = (GlobalTensor(float32) for _ in range(4))
-    sg.SetGlobalBuffer(src), ig.SetGlobalBuffer(idx_in), og.SetGlobalBuffer(out), ag.SetGlobalBuffer(acc)
-    DataCopy(u, ig, 8)
-    SetFlag(HardEvent.MTE2_V, 0)
-    WaitFlag(HardEvent.MTE2_V, 0)
+    pipe, u, sg, og, ag = _offsets_in(src, idx_in, out, acc, 16384, 8)
     off = u[64].ReinterpretCast(int32)
     Muls(u[8], u, 8.0, 8)
     if bad:
@@ -163,3 +171,109 @@ def test_indirect_copy_moves_the_blocks_it_was_issued_with():
     np.testing.assert_array_equal(out[:16], src[8:24])       # two blocks
     np.testing.assert_array_equal(out[64:72], src[8:16])     # one block
     np.testing.assert_array_equal(out[72:80], 0)             # not a second one
+
+
+def _strided_gather_body(src, idx_in, out, acc, tiling):
+    """`n` copies of `rows` blocks of `blen` floats (GM blocks `gap` floats apart), gathered at
+    offsets from `idx_in` into UB slots `step` floats apart, then scattered back with atomic add
+    into `acc` at the same offsets: one copy at a time (as_run False) or as IndirectCopies runs,
+    the scatters interleaved with a second gather run as GridSampler issues them."""
+    n, rows, blen, gap, step, as_run = tiling
+    pipe, u, sg, og, ag = _offsets_in(src, idx_in, out, acc, 65536, n)
+    off = u[2048].ReinterpretCast(int32)
+    Cast(off, u, RoundMode.CAST_RINT, n)
+    slots, again = u[4096], u[8192]
+    Duplicate(slots, 0.0, n * step)                  # the gaps between slots, if any
+    SetFlag(HardEvent.V_MTE2, 0)
+    WaitFlag(HardEvent.V_MTE2, 0)
+    gather = DataCopyExtParams(rows, blen * 4, gap * 4, 0)
+    scatter = DataCopyExtParams(rows, blen * 4, 0, gap * 4)
+    nominal = [7 * i for i in range(n)]              # what the L2 model sees
+    if as_run:
+        IndirectCopies(slots, sg, gather, off, 0, n, step, nominal).issue_all()
+    else:
+        for i in range(n):
+            DataCopyPadIndirect(slots[i * step], sg, gather, off, i, nominal[i])
+    SetFlag(HardEvent.MTE2_MTE3, 0)
+    WaitFlag(HardEvent.MTE2_MTE3, 0)
+    DataCopyPad(og, slots, DataCopyExtParams(1, n * step * 4, 0, 0))
+    SetAtomicAdd(float32)
+    if as_run:
+        a = IndirectCopies(again, sg, gather, off, 0, n, step, nominal)
+        b = IndirectCopies(ag, slots, scatter, off, 0, n, step, nominal)
+        for i in range(n):
+            a.issue(i)
+            b.issue(i)
+    else:
+        for i in range(n):
+            DataCopyPadIndirect(again[i * step], sg, gather, off, i, nominal[i])
+            DataCopyPadIndirect(ag, slots[i * step], scatter, off, i, nominal[i])
+    SetAtomicNone()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_run_of_indirect_copies_is_its_copies_one_by_one(seed):
+    """Against numpy's fancy indexing (the gathered rows, the atomic sums) and against the same
+    copies issued one call at a time (same cycles, same report, same trace), over random shapes."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 24))
+    rows, blen, gap = int(rng.integers(1, 4)), 8 * int(rng.integers(1, 3)), 8 * int(rng.integers(0, 3))
+    step = rows * blen + 8 * int(rng.integers(0, 2))
+    span = (rows - 1) * (blen + gap) + blen
+    size = 256
+    src = rng.standard_normal(size + span).astype(np.float32)
+    idx = rng.integers(0, size, n).astype(np.float32)
+    args = {"src": src, "idx_in": idx, "out": np.zeros(n * step, np.float32),
+            "acc": np.zeros(size + span, np.float32)}
+    one = simulator.run_kernel(_strided_gather_body, 1, {**args, "tiling": (n, rows, blen, gap, step, False)},
+                               trace=True)
+    run = simulator.run_kernel(_strided_gather_body, 1, {**args, "tiling": (n, rows, blen, gap, step, True)},
+                               trace=True)
+    assert run.cycles == one.cycles
+    assert sorted(run.report.trace.rec.trace) == sorted(one.report.trace.rec.trace)
+    expect_out = np.zeros((n, step), np.float32)
+    expect_acc = np.zeros(size + span, np.float64)
+    for i, o in enumerate(idx.astype(int)):
+        for r in range(rows):
+            block = src[o + r * (blen + gap):o + r * (blen + gap) + blen]
+            expect_out[i, r * blen:(r + 1) * blen] = block
+            expect_acc[o + r * (blen + gap):o + r * (blen + gap) + blen] += block
+    for r in (one, run):
+        np.testing.assert_array_equal(r["out"].reshape(n, step), expect_out)
+        np.testing.assert_allclose(r["acc"], expect_acc, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(run["acc"], one["acc"])
+
+
+def _bad_run_body(src, out, tiling):
+    what = tiling
+    pipe = TPipe()
+    buf = TBuf()
+    pipe.InitBuffer(buf, 4096)
+    u = buf.Get(float32)
+    g = GlobalTensor(float32)
+    g.SetGlobalBuffer(src)
+    idx = u[512].ReinterpretCast(int32)
+    Duplicate(idx, 0, 8)
+    SetFlag(HardEvent.V_MTE2, 0)
+    WaitFlag(HardEvent.V_MTE2, 0)
+    params = DataCopyExtParams(1, 32, 0, 0)
+    if what == "nominal":
+        IndirectCopies(u, g, params, idx, 0, 3, 8, [0, 8, 60]).issue_all()
+    elif what == "index":
+        IndirectCopies(u, g, params, idx, 500, 20, 0).issue_all()     # idx has 512 elements
+    elif what == "slot":
+        IndirectCopies(u[1000], g, params, idx, 0, 4, 8).issue_all()    # copy 3 starts at u's end
+    elif what == "past":
+        IndirectCopies(u[1000], g, params, idx, 0, 5, 8).issue_all()
+
+
+@pytest.mark.parametrize("what, message", [
+    ("nominal", r"DataCopyPad\[gather\]: nominal offset 60 takes the copy outside src's extent"),
+    ("index", r"DataCopyPad\[gather\]: offset index 512 outside"),   # the first one past
+    ("slot", r"DataCopyPad\[gather\]: UB\[4096:4128\] goes beyond its tensor UB\[4096:\+0xFLOAT\]"),
+    ("past", r"LocalTensor index 32 outside 0..24"),
+])
+def test_a_bad_run_of_indirect_copies_is_a_kernel_error_naming_it(what, message):
+    with pytest.raises(KernelError, match=message):
+        simulator.run_kernel(_bad_run_body, 1, {"src": np.zeros(64, np.float32), "out": np.zeros(8, np.float32),
+                                                "tiling": what})

@@ -12,7 +12,7 @@ from simulator.kernel import (GM_ADDR, Add, Cast, Copy, DataCopyExtParams, DataC
                               GetBlockIdx, GlobalTensor, HardEvent, Mul, Muls, PipeBarrier, PIPE_ALL,
                               RoundMode, SetAtomicAdd, SetAtomicNone, SetFlag, Sub, TBuf, TPipe, TPosition,
                               TQue, WaitFlag, int32)
-from simulator.kernel.indirect import DataCopyPadIndirect
+from simulator.kernel.indirect import IndirectCopies
 from simulator.program import align_up
 from .coordinates import SourceCoordinates
 from .layout_kernels import transpose_2d
@@ -165,13 +165,17 @@ class KernelGridSampler2DGrad(SourceCoordinates):
 
     @staticmethod
     def Interleave(a, b):
-        """Issue two (ops, finish) lists alternately, then their finishing steps."""
-        ops_a, ops_b = (a[0] if a else []), (b[0] if b else [])
+        """Issue two (runs of copies, finish) alternately, a copy from each in turn, then their
+        finishing steps."""
+        ops_a = [(r.issue, i) for r in a[0] for i in range(r.count)] if a else []
+        ops_b = [(r.issue, i) for r in b[0] for i in range(r.count)] if b else []
         for k in range(max(len(ops_a), len(ops_b))):
             if k < len(ops_a):
-                ops_a[k]()
+                issue, i = ops_a[k]
+                issue(i)
             if k < len(ops_b):
-                ops_b[k]()
+                issue, i = ops_b[k]
+                issue(i)
         for x in (a, b):
             if x:
                 x[1]()
@@ -233,14 +237,14 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         g.SetGlobalBuffer(base + ((t.pad + n * t.H * t.W) * t.C + c0))
         return g
 
-    def _nominal(self, n, p0, cnt, dy, dx, L) -> list[int]:
+    def _nominal(self, n, p0, cnt, dy, dx, L) -> np.ndarray:
         """The element offsets an identity grid would touch at points p0..p0+cnt-1 (for the L2
         model only)."""
         t = self.t
         ho, wo = np.divmod(np.arange(p0, p0 + cnt), t.Wo)
         y = np.clip(ho * t.H // t.Ho + dy, 0, t.H - 1)
         x = np.clip(wo * t.W // t.Wo + dx, -t.pad, t.W - L + t.pad)
-        return ((y * t.W + x) * t.C).tolist()
+        return (y * t.W + x) * t.C
 
     def GatherOps(self, tile, ch):
         """Allocate the corner buffer now; return (the gathers, the EnQue that ends them)."""
@@ -251,14 +255,14 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         if ch == 0:
             WaitFlag(HardEvent.V_MTE2, self.idxEvent)
         gm = self._chunk_gm(self.xws, n, c0)
-        ops = []
+        runs = []
         for r, (k0, L, dy, dx) in enumerate(t.runs):
             idx = self.s.i(f"idx{tile % 2}_{r}")
             params = DataCopyExtParams(L, cc * esz, (t.C - cc) * esz,
                                        (P * Ccp * esz - align_up(cc * esz, 32)) // 32)
-            for p, nominal in enumerate(self._nominal(n, p0, cnt, dy, dx, L)):
-                ops.append(partial(DataCopyPadIndirect, x[(k0 * P + p) * Ccp], gm, params, idx, p, nominal))
-        return ops, partial(self.xQ.EnQue, x)
+            runs.append(IndirectCopies(x[k0 * P * Ccp], gm, params, idx, 0, cnt, Ccp,
+                                       self._nominal(n, p0, cnt, dy, dx, L)))
+        return runs, partial(self.xQ.EnQue, x)
 
     def ComputeChunk(self, tile, ch):
         t, s, P, Ccp, K = self.t, self.s, self.t.P, self.t.Ccp, self.t.K
@@ -311,18 +315,18 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         S = self.sQ.DeQue(t.cdt)
         gm = self._chunk_gm(self.acc, n, c0)
         SetAtomicAdd(t.cdt)                         # MTE3's stores to GM now add
-        ops = []
+        runs = []
         for r, (k0, L, dy, dx) in enumerate(t.runs):
             idx = self.s.i(f"idx{tile % 2}_{r}")
             params = DataCopyExtParams(L, cc * esz, (P * Ccp * esz - align_up(cc * esz, 32)) // 32,
                                        (t.C - cc) * esz)
-            for p, nominal in enumerate(self._nominal(n, p0, cnt, dy, dx, L)):
-                ops.append(partial(DataCopyPadIndirect, gm, S[(k0 * P + p) * Ccp], params, idx, p, nominal))
+            runs.append(IndirectCopies(gm, S[k0 * P * Ccp], params, idx, 0, cnt, Ccp,
+                                       self._nominal(n, p0, cnt, dy, dx, L)))
 
         def finish():
             SetAtomicNone()
             self.sQ.FreeTensor(S)
-        return ops, finish
+        return runs, finish
 
     # ---- gridGrad -----------------------------------------------------------------------------
     def ComputeGridGrad(self):

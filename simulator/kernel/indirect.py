@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import GM_XFER, Instr, Rows, Text, align_up, current_context
+from ..program import GM_XFER, Instr, Rows, Text, align_up, caller_line, current_context
 from .base import GlobalTensor, LocalTensor, _fault
 from .copy import _COPY_ROUTES, DataCopyExtParams, _local_check
 
@@ -59,11 +59,16 @@ def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, in
     buf = local.buffer
     align = ctx.profile.alignment[buf]
     cap = ctx.core.kind.buffers.get(buf)
+    end = local.offset + local.size * local.dtype.itemsize
     spans = []
     for i in range(p.blockCount):
         lo = local.offset + i * ub_pitch
         if cap is None or lo < 0 or lo + p.blockLen > cap:
             _local_check(local, lo, lo + p.blockLen, pipe, kind_name)       # raises, naming the buffer
+        if lo + p.blockLen > end:
+            # inside the buffer but past the tensor: it would overwrite a neighbour's data
+            raise _fault(pipe, f"{kind_name}: {buf}[{lo}:{lo + p.blockLen}] goes beyond its tensor "
+                         f"{local!r} (ends at {end})")
         if lo % align:
             raise _fault(pipe, f"{kind_name}: {buf} address {lo} not {align}-byte aligned")
         spans.append((buf, lo, lo + p.blockLen))
@@ -81,45 +86,108 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     """DataCopyPad between GM and UB where the GM side starts `offsets[index]` elements (int32 in
     UB, read at execution) past the GlobalTensor's start. GM -> UB is a gather (MTE2), UB -> GM a
     scatter (MTE3; with SetAtomicAdd the blocks add into GM). `params` as DataCopyPad's."""
-    ctx = current_context()
-    gather = isinstance(src, GlobalTensor)
-    g, local = (src, dst) if gather else (dst, src)
-    kind_name = "DataCopyPad[gather]" if gather else "DataCopyPad[scatter]"
-    if not isinstance(g, GlobalTensor) or not isinstance(local, LocalTensor):
-        raise _fault(None, f"{kind_name}: needs one GlobalTensor and one LocalTensor")
-    p = params
-    # a gather loop repeats one shape and a few UB slots thousands of times: what depends on
-    # nothing else is checked and worked out once per block (the offsets tensor and the index
-    # are checked on every call: nothing memoised depends on them)
-    memo = ctx.block_memo
-    key = (gather, p.blockCount, p.blockLen, p.srcStride, p.dstStride, local.buffer, local.offset)
-    index = int(index)
-    known = memo.get(key)
-    if known is None:
-        known = memo[key] = _prepare(ctx, gather, g, local, p, offsets, index, kind_name)
-    pipe, path, spans, moved, cycles, gm_pitch, ub_pitch, size = known
-    _check_call(g, offsets, index, pipe, kind_name)
-    ptr = g.ptr
-    ob = offsets.offset + index * 4
-    reads = (("UB", ob, ob + 4),) if gather else (("UB", ob, ob + 4),) + spans
-    gm = ()
-    if nominal is not None:
-        base = ptr.addr + int(nominal) * g.dtype.itemsize
-        count, n = p.blockCount, p.blockLen
-        if base < ptr.base or base + (count - 1) * gm_pitch + n > ptr.limit:
-            raise _fault(pipe, f"{kind_name}: nominal offset {nominal} takes the copy outside "
-                         f"{ptr.name}'s extent")
-        gm = Rows(None, base, n, gm_pitch, count)
-    atomic = None if gather else ctx.atomic
-    # (positional, cheaper: pipe, name, kind, cycles, path, nbytes, chan_bytes, reads, writes, fn,
-    # flag, operands, gm, gm_write)
-    instr = Instr(pipe, _NAMES[gather, atomic is not None], GM_XFER, cycles, path,
-                  p.blockCount * p.blockLen, moved, reads, spans if gather else (), None, None,
-                  (dst, src, Text("offset {!r}[{}]", offsets, index), size), gm, not gather)
-    if ctx.functional:
-        device, core, isz = ctx.device, ctx.core, g.dtype.itemsize
-        ubuf = local.buffer
-        n, count = p.blockLen, p.blockCount      # as issued (a kernel may reuse its params object)
+    IndirectCopies(dst, src, params, offsets, index, 1, 0,
+                   None if nominal is None else (nominal,)).issue(0)
+
+
+class _Slot:
+    """The local operand of a run's copy i, made only if a message names the instruction."""
+    __slots__ = ("tensor", "at")
+
+    def __init__(self, tensor: LocalTensor, at: int):
+        self.tensor, self.at = tensor, at
+
+    def __str__(self) -> str:
+        return repr(self.tensor[self.at])
+
+
+class IndirectCopies:
+    """A loop of DataCopyPadIndirect copies of one shape: copy i moves between the local tensor
+    at element i * local_step and GM at `offsets[first + i]` (`nominals[i]` for the L2 model).
+    Everything is checked when the run is made; `issue(i)` records copy i, the very instruction
+    `DataCopyPadIndirect(local[i * local_step], ..., offsets, first + i, nominals[i])` records,
+    so a kernel keeps its own issue order (GridSampler alternates a gather loop with a scatter
+    loop). A GridSampler call is mostly such loops: made call by call, their checks and operand
+    slices were about half of its recording."""
+
+    def __init__(self, dst, src, params: DataCopyExtParams, offsets: LocalTensor, first: int = 0,
+                 count: int = 1, local_step: int = 0, nominals=None):
+        self.ctx = ctx = current_context()
+        self.gather = gather = isinstance(src, GlobalTensor)
+        g, local = (src, dst) if gather else (dst, src)
+        kind_name = "DataCopyPad[gather]" if gather else "DataCopyPad[scatter]"
+        if not isinstance(g, GlobalTensor) or not isinstance(local, LocalTensor):
+            raise _fault(None, f"{kind_name}: needs one GlobalTensor and one LocalTensor")
+        p = params
+        first, count, local_step = int(first), int(count), int(local_step)
+        if count < 1 or local_step < 0 or (count - 1) * local_step > local.size:
+            raise _fault(None, f"LocalTensor index {(count - 1) * local_step} outside 0..{local.size}")
+        step = local_step * local.dtype.itemsize
+        # a gather loop repeats one shape and a few UB slots thousands of times: what depends on
+        # nothing else is checked and worked out once per block (the offsets tensor and the
+        # indices are checked for every run: nothing memoised depends on them)
+        memo = ctx.block_memo
+        key = (gather, p.blockCount, p.blockLen, p.srcStride, p.dstStride, local.buffer, local.offset,
+               step, count)
+        known = memo.get(key)
+        if known is None:
+            slots = [_prepare(ctx, gather, g, local[i * local_step], p, offsets, first + i, kind_name)
+                     for i in range(count)]
+            known = memo[key] = (*slots[0][:2], [s[2] for s in slots], *slots[0][3:])
+        self.pipe, self.path, self.spans, self.moved, self.cycles, gm_pitch, ub_pitch, self.size = known
+        _check_call(g, offsets, first, self.pipe, kind_name)
+        # the first index past the offsets tensor, if the run reaches it
+        _check_call(g, offsets, min(first + count - 1, max(first, offsets.size)), self.pipe, kind_name)
+        ptr = g.ptr
+        self.bases = None
+        if nominals is not None:
+            nom = np.asarray(nominals, dtype=np.int64).reshape(-1)
+            if nom.size != count:
+                raise _fault(self.pipe, f"{kind_name}: {nom.size} nominal offsets for {count} copies")
+            bases = ptr.addr + nom * g.dtype.itemsize
+            bad = (bases < ptr.base) | (bases + (p.blockCount - 1) * gm_pitch + p.blockLen > ptr.limit)
+            if bad.any():
+                raise _fault(self.pipe, f"{kind_name}: nominal offset {int(nom[np.argmax(bad)])} takes the "
+                             f"copy outside {ptr.name}'s extent")
+            self.bases = bases.tolist()
+        self.dst, self.src, self.local, self.offsets = dst, src, local, offsets
+        self.first, self.count, self.local_step = first, count, local_step
+        self.ptr, self.isz, self.gm_pitch, self.ub_pitch = ptr, g.dtype.itemsize, gm_pitch, ub_pitch
+        self.n, self.rows = p.blockLen, p.blockCount      # as made (a kernel may reuse its params)
+        self.line = caller_line() if ctx.lines else None  # the report books the copies to this line
+
+    def issue(self, i: int) -> None:
+        """Record copy i of the run."""
+        ctx, gather, spans = self.ctx, self.gather, self.spans[i]
+        index = self.first + i
+        ob = self.offsets.offset + index * 4
+        reads = (("UB", ob, ob + 4),) if gather else (("UB", ob, ob + 4),) + spans
+        bases = self.bases
+        gm = () if bases is None else Rows(None, bases[i], self.n, self.gm_pitch, self.rows)
+        atomic = None if gather else ctx.atomic
+        slot = _Slot(self.local, i * self.local_step) if self.local_step else self.local
+        dst, src = (slot, self.src) if gather else (self.dst, slot)
+        # (positional, cheaper: pipe, name, kind, cycles, path, nbytes, chan_bytes, reads, writes, fn,
+        # flag, operands, gm, gm_write)
+        instr = Instr(self.pipe, _NAMES[gather, atomic is not None], GM_XFER, self.cycles, self.path,
+                      self.rows * self.n, self.moved, reads, spans if gather else (), None, None,
+                      (dst, src, Text("offset {!r}[{}]", self.offsets, index), self.size), gm, not gather)
+        instr.line = self.line
+        if ctx.functional:
+            instr.fn = self._effect(instr, ob, self.local.offset + i * self.local_step * self.local.dtype.itemsize,
+                                    atomic)
+        ctx.emit(instr)
+
+    def issue_all(self) -> None:
+        """Record every copy of the run, in order."""
+        for i in range(self.count):
+            self.issue(i)
+
+    def _effect(self, instr: Instr, ob: int, local_offset: int, atomic):
+        """Functional mode: the copy, at the offset it reads from UB when it executes."""
+        device, core, isz, ptr, pipe = self.ctx.device, self.ctx.core, self.isz, self.ptr, self.pipe
+        gather, ubuf, n, count = self.gather, self.local.buffer, self.n, self.rows
+        gm_pitch, ub_pitch = self.gm_pitch, self.ub_pitch
 
         def fn():
             off = int(core.buffers["UB"][ob:ob + 4].view(np.int32)[0])
@@ -133,7 +201,7 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
                 gmem = device.memory.bytes_at(lo, n)
                 if gmem is None:
                     continue
-                ub = core.buffers[ubuf][local.offset + lo_off:local.offset + lo_off + n]
+                ub = core.buffers[ubuf][local_offset + lo_off:local_offset + lo_off + n]
                 if gather:
                     ub[...] = gmem
                 elif atomic is not None:
@@ -141,8 +209,7 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
                     acc += ub.view(atomic)
                 else:
                     gmem[...] = ub
-        instr.fn = fn
-    ctx.emit(instr)
+        return fn
 
 
-__all__ = ["DataCopyPadIndirect"]
+__all__ = ["DataCopyPadIndirect", "IndirectCopies"]
