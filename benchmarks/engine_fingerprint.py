@@ -17,11 +17,15 @@ import argparse
 import hashlib
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
-import simulator
-from simulator import TensorLayout, studies
+# this checkout's simulator, not the installed one: a worktree of an old commit measures that commit
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import simulator  # noqa: E402
+from simulator import TensorLayout, studies  # noqa: E402
 
 
 def fingerprint(tag: str, result) -> str:

@@ -21,12 +21,17 @@ from __future__ import annotations
 import argparse
 import gc
 import resource
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-import simulator
-from simulator import TensorLayout, studies
+# this checkout's simulator, not the installed one: a worktree of an old commit measures that commit
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import simulator  # noqa: E402
+from simulator import TensorLayout, studies  # noqa: E402
 
 SOC = "Ascend910B1"
 

@@ -15,11 +15,16 @@ not hide. Device memory and L2 are far from busy.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-import simulator
+# this checkout's simulator, not the installed one: a worktree of an old commit measures that commit
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import simulator  # noqa: E402
 
 N, C, H, W, HO, WO = 8, 64, 128, 128, 128, 128
 

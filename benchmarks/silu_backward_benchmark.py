@@ -16,11 +16,16 @@ reads plus the evicted part of the writes.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-import simulator
+# this checkout's simulator, not the installed one: a worktree of an old commit measures that commit
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import simulator  # noqa: E402
 
 
 def main() -> None:
