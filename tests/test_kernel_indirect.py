@@ -265,6 +265,17 @@ def _bad_run_body(src, out, tiling):
         IndirectCopies(u[1000], g, params, idx, 0, 4, 8).issue_all()    # copy 3 starts at u's end
     elif what == "past":
         IndirectCopies(u[1000], g, params, idx, 0, 5, 8).issue_all()
+    elif what == "small after large":       # the same slot and shape, recorded before for a big tensor
+        IndirectCopies(u, g, params, idx, 0, 1).issue_all()
+        IndirectCopies(buf.Get(float32, 4), g, params, idx, 0, 1).issue_all()
+    elif what == "huge nominal":            # would wrap around in int64 once multiplied by 4
+        IndirectCopies(u, g, params, idx, 0, 1, 0, [2 ** 62]).issue_all()
+    elif what == "issue past":
+        IndirectCopies(u, g, params, idx, 0, 2, 8).issue(2)
+    elif what == "empty":                   # an empty loop records nothing, then one copy is asked for
+        run = IndirectCopies(u, g, params, idx, 0, 0, 8)
+        run.issue_all()
+        run.issue(0)
 
 
 @pytest.mark.parametrize("what, message", [
@@ -272,6 +283,10 @@ def _bad_run_body(src, out, tiling):
     ("index", r"DataCopyPad\[gather\]: offset index 512 outside"),   # the first one past
     ("slot", r"DataCopyPad\[gather\]: UB\[4096:4128\] goes beyond its tensor UB\[4096:\+0xFLOAT\]"),
     ("past", r"LocalTensor index 32 outside 0..24"),
+    ("small after large", r"DataCopyPad\[gather\]: UB\[0:32\] goes beyond its tensor UB\[0:\+4xFLOAT\]"),
+    ("huge nominal", r"nominal offset 4611686018427387904 takes the copy outside src's extent"),
+    ("issue past", r"DataCopyPad\[gather\]: copy 2 of a run of 2"),
+    ("empty", r"DataCopyPad\[gather\]: copy 0 of a run of 0"),
 ])
 def test_a_bad_run_of_indirect_copies_is_a_kernel_error_naming_it(what, message):
     with pytest.raises(KernelError, match=message):

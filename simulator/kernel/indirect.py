@@ -104,11 +104,12 @@ class _Slot:
 class IndirectCopies:
     """A loop of DataCopyPadIndirect copies of one shape: copy i moves between the local tensor
     at element i * local_step and GM at `offsets[first + i]` (`nominals[i]` for the L2 model).
-    Everything is checked when the run is made; `issue(i)` records copy i, the very instruction
-    `DataCopyPadIndirect(local[i * local_step], ..., offsets, first + i, nominals[i])` records,
-    so a kernel keeps its own issue order (GridSampler alternates a gather loop with a scatter
-    loop). A GridSampler call is mostly such loops: made call by call, their checks and operand
-    slices were about half of its recording."""
+    Everything is checked, and the GM pointer and `params` are read, when the run is made (a
+    fault names the instruction the run starts at); `issue(i)` records copy i, the very
+    instruction `DataCopyPadIndirect(local[i * local_step], ..., offsets, first + i, nominals[i])`
+    would record then, so a kernel keeps its own issue order (GridSampler alternates a gather
+    loop with a scatter loop). A GridSampler call is mostly such loops: made call by call, their
+    checks and operand slices were about half of its recording."""
 
     def __init__(self, dst, src, params: DataCopyExtParams, offsets: LocalTensor, first: int = 0,
                  count: int = 1, local_step: int = 0, nominals=None):
@@ -120,7 +121,13 @@ class IndirectCopies:
             raise _fault(None, f"{kind_name}: needs one GlobalTensor and one LocalTensor")
         p = params
         first, count, local_step = int(first), int(count), int(local_step)
-        if count < 1 or local_step < 0 or (count - 1) * local_step > local.size:
+        self.kind_name, self.count, self.pipe = kind_name, count, None
+        if count < 0 or local_step < 0:
+            raise _fault(None, f"{kind_name}: a run needs count >= 0 and local_step >= 0 "
+                         f"(got {count} and {local_step})")
+        if count == 0:                         # an empty loop records nothing
+            return
+        if (count - 1) * local_step > local.size:
             raise _fault(None, f"LocalTensor index {(count - 1) * local_step} outside 0..{local.size}")
         step = local_step * local.dtype.itemsize
         # a gather loop repeats one shape and a few UB slots thousands of times: what depends on
@@ -128,7 +135,7 @@ class IndirectCopies:
         # indices are checked for every run: nothing memoised depends on them)
         memo = ctx.block_memo
         key = (gather, p.blockCount, p.blockLen, p.srcStride, p.dstStride, local.buffer, local.offset,
-               step, count)
+               local.size * local.dtype.itemsize, step, count)
         known = memo.get(key)
         if known is None:
             slots = [_prepare(ctx, gather, g, local[i * local_step], p, offsets, first + i, kind_name)
@@ -138,26 +145,34 @@ class IndirectCopies:
         _check_call(g, offsets, first, self.pipe, kind_name)
         # the first index past the offsets tensor, if the run reaches it
         _check_call(g, offsets, min(first + count - 1, max(first, offsets.size)), self.pipe, kind_name)
-        ptr = g.ptr
+        ptr, isz = g.ptr, g.dtype.itemsize
         self.bases = None
         if nominals is not None:
-            nom = np.asarray(nominals, dtype=np.int64).reshape(-1)
+            try:
+                nom = np.asarray(nominals, dtype=np.int64).reshape(-1)
+            except (OverflowError, TypeError, ValueError):
+                raise _fault(self.pipe, f"{kind_name}: nominal offsets must be int64 element offsets") from None
             if nom.size != count:
                 raise _fault(self.pipe, f"{kind_name}: {nom.size} nominal offsets for {count} copies")
-            bases = ptr.addr + nom * g.dtype.itemsize
-            bad = (bases < ptr.base) | (bases + (p.blockCount - 1) * gm_pitch + p.blockLen > ptr.limit)
+            # the element offsets that keep every block inside the tensor (Python integers: a
+            # huge nominal must not wrap around in int64)
+            lowest = -((ptr.addr - ptr.base) // isz)
+            highest = (ptr.limit - (p.blockCount - 1) * gm_pitch - p.blockLen - ptr.addr) // isz
+            bad = (nom < lowest) | (nom > highest)
             if bad.any():
                 raise _fault(self.pipe, f"{kind_name}: nominal offset {int(nom[np.argmax(bad)])} takes the "
                              f"copy outside {ptr.name}'s extent")
-            self.bases = bases.tolist()
+            self.bases = (ptr.addr + nom * isz).tolist()
         self.dst, self.src, self.local, self.offsets = dst, src, local, offsets
         self.first, self.count, self.local_step = first, count, local_step
-        self.ptr, self.isz, self.gm_pitch, self.ub_pitch = ptr, g.dtype.itemsize, gm_pitch, ub_pitch
+        self.ptr, self.isz, self.gm_pitch, self.ub_pitch = ptr, isz, gm_pitch, ub_pitch
         self.n, self.rows = p.blockLen, p.blockCount      # as made (a kernel may reuse its params)
         self.line = caller_line() if ctx.lines else None  # the report books the copies to this line
 
     def issue(self, i: int) -> None:
-        """Record copy i of the run."""
+        """Record copy i of the run (0 <= i < count)."""
+        if not 0 <= i < self.count:
+            raise _fault(self.pipe, f"{self.kind_name}: copy {i} of a run of {self.count}")
         ctx, gather, spans = self.ctx, self.gather, self.spans[i]
         index = self.first + i
         ob = self.offsets.offset + index * 4
