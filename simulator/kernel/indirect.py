@@ -164,7 +164,7 @@ class IndirectCopies:
                              f"copy outside {ptr.name}'s extent")
             self.bases = (ptr.addr + nom * isz).tolist()
         self.dst, self.src, self.local, self.offsets = dst, src, local, offsets
-        self.first, self.count, self.local_step = first, count, local_step
+        self.first, self.local_step = first, local_step
         self.ptr, self.isz, self.gm_pitch, self.ub_pitch = ptr, isz, gm_pitch, ub_pitch
         self.n, self.rows = p.blockLen, p.blockCount      # as made (a kernel may reuse its params)
         self.line = caller_line() if ctx.lines else None  # the report books the copies to this line
