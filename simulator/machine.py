@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 
+import numpy as np
 import simpy
 
 from .memory import DeviceMemory, L2Cache, MemoryChannel
@@ -86,11 +87,15 @@ class Device:
         instructions). A gen-0 collection walks every young object still alive, so at the default
         threshold (700) collections took 10-17 % of a run, and at 50,000 still ~11 % of a
         GridSampler run against none at all; at 1,000,000 they cost no more than none, and the
-        collector still runs, as a safety net for cycles a kernel might make."""
+        collector still runs, as a safety net for cycles a kernel might make.
+        The machine's arithmetic raises no floating-point warnings: a Vector cast that overflows
+        gives inf, as the hardware's does, and the padding lanes of a tile may hold anything
+        (numpy's error state is per thread; the effects run on this one)."""
         old = gc.get_threshold()
         gc.set_threshold(max(old[0], 1_000_000), *old[1:])
         try:
-            self.env.run(until=until)
+            with np.errstate(all="ignore"):
+                self.env.run(until=until)
         finally:
             gc.set_threshold(*old)
 
