@@ -91,7 +91,8 @@ class AclnnError(Exception):
     """An operator call rejected with an aclnn status code; `str()` is the readable message."""
 
     def __init__(self, status: int, message: str):
-        super().__init__(message)
+        # both in args: SimPy rebuilds an exception that leaves a process as type(e)(*e.args)
+        super().__init__(status, message)
         self.status = int(status)
         self.message = message
 

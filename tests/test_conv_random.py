@@ -41,6 +41,8 @@ def draw_case(seed: int) -> dict:
     rng = np.random.default_rng(seed)
     soc = list(CHIPS)[seed % len(CHIPS)]
     series = CHIPS[soc]
+    big_rng = np.random.default_rng([seed, 7])    # (its own stream: the other draws stay as they were)
+    big = big_rng.random() < 0.08
     while True:
         nd = int(rng.choice([1, 2, 2, 3] if series == "A2" else [1, 2, 2]))
         transposed = bool(rng.random() < 0.5)
@@ -48,6 +50,10 @@ def draw_case(seed: int) -> dict:
         wide = rng.random() < 0.2          # channels across C0 = 16
         cig = int(rng.integers(1, 24 if wide else 6))
         cog = int(rng.integers(1, 24 if wide else 6))
+        if big:                            # past the Cube's n-tiles and the weight packing's chunks
+            cig = int(big_rng.choice([33, 63, 65, 100, 129, 257]))
+            cog = int(big_rng.choice([1, 17, 65, 130]))
+            groups = 1
         k = tuple(int(rng.integers(1, 5 if nd < 3 else 4)) for _ in range(nd))
         s = tuple(int(rng.integers(1, 4)) for _ in range(nd))
         d = tuple(int(rng.integers(1, 4)) for _ in range(nd))

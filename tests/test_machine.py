@@ -761,3 +761,14 @@ def test_an_overflowing_cast_gives_inf_without_a_warning():
     np.testing.assert_array_equal(out[1::4], -np.inf)
     np.testing.assert_array_equal(out[2::4], np.float16(1.5))
     assert np.isnan(out[3::4]).all()
+
+
+def test_an_operator_error_raised_inside_a_kernel_keeps_its_status_and_message():
+    """SimPy rebuilds an exception that leaves a process as type(e)(*e.args): an AclnnError
+    raised while a kernel runs once became 'TypeError: __init__() missing message'."""
+    from simulator.enums import AclnnError
+
+    def body(x):
+        raise AclnnError(561002, "weight packing: this does not fit")
+    with pytest.raises(Exception, match="561002.*weight packing: this does not fit"):
+        simulator.run_kernel(body, 1, {"x": np.zeros(8, np.float32)})

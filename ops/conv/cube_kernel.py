@@ -401,7 +401,7 @@ def _dw_stages(job: CubeJob, unit_ids, gDY, gX, gACC, gA32, isz, c0):
                 k1 = ceil_div(kq, c0)
                 mst = p0 + q0 - oh0 * Wg
                 if t.a_nd2nz:
-                    def la(a2, l1, q0=q0, k1=k1):
+                    def la(a2, l1, q0=q0, k1=k1, m1=m1):
                         frac = 512 // a2.dtype.itemsize
                         for kb in range(k1):
                             LoadData(a2[kb * frac], l1.ReinterpretCast(a2.dtype),

@@ -316,6 +316,26 @@ class PackWeight:
     def C1(self) -> int:
         return ceil_div(self.Cout, self.c0)
 
+    def padded(self, n: int) -> bool:
+        """A chunk of n input channels whose rows (n x taps elements of one output channel) are
+        not whole 32-B blocks: DataCopyPad lands each row 32-B aligned in UB, so the rows are
+        closed up (two transposes) before the packing's own."""
+        return not self.transposed and n != self.Cin and n * self.KD * self.KH * self.KW * self.sdt.itemsize % 32 != 0
+
+    def regs(self, b: int, n: int) -> tuple[int, int, int, int, int]:
+        """(elements packed, elements as loaded, cast, first transpose and output offsets) of a
+        chunk of n channels in the slot at b (non-transposed weights)."""
+        taps, isz_s, isz = self.KD * self.KH * self.KW, self.sdt.itemsize, self.cd.itemsize
+        cap = self.c0 * n * taps
+        held = self.c0 * align_up(n * taps * isz_s, 32) // isz_s if self.padded(n) else cap
+        r_cast = b + align_up(held * isz_s, 32)
+        r_t1 = r_cast + (align_up(held * isz, 32) if self.sdt != self.cd else 0)
+        return cap, held, r_cast, r_t1, r_t1 + align_up(held * isz, 32)
+
+    def slot_bytes(self, n: int) -> int:
+        cap, _, _, _, r_out = self.regs(0, n)
+        return r_out + align_up(cap * self.cd.itemsize, 32)
+
     @property
     def n16(self) -> list:
         return [align_up(w, 16) for _, w in self.ntiles]
@@ -361,14 +381,19 @@ def plan_packw(geo: CubeGeometry, w_dtype, cd, c0, ntiles, ub: int) -> PackWeigh
         raise tiling_error(f"weight packing: one input channel ({per_ci} B) does not fit in UB ({ub} B)")
     if nci < geo.Cin:
         nci = nci // 16 * 16          # whole 32-B rows in UB for the strided load
-        if nci < 16:
+    while True:
+        if nci < 1 or (nci < geo.Cin and nci < 16):
             raise tiling_error(f"weight packing: 16 input channels ({16 * per_ci} B) do not fit in UB ({ub} B)")
-    chunks = []
-    for j, (n0, nw) in enumerate(ntiles):
-        for ci0 in range(n0, n0 + nw, nci):
-            chunks.append((j, ci0, min(nci, n0 + nw - ci0)))
-    t.chunk = max(c[2] for c in chunks)
-    t.slot = t.chunk * per_ci
+        chunks = []
+        for j, (n0, nw) in enumerate(ntiles):
+            for ci0 in range(n0, n0 + nw, nci):
+                chunks.append((j, ci0, min(nci, n0 + nw - ci0)))
+        t.chunk = max(c[2] for c in chunks)
+        # a chunk whose rows are padded to 32 B in UB (the last of an n-tile) needs a little more
+        t.slot = max([t.chunk * per_ci] + [t.slot_bytes(n) for _, _, n in chunks if t.padded(n)])
+        if 2 * t.slot <= ub:
+            break
+        nci = nci - 16 if nci > 16 else nci - 1
     if not geo.transposed:
         t.items = [(g, co1, j, ci0, n) for g in range(geo.G) for co1 in range(C1) for (j, ci0, n) in chunks]
     else:
@@ -381,18 +406,11 @@ def pass_packw(vb: VecBlock, items, t: PackWeight, sGm, dGm):
     taps = t.KD * t.KH * t.KW
     cast = t.sdt != t.cd
     if not t.transposed:
-        def regs(b, n):
-            cap = c0 * n * taps
-            r_cast = b + align32(cap * isz_s)
-            r_t1 = r_cast + (align32(cap * isz) if cast else 0)
-            return cap, r_cast, r_t1, r_t1 + align32(cap * isz)
-
         def prezero(b, it):
             g, co1, j, ci0, n = it
-            if min(c0, t.Cout - co1 * c0) == c0 and (n == t.Cin or n * taps * isz_s % 32 == 0):
+            if min(c0, t.Cout - co1 * c0) == c0 and not t.padded(n):
                 return False
-            cap = c0 * n * taps
-            z, cnt = zero_lanes(vb.raw[b], align32(cap * isz_s))
+            z, cnt = zero_lanes(vb.raw[b], align32(t.regs(b, n)[1] * isz_s))
             Duplicate(z, 0.0, cnt)
             return True
 
@@ -403,25 +421,30 @@ def pass_packw(vb: VecBlock, items, t: PackWeight, sGm, dGm):
             if n == t.Cin:
                 DataCopyPad(vb.at(b, t.sdt), src, DataCopyExtParams(1, nco * t.Cin * taps * isz_s, 0, 0))
             else:
-                row = n * taps * isz_s
-                if row % 32:
-                    raise tiling_error("weight packing: a channel chunk row is not 32-B aligned in UB")
+                row = n * taps * isz_s          # (rows land 32-B aligned: padded when row % 32)
                 DataCopyPad(vb.at(b, t.sdt), src, DataCopyExtParams(nco, row, (t.Cin - n) * taps * isz_s, 0))
 
         def compute(b, it):
             g, co1, j, ci0, n = it
-            cap, r_cast, r_t1, r_out = regs(b, n)
+            cap, held, r_cast, r_t1, r_out = t.regs(b, n)
             src = vb.at(b, t.sdt)
             if cast:
-                Cast(vb.at(r_cast, t.cd), src, round_mode(t.cd, t.sdt), cap)
+                Cast(vb.at(r_cast, t.cd), src, round_mode(t.cd, t.sdt), held)
                 src = vb.at(r_cast, t.cd)
+            if held != cap:
+                # [co][row padded to 32 B] -> [padded row][co]; its first n x taps rows -> [co][ci][tap]
+                width = held // c0
+                TransposeExt(vb.at(r_t1, t.cd), src, None, nhwc2nchw(1, c0, 1, width))
+                TransposeExt(vb.at(r_out, t.cd), vb.at(r_t1, t.cd), None,
+                             TransposeParamsExt(1, n * taps, c0, 1, NCHW2NHWC))
+                src = vb.at(r_out, t.cd)
             # [co][ci][tap] -> [tap][co][ci] -> [tap][ci][co]
             TransposeExt(vb.at(r_t1, t.cd), src, None, nhwc2nchw(1, c0 * n, 1, taps))
             TransposeExt(vb.at(r_out, t.cd), vb.at(r_t1, t.cd), None, TransposeParamsExt(taps, c0, n, 1, NCHW2NHWC))
 
         def store(b, it):
             g, co1, j, ci0, n = it
-            out = vb.at(regs(b, n)[3], t.cd)
+            out = vb.at(t.regs(b, n)[4], t.cd)
             n0 = t.ntiles[j][0]
             runs = []
             for q, ph in enumerate(t.phases):
