@@ -81,6 +81,9 @@ CASES = [
     # Cin past gradInput's n-tile: the last tile's weight rows are not whole 32-B blocks
     _case("training", (1, 65, 5, 5), (3, 3), 4, (1, 1), (1, 1), (1, 1)),
     _case("A2", (1, 65, 7), (3,), 130, (1,), (1,), (1,)),
+    # fewer than 16 input channels per weight-packing chunk (many taps): refused with 561002 before
+    _case("A2", (1, 40, 6, 6, 6), (5, 5, 5), 8, (1, 1, 1), (2, 2, 2), (1, 1, 1)),
+    _case("A2", (2, 100, 1, 3, 1), (3, 3, 2), 65, (1, 2, 1), (1, 3, 0), (3, 1, 2), transposed=True, opad=(2, 0, 1)),
     _case("A2", (2, 5, 9), (3,), 6, (1,), (1,), (1,)),                                   # 1D
     _case("A2", (1, 3, 17), (5,), 4, (3,), (2,), (2,), dtype=f32, cm=0),                 # 1D stride, dilation, FP32
     _case("A2", (2, 4, 7, 6), (3, 3), 8, (1, 1), (1, 1), (1, 1)),                        # 2D

@@ -377,13 +377,11 @@ def plan_packw(geo: CubeGeometry, w_dtype, cd, c0, ntiles, ub: int) -> PackWeigh
     else:
         per_ci = taps * (geo.Cout * (isz_s + (isz if t.sdt != cd else 0)) + 2 * C1 * c0 * isz) + 96
     nci = room // per_ci
-    if nci < 1:
-        raise tiling_error(f"weight packing: one input channel ({per_ci} B) does not fit in UB ({ub} B)")
-    if nci < geo.Cin:
-        nci = nci // 16 * 16          # whole 32-B rows in UB for the strided load
+    if 16 <= nci < geo.Cin and not geo.transposed:
+        nci = nci // 16 * 16          # whole 32-B rows in UB for the strided load, where 16 fit
     while True:
-        if nci < 1 or (nci < geo.Cin and nci < 16):
-            raise tiling_error(f"weight packing: 16 input channels ({16 * per_ci} B) do not fit in UB ({ub} B)")
+        if nci < 1:
+            raise tiling_error(f"weight packing: one input channel ({per_ci} B) does not fit in UB ({ub} B)")
         chunks = []
         for j, (n0, nw) in enumerate(ntiles):
             for ci0 in range(n0, n0 + nw, nci):
