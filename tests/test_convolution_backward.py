@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import simulator
+from simulator.enums import AclnnError
 from conv_reference import conv_backward, conv_out_size, conv_tbc_backward, norm_padding
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -84,6 +85,10 @@ CASES = [
     # fewer than 16 input channels per weight-packing chunk (many taps): refused with 561002 before
     _case("A2", (1, 40, 6, 6, 6), (5, 5, 5), 8, (1, 1, 1), (2, 2, 2), (1, 1, 1)),
     _case("A2", (2, 100, 1, 3, 1), (3, 3, 2), 65, (1, 2, 1), (1, 3, 0), (3, 1, 2), transposed=True, opad=(2, 0, 1)),
+    # weight-packing chunks of different widths in one slot (the next load must not land where
+    # the last store still reads), and a slot that is not a whole number of 32-B blocks
+    _case("A2", (1, 260, 20), (20,), 130, (1,), (0,), (1,), dtype=f32, cm=0, mask=(1, 0, 0)),
+    _case("A2", (1, 61, 9), (1,), 400, (1,), (0,), (1,), dtype=f32, cm=0, wdtype=f16, mask=(1, 0, 0)),
     _case("A2", (2, 5, 9), (3,), 6, (1,), (1,), (1,)),                                   # 1D
     _case("A2", (1, 3, 17), (5,), 4, (3,), (2,), (2,), dtype=f32, cm=0),                 # 1D stride, dilation, FP32
     _case("A2", (2, 4, 7, 6), (3, 3), 8, (1, 1), (1, 1), (1, 1)),                        # 2D
@@ -310,3 +315,13 @@ def test_timing_only_cycles_equal_functional():
     assert f.cycles == t.cycles and f.workspace_size == t.workspace_size
     c2 = _case("training", (1, 4, 7, 7), (3, 3), 4, (1, 1), (1, 1), (1, 1), transposed=True, opad=(0, 0))
     assert run_case(c2, "functional")[0].cycles == run_case(c2, "timing")[0].cycles
+
+
+def test_a_forced_gradinput_n_tile_must_be_whole_16_channel_blocks():
+    """gradInput's n-tiles start on whole 16-channel blocks; a forced baseN of 100 computed wrong
+    gradients before, and is 561002 in phase 1 now."""
+    c = _case("A2", (1, 449, 9), (8,), 130, (1,), (0,), (1,), mask=(1, 0, 0))
+    with pytest.raises(AclnnError) as e:
+        run_case(c, tiling={"baseN": 100})
+    assert e.value.status == 561002 and "multiple of 16" in str(e.value)
+    run_case(c, tiling={"baseN": 96})

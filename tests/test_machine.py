@@ -763,9 +763,10 @@ def test_an_overflowing_cast_gives_inf_without_a_warning():
     assert np.isnan(out[3::4]).all()
 
 
-def test_an_operator_error_raised_inside_a_kernel_keeps_its_status_and_message():
+def test_an_operator_error_raised_inside_a_kernel_is_reported_with_its_message():
     """SimPy rebuilds an exception that leaves a process as type(e)(*e.args): an AclnnError
-    raised while a kernel runs once became 'TypeError: __init__() missing message'."""
+    raised while a kernel runs once became 'TypeError: __init__() missing message'. It is an
+    internal error (a planned kernel must not fail), reported with the status and the text."""
     from simulator.enums import AclnnError
 
     def body(x):

@@ -310,6 +310,7 @@ class PackWeight:
     size: int             # elements
     slot: int = 0
     chunk: int = 0
+    held_max: int = 0     # elements of the largest chunk as loaded: fixes every region of a slot
     items: list = field(default_factory=list)
 
     @property
@@ -322,19 +323,26 @@ class PackWeight:
         closed up (two transposes) before the packing's own."""
         return not self.transposed and n != self.Cin and n * self.KD * self.KH * self.KW * self.sdt.itemsize % 32 != 0
 
+    def held(self, n: int) -> int:
+        """Elements of a chunk of n channels as loaded (rows padded to 32 B if they must be)."""
+        taps, isz_s = self.KD * self.KH * self.KW, self.sdt.itemsize
+        return self.c0 * align_up(n * taps * isz_s, 32) // isz_s if self.padded(n) else self.c0 * n * taps
+
     def regs(self, b: int, n: int) -> tuple[int, int, int, int, int]:
         """(elements packed, elements as loaded, cast, first transpose and output offsets) of a
-        chunk of n channels in the slot at b (non-transposed weights)."""
+        chunk of n channels in the slot at b (non-transposed weights). The offsets are those of
+        the largest chunk for every chunk: the next load into this slot (which waits for this
+        chunk's compute, not its store) must not land where this chunk's store still reads."""
         taps, isz_s, isz = self.KD * self.KH * self.KW, self.sdt.itemsize, self.cd.itemsize
-        cap = self.c0 * n * taps
-        held = self.c0 * align_up(n * taps * isz_s, 32) // isz_s if self.padded(n) else cap
-        r_cast = b + align_up(held * isz_s, 32)
-        r_t1 = r_cast + (align_up(held * isz, 32) if self.sdt != self.cd else 0)
-        return cap, held, r_cast, r_t1, r_t1 + align_up(held * isz, 32)
+        most = self.held_max
+        r_cast = b + align_up(most * isz_s, 32)
+        r_t1 = r_cast + (align_up(most * isz, 32) if self.sdt != self.cd else 0)
+        return self.c0 * n * taps, self.held(n), r_cast, r_t1, r_t1 + align_up(most * isz, 32)
 
-    def slot_bytes(self, n: int) -> int:
-        cap, _, _, _, r_out = self.regs(0, n)
-        return r_out + align_up(cap * self.cd.itemsize, 32)
+    def slot_bytes(self) -> int:
+        """The slot the largest chunk needs (32-B aligned, so the second slot is too)."""
+        r_out = self.regs(0, self.chunk)[4]
+        return align_up(r_out + self.c0 * self.chunk * self.KD * self.KH * self.KW * self.cd.itemsize, 32)
 
     @property
     def n16(self) -> list:
@@ -387,8 +395,9 @@ def plan_packw(geo: CubeGeometry, w_dtype, cd, c0, ntiles, ub: int) -> PackWeigh
             for ci0 in range(n0, n0 + nw, nci):
                 chunks.append((j, ci0, min(nci, n0 + nw - ci0)))
         t.chunk = max(c[2] for c in chunks)
-        # a chunk whose rows are padded to 32 B in UB (the last of an n-tile) needs a little more
-        t.slot = max([t.chunk * per_ci] + [t.slot_bytes(n) for _, _, n in chunks if t.padded(n)])
+        t.held_max = max(t.held(n) for _, _, n in chunks)
+        # (a chunk whose width is not a multiple of 16 may have rows padded to 32 B in UB)
+        t.slot = align_up(max(t.chunk * per_ci, t.slot_bytes() if not geo.transposed else 0), 32)
         if 2 * t.slot <= ub:
             break
         nci = nci - 16 if nci > 16 else nci - 1

@@ -153,6 +153,8 @@ def plan_dx(geo: CubeGeometry, cc: CubeCaps, isz: int, c0: int, osz: int, ov: di
     o_m, o_n, o_k = _pick(ov, "dxBaseM", "baseM"), _pick(ov, "dxBaseN", "baseN"), _pick(ov, "dxBaseK", "baseK")
     if o_k is not None and o_k % c0:
         raise tiling_error(f"tiling override: dxBaseK {o_k} must be a multiple of C0 = {c0}")
+    if o_n is not None and o_n % 16:        # n-tiles start on whole 16-channel blocks of gradInput
+        raise tiling_error(f"tiling override: dxBaseN {o_n} must be a multiple of 16")
     Cin16 = align_up(geo.Cin, 16)
     best = None
     for small in (False, True):      # smaller n-tiles only when none of the usual ones fits
