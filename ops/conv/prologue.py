@@ -87,11 +87,15 @@ def pass_to5hd(vb: VecBlock, items, t: To5HDPass, sGm, dGm):
         nch = min(c1n * c0, t.Cg - c1a * c0)
         return whole, Lp, nch
 
+    # every item of the pass places its regions as the largest does: the next load into a slot
+    # waits for this item's compute, not its store, so it must not land where the store reads
+    most = max((it[3] * c0 * geom(it)[1] for it in items), default=0)
+
     def regions(b, c1n, Lp):
         cap = c1n * c0 * Lp
         r_in = b
-        r_cast = r_in + align32(cap * isz_s)
-        r_out = r_cast + (align32(cap * isz) if cast else 0)
+        r_cast = r_in + align32(most * isz_s)
+        r_out = r_cast + (align32(most * isz) if cast else 0)
         return cap, r_in, r_cast, r_out
 
     def prezero(b, it):
