@@ -159,7 +159,7 @@ def test_random_call(c):
     for name in outs:
         got = r.outputs[name]
         assert got is outs[name], f"{what}: {name} is not the array passed in"
-        bad = violations(got, R, name)
+        bad = violations(got, R, name, interp)
         if bad.any():
             j = tuple(np.argwhere(bad)[0])
             pytest.fail(f"{what}: {name}: {int(bad.sum())} of {bad.size} outside the tolerance of the "
@@ -183,7 +183,7 @@ def test_random_call(c):
         assert np.all(np.abs(t - R[name]) <= 1e-9 * scale), f"{what}: the two oracles disagree on {name}"
         if name in outs:
             bad = violations(outs[name], {name: t, name + "_scale": R[name + "_scale"],
-                                          name + "_cscale": R[name + "_cscale"]}, name)
+                                          name + "_cscale": R[name + "_cscale"]}, name, interp)
             assert not bad.any(), f"{what}: {name} outside the tolerance of torch's float64 result"
 
 
