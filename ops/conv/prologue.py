@@ -421,7 +421,7 @@ def pass_packw(vb: VecBlock, items, t: PackWeight, sGm, dGm):
             g, co1, j, ci0, n = it
             if min(c0, t.Cout - co1 * c0) == c0 and not t.padded(n):
                 return False
-            z, cnt = zero_lanes(vb.raw[b], align32(t.regs(b, n)[1] * isz_s))
+            z, cnt = zero_lanes(vb.raw[b], align32(t.held(n) * isz_s))
             Duplicate(z, 0.0, cnt)
             return True
 
