@@ -31,6 +31,7 @@ from simulator import TensorLayout, studies  # noqa: E402
 def fingerprint(tag: str, result) -> str:
     report = result.report.to_dict()
     report.pop("trace", None)
+    report.pop("lines", None)       # source line numbers: a refactor moves them, the cycles stay
     rh = hashlib.sha1(json.dumps(report, sort_keys=True, default=str).encode()).hexdigest()[:12]
     th = "-"
     if result.report.trace is not None:
