@@ -38,7 +38,7 @@ from mskpp_910b1 import MMAD_FP16_910B1, MSKPP_CLOCK_GHZ, TABLES, table_cycles  
 from simulator import acl  # noqa: E402
 from simulator.enums import KernelError  # noqa: E402
 from simulator.kernel import *  # noqa: E402,F401,F403
-from simulator.machine import KernelLaunch  # noqa: E402
+from simulator.program import KernelLaunch  # noqa: E402
 from simulator.profile import list_socs, load_profile  # noqa: E402
 from simulator.report import Report  # noqa: E402
 

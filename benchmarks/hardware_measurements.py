@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE.parent / "examples"))
 from simulator import acl  # noqa: E402
 from simulator.enums import KernelError  # noqa: E402
 from simulator.kernel import GM_ADDR  # noqa: E402
-from simulator.machine import KernelLaunch  # noqa: E402
+from simulator.program import KernelLaunch  # noqa: E402
 from simulator.report import Report  # noqa: E402
 
 FIXTURE = HERE.parent / "tests" / "fixtures" / "msprof" / "add_sample_op_summary.csv"

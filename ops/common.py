@@ -14,11 +14,18 @@ from simulator.acl import aclTensor
 from simulator.aclnn import WorkspacePart
 from simulator.kernel import (GM_ADDR, DataCopy, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx,
                               GlobalTensor, HardEvent, SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag, float32)
-from simulator.kernel.cube import Transpose, TransposeParamsExt, TransposeType
-from simulator.program import KernelLaunch, align_up, ceil_div
+from simulator.kernel.vector import Transpose, TransposeParamsExt, TransposeType
+from simulator.program import KernelLaunch
+from simulator.arith import align_up, ceil_div
+from simulator.enums import AclnnError, aclnnStatus
 from simulator.profile import Profile
 
 MAX_BLOCK_COUNT = 4095          # DataCopyExtParams.blockCount is 12 bits
+
+
+def tiling_error(msg: str) -> AclnnError:
+    """ACLNN_ERR_INNER_TILING_ERROR (561002): no tiling can run the call (or a forced one cannot)."""
+    return AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR, msg)
 
 
 def tensor_arg(t: aclTensor, name: str) -> GM_ADDR:

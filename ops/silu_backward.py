@@ -19,7 +19,8 @@ from simulator.enums import NUMPY_OF, AclnnError, aclnnStatus, dtype_name, param
 from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, Cast, DataCopy, DataCopyExtParams,
                               DataCopyPad, Exp, GetBlockIdx, GlobalTensor, Mul, Muls, Reciprocal,
                               RoundMode, TBuf, TPipe, TPosition, TQue, float32)
-from simulator.program import KernelLaunch, align_up, ceil_div
+from simulator.program import KernelLaunch
+from simulator.arith import align_up, ceil_div
 from .common import tensor_arg, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
 
 MIN_BLOCK_ELEMS = 2048     # tiling choice: below this, fewer cores with longer blocks

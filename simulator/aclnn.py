@@ -21,7 +21,7 @@ import numpy as np
 
 from . import acl
 from .enums import AclnnError, aclnnStatus, param_invalid, param_nullptr
-from .machine import KernelLaunch
+from .program import KernelLaunch
 from .state import TaskRecord
 from .profile import Profile
 

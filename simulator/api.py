@@ -415,7 +415,7 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
     the reported run finds its data warm in L2, as a board run does after its host-to-device copies.
     Raises KernelError with the core, pipe and instruction at fault."""
     from .kernel import GM_ADDR
-    from .machine import KernelLaunch
+    from .program import KernelLaunch
     with _private_device(soc, mode, profile, trace) as rt:
         placed: dict[str, tuple[int, np.ndarray]] = {}
         values = []

@@ -18,8 +18,7 @@ import simpy
 
 from .memory import DeviceMemory, L2Cache, MemoryChannel
 from .profile import PIPES, Profile
-from .program import (BARRIER, COMPUTE, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch, align_up,
-                      ceil_div, current_context)
+from .program import BARRIER, COMPUTE, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch
 from .block_run import BlockRun
 from .recorder import BlockContext, CountingContext, ProgramRecorder, count_instructions, record_whole
 from .state import BlockRecord, CoreState, Group, LaunchRecord, TaskRecord
@@ -299,6 +298,4 @@ class Device:
         return "\n".join(lines)
 
 
-__all__ = ["Device", "KernelLaunch", "TaskRecord", "Instr", "BlockContext", "Group", "current_context",
-           "COMPUTE", "GM_XFER", "SET", "WAIT", "BARRIER", "END", "XSET", "XWAIT", "ceil_div",
-           "align_up"]
+__all__ = ["Device"]

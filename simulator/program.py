@@ -143,11 +143,3 @@ def caller_line() -> tuple[str, int] | None:
         return None
     key = (f.f_code.co_filename, f.f_lineno)
     return _LINES.setdefault(key, key)         # one tuple per line, however many instructions
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def align_up(a: int, b: int) -> int:
-    return -(-a // b) * b

@@ -13,7 +13,7 @@ from simulator.kernel import (ASCEND_IS_AIC, PIPE_MTE2, PIPE_MTE3, PIPE_S, Adds,
                               GetSubBlockIdx, GlobalTensor, HardEvent, PipeBarrier, PIPE_ALL,
                               SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag, float32, half, Cast,
                               RoundMode)
-from simulator.machine import KernelLaunch
+from simulator.program import KernelLaunch
 
 WHERE = re.compile(r"core (aiv|aic|aicore)\d+ \(block \d+\), PIPE_\w+")
 
@@ -446,7 +446,7 @@ def k_long_deadlock(x, n):
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Record programs 100 instructions at a time, and note how long each chunk grew."""
-    from simulator.machine import ProgramRecorder
+    from simulator.recorder import ProgramRecorder
     seen = []
     pause = ProgramRecorder.pause
 
@@ -464,7 +464,7 @@ def test_a_long_program_in_chunks_gives_the_same_result_and_cycles(small_chunks,
     chunked = simulator.run_kernel(k_long, 2, args)
     assert len(small_chunks) >= 2 * 30 and max(small_chunks) == 100     # never more than a chunk held
     small_chunks.clear()
-    from simulator.machine import ProgramRecorder
+    from simulator.recorder import ProgramRecorder
     monkeypatch.setattr(ProgramRecorder, "CHUNK", 10 ** 9)             # the whole program in one go
     whole = simulator.run_kernel(k_long, 2, args)
     assert small_chunks == []
@@ -479,7 +479,7 @@ def test_a_block_recorded_again_leaves_no_instructions_for_the_collector(monkeyp
     blocks once left ~0.4 GB of them to the collector)."""
     import gc
 
-    from simulator.machine import ProgramRecorder
+    from simulator.recorder import ProgramRecorder
     from simulator.program import Instr
     monkeypatch.setattr(ProgramRecorder, "CHUNK", 100)
     gc.collect()

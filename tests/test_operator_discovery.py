@@ -41,7 +41,7 @@ def test_a_users_package_adds_an_operator(tmp_path):
         import numpy as np
         from simulator.aclnn import OpDef, Param, Plan, register
         from simulator.kernel import DataCopy, GlobalTensor, HardEvent, SetFlag, TBuf, TPipe, TPosition, WaitFlag
-        from simulator.machine import KernelLaunch
+        from simulator.program import KernelLaunch
         from ops.common import tensor_arg
 
         def body(src, dst, n):

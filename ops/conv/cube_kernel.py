@@ -15,7 +15,7 @@ from simulator.kernel.cube import (CFG_NZ, BlockMode, DataCopyEnhancedParams, De
                                    FixpipeParamsV220, InitConstValue, InitConstValueParams, LoadData,
                                    LoadData2DParams, LoadData3DParamsV2, Mmad, MmadParams, Nd2NzParams,
                                    SetHF32Mode)
-from simulator.program import align_up, ceil_div
+from simulator.arith import align_up, ceil_div
 from .geometry import F16, CubeGeometry, axis_window
 from .prologue import PackWeight
 from .tiling import DwTiling, DxTiling

@@ -9,12 +9,11 @@ import numpy as np
 
 from simulator.kernel import (Cast, DataCopy, DataCopyExtParams, DataCopyPad, DataCopyParams, Duplicate,
                               GetBlockIdx, GlobalTensor)
-from simulator.kernel.cube import TransposeParamsExt
-from simulator.kernel.cube import Transpose as TransposeExt
-from simulator.program import align_up, ceil_div
+from simulator.kernel.vector import Transpose, TransposeParamsExt
+from simulator.arith import align_up, ceil_div
+from ..common import tiling_error
 from .geometry import CubeGeometry, SpaceToDepth
 from .prologue import perm_plan, perm_result, run_perm
-from .tiling import tiling_error
 from .vector_pipeline import (NCHW2NHWC, VecBlock, align32, round_mode, zero_lanes, nhwc2nchw, slot_pass,
                               ring_pass)
 
@@ -24,7 +23,7 @@ def tchain(vb: VecBlock, seq, cur: int, target: int, other: int, dt) -> int:
     lands in `target` (cur must be neither)."""
     for i, p in enumerate(seq):
         dst = target if (len(seq) - 1 - i) % 2 == 0 else other
-        TransposeExt(vb.at(dst, dt), vb.at(cur, dt), None, p)
+        Transpose(vb.at(dst, dt), vb.at(cur, dt), None, p)
         cur = dst
     return cur
 
@@ -35,8 +34,8 @@ def repitch(vb: VecBlock, src: int, tmp: int, dst: int, rows: int, width: int, w
     transpose back."""
     z, n = zero_lanes(vb.raw[tmp], align32(widthp * rows * dt.itemsize))
     Duplicate(z, 0.0, n)
-    TransposeExt(vb.at(tmp, dt), vb.at(src, dt), None, nhwc2nchw(1, rows, 1, width))
-    TransposeExt(vb.at(dst, dt), vb.at(tmp, dt), None, TransposeParamsExt(1, widthp, rows, 1, NCHW2NHWC))
+    Transpose(vb.at(tmp, dt), vb.at(src, dt), None, nhwc2nchw(1, rows, 1, width))
+    Transpose(vb.at(dst, dt), vb.at(tmp, dt), None, TransposeParamsExt(1, widthp, rows, 1, NCHW2NHWC))
 
 
 @dataclass
@@ -220,7 +219,7 @@ def pass_dx_out(vb: VecBlock, items, t: DxOut, sGm, dGm):
 
     def r_compute(lb, ob, it):
         g, c1, c1n, n, xd, i0, ni = it
-        TransposeExt(vb.at(ob, odt), vb.at(lb, odt), None, nhwc2nchw(c1n, Sh * Sw * t.ni * Qw, 1, 16))
+        Transpose(vb.at(ob, odt), vb.at(lb, odt), None, nhwc2nchw(c1n, Sh * Sw * t.ni * Qw, 1, 16))
 
     ring_pass(vb, reg, items, lambda lb, ob, it: load(lb, it), r_compute,
           lambda lb, ob, it: store(ob - reg, it), r_prezero)
@@ -299,7 +298,7 @@ def pass_dw_out(vb: VecBlock, items, t: DwOut, sGm, dGm):
             seq.append(nhwc2nchw(mr * C1, Khw * c0, 1, KD))
         seq.append(nhwc2nchw(mr * C1, KD * Khw, 1, c0))      # -> [m][c1][c0][kd hw]
         if t.nreg == 1:
-            TransposeExt(vb.at(r[2], t.odt), vb.at(cur, t.odt), None, seq[0])
+            Transpose(vb.at(r[2], t.odt), vb.at(cur, t.odt), None, seq[0])
         elif t.rowp == rowK:
             tchain(vb, seq, cur, r[2], r[1], t.odt)
         else:

@@ -9,13 +9,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from simulator.enums import AclnnError, aclnnStatus
-from simulator.program import ceil_div
-
-
-def tiling_error(msg: str) -> AclnnError:
-    """ACLNN_ERR_INNER_TILING_ERROR (561002): no tiling can run the call (or a forced one cannot)."""
-    return AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR, msg)
+from simulator.arith import ceil_div
+from ..common import tiling_error
 
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

@@ -10,8 +10,9 @@ import numpy as np
 from simulator.acl import aclTensor
 from simulator.aclnn import Plan, Workspace
 from simulator.enums import dtype_name
-from simulator.program import KernelLaunch, align_up, ceil_div
-from ..common import tensor_arg, ub_bytes, vector_core_count, view_copy_launch, workspace_arg, zero_fill_launch
+from simulator.program import KernelLaunch
+from simulator.arith import align_up, ceil_div
+from ..common import tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg, zero_fill_launch
 from .cube_kernel import CubeJob, cube_body
 from .epilogue import (Epilogue, SpaceToDepthOut, epilogue_body, dw_out_items, dx_out_items, plan_dw_out,
                        plan_dx_out, plan_space_to_depth_out, space_to_depth_out_items)
@@ -19,7 +20,7 @@ from .geometry import F32, STORAGE, check_load3d_limits, make_cube_geometry
 from .prologue import (Prologue, SpaceToDepthMap, prologue_body, cast_items, gap_items, plan_packw,
                        plan_space_to_depth_map, plan_to5hd, space_to_depth_items, to5hd_items, zero_items)
 from .small_launches import bias_launch
-from .tiling import balance, cube_caps, plan_dw, plan_dx, tiling_error
+from .tiling import balance, cube_caps, plan_dw, plan_dx
 from .vector_pipeline import align32
 
 

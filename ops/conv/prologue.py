@@ -11,11 +11,10 @@ import numpy as np
 
 from simulator.kernel import (Cast, DataCopy, DataCopyExtParams, DataCopyPad, DataCopyParams, Duplicate,
                               GetBlockIdx, GlobalTensor)
-from simulator.kernel.cube import TransposeParamsExt
-from simulator.kernel.cube import Transpose as TransposeExt
-from simulator.program import align_up, ceil_div
+from simulator.kernel.vector import Transpose, TransposeParamsExt
+from simulator.arith import align_up, ceil_div
+from ..common import tiling_error
 from .geometry import CubeGeometry, MapLayout, SpaceToDepth
-from .tiling import tiling_error
 from .vector_pipeline import (NCHW2NHWC, VecBlock, align32, round_mode, zero_lanes, copy_runs, nhwc2nchw,
                               slot_pass, ring_pass)
 
@@ -127,7 +126,7 @@ def pass_to5hd(vb: VecBlock, items, t: To5HDPass, sGm, dGm):
         if cast:
             Cast(vb.at(r_cast, t.cd), src, round_mode(t.cd, t.sdt), cap)
             src = vb.at(r_cast, t.cd)
-        TransposeExt(vb.at(r_out, t.cd), src, None, TransposeParamsExt(c1n, c0, Lp, 1, NCHW2NHWC))
+        Transpose(vb.at(r_out, t.cd), src, None, TransposeParamsExt(c1n, c0, Lp, 1, NCHW2NHWC))
 
     def store(b, it):
         n, g, c1a, c1n, p0, L = it
@@ -149,7 +148,7 @@ def pass_to5hd(vb: VecBlock, items, t: To5HDPass, sGm, dGm):
 
     def r_compute(lb, ob, it):
         whole, Lp, nch = geom(it)
-        TransposeExt(vb.at(ob, t.cd), vb.at(lb, t.sdt), None, TransposeParamsExt(it[3], c0, Lp, 1, NCHW2NHWC))
+        Transpose(vb.at(ob, t.cd), vb.at(lb, t.sdt), None, TransposeParamsExt(it[3], c0, Lp, 1, NCHW2NHWC))
 
     def r_store(lb, ob, it):
         n, g, c1a, c1n, p0, L = it
@@ -214,7 +213,7 @@ def run_perm(vb: VecBlock, steps, src: int, bufs: tuple, dt) -> int:
     cur = src
     for i, p in enumerate(steps):
         dst = bufs[i % 2]
-        TransposeExt(vb.at(dst, dt), vb.at(cur, dt), None, p)
+        Transpose(vb.at(dst, dt), vb.at(cur, dt), None, p)
         cur = dst
     return cur
 
@@ -445,13 +444,13 @@ def pass_packw(vb: VecBlock, items, t: PackWeight, sGm, dGm):
             if held != cap:
                 # [co][row padded to 32 B] -> [padded row][co]; its first n x taps rows -> [co][ci][tap]
                 width = held // c0
-                TransposeExt(vb.at(r_t1, t.cd), src, None, nhwc2nchw(1, c0, 1, width))
-                TransposeExt(vb.at(r_out, t.cd), vb.at(r_t1, t.cd), None,
+                Transpose(vb.at(r_t1, t.cd), src, None, nhwc2nchw(1, c0, 1, width))
+                Transpose(vb.at(r_out, t.cd), vb.at(r_t1, t.cd), None,
                              TransposeParamsExt(1, n * taps, c0, 1, NCHW2NHWC))
                 src = vb.at(r_out, t.cd)
             # [co][ci][tap] -> [tap][co][ci] -> [tap][ci][co]
-            TransposeExt(vb.at(r_t1, t.cd), src, None, nhwc2nchw(1, c0 * n, 1, taps))
-            TransposeExt(vb.at(r_out, t.cd), vb.at(r_t1, t.cd), None, TransposeParamsExt(taps, c0, n, 1, NCHW2NHWC))
+            Transpose(vb.at(r_t1, t.cd), src, None, nhwc2nchw(1, c0 * n, 1, taps))
+            Transpose(vb.at(r_out, t.cd), vb.at(r_t1, t.cd), None, TransposeParamsExt(taps, c0, n, 1, NCHW2NHWC))
 
         def store(b, it):
             g, co1, j, ci0, n = it
@@ -496,8 +495,8 @@ def pass_packw(vb: VecBlock, items, t: PackWeight, sGm, dGm):
         if t.Cout % c0:
             z, cnt = zero_lanes(vb.raw[b + r_t1], align32(cap * isz))
             Duplicate(z, 0.0, cnt)
-        TransposeExt(vb.at(b + r_t1, t.cd), src, None, TransposeParamsExt(1, n, t.Cout * taps, 1, NCHW2NHWC))
-        TransposeExt(vb.at(b + r_out, t.cd), vb.at(b + r_t1, t.cd), None,
+        Transpose(vb.at(b + r_t1, t.cd), src, None, TransposeParamsExt(1, n, t.Cout * taps, 1, NCHW2NHWC))
+        Transpose(vb.at(b + r_out, t.cd), vb.at(b + r_t1, t.cd), None,
                      TransposeParamsExt(C1, c0, taps * n, 1, NCHW2NHWC))
 
     def store(b, it):

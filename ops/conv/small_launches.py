@@ -8,11 +8,11 @@ import numpy as np
 from simulator.kernel import (GM_ADDR, Add, Cast, DataCopyExtParams, DataCopyPad, Duplicate,
                               GetBlockIdx, GlobalTensor, HardEvent, RoundMode, SetFlag, TBuf, TPipe,
                               TPosition, TQue, WaitFlag, float32)
-from simulator.kernel.cube import TransposeParamsExt, TransposeType
-from simulator.kernel.cube import Transpose as TransposeExt
-from simulator.program import KernelLaunch, align_up
-from ..common import split_evenly, ub_bytes, vector_core_count
-from .geometry import F32, tiling_error
+from simulator.kernel.vector import Transpose, TransposeParamsExt, TransposeType
+from simulator.program import KernelLaunch
+from simulator.arith import align_up
+from ..common import split_evenly, tiling_error, ub_bytes, vector_core_count
+from .geometry import F32
 
 
 def _split(items: list, nblocks: int) -> list[list]:
@@ -60,7 +60,7 @@ def _bias_body(src: GM_ADDR, dst: GM_ADDR, N, C, P, LP, cc, sdt, odt, blocks):
                 else:
                     Add(acc, acc, x, cc * LP)
                 inQ.FreeTensor(x)
-        TransposeExt(tr, acc, None, TransposeParamsExt(1, cc, LP, 1, TransposeType.TRANSPOSE_NCHW2NHWC))
+        Transpose(tr, acc, None, TransposeParamsExt(1, cc, LP, 1, TransposeType.TRANSPOSE_NCHW2NHWC))
         rows = LP
         while rows > 1:
             h = rows // 2

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.program import align_up, ceil_div
-from ..common import ub_bytes
-from .geometry import Axis, CubeGeometry, tiling_error
+from simulator.arith import align_up, ceil_div
+from ..common import tiling_error, ub_bytes
+from .geometry import Axis, CubeGeometry
 
 
 @dataclass

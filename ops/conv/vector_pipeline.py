@@ -9,9 +9,9 @@ import numpy as np
 
 from simulator.kernel import (DataCopy, DataCopyParams, Duplicate, HardEvent, LocalTensor, PipeBarrier,
                               PIPE_ALL, RoundMode, SetFlag, TBuf, TPipe, TPosition, WaitFlag)
-from simulator.kernel.cube import TransposeParamsExt, TransposeType
-from simulator.program import align_up
-from .tiling import tiling_error
+from simulator.kernel.vector import TransposeParamsExt, TransposeType
+from simulator.arith import align_up
+from ..common import tiling_error
 
 
 NCHW2NHWC, NHWC2NCHW = TransposeType.TRANSPOSE_NCHW2NHWC, TransposeType.TRANSPOSE_NHWC2NCHW

@@ -13,7 +13,7 @@ from simulator.kernel import (GM_ADDR, Add, Cast, Copy, DataCopyExtParams, DataC
                               RoundMode, SetAtomicAdd, SetAtomicNone, SetFlag, Sub, TBuf, TPipe, TPosition,
                               TQue, WaitFlag, int32)
 from simulator.kernel.indirect import IndirectCopies
-from simulator.program import align_up
+from simulator.arith import align_up
 from .coordinates import SourceCoordinates
 from .layout_kernels import transpose_2d
 from .tiling import BICUBIC, BILINEAR, NEAREST, GridSamplerGradTiling, main_buffers

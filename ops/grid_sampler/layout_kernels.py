@@ -10,7 +10,7 @@ import numpy as np
 from simulator.kernel import (GM_ADDR, Cast, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx,
                               GlobalTensor, PipeBarrier, PIPE_ALL, RoundMode, TBuf, TPipe, TPosition, TQue,
                               Transpose, TransposeParamsExt, TransposeType)
-from simulator.program import align_up, ceil_div
+from simulator.arith import align_up, ceil_div
 from ..common import split_evenly, ub_bytes, vector_core_count
 from .tiling import MAX_BLOCK_COUNT, UB_RESERVE
 

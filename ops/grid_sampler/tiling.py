@@ -8,9 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.enums import AclnnError, aclnnStatus
-from simulator.program import align_up, ceil_div
-from ..common import split_evenly, ub_bytes, vector_core_count
+from simulator.arith import align_up, ceil_div
+from ..common import split_evenly, tiling_error, ub_bytes, vector_core_count
 
 
 OP = "GridSampler2DBackward"
@@ -24,10 +23,6 @@ P_MAX = 64                      # grid points per tile, at most (tiling choice)
 P_ALIGN = 16                    # points per tile are a multiple of this (32-B rows for FP16 too)
 UB_RESERVE = 2048               # UB bytes kept free (alignment slack)
 MAX_BLOCK_COUNT = 4095          # DataCopyExtParams.blockCount is 12 bits
-
-
-def tiling_error(msg: str) -> AclnnError:
-    return AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR, f"{OP} tiling: {msg}")
 
 
 def geometry(interp: int, padding: int):
@@ -117,9 +112,9 @@ def plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, need_in, need
     override = override or {}
     o_p, o_c = override.get("pointsPerTile"), override.get("channelsPerChunk")
     if o_p is not None and (o_p % P_ALIGN or o_p > P_MAX):
-        raise tiling_error(f"pointsPerTile {o_p} must be a multiple of {P_ALIGN}, at most {P_MAX}")
+        raise tiling_error(f"{OP} tiling: pointsPerTile {o_p} must be a multiple of {P_ALIGN}, at most {P_MAX}")
     if o_c is not None and o_c > C:
-        raise tiling_error(f"channelsPerChunk {o_c} exceeds C = {C}")
+        raise tiling_error(f"{OP} tiling: channelsPerChunk {o_c} exceeds C = {C}")
     p_range = [o_p] if o_p else range(p_cap, P_ALIGN - 1, -P_ALIGN)
     Cc = o_c or C
     while True:
@@ -136,7 +131,7 @@ def plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, need_in, need
             break
         if o_c or Cc <= cblk:
             forced = f" (pointsPerTile {o_p}, channelsPerChunk {o_c})" if (o_p or o_c) else ""
-            raise tiling_error(f"no tiling fits UB ({ub} B usable) for C={C}{forced}")
+            raise tiling_error(f"{OP} tiling: no tiling fits UB ({ub} B usable) for C={C}{forced}")
         Cc = align_up(ceil_div(Cc, 2), cblk)
     t = best
     t.tiles_per_n = ceil_div(HoWo, t.P)

@@ -8,7 +8,8 @@ import ml_dtypes
 import numpy as np
 
 from ..enums import KernelError, dtype_name
-from ..program import BARRIER, SET, WAIT, XSET, XWAIT, Instr, align_up, current_context
+from ..program import BARRIER, SET, WAIT, XSET, XWAIT, Instr, current_context
+from ..arith import align_up
 
 BUFFER_NUM = 2
 half = np.dtype(np.float16)
@@ -31,9 +32,6 @@ class Pipe(str, Enum):
 PIPE_S, PIPE_V, PIPE_M = Pipe.PIPE_S, Pipe.PIPE_V, Pipe.PIPE_M
 PIPE_MTE1, PIPE_MTE2, PIPE_MTE3 = Pipe.PIPE_MTE1, Pipe.PIPE_MTE2, Pipe.PIPE_MTE3
 PIPE_FIX, PIPE_ALL = Pipe.PIPE_FIX, Pipe.PIPE_ALL
-
-_SHORT = {"S": "PIPE_S", "V": "PIPE_V", "M": "PIPE_M", "MTE1": "PIPE_MTE1", "MTE2": "PIPE_MTE2",
-          "MTE3": "PIPE_MTE3", "FIX": "PIPE_FIX"}
 
 
 class HardEvent(Enum):

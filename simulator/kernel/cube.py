@@ -3,8 +3,7 @@ load2d and img2col load3d (MTE1), Mmad on the cube (M), L0C -> GM with NZ->ND an
 conversion (Fixpipe, A2) or L0C -> UB (the coupled chips), InitConstValue and SetHF32Mode.
 This module gathers them from their families: cube_load.py (ND->NZ, InitConstValue, load2d,
 load3d), mmad.py, fixpipe.py (and L0C -> UB), operands.py (the checks and record-time memo they
-share). Transpose (UB, PIPE_V) lives with the vector instructions in vector.py and is importable
-from here too; it does NCHW <-> NHWC, from which NC1HWC0 (NCHW2NHWC on (N*C1, C0, H, W))
+share). Transpose (UB, PIPE_V) lives with the vector instructions in vector.py; it does NCHW <-> NHWC, from which NC1HWC0 (NCHW2NHWC on (N*C1, C0, H, W))
 and FRACTAL_Z weights (the same plus a strided DataCopy) are built; ND <-> NZ is DataCopy with
 Nd2NzParams one way and Fixpipe (or L0C -> UB plus a strided UB -> GM copy) the other.
 
@@ -32,6 +31,5 @@ from .cube_load import (Nd2NzParams, InitConstValueParams, InitConstValue, LoadD
 from .mmad import MmadParams, Mmad, mmad_cycles, cube_dtype
 from .fixpipe import (QuantMode_t, FixpipeConfig, CFG_ROW_MAJOR, CFG_NZ, FixpipeParamsV220, FixpipeParams,
                       Fixpipe, BlockMode, DeqScale, DataCopyEnhancedParams)
-from .vector import TransposeType, TransposeParamsExt, Transpose   # a vector instruction, kept importable here
 
-__all__ = ['Nd2NzParams', 'InitConstValueParams', 'InitConstValue', 'LoadData2DParams', 'LoadData3DParamsV2', 'LoadData', 'img2col_shape', 'MmadParams', 'Mmad', 'mmad_cycles', 'cube_dtype', 'SetHF32Mode', 'hf32_round', 'QuantMode_t', 'FixpipeConfig', 'CFG_ROW_MAJOR', 'CFG_NZ', 'FixpipeParamsV220', 'FixpipeParams', 'Fixpipe', 'BlockMode', 'DeqScale', 'DataCopyEnhancedParams', 'TransposeType', 'TransposeParamsExt', 'Transpose']
+__all__ = ['Nd2NzParams', 'InitConstValueParams', 'InitConstValue', 'LoadData2DParams', 'LoadData3DParamsV2', 'LoadData', 'img2col_shape', 'MmadParams', 'Mmad', 'mmad_cycles', 'cube_dtype', 'SetHF32Mode', 'hf32_round', 'QuantMode_t', 'FixpipeConfig', 'CFG_ROW_MAJOR', 'CFG_NZ', 'FixpipeParamsV220', 'FixpipeParams', 'Fixpipe', 'BlockMode', 'DeqScale', 'DataCopyEnhancedParams']

@@ -154,9 +154,6 @@ class Capture:
             return 0
 
     # ---- results ----
-    def mapped_ops(self) -> dict[str, str]:
-        return {n: MAPPED[n][0] for n in self.ops if n in MAPPED}
-
     def coverage(self) -> dict[str, float]:
         """The share of the step's FLOPs and bytes in calls the trace holds."""
         tot_f = sum(s.flops for s in self.ops.values())
