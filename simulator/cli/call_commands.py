@@ -14,7 +14,8 @@ from ..enums import AclnnError
 from ..profile import list_socs, load_profile
 from .. import studies
 from ..studies import Call, TensorSpec
-from .common import SEED, CliError, EXIT_OK, check_budget, int_in, what_if_overrides, chip_profile, save_trace, text_table, trace_path
+from .common import (SEED, CliError, EXIT_OK, budget_args, check_budget, chip_profile, insight_args, int_in,
+                     profile_args, save_trace, text_table, trace_path, what_if_overrides)
 
 
 def _named(items: list[str], flag: str) -> tuple[str | None, dict[str, str]]:
@@ -253,3 +254,56 @@ def call_args(p: argparse.ArgumentParser, op_required: bool = False) -> None:
                    help="take the call from a file: one call record, or a trace with --call N")
     p.add_argument("--call", type=int_in(0, 10 ** 9), metavar="N", help="which call of the --file trace")
     p.add_argument("--seed", type=SEED, default=0, help="seed of the random inputs (default 0)")
+
+
+def register(sub) -> None:
+    """Add `run`, `ops`, `chips`, `chip` and `diff`."""
+    _add_run(sub)
+    _add_listings(sub)
+
+
+def _add_run(sub) -> None:
+    """`run`: one aclnn call, its report, trace and msprof files."""
+    r = sub.add_parser("run", help="run one aclnn operator call and print its report",
+                       description="Run one aclnn operator call (two-phase API on a simulated stream) and print "
+                                   "its report; writes a Chrome trace.",
+                       epilog="examples:\n  ascend-sim run SiluBackward --shape 64,1024 --dtype FLOAT16\n"
+                              "  ascend-sim run ConvolutionBackward --shape gradOutput=8,64,56,56 --shape input=8,64,56,56 "
+                              "--shape weight=64,64,3,3 --attr biasSizes=64 --attr stride=1,1 --attr padding=1,1 "
+                              "--attr dilation=1,1 --attr transposed=false --attr outputPadding=0,0 --attr groups=1 "
+                              "--attr outputMask=1,1,0 --attr cubeMathType=0\n"
+                              "  ascend-sim run --file traces/resnet50_conv_backward.yaml --call 3 --mode timing",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    call_args(r)
+    profile_args(r)
+    r.add_argument("--mode", default="functional", choices=["functional", "timing"],
+                   help="functional computes the outputs; timing skips the data (same cycles)")
+    r.add_argument("--json", action="store_true", help="print the report as JSON")
+    r.add_argument("--trace", help="where to write the Chrome trace (default out/<op>_<soc>.trace.json)")
+    r.add_argument("--no-trace", action="store_true", help="do not write a trace")
+    insight_args(r)
+    r.add_argument("--estimate", action="store_true",
+                   help="print the estimate (instructions per launch, memory, time) from the plan and stop")
+    budget_args(r)
+    r.set_defaults(func=cmd_run)
+
+
+def _add_listings(sub) -> None:
+    """`ops`, `chips`, `chip` and `diff`: what the simulator has, without running anything."""
+    o = sub.add_parser("ops", help="list the operators and their parameters")
+    o.add_argument("--json", action="store_true")
+    o.set_defaults(func=cmd_ops)
+
+    c = sub.add_parser("chips", help="list chip profiles")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_chips)
+    s = sub.add_parser("chip", help="show one chip profile, field by dotted path (the names --set takes)")
+    s.add_argument("soc")
+    s.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="show it with overrides")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_chip)
+    d = sub.add_parser("diff", help="the fields in which two chip profiles differ")
+    d.add_argument("soc_a", metavar="SOC_A")
+    d.add_argument("soc_b", metavar="SOC_B")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=cmd_diff, set=[])

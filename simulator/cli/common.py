@@ -91,6 +91,18 @@ def chip_profile(args, soc: str | None = None):
     return studies.make_profile(soc, what_if_overrides(args))
 
 
+def insight_args(p: argparse.ArgumentParser) -> None:
+    """The views of one run beyond its report: the trace's layout, msprof's files, hot lines."""
+    p.add_argument("--trace-layout", choices=["core", "pipe"], default="core",
+                   help="core: a process per core (default); pipe: a process per pipe with flag arrows, "
+                        "as msprof op simulator draws it")
+    p.add_argument("--msprof-out", metavar="DIR",
+                   help="also write msprof's files for the run there (OPPROF_*/ per launch, op_summary, "
+                        "msKPP's Pipe_statistic.csv; docs/OUTPUTS.md)")
+    p.add_argument("--lines", type=int_in(1, 1000), nargs="?", const=10, default=0, metavar="N",
+                   help="also print the N (default 10) kernel source lines that cost the most cycles")
+
+
 def exec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int_in(1, 1024), default=None, metavar="N",
                    help="local worker processes (default: one per CPU; 1 runs in this process)")

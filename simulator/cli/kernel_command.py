@@ -2,6 +2,7 @@
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.util
 import inspect
@@ -13,7 +14,8 @@ from pathlib import Path
 from ..enums import AclnnError, KernelError
 from ..studies import one_line
 from .call_commands import describe
-from .common import CliError, EXIT_OK, EXIT_REJECTED, Rejected, chip_profile, save_trace, trace_path
+from .common import (CliError, EXIT_OK, EXIT_REJECTED, Rejected, chip_profile, insight_args, int_in, profile_args,
+                     save_trace, trace_path)
 
 
 KERNEL_CONVENTION = """\
@@ -66,14 +68,49 @@ def cmd_kernel(args) -> int:
     profile = chip_profile(args)
     trace_file = trace_path(args, f"{path.stem}_{profile.soc_version}")
     mod = _load_kernel_file(path)
+    spec, kind, block_dim = _launch_spec(mod, profile, path, args)
+    try:
+        with _quiet(args):
+            res = run_kernel(spec["body"], block_dim, spec["args"], kind=kind, profile=profile,
+                             mode=args.mode, name=spec.get("name"),
+                             trace=trace_file is not None or bool(args.lines) or bool(args.msprof_out),
+                             warmup=args.warmup, msprof_out=args.msprof_out)
+    except (KernelError, AclnnError):
+        raise
+    except Exception as e:
+        raise Rejected(f"{path}: the kernel raised {_user_error(e, path)}") from None
+    checked, why = _run_check(mod, res, path, args)
+    if args.json:
+        out = res.report.to_dict()
+        out["check"] = checked
+        out["trace_file"] = str(trace_file) if trace_file else None
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"kernel {spec.get('name') or getattr(spec['body'], '__name__', 'kernel')} from {path} "
+              f"on {profile.soc_version}: {block_dim} blocks on {kind} cores")
+        _print_result(res, args)
+        if checked is not None:
+            print("check: passed" if checked else f"check: FAILED: {why}")
+    save_trace(res.trace, trace_file, announce=not args.json, layout=args.trace_layout)
+    if args.msprof_out and not args.json:
+        print(f"msprof files: {args.msprof_out} (docs/OUTPUTS.md)")
+    return EXIT_REJECTED if checked is False else EXIT_OK
+
+
+def _quiet(args):
+    """With --json, what the user's code prints goes to stderr so that stdout stays JSON."""
+    return contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+
+
+def _launch_spec(mod, profile, path: Path, args) -> tuple[dict, str, int]:
+    """Call the file's launch function and check what it returns: (spec, core kind, block count)."""
     launch = getattr(mod, args.entry, None)
     if not callable(launch):
         raise CliError(f"{path}: defines no {args.entry}() function (see 'ascend-sim kernel --help' "
                        f"for the convention)")
-    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     try:
         nparams = len(inspect.signature(launch).parameters)
-        with quiet:
+        with _quiet(args):
             spec = launch(profile) if nparams >= 1 else launch()
     except Exception as e:
         raise Rejected(f"{path}: {args.entry}() raised {_user_error(e, path)}") from None
@@ -96,47 +133,56 @@ def cmd_kernel(args) -> int:
         raise CliError(f"{path}: 'block_dim' must be an integer, got {spec['block_dim']!r}") from None
     if block_dim < 1:
         raise CliError(f"{path}: 'block_dim' must be >= 1, got {block_dim}")
-    try:
-        with (contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()):
-            res = run_kernel(spec["body"], block_dim, spec["args"], kind=kind, profile=profile,
-                             mode=args.mode, name=spec.get("name"),
-                             trace=trace_file is not None or bool(args.lines) or bool(args.msprof_out),
-                             warmup=args.warmup, msprof_out=args.msprof_out)
-    except (KernelError, AclnnError):
-        raise
-    except Exception as e:
-        raise Rejected(f"{path}: the kernel raised {_user_error(e, path)}") from None
-    checked = None
+    return spec, kind, block_dim
+
+
+def _run_check(mod, res, path: Path, args) -> tuple[bool | None, str]:
+    """The file's optional check(outputs), functional mode only: (passed, or None if not run; why not)."""
     check = getattr(mod, "check", None)
-    if callable(check) and args.mode == "functional":
-        try:
-            with (contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()):
-                ok = check(res.outputs)
-            checked = ok is not False
-            why = "check() returned False"
-        except AssertionError as e:
-            checked, why = False, one_line(str(e)) or "assertion failed"
-        except Exception as e:
-            checked, why = False, _user_error(e, path)
-    if args.json:
-        out = res.report.to_dict()
-        out["check"] = checked
-        out["trace_file"] = str(trace_file) if trace_file else None
-        print(json.dumps(out, indent=2))
-    else:
-        print(f"kernel {spec.get('name') or getattr(spec['body'], '__name__', 'kernel')} from {path} "
-              f"on {profile.soc_version}: {block_dim} blocks on {kind} cores")
-        if args.mode == "functional":
-            print("arrays after the kernel:")
-            for k, a in res.outputs.items():
-                print(describe(k, a))
-        print(res.report.summary())
-        if args.lines:
-            print(f"  hottest source lines (of {len(res.report.lines)} kept)")
-            print(res.report.lines_table(args.lines))
-        if checked is not None:
-            print("check: passed" if checked else f"check: FAILED: {why}")
-    save_trace(res.trace, trace_file, announce=not args.json, layout=args.trace_layout)
-    if args.msprof_out and not args.json:
-        print(f"msprof files: {args.msprof_out} (docs/OUTPUTS.md)")
-    return EXIT_REJECTED if checked is False else EXIT_OK
+    if not callable(check) or args.mode != "functional":
+        return None, ""
+    try:
+        with _quiet(args):
+            ok = check(res.outputs)
+        return ok is not False, "check() returned False"
+    except AssertionError as e:
+        return False, one_line(str(e)) or "assertion failed"
+    except Exception as e:
+        return False, _user_error(e, path)
+
+
+def _print_result(res, args) -> None:
+    """The arrays after the kernel (functional mode), the report and the hottest lines."""
+    if args.mode == "functional":
+        print("arrays after the kernel:")
+        for k, a in res.outputs.items():
+            print(describe(k, a))
+    print(res.report.summary())
+    if args.lines:
+        print(f"  hottest source lines (of {len(res.report.lines)} kept)")
+        print(res.report.lines_table(args.lines))
+
+
+def register(sub) -> None:
+    """Add `kernel`."""
+    _add_kernel(sub)
+
+
+def _add_kernel(sub) -> None:
+    """`kernel FILE.py`: a user's own kernel file."""
+    k = sub.add_parser("kernel", help="run your own kernel file (a body and a launch() function)",
+                       description="Run a kernel written with simulator.kernel in your own Python file.\n\n"
+                                   + KERNEL_CONVENTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    k.add_argument("file", help="your kernel file (.py)")
+    profile_args(k)
+    k.add_argument("--entry", default="launch", help="the launch function's name (default launch)")
+    k.add_argument("--mode", default="functional", choices=["functional", "timing"])
+    k.add_argument("--json", action="store_true")
+    k.add_argument("--trace", help="where to write the Chrome trace (default out/<file>_<soc>.trace.json)")
+    k.add_argument("--no-trace", action="store_true")
+    insight_args(k)
+    k.add_argument("--warmup", type=int_in(0, 16), default=0,
+                   help="run the kernel this many times first and report the run after them: its data is then "
+                        "warm in L2, as on the board after the host-to-device copies that precede a kernel")
+    k.set_defaults(func=cmd_kernel)

@@ -3,6 +3,7 @@ simulator.studies, which does the work.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -11,10 +12,11 @@ from typing import Any
 from ..outputs import check_output
 from ..profile import DEFAULT_SOC
 from .. import studies
-from .call_commands import call_from_args
-from .common import (check_budget, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, Rejected, check_soc, exec_kw,
-                     fmt_cycles,
-                     load_workload, what_if_overrides, rows_table, summary_line, text_table)
+from ..studies.whatif import MAX_SWEEP_POINTS
+from .call_commands import call_args, call_from_args
+from .common import (SEED, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, Rejected, budget_args, check_budget,
+                     check_soc, exec_args, exec_kw, float_in, fmt_cycles, int_in, load_workload, profile_args,
+                     rows_table, summary_line, text_table, what_if_overrides)
 
 
 def _journal(output: str | None, resume: bool) -> Path | None:
@@ -287,3 +289,144 @@ def cmd_capture(args) -> int:
     print(cap.summary())
     print(f"trace: {path} ({sum(c.count for c in cap.calls)} calls, {len(cap.calls)} distinct)")
     return EXIT_OK
+
+
+def register(sub) -> None:
+    """Add the study commands: `replay`, `regress`, `sweep`, `tune`, `compare`, `capture`."""
+    _add_replay(sub)
+    _add_regress(sub)
+    _add_sweep(sub)
+    _add_tune(sub)
+    _add_compare(sub)
+    _add_capture(sub)
+
+
+def _add_replay(sub) -> None:
+    """`replay`: every call of a trace on one chip."""
+    rp = sub.add_parser("replay", help="replay a workload trace on a chip",
+                        description="Replay every call of a workload trace (traces/README.md) on any SoC, with "
+                                    "optional what-if overrides, in timing mode. Calls of operators not in this "
+                                    "simulator are skipped with a 'not available' line.")
+    rp.add_argument("trace", help="workload trace (.yaml, .json or .jsonl)")
+    profile_args(rp)
+    rp.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
+    rp.add_argument("--mode", default="timing", choices=["functional", "timing"])
+    rp.add_argument("--seed", type=SEED, default=0)
+    rp.add_argument("-o", "--output", help="write the rows (.csv, .json or .jsonl); each row is also "
+                                            "journaled as it finishes in OUTPUT.partial.jsonl")
+    rp.add_argument("--resume", action="store_true",
+                    help="keep the rows an interrupted run journaled for -o and run only the rest")
+    rp.add_argument("--json", action="store_true", help="print the rows as JSON")
+    rp.add_argument("--msprof-out", metavar="DIR",
+                    help="also write msprof's files for each call under DIR/call<N>/ (the calls run once "
+                         "more, in this process; docs/OUTPUTS.md)")
+    budget_args(rp)
+    exec_args(rp)
+    rp.set_defaults(func=cmd_replay)
+
+
+def _add_regress(sub) -> None:
+    """`regress`: a trace's cycles against its baselines."""
+    rg = sub.add_parser("regress", help="compare a trace's cycles with its baselines (for CI)",
+                        description="Replay a trace and compare each call's cycles, and the count-weighted total, "
+                                    "with the baselines recorded in the trace for the SoC. Exit 3 when any call or "
+                                    "the total drifts beyond the tolerance (either way); --update records the "
+                                    "current cycles as the new baselines.")
+    rg.add_argument("trace")
+    rg.add_argument("--soc", default=DEFAULT_SOC, help=f"chip profile (default {DEFAULT_SOC})")
+    rg.add_argument("--tolerance", type=float_in(0, 100), default=0.02,
+                    help="relative drift allowed (default 0.02 = 2%%)")
+    rg.add_argument("--update", action="store_true", help="rewrite the baselines for this SoC")
+    rg.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
+    rg.add_argument("--json", action="store_true")
+    exec_args(rg)
+    rg.set_defaults(func=cmd_regress)
+
+
+def _add_sweep(sub) -> None:
+    """`sweep`: a workload over a grid of chips and profile fields."""
+    sw = sub.add_parser("sweep", help="what-if sweep: cartesian product of profile fields over a workload",
+                        description="Run a workload over the cartesian product of SoCs and profile-field values; "
+                                    "write tidy rows (one per point per call) and plots.",
+                        epilog="examples:\n  ascend-sim sweep traces/efficientnet_b0_silu_backward.yaml "
+                               "--param device_memory.bandwidth_GBps=800,1600,3200 --param cores.aiv.count=24,48 "
+                               "-o out/sweep.csv --plot out/sweep.png\n"
+                               "  ascend-sim sweep traces/sweeps/hbm_bandwidth.yaml --workers 2\n"
+                               "values: lists 800,1600; ranges 1000:2000:250 (stop included); relative x0.5,x1,x2",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sw.add_argument("workload", help="a workload trace, or a sweep file (YAML with workload, socs, set, parameters)")
+    sw.add_argument("--soc", action="append", metavar="SOC", help=f"chip, repeatable (default {DEFAULT_SOC})")
+    sw.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="fixed override at every point")
+    sw.add_argument("--param", action="append", default=[], metavar="FIELD=V1,V2,...",
+                    help="a swept profile field and its values, repeatable")
+    sw.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
+    sw.add_argument("-o", "--output", help="rows file: .csv, .json or .jsonl (default out/sweep_<name>.csv)")
+    sw.add_argument("--plot", help="plot file: .png or .svg (cycles vs parameter, pipe breakdown, roofline)")
+    sw.add_argument("--mode", default="timing", choices=["functional", "timing"])
+    sw.add_argument("--seed", type=SEED, default=0)
+    sw.add_argument("--max-points", type=int_in(1, 10 ** 7), default=MAX_SWEEP_POINTS,
+                    help=f"the sweep's budget: refuse a grid of more points (default {MAX_SWEEP_POINTS:,})")
+    sw.add_argument("--resume", action="store_true",
+                    help="keep the rows an interrupted sweep journaled (OUTPUT.partial.jsonl), run only the rest")
+    budget_args(sw)
+    exec_args(sw)
+    sw.set_defaults(func=cmd_sweep)
+
+
+def _add_tune(sub) -> None:
+    """`tune`: a call's tiling space searched."""
+    tn = sub.add_parser("tune", help="search an operator call's tiling space",
+                        description="Run a call with the default planner and with every candidate tiling (the "
+                                    "operator's own search space, or --space); candidates the planner rejects "
+                                    "(561002) are skipped; print the best few beside the default.",
+                        epilog="example:\n  ascend-sim tune SiluBackward --shape 32,96,56,56 --dtype FLOAT16 --top 5\n"
+                               "  ascend-sim tune SiluBackward --shape 8,1024 --space tileLength=512,1024,2048",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    call_args(tn)
+    profile_args(tn)
+    tn.add_argument("--space", action="append", default=[], metavar="FIELD=V1,V2,...",
+                    help="search this grid instead of the operator's space (repeatable)")
+    tn.add_argument("--top", type=int_in(1, 10 ** 6), default=5, help="how many of the best to show (default 5)")
+    tn.add_argument("--max-points", type=int_in(1, 10 ** 7), default=MAX_SWEEP_POINTS,
+                    help=f"refuse a --space of more candidates (default {MAX_SWEEP_POINTS:,})")
+    tn.add_argument("--json", action="store_true")
+    exec_args(tn)
+    tn.set_defaults(func=cmd_tune)
+
+
+def _add_compare(sub) -> None:
+    """`compare`: msprof's measurements beside a simulated report."""
+    cp = sub.add_parser("compare", help="set msprof's measurements of a real run beside a simulated report",
+                        description="Read what msprof wrote for a real run (its op_summary CSV, with either the "
+                                    "'Block Dim' or the 'Block Num' column, or msprof op's PipeUtilization.csv) "
+                                    "and print measured beside simulated, per pipe and for the kernel, with the "
+                                    "ratio simulated / measured. The simulated side is a report saved with --json "
+                                    "by 'ascend-sim run' or 'ascend-sim kernel' for the same call on the same chip.",
+                        epilog="example:\n  ascend-sim kernel examples/kernels/add_sample.py --soc Ascend910A --mode timing "
+                               "--warmup 1 --json --no-trace > out/add.json\n"
+                               "  ascend-sim compare tests/fixtures/msprof/add_sample_op_summary.csv --report out/add.json",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cp.add_argument("measured", help="msprof's op_summary_*.csv or msprof op's PipeUtilization.csv")
+    cp.add_argument("--report", required=True, help="the simulated report: JSON from 'run --json' or 'kernel --json'")
+    cp.add_argument("--op-name", help="the op_summary row to use (its Op Name or OP Type) when there are several")
+    cp.add_argument("--json", action="store_true", help="print the rows as JSON")
+    cp.set_defaults(func=cmd_compare)
+
+
+def _add_capture(sub) -> None:
+    """`capture`: a workload trace from a PyTorch script."""
+    ca = sub.add_parser("capture", help="run a PyTorch script and write the workload trace of its calls",
+                        description="Run a Python script (a PyTorch model's forward and backward) under "
+                                    "simulator.capture(): the aten calls that map to our operators "
+                                    "(convolution_backward, silu_backward, grid_sampler_2d_backward, "
+                                    "conv_tbc_backward) become a workload trace for replay, sweep and regress; "
+                                    "the summary ranks the calls it could not map by their share of FLOPs "
+                                    "and bytes. Needs torch.",
+                        epilog="example:\n  ascend-sim capture my_train_step.py -o traces/my_model.yaml -- --batch 8\n"
+                               "  ascend-sim replay traces/my_model.yaml --soc Ascend910B1",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ca.add_argument("script", help="the Python script to run (as python SCRIPT ARGS would); its own "
+                                   "arguments go after --")
+    ca.add_argument("-o", "--output", help="the trace to write (.yaml, .jsonl or .json; default out/<script>.yaml)")
+    ca.add_argument("--name", help="the trace's name (default: the script's)")
+    ca.set_defaults(func=cmd_capture)

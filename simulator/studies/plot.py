@@ -53,10 +53,29 @@ def plot_sweep(rows: Sequence[dict], params: Sequence[str], path: str | Path, ti
         by_point.setdefault(r["point"], []).append(r)
     first = {p: by_point[p][0] for p in by_point}
     socs = sorted({r["soc"] for r in rows})
+    labels = [_point_label(first[t["point"]], params, len(socs) > 1 or not params) for t in totals]
     fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
+    _cycles_panel(axes[0], totals, first, params)
+    _pipes_panel(axes[1], rows, totals, by_point, labels)
+    _roofline_panel(axes[2], plt.get_cmap("tab10"), rows, totals, by_point, labels)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    try:
+        with atomic_path(path, "plot") as tmp:
+            fig.savefig(tmp, dpi=110, format=Path(path).suffix.lstrip(".").lower() or None)
+    finally:
+        plt.close(fig)
+    return path
 
-    # (a) cycles vs the first parameter
-    ax = axes[0]
+
+def _point_label(r0: dict, params: Sequence[str], with_soc: bool) -> str:
+    """A sweep point's name: its SoC (when the sweep has several, or no parameter) and its values."""
+    return "\n".join(([r0["soc"]] if with_soc else []) + [f"{_short(k)}={r0[k]}" for k in params])
+
+
+def _cycles_panel(ax, totals: list[dict], first: dict[int, dict], params: Sequence[str]) -> None:
+    """Workload cycles against the first swept parameter: a line per SoC and other parameters."""
     xparam = params[0] if params else None
     series: dict[str, list[tuple[Any, float]]] = {}
     for t in totals:
@@ -78,16 +97,15 @@ def plot_sweep(rows: Sequence[dict], params: Sequence[str], path: str | Path, ti
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
 
-    # (b) per-pipe busy fraction per point (cycle-weighted over the calls)
-    ax = axes[1]
+
+def _pipes_panel(ax, rows: Sequence[dict], totals: list[dict], by_point: dict[int, list[dict]],
+                 labels: list[str]) -> None:
+    """Per-pipe busy fraction per point, cycle-weighted over the point's calls."""
     pipes = [p for p in PIPES if any(r.get(f"busy_{p}", 0) for r in rows if r.get("status") == "ok")]
-    labels, fracs = [], {p: [] for p in pipes}
+    fracs: dict[str, list[float]] = {p: [] for p in pipes}
     for t in totals:
         rs = [r for r in by_point[t["point"]] if r["status"] == "ok"]
         wsum = sum(r["cycles"] * r["count"] for r in rs) or 1.0
-        r0 = first[t["point"]]
-        labels.append("\n".join(([r0["soc"]] if len(socs) > 1 or not params else [])
-                                + [f"{_short(k)}={r0[k]}" for k in params]))
         for p in pipes:
             fracs[p].append(sum(r[f"busy_{p}"] * r["cycles"] * r["count"] for r in rs) / wsum)
     n = max(len(pipes), 1)
@@ -102,9 +120,10 @@ def plot_sweep(rows: Sequence[dict], params: Sequence[str], path: str | Path, ti
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
 
-    # (c) roofline in the compute pipe's units
-    ax = axes[2]
-    cmap = plt.get_cmap("tab10")
+
+def _roofline_panel(ax, cmap, rows: Sequence[dict], totals: list[dict], by_point: dict[int, list[dict]],
+                    labels: list[str]) -> None:
+    """Every call on a roofline in the compute pipe's units, a dashed roof per distinct ridge."""
     roofs = {}
     for k, t in enumerate(totals):
         rs = [r for r in by_point[t["point"]] if r["status"] == "ok" and r.get("device_bytes")]
@@ -133,12 +152,3 @@ def plot_sweep(rows: Sequence[dict], params: Sequence[str], path: str | Path, ti
     ax.set_title("roofline (dashed: min(1, intensity / ridge))")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="best")
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    try:
-        with atomic_path(path, "plot") as tmp:
-            fig.savefig(tmp, dpi=110, format=Path(path).suffix.lstrip(".").lower() or None)
-    finally:
-        plt.close(fig)
-    return path
