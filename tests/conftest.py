@@ -8,19 +8,41 @@
 * `silu_ref` / `assert_silu_close`: the float64 reference from SPEC section 4 and the per-dtype
   tolerances (reasons below).
 * `SPEC_SILU_DTYPES`: what SPEC section 4 says each series supports (independent of devices/).
+* hypothesis profiles: `ci` (loaded when CI is set) draws the same examples on every run
+  (derandomize) and prints the blob that reproduces a failure; `dev` (otherwise) draws new ones and
+  keeps failures in the local example database; `HYPOTHESIS_EXAMPLES=N` is a long hunt (`hunt`: N
+  examples per property, random). HYPOTHESIS_PROFILE=ci reproduces CI locally. A property's own
+  example count is `examples(default)`.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import settings
 
 import simulator
 from simulator import acl, aclnn
 from simulator.enums import aclDataType, aclFormat, aclrtMemcpyKind
+
+HUNT_EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", "0"))
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True, max_examples=100,
+                          deadline=None)
+settings.register_profile("dev", print_blob=True, max_examples=100, deadline=None)
+settings.register_profile("hunt", print_blob=True, max_examples=max(HUNT_EXAMPLES, 1), deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE")
+                      or ("hunt" if HUNT_EXAMPLES else "ci" if os.environ.get("CI") else "dev"))
+
+
+def examples(default: int) -> int:
+    """A property's example count: its own (sized to back its claim within the suite's time), or
+    HYPOTHESIS_EXAMPLES during a hunt."""
+    return HUNT_EXAMPLES or default
+
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)

@@ -1,12 +1,12 @@
 """Every input a user can give ends cleanly (issue 13): success, exit 2 with one line naming the
 field, or a documented aclnn status; never "internal error", never 561000 (our own bugs only),
 within a time bound. The examples a new user tried first, then hypothesis over the CLI's
-argument space and over profile what-ifs. EDGE_EXAMPLES=N runs N generated inputs per property.
+argument space and over profile what-ifs. HYPOTHESIS_EXAMPLES=N runs N generated inputs per
+property (tests/conftest.py: the hypothesis profiles).
 """
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
@@ -21,7 +21,9 @@ from simulator.enums import AclnnError, KernelError, aclnnStatus
 from simulator.profile import ProfileError, load_profile
 from simulator.studies import profile_fields
 
-EXAMPLES = int(os.environ.get("EDGE_EXAMPLES", "60"))
+from conftest import examples
+
+EXAMPLES = 200       # measured: the whole file in about 30 s on a loaded machine
 SECONDS = 30          # no single input may take longer (the budget flags below keep big work out)
 CLEAN_EXITS = {0, 1, 2}
 INTERNAL = ("internal error", "Traceback", "561000", "ACLNN_ERR_INNER ")
@@ -123,52 +125,139 @@ def test_an_interrupted_sweep_resumes_from_its_journal(tmp_path, capsys):
     assert {k: again[k]["cycles"] for k in again if k != (0, 0)} == {k: rows[k]["cycles"] for k in rows if k != (0, 0)}
 
 
-# ---- the CLI's argument space -------------------------------------------------------------------
-DIM = st.one_of(st.integers(0, 48), st.sampled_from([-1, 10 ** 6, 10 ** 12]))
-SHAPE = st.one_of(st.lists(DIM, min_size=1, max_size=5).map(lambda d: ",".join(map(str, d))),
-                  st.sampled_from(["", "abc", "4,,4", "1.5,2", "-0", "2**40"]))
-DTYPE = st.sampled_from(["FLOAT16", "FLOAT", "BF16", "DOUBLE", "INT8", "float16", "fp32", "NOPE"])
-FIELD = st.sampled_from(sorted(profile_fields(load_profile("Ascend910B1"))) + ["no.such.field", "cores", ""])
-VALUE = st.one_of(st.integers(-5, 5), st.sampled_from(["0", "-1", "inf", "nan", "1e30", "x2", "/2", "x0", "abc",
-                                                       "3", "32", "65536", "4097", "true", "[1,2]"]))
+# ---- the CLI's argument space --------------------------------------------------------------------
+# A call that runs (exit 0), varied in ways that keep it valid, with at most one defect whose exit
+# the README fixes: 2 for a usage error (unknown operator, SoC or profile field, bad value, bad
+# shape), 1 for a call the operator rejects with its aclnn status. The expected exit is computed
+# from the case, never read back from the CLI.
+LIMITS = ["--no-trace", "--budget-seconds", "3", "--budget-memory", "0.25"]
+BASES = {      # operator -> (a small valid call, one of its tiling fields, the SoCs that support it)
+    "SiluBackward": (["--shape", "gradOutput=4,1000", "--shape", "self=4,1000", "--dtype", "FLOAT16"],
+                     "blockLength", ["Ascend910B1", "Ascend910B4", "Ascend910A"]),
+    "GridSampler2DBackward": (["--shape", "gradOutput=1,4,5,5", "--shape", "input=1,4,6,6", "--shape", "grid=1,5,5,2",
+                               "--dtype", "FLOAT", "--attr", "interpolationMode=0", "--attr", "paddingMode=0",
+                               "--attr", "alignCorners=false", "--attr", "outputMask=1,1"],
+                              "pointsPerTile", ["Ascend910B1", "Ascend910B4", "Ascend910A"]),
+    "ConvolutionBackward": (["--shape", "gradOutput=1,8,6,6", "--shape", "input=1,4,6,6", "--shape", "weight=8,4,3,3",
+                             "--attr", "biasSizes=8", "--attr", "stride=1,1", "--attr", "padding=1,1",
+                             "--attr", "dilation=1,1", "--attr", "transposed=false", "--attr", "outputPadding=0,0",
+                             "--attr", "groups=1", "--attr", "outputMask=1,1,1", "--attr", "cubeMathType=0",
+                             "--dtype", "FLOAT16"],
+                            "baseM", ["Ascend910B1", "Ascend910B4", "Ascend910A", "Ascend310P3"]),
+    "ConvTbcBackward": (["--shape", "self=5,2,8", "--shape", "input=5,2,4", "--shape", "weight=3,4,8",
+                         "--shape", "bias=8", "--attr", "pad=1", "--attr", "cubeMathType=0", "--dtype", "FLOAT16"],
+                        "baseM", ["Ascend910B1", "Ascend910B4", "Ascend910A"]),
+}
+MISMATCHED = {"SiluBackward": "4,999", "GridSampler2DBackward": "3,3,3,3", "ConvolutionBackward": "3,8,6,6",
+              "ConvTbcBackward": "5,2,9"}
+
+
+def _first_shape(args, value):
+    args = list(args)
+    i = args.index("--shape") + 1
+    args[i] = f"{args[i].split('=')[0]}={value}"
+    return args
+
+
+def _dtype(args, value):
+    args = list(args)
+    args[args.index("--dtype") + 1] = value
+    return args
+
+
+# name -> (what it does to (op, args, tiling field), the exit it must give on operator op)
+DEFECTS = {
+    "unknown operator": (lambda op, a, t: ("NoSuchOp", a), lambda op: 2),
+    "unknown SoC": (lambda op, a, t: (op, a + ["--soc", "Ascend999"]), lambda op: 2),
+    "missing profile file": (lambda op, a, t: (op, a + ["--soc", "no_such_chip.yaml"]), lambda op: 2),
+    "unknown profile field": (lambda op, a, t: (op, a + ["--set", "no.such.field=3"]), lambda op: 2),
+    "non-finite clock": (lambda op, a, t: (op, a + ["--set", "clock_mhz=nan"]), lambda op: 2),
+    "zero clock": (lambda op, a, t: (op, a + ["--set", "clock_mhz=0"]), lambda op: 2),
+    "negative clock": (lambda op, a, t: (op, a + ["--set", "clock_mhz=-1"]), lambda op: 2),
+    "clock not a number": (lambda op, a, t: (op, a + ["--set", "clock_mhz=abc"]), lambda op: 2),
+    "no vector cores": (lambda op, a, t: (op, a + ["--set", "cores.aiv.count=0"]), lambda op: 2),
+    "unknown dtype": (lambda op, a, t: (op, _dtype(a, "NOPE")), lambda op: 2),
+    "shape not integers": (lambda op, a, t: (op, _first_shape(a, "abc")), lambda op: 2),
+    "fractional shape": (lambda op, a, t: (op, _first_shape(a, "1.5,2")), lambda op: 2),
+    "negative dimension": (lambda op, a, t: (op, _first_shape(a, "-1,4")), lambda op: 2),
+    "shape as an expression": (lambda op, a, t: (op, _first_shape(a, "2**40")), lambda op: 2),
+    "negative seed": (lambda op, a, t: (op, a + ["--seed", "-1"]), lambda op: 2),
+    "seed not a number": (lambda op, a, t: (op, a + ["--seed", "abc"]), lambda op: 2),
+    "unknown tiling field": (lambda op, a, t: (op, a + ["--tiling", "bogus=4"]), lambda op: 2),
+    "tiling value not a number": (lambda op, a, t: (op, a + ["--tiling", f"{t}=abc"]), lambda op: 2),
+    "dtype the operator does not take": (lambda op, a, t: (op, _dtype(a, "INT8")), lambda op: 1),
+    "shapes that disagree": (lambda op, a, t: (op, _first_shape(a, MISMATCHED[op])), lambda op: 1),
+    "tensor left out (nullptr)": (lambda op, a, t: (op, _first_shape(a, "")), lambda op: 1),
+    # timing mode: no data, so the allocation is what refuses it (functional mode's budget says 2 first)
+    "larger than device memory": (lambda op, a, t: (op, _first_shape(a, "100000,100000,100000") + ["--mode", "timing"]),
+                                  lambda op: 1),
+    "a SoC the operator does not support": (lambda op, a, t: (op, a + ["--soc", "Ascend310P3"]),
+                                            lambda op: 0 if "Ascend310P3" in BASES[op][2] else 1),
+}
 
 
 @st.composite
-def cli_argv(draw):
-    op = draw(st.sampled_from(["SiluBackward", "GridSampler2DBackward", "ConvolutionBackward", "ConvTbcBackward",
-                               "NoSuchOp"]))
-    argv = ["run", op, "--no-trace", "--budget-seconds", "3", "--budget-memory", "0.25"]
-    opdef = simulator.aclnn.REGISTRY.get(op)
-    tensors = [p.name for p in opdef.params if p.kind == "tensor" and not p.output] if opdef else ["x"]
-    for name in draw(st.lists(st.sampled_from(tensors), max_size=len(tensors), unique=True)) or tensors[:1]:
-        argv += ["--shape", f"{name}={draw(SHAPE)}"]
+def cli_cases(draw):
+    """(argv, the exit it must give, the defect's name)."""
+    op = draw(st.sampled_from(sorted(BASES)))
+    args, tiling_field, socs = BASES[op]
+    defect = draw(st.sampled_from([None, *sorted(DEFECTS)]))
+    args = args + ["--mode", draw(st.sampled_from(["timing", "timing", "functional"]))]
     if draw(st.booleans()):
-        argv += ["--dtype", draw(DTYPE)]
-    attrs = [p for p in opdef.params if p.kind != "tensor"] if opdef else []
-    for p in draw(st.lists(st.sampled_from(attrs), max_size=len(attrs), unique_by=lambda p: p.name)) if attrs else []:
-        value = draw(st.one_of(st.sampled_from(["0", "1", "2", "-1", "true", "1,1", "2,2", "0,0", "1,1,0", "x", "null"]),
-                               st.integers(-3, 70).map(str)))
-        argv += ["--attr", f"{p.name}={value}"]
-    if opdef and opdef.tiling_fields and draw(st.booleans()):
-        field = draw(st.sampled_from(sorted(opdef.tiling_fields) + ["bogus"]))
-        argv += ["--tiling", f"{field}={draw(VALUE)}"]
-    for _ in range(draw(st.integers(0, 2))):
-        argv += ["--set", f"{draw(FIELD)}={draw(VALUE)}"]
-    argv += ["--mode", draw(st.sampled_from(["timing", "timing", "functional"]))]
-    if draw(st.booleans()):
-        argv += ["--seed", str(draw(st.one_of(st.integers(-2, 2 ** 64), st.just("abc"))))]
-    if draw(st.integers(0, 9)) == 0:
-        argv += ["--soc", draw(st.sampled_from(["Ascend910A", "Ascend310P3", "Ascend910B4", "Ascend999", "x.yaml"]))]
-    return argv
+        args += ["--seed", str(draw(st.integers(0, 2 ** 63 - 1)))]
+    touches = DEFECTS[defect][0](op, ["--shape", "x=1", "--dtype", "FLOAT"], tiling_field)[1] if defect else []
+    if "--soc" not in touches and draw(st.booleans()):
+        args += ["--soc", draw(st.sampled_from(socs))]
+    if "--set" not in touches and draw(st.booleans()):
+        args += ["--set", f"clock_mhz={draw(st.integers(500, 3000))}"]
+    want = 0
+    if defect:
+        change, exit_of = DEFECTS[defect]
+        want = exit_of(op)
+        op, args = change(op, args, tiling_field)
+    return ["run", op, *args, *LIMITS], want, defect or "none"
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=not os.environ.get("EDGE_RANDOM"),
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(argv=cli_argv())
-def test_any_cli_call_ends_cleanly(argv, capsys):
+@settings(max_examples=examples(EXAMPLES), suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(case=cli_cases())
+def test_any_cli_call_gives_the_exit_the_readme_promises(case, capsys):
+    argv, want, defect = case
     code, out, err, elapsed = _cli(argv, capsys)
     _assert_clean(code, err, elapsed, argv)
-    event(f"exit {code}")              # --hypothesis-show-statistics counts the outcomes
+    assert code == want, (defect, argv, err)
+    assert (err == "") == (want == 0), (defect, argv, err)
+    event(f"{defect}: exit {code}")    # --hypothesis-show-statistics counts the outcomes
+
+
+@pytest.mark.parametrize("defect", sorted(DEFECTS))
+@pytest.mark.parametrize("op", sorted(BASES))
+def test_each_defect_on_each_operator(op, defect, capsys):
+    """The whole catalogue once on every operator (the property above adds the variations)."""
+    args, tiling_field, _ = BASES[op]
+    change, exit_of = DEFECTS[defect]
+    name, args = change(op, args + ["--mode", "timing"], tiling_field)
+    argv = ["run", name, *args, *LIMITS]
+    code, out, err, elapsed = _cli(argv, capsys)
+    _assert_clean(code, err, elapsed, argv)
+    assert code == exit_of(op), (argv, err)
+
+
+GRID = ["run", "GridSampler2DBackward", "--shape", "gradOutput=1,4,5,5", "--shape", "input=1,4,6,6",
+        "--shape", "grid=1,5,5,2", "--attr", "interpolationMode=0", "--attr", "paddingMode=0",
+        "--attr", "alignCorners=false", *LIMITS]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "GridSampler2DBackward with outputMask left out (or all false) checks nothing: an INT8 call or a "
+    "gradOutput of the wrong shape runs to exit 0 with 0 cycles; with outputMask=1,1 the same call is "
+    "refused with 161002"))
+@pytest.mark.parametrize("argv", [GRID + ["--dtype", "INT8"],
+                                  _first_shape(GRID, "3,3,3,3") + ["--dtype", "FLOAT"]])
+def test_an_invalid_grid_sampler_call_is_refused_without_an_output_mask(argv, capsys):
+    code, out, err, elapsed = _cli(argv, capsys)
+    _assert_clean(code, err, elapsed, argv)
+    assert code == 1, (argv, err)
 
 
 # ---- profile what-ifs ----------------------------------------------------------------------------
@@ -178,7 +267,7 @@ def _what_if_value(v):
                      st.just(v // 2 if isinstance(v, int) and not isinstance(v, bool) else v))
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=not os.environ.get("EDGE_RANDOM"), suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(EXAMPLES), suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_what_if_profile_either_is_refused_or_runs(data):
     """A what-if either fails validation (ProfileError naming the field) or is a machine every

@@ -1,6 +1,20 @@
 """msprof-compatible output: the files `msprof op`, the system profiler and msKPP write, with their
-headers as those tools write them (msOpProf's metric_csv_header.h, msprof's op_summary assembler,
-msKPP's own tests) and values that agree with the report (a column that disagrees is a bug)."""
+headers as those tools write them and values that agree with the report (a column that disagrees
+is a bug).
+
+Every header we write is compared in full, column by column, with the header Huawei's own source
+writes or its own tests expect, copied into tests/fixtures/msprof/headers/ (the README there cites
+repository, path and commit for each file):
+  msOpProf's metric_csv_header.h   OpBasicInfo, PipeUtilization, Memory, L2Cache,
+                                   ArithmeticUtilization, for the Ascend910B and Ascend310P layouts
+  msOpProf's api_data.h            the simulator's *_instr_exe.csv and *_code_exe.csv
+  msprof's op_summary assembler    op_summary, both layouts (the coupled one's PMU columns from msKPP)
+  msKPP's test_statistic_info.py   Pipe_statistic.csv, Instruction_statistic.csv
+Searched and not found: a published sample file (rows as well as header) of any `msprof op` CSV;
+the hiascend.com msprof op pages show them as images. The headers above are the tools' own source.
+Not compared: file names. Current msOpProf appends the run's timestamp (`PipeUtilization_<stamp>.csv`,
+`<core>_instr_exe_<stamp>.csv`); we write the undecorated names older CANN releases document.
+"""
 from __future__ import annotations
 
 import csv
@@ -16,25 +30,8 @@ from simulator.cli import main
 from simulator.studies.compare import compare, read_op_summary, read_pipe_utilization
 
 ROOT = Path(__file__).resolve().parent.parent
-
-# the headers as the tools write them (docs/OUTPUTS.md cites the sources)
-A2_PIPE_HEAD = ("block_id,sub_block_id,aic_time(us),aic_total_cycles,aic_cube_time(us),aic_cube_ratio,"
-                "aic_mte1_time(us),aic_mte1_ratio,aic_mte2_time(us),aic_mte2_ratio,aic_mte3_time(us),aic_mte3_ratio,"
-                "aic_mte3_active_bw(GB/s),aic_fixpipe_time(us),aic_fixpipe_ratio,aic_fixpipe_active_bw(GB/s),"
-                "aic_icache_miss_rate,aic_scalar_time(us),aic_scalar_ratio,aic_scalar_single_time(us),"
-                "aic_scalar_dual_time(us),aic_scalar_mte1_stall_time(us),aic_scalar_mte2_stall_time(us),"
-                "aic_scalar_mte3_stall_time(us),aic_scalar_cube_stall_time(us),aic_scalar_wait_ib_time(us),"
-                "aic_scalar_wait_time(us),aiv_time(us),aiv_total_cycles,aiv_vec_time(us),aiv_vec_ratio,"
-                "aiv_mte2_time(us),aiv_mte2_ratio,aiv_mte2_active_bw(GB/s),aiv_mte3_time(us),aiv_mte3_ratio,"
-                "aiv_mte3_active_bw(GB/s),aiv_icache_miss_rate,aiv_scalar_time(us),aiv_scalar_ratio,"
-                "aiv_scalar_single_time(us),aiv_scalar_dual_time(us),aiv_scalar_mte2_stall_time(us),"
-                "aiv_scalar_mte3_stall_time(us),aiv_scalar_stall_by_ub_time(us),aiv_scalar_vector_stall_time(us),"
-                "aiv_scalar_wait_ib_time(us),aiv_scalar_wait_time(us)")
-A2_BASIC_HEAD = "Op Name,Op Type,Task Duration(us),Block Dim,Mix Block Dim,Device Id,Pid,Current Freq,Rated Freq"
-SUMMARY_START = ("Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),"
-                 "Task Duration(us),Task Wait Time(us),Block Num,Mix Block Num,HF32 Eligible")
-MSKPP_PIPE_HEAD = '"Pipe","Duration(us)","Cycle","Size(B)","Ops"'
-MSKPP_INSTR_HEAD = '"Instruction","Duration(us)","Cycle","Size(B)","Ops"'
+PUBLISHED = ROOT / "tests" / "fixtures" / "msprof" / "headers"
+METRIC_FILES = ("OpBasicInfo", "PipeUtilization", "Memory", "L2Cache", "ArithmeticUtilization")
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -54,24 +51,83 @@ def silu(tmp_path_factory):
     return r, out
 
 
+@pytest.fixture(scope="module")
+def coupled(tmp_path_factory):
+    """The add sample on the coupled layout (Ascend310P3: AI cores with cube and vector units)."""
+    out = tmp_path_factory.mktemp("msprof_coupled")
+    sys.path.insert(0, str(ROOT / "examples" / "kernels"))
+    try:
+        import add_sample
+    finally:
+        sys.path.pop(0)
+    spec = add_sample.launch(None)
+    simulator.run_kernel(spec["body"], 8, spec["args"], soc="Ascend310P3", warmup=1, msprof_out=str(out))
+    return out
+
+
+def header_of(path: Path) -> list[str]:
+    with path.open(newline="") as f:
+        return next(csv.reader(f))
+
+
+def assert_same_columns(ours: list[str], published: list[str]) -> None:
+    """Equal in full; on failure name every position that differs, not only the first."""
+    diffs = [(i, a, b) for i, (a, b) in enumerate(zip(ours, published)) if a != b]
+    assert ours == published, (f"{len(ours)} columns written, {len(published)} published; first differences "
+                               f"(index, ours, published): {diffs[:8]}; only ours: "
+                               f"{[c for c in ours if c not in published]}; only published: "
+                               f"{[c for c in published if c not in ours]}")
+
+
+COUPLED_L2 = pytest.mark.xfail(strict=True, reason=(
+    "msOpProf's l2CacheFor310P_ is the single column aic_l2_cache_hit_rate(%); "
+    "we write aic_time(us),aic_total_cycles before it"))
+COUPLED_SUMMARY = pytest.mark.xfail(strict=True, reason=(
+    "msprof's op_summary assembler masks Mix Block Num and Context ID on chips that are not STARS "
+    "(Ascend910A, Ascend310P); we write both"))
+
+
+@pytest.mark.parametrize("layout, name", [
+    *(("Ascend910B", n) for n in (*METRIC_FILES, "op_summary")),
+    *(pytest.param("Ascend310P", n, marks=COUPLED_L2 if n == "L2Cache" else ()) for n in METRIC_FILES),
+    pytest.param("Ascend310P", "op_summary", marks=COUPLED_SUMMARY),
+])
+def test_each_header_is_the_published_one_in_full(layout, name, silu, coupled):
+    out = silu[1] if layout == "Ascend910B" else coupled
+    (written,) = out.glob("op_summary_*.csv" if name == "op_summary" else f"OPPROF_*/{name}.csv")
+    assert_same_columns(header_of(written), header_of(PUBLISHED / layout / f"{name}.csv"))
+
+
+@pytest.mark.parametrize("layout", ["Ascend910B", "Ascend310P"])
+@pytest.mark.parametrize("name", ["instr_exe", "code_exe"])
+def test_the_simulator_files_have_the_published_headers(layout, name, silu, coupled):
+    out = silu[1] if layout == "Ascend910B" else coupled
+    files = list(out.glob(f"OPPROF_*/simulator/*/*_{name}.csv"))
+    assert files
+    for f in files:
+        assert_same_columns(header_of(f), header_of(PUBLISHED / "simulator" / f"{name}.csv"))
+
+
+@pytest.mark.parametrize("name", ["Pipe_statistic", "Instruction_statistic"])
+def test_the_mskpp_files_have_the_published_header_line(name, silu, coupled):
+    """msKPP's test compares the raw first line (quoted), so we do too."""
+    published = (PUBLISHED / "mskpp" / f"{name}.csv").read_text().splitlines()[0]
+    for out in (silu[1], coupled):
+        assert (out / f"{name}.csv").read_text().splitlines()[0] == published
+
+
 def test_the_layout_is_msprof_ops(silu):
     r, out = silu
     (opprof,) = out.glob("OPPROF_*")
-    for name in ("OpBasicInfo", "PipeUtilization", "Memory", "L2Cache", "ArithmeticUtilization"):
+    for name in METRIC_FILES:
         assert (opprof / f"{name}.csv").is_file()
-    assert (opprof / "PipeUtilization.csv").read_text().splitlines()[0] == A2_PIPE_HEAD
-    assert (opprof / "OpBasicInfo.csv").read_text().splitlines()[0] == A2_BASIC_HEAD
-    (summary,) = out.glob("op_summary_*.csv")
-    assert summary.read_text().startswith(SUMMARY_START)
-    assert (out / "Pipe_statistic.csv").read_text().splitlines()[0] == MSKPP_PIPE_HEAD
-    assert (out / "Instruction_statistic.csv").read_text().splitlines()[0] == MSKPP_INSTR_HEAD
+    assert len(list(out.glob("op_summary_*.csv"))) == 1
+    assert (out / "Pipe_statistic.csv").is_file() and (out / "Instruction_statistic.csv").is_file()
     cores = sorted(p.name for p in (opprof / "simulator").iterdir() if p.is_dir())
     assert cores and all(c.startswith("core") and ".veccore" in c for c in cores)
     for c in cores:
-        assert (opprof / "simulator" / c / f"{c}_instr_exe.csv").read_text().startswith(
-            "instr,addr,pipe,call_count,cycles,running_time(us),detail")
-        assert (opprof / "simulator" / c / f"{c}_code_exe.csv").read_text().startswith(
-            "code,call_count,cycles,running_time(us)")
+        assert (opprof / "simulator" / c / f"{c}_instr_exe.csv").is_file()
+        assert (opprof / "simulator" / c / f"{c}_code_exe.csv").is_file()
 
 
 def test_per_block_rows_agree_with_the_report(silu):
@@ -166,9 +222,6 @@ def test_the_add_sample_on_a_coupled_chip_writes_the_coupled_headers(tmp_path):
         if c.measured_us:
             mine = row.times[""][c.figure if c.figure != "kernel" else "total"]
             assert mine == pytest.approx(c.simulated_us, rel=1e-4)
-    (opprof,) = tmp_path.glob("OPPROF_*")
-    assert (opprof / "PipeUtilization.csv").read_text().startswith("aic_time(us),aic_total_cycles,aic_cube_time(us)")
-    assert "Mix Block Dim" not in (opprof / "OpBasicInfo.csv").read_text()
 
 
 def test_cli_msprof_out_on_run_kernel_and_replay(tmp_path, capsys):

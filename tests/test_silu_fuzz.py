@@ -26,7 +26,7 @@ from simulator import acl, aclnn
 from simulator.enums import NUMPY_OF, aclDataType
 
 from conftest import (BF16, F16, F32, INVALID, NULLPTR, SERIES, SPEC_SILU_DTYPES, SOC_DTYPES,
-                      assert_silu_close, contiguous_strides, private_device, random_data,
+                      assert_silu_close, contiguous_strides, examples, private_device, random_data,
                       view_extent)
 
 ALL_SOCS = list(SERIES)
@@ -36,7 +36,7 @@ OTHER_DTYPES = [aclDataType.ACL_INT32, aclDataType.ACL_DOUBLE, aclDataType.ACL_I
 POOL_BYTES = 4096          # each tensor slot views one 4 KiB allocation
 MAX_CALL_SECONDS = 2.0     # "never hangs": a phase-1 check on tiny tensors takes well under a ms
 
-FUZZ = settings(max_examples=2500, deadline=None, database=None,
+FUZZ = settings(max_examples=examples(2500),
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
@@ -358,7 +358,7 @@ def _phase2_expect(ex_ok: bool, ex_null: bool, workspace, size, need: int, holds
     return defects[0] if len(defects) == 1 else {NULLPTR, INVALID}
 
 
-@settings(max_examples=1000, deadline=None, database=None,
+@settings(max_examples=examples(1000),
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(call=phase2_calls())
 def test_invalid_phase2_calls(pools, call):
@@ -427,7 +427,7 @@ def _make_view(rng, shape, dtype, perm, steps, starts, fill=None):
     return base, v
 
 
-@settings(max_examples=200, deadline=None, database=None,
+@settings(max_examples=examples(200),
           suppress_health_check=[HealthCheck.too_slow])
 @given(call=valid_calls())
 def test_valid_random_calls(call):
