@@ -87,7 +87,7 @@ COUPLED = {
         "aic_time(us),aic_total_cycles,aic_l1_read_bw(GB/s),aic_l1_write_bw(GB/s),aic_ub_to_gm_bw(GB/s),"
         "aic_gm_to_ub_bw(GB/s),aic_main_mem_read_bw(GB/s),aic_main_mem_write_bw(GB/s),aic_mte1_instructions,"
         "aic_mte1_ratio,aic_mte2_instructions,aic_mte2_ratio,aic_mte3_instructions,aic_mte3_ratio"),
-    "L2Cache": _h("aic_time(us),aic_total_cycles,aic_l2_cache_hit_rate(%)"),
+    "L2Cache": _h("aic_l2_cache_hit_rate(%)"),          # msOpProf writes the hit rate alone on these chips
     "ArithmeticUtilization": _h(
         "aic_time(us),aic_total_cycles,aic_cube_ratio,aic_cube_fp16_ratio,aic_cube_int8_ratio,aic_cube_fops,"
         "aic_cube_total_instr_number,aic_vec_ratio,aic_vec_fp32_ratio,aic_vec_fp16_ratio,aic_vec_int32_ratio,"
@@ -103,7 +103,8 @@ SUMMARY_A2 = SUMMARY_HEAD + _h(
     "aic_icache_miss_rate,aiv_time(us),aiv_total_cycles,aiv_vec_time(us),aiv_vec_ratio,aiv_scalar_time(us),"
     "aiv_scalar_ratio,aiv_mte2_time(us),aiv_mte2_ratio,aiv_mte3_time(us),aiv_mte3_ratio,aiv_icache_miss_rate,"
     "cube_utilization(%)")
-SUMMARY_COUPLED = SUMMARY_HEAD + _h(
+# msprof masks the STARS-only columns (Mix Block Num, Context ID) on Ascend910A / Ascend310P
+SUMMARY_COUPLED = [c for c in SUMMARY_HEAD if c not in ("Mix Block Num", "Context ID")] + _h(
     "aicore_time(us),total_cycles,vec_time(us),vec_ratio,mac_time(us),mac_ratio,scalar_time(us),scalar_ratio,"
     "mte1_time(us),mte1_ratio,mte2_time(us),mte2_ratio,mte3_time(us),mte3_ratio,icache_miss_rate,memory_bound")
 SUMMARY_STEMS = {"PIPE_M": "mac", "PIPE_V": "vec", "PIPE_S": "scalar", "PIPE_MTE1": "mte1", "PIPE_MTE2": "mte2",

@@ -79,18 +79,9 @@ def assert_same_columns(ours: list[str], published: list[str]) -> None:
                                f"{[c for c in published if c not in ours]}")
 
 
-COUPLED_L2 = pytest.mark.xfail(strict=True, reason=(
-    "msOpProf's l2CacheFor310P_ is the single column aic_l2_cache_hit_rate(%); "
-    "we write aic_time(us),aic_total_cycles before it"))
-COUPLED_SUMMARY = pytest.mark.xfail(strict=True, reason=(
-    "msprof's op_summary assembler masks Mix Block Num and Context ID on chips that are not STARS "
-    "(Ascend910A, Ascend310P); we write both"))
-
-
 @pytest.mark.parametrize("layout, name", [
     *(("Ascend910B", n) for n in (*METRIC_FILES, "op_summary")),
-    *(pytest.param("Ascend310P", n, marks=COUPLED_L2 if n == "L2Cache" else ()) for n in METRIC_FILES),
-    pytest.param("Ascend310P", "op_summary", marks=COUPLED_SUMMARY),
+    *(("Ascend310P", n) for n in (*METRIC_FILES, "op_summary")),
 ])
 def test_each_header_is_the_published_one_in_full(layout, name, silu, coupled):
     out = silu[1] if layout == "Ascend910B" else coupled
