@@ -57,7 +57,7 @@ class To5HDPass:
     c1n: int              # C1 planes per item
     L: int                # positions per item (P when whole images fit)
     slot: int             # bytes per slot (slot_pass) or per ring region (ring_pass)
-    ring: bool = False
+    ring: bool = False    # no cast: one transpose per item, on ring_pass's three regions
 
 
 def plan_to5hd(name, N, G, Cg, c0, P, lay: MapLayout, src_dtype, compute_dtype, ub_bytes: int) -> To5HDPass:
