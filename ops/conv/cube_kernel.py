@@ -5,6 +5,8 @@ by Fixpipe (A2) or through UB (coupled chips).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -27,7 +29,7 @@ class CubeJob:
     """Host-side tiling of the Cube launch."""
     geo: CubeGeometry
     a2: bool
-    cd: np.dtype
+    compute_dtype: np.dtype   # the operands' dtype in L1 / L0A / L0B
     hf32: bool
     nb: int               # L1 / L0 buffers (2: double-buffered)
     l1: int               # bytes per L1 stage slot
@@ -43,8 +45,18 @@ class CubeJob:
     blocks: list          # per block: [("dx", i) ...] then [("dw", i) ...]
 
 
+class L0Step(NamedTuple):
+    """One Mmad with its operand loads: load_a(L0A slot, L1 slot), load_b(L0B slot, L1 slot)."""
+    load_a: Callable
+    load_b: Callable
+    m: int
+    n: int
+    k: int
+    b_key: tuple | None   # names the B it loads: an L0B slot holding it skips the load
+
+
 class Stage:
-    """One L1 stage: copyin(l1 slot, load_b) and its L0 steps (loadA, loadB, m, n, k, B key).
+    """One L1 stage: copyin(l1 slot, load_b) and its L0 steps (`L0Step`).
     bkey names the right-operand block the stage copies into its slot's B region: a slot that
     already holds it skips the copy (and an L0B slot that holds a step's B skips the load)."""
     __slots__ = ("copyin", "steps", "first", "last", "out", "bkey")
@@ -65,8 +77,8 @@ class Sched:
         self.nb = job.nb
         self.nstage = self.nstep = self.nunit = 0
         self.ub_pending = [False] * len(l0c)
-        self.l1b = [None] * self.nb           # the B block each L1 slot holds
-        self.l0bk = [None] * self.nb          # the B step each L0B slot holds
+        self.l1_bkey = [None] * self.nb       # the B block each L1 slot holds
+        self.l0b_key = [None] * self.nb       # the B step each L0B slot holds
 
     def run(self, stages):
         it = iter(stages)
@@ -90,9 +102,9 @@ class Sched:
         s = i % self.nb
         if i >= self.nb:
             WaitFlag(HardEvent.MTE1_MTE2, s)
-        load_b = st.bkey is None or self.l1b[s] != st.bkey
+        load_b = st.bkey is None or self.l1_bkey[s] != st.bkey
         st.copyin(self.l1[s], load_b)
-        self.l1b[s] = st.bkey
+        self.l1_bkey[s] = st.bkey
         SetFlag(HardEvent.MTE2_MTE1, s)
 
     def _compute(self, st: Stage, i: int):
@@ -100,20 +112,21 @@ class Sched:
         nb = self.nb
         WaitFlag(HardEvent.MTE2_MTE1, s)
         cslot = self.nunit % len(self.l0c)
-        for n, (la, lb, m, nn, k, bk) in enumerate(st.steps):
+        for n, step in enumerate(st.steps):
             j = self.nstep % nb
             if self.nstep >= nb:
                 WaitFlag(HardEvent.M_MTE1, j)
-            la(self.l0a[j], self.l1[s])
-            if bk is None or self.l0bk[j] != bk:
-                lb(self.l0b[j], self.l1[s])
-            self.l0bk[j] = bk
+            step.load_a(self.l0a[j], self.l1[s])
+            if step.b_key is None or self.l0b_key[j] != step.b_key:
+                step.load_b(self.l0b[j], self.l1[s])
+            self.l0b_key[j] = step.b_key
             SetFlag(HardEvent.MTE1_M, j)
             WaitFlag(HardEvent.MTE1_M, j)
             first = st.first and n == 0
             if first and self.nunit >= len(self.l0c):
                 WaitFlag(HardEvent.FIX_M if self.job.a2 else HardEvent.V_M, cslot)
-            Mmad(self.l0c[cslot], self.l0a[j], self.l0b[j], MmadParams(m=m, n=nn, k=k, cmatrixInitVal=first))
+            Mmad(self.l0c[cslot], self.l0a[j], self.l0b[j],
+                 MmadParams(m=step.m, n=step.n, k=step.k, cmatrixInitVal=first))
             SetFlag(HardEvent.M_MTE1, j)
             self.nstep += 1
         SetFlag(HardEvent.MTE1_MTE2, s)
@@ -186,8 +199,8 @@ def _gm(a, dt=None):
 
 
 def cube_body(DY, XM, WP, DXG, ACC, A32, job: CubeJob):
-    cd = job.cd
-    isz, c0 = cd.itemsize, 32 // cd.itemsize
+    dt = job.compute_dtype
+    c0 = 32 // dt.itemsize
     work = job.blocks[GetBlockIdx()]
     pipe = TPipe()
     bufs = {}
@@ -204,12 +217,12 @@ def cube_body(DY, XM, WP, DXG, ACC, A32, job: CubeJob):
     if job.hf32:
         SetHF32Mode(True)
     l1 = [bufs["L1"][i * job.l1] for i in range(job.nb)]
-    l0a = [bufs["L0A"][i * job.l0a].ReinterpretCast(cd) for i in range(job.nb)]
-    l0b = [bufs["L0B"][i * job.l0b].ReinterpretCast(cd) for i in range(job.nb)]
-    gDY, gX, gWP = _gm(DY, cd), _gm(XM, cd), _gm(WP, cd)
+    l0a = [bufs["L0A"][i * job.l0a].ReinterpretCast(dt) for i in range(job.nb)]
+    l0b = [bufs["L0B"][i * job.l0b].ReinterpretCast(dt) for i in range(job.nb)]
+    gDY, gX, gWP = _gm(DY, dt), _gm(XM, dt), _gm(WP, dt)
     gDXG = _gm(DXG, job.dxg_dt) if DXG is not None else None
     gACC = _gm(ACC, job.acc_dt) if ACC is not None else None
-    gA32 = _gm(A32, cd) if A32 is not None else None
+    gA32 = _gm(A32, dt) if A32 is not None else None
     dx_units = [i for k, i in work if k == "dx"]
     dw_units = [i for k, i in work if k == "dw"]
     if dx_units:
@@ -217,13 +230,13 @@ def cube_body(DY, XM, WP, DXG, ACC, A32, job: CubeJob):
         csz = align_up(t.m, 16) * align_up(t.nt, 16) * 4
         l0c = [bufs["L0C"][i * csz].ReinterpretCast(float32) for i in range(t.nc)]
         s = Sched(job, l1, l0a, l0b, l0c, ub)
-        s.run(_dx_stages(job, dx_units, gDY, gWP, gDXG, isz, c0))
+        s.run(_dx_stages(job, dx_units, gDY, gWP, gDXG, c0))
     if dw_units:
         if dx_units:
             PipeBarrier(PIPE_ALL)
         l0c = [bufs["L0C"][0].ReinterpretCast(float32)]
         s = Sched(job, l1, l0a, l0b, l0c, ub)
-        s.run(_dw_stages(job, dw_units, gDY, gX, gACC, gA32, isz, c0))
+        s.run(_dw_stages(job, dw_units, gDY, gX, gACC, gA32, c0))
 
 
 def _zero_stage(m: int, n: int, c0: int, out) -> Stage:
@@ -238,7 +251,7 @@ def _zero_stage(m: int, n: int, c0: int, out) -> Stage:
 
     def lb(b2, l1):
         LoadData(b2, l1.ReinterpretCast(b2.dtype), LoadData2DParams(startIndex=m1, repeatTimes=n1, srcStride=1))
-    return Stage(copyin, [(la, lb, m, n, c0, None)], True, True, out)
+    return Stage(copyin, [L0Step(la, lb, m, n, c0, None)], True, True, out)
 
 
 def _depth_plane(pl: int, out_depth: int, src, ax, k: int) -> int | None:
@@ -251,175 +264,285 @@ def _depth_plane(pl: int, out_depth: int, src, ax, k: int) -> int | None:
     return n_img * src.D + jd if 0 <= jd < src.D else None
 
 
-def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, isz, c0):
+class DxSlab(NamedTuple):
+    """One L1 stage of a gradInput unit: c1n gradOutput C1 planes from c1 of one depth tap."""
+    kdt: int              # the phase's depth tap
+    plane: int            # the gradOutput map plane it reads
+    c1: int
+    c1n: int
+
+
+def _dx_out(job: CubeJob, dst, m: int, nw: int):
+    """The unit's m x nw tile into the phase grid workspace (NC1HWC0, strided by the phases)."""
+    stride = job.geo.nphase * job.geo.dxg.block
+
+    def out(c, ub, phase):
+        if phase == "fix":
+            Fixpipe(dst, c, FixpipeParamsV220(nSize=nw, mSize=m, srcStride=ceil_div(m, 16) * 16, dstStride=stride),
+                    CFG_NZ)
+        else:
+            _coupled_out(c, ub, phase, m, nw, job.dxg_dt, dst, stride, 0, False, True)
+    return out
+
+
+def _dx_slabs(job: CubeJob, f, pl: int, l1H: int, c0: int) -> list[DxSlab]:
+    """The unit's stages: every depth tap that reaches a gradOutput plane, in runs of C1 planes."""
+    geo, t = job.geo, job.dx
+    C1co = ceil_div(geo.Cout, c0)
+    slabs = []
+    if l1H:
+        for kdt in range(f.ax[0].K):
+            plane = _depth_plane(pl, geo.dxg.D, geo.dy, f.ax[0], kdt)
+            if plane is None:
+                continue
+            for c1 in range(0, C1co, t.c1n):
+                slabs.append(DxSlab(kdt, plane, c1, min(t.c1n, C1co - c1)))
+    return slabs
+
+
+def _dx_copyin(job: CubeJob, src_a, src_b, c1n: int, l1H: int, blen: int, c0: int):
+    """gradOutput rows (the slab) at the slot's base, the W' block after it."""
+    my, t, dt = job.geo.dy, job.dx, job.compute_dtype
+    isz = dt.itemsize
+    boff = align32(t.slab)
+
+    def copyin(l1, load_b):
+        DataCopy(sub_tensor(l1, t.slab, dt), src_a,
+                 DataCopyParams(c1n, l1H * my.Wd * c0 * isz // 32, (my.block - l1H * my.Wd) * c0 * isz // 32, 0))
+        if load_b:
+            DataCopy(l1[boff].ReinterpretCast(dt), src_b, DataCopyParams(1, blen, 0, 0))
+    return copyin
+
+
+def _dx_steps(job: CubeJob, f, slab: DxSlab, m: int, nw: int, mst: int, window: tuple, c0: int,
+              bkey: tuple) -> list[L0Step]:
+    """The slab's L0 steps: load3d img2col of gradOutput (A) and load2d of W' (B), kk deep each."""
+    my, kk = job.geo.dy, job.dx.kk
+    boff = align32(job.dx.slab)
+    l1H, top, bot = window
+    n1 = ceil_div(nw, 16)
+    kst = slab.c1n * f.Khw * c0
+    steps = []
+    for k0 in range(0, kst, kk):
+        kl = min(kk, kst - k0)
+        p3 = LoadData3DParamsV2(padList=(f.left, f.right, top, bot), l1H=l1H, l1W=my.Wd, channelSize=slab.c1n * c0,
+                                kExtension=kl, mExtension=m, kStartPt=k0, mStartPt=mst,
+                                strideW=f.ax[2].s, strideH=f.ax[1].s, filterW=f.ax[2].K,
+                                filterH=f.ax[1].K, dilationFilterW=f.ax[2].d, dilationFilterH=f.ax[1].d)
+        p2 = LoadData2DParams(startIndex=(k0 // c0) * n1, repeatTimes=ceil_div(kl, c0) * n1, srcStride=1)
+        steps.append(L0Step(partial(_load_a3d, p3), partial(_load_b2d, boff, p2), m, nw, kl, bkey + (k0, kl)))
+    return steps
+
+
+def _load_a3d(params, a2, l1):
+    LoadData(a2, l1.ReinterpretCast(a2.dtype), params)
+
+
+def _load_b2d(boff, params, b2, l1):
+    LoadData(b2, l1[boff].ReinterpretCast(b2.dtype), params)
+
+
+def _dx_unit_stages(job: CubeJob, unit, gDY, gWP, gDXG, c0: int):
     geo, t, wp = job.geo, job.dx, job.wp
     my, lay = geo.dy, geo.dxg
-    Wg = lay.Wd
+    g, q, pl, p0, m, j = unit
+    f = geo.phases[q]
+    n0, nw = t.ntiles[j]
+    dst = gDXG[(((g * ceil_div(geo.Cin, 16) + n0 // 16) * geo.nphase + q) * lay.block + pl * lay.plane + p0) * 16]
+    out = _dx_out(job, dst, m, nw)
+    oh0, oh1 = p0 // lay.Wd, (p0 + m - 1) // lay.Wd
+    hlo, l1H, top, bot = axis_window(f.ax[1], oh0, oh1 - oh0 + 1, my.R)
+    mst = p0 - oh0 * lay.Wd
+    slabs = _dx_slabs(job, f, pl, l1H, c0)
+    if not slabs:
+        yield _zero_stage(m, nw, c0, out)
+        return
     C1co = ceil_div(geo.Cout, c0)
-    C1o = ceil_div(geo.Cin, 16)
-    S = geo.nphase
-    odt = job.dxg_dt
-    boff = align32(t.slab)                     # the weight block's place in every L1 slot
+    for si, slab in enumerate(slabs):
+        src_a = gDY[(((g * C1co + slab.c1) * my.NP + slab.plane) * my.R + hlo) * my.Wd * c0]
+        src_b = gWP[wp.off(g, q, slab.kdt, slab.c1, j, 0)]
+        blen = slab.c1n * f.Khw * ceil_div(nw, 16) * 16 * c0 * job.compute_dtype.itemsize // 32
+        copyin = _dx_copyin(job, src_a, src_b, slab.c1n, l1H, blen, c0)
+        bkey = ("dx", g, q, j, slab.kdt, slab.c1)
+        steps = _dx_steps(job, f, slab, m, nw, mst, (l1H, top, bot), c0, bkey)
+        yield Stage(copyin, steps, si == 0, si == len(slabs) - 1, out, bkey)
+
+
+def _dx_stages(job: CubeJob, unit_ids, gDY, gWP, gDXG, c0: int):
     for ui in unit_ids:
-        g, q, pl, p0, m, j = t.units[ui]
-        f = geo.phases[q]
-        n0, nw = t.ntiles[j]
-        n1 = ceil_div(nw, 16)
-        m1 = ceil_div(m, 16)
-        Khw = f.Khw
-        kk = t.kk
-        dst = gDXG[(((g * C1o + n0 // 16) * S + q) * lay.block + pl * lay.plane + p0) * 16]
-
-        def out(c, ub, phase, m=m, nw=nw, dst=dst, m1=m1):
-            if phase == "fix":
-                Fixpipe(dst, c, FixpipeParamsV220(nSize=nw, mSize=m, srcStride=m1 * 16, dstStride=S * lay.block), CFG_NZ)
-            else:
-                _coupled_out(c, ub, phase, m, nw, odt, dst, S * lay.block, 0, False, True)
-        oh0, oh1 = p0 // Wg, (p0 + m - 1) // Wg
-        hlo, l1H, top, bot = axis_window(f.ax[1], oh0, oh1 - oh0 + 1, my.R)
-        mst = p0 - oh0 * Wg
-        specs = []
-        if l1H:
-            for kdt in range(f.ax[0].K):
-                plane = _depth_plane(pl, lay.D, my, f.ax[0], kdt)
-                if plane is None:
-                    continue
-                for c1a in range(0, C1co, t.c1n):
-                    specs.append((kdt, plane, c1a, min(t.c1n, C1co - c1a)))
-        if not specs:
-            yield _zero_stage(m, nw, c0, out)
-            continue
-        for si, (kdt, plane, c1a, cn) in enumerate(specs):
-            src_a = gDY[(((g * C1co + c1a) * my.NP + plane) * my.R + hlo) * my.Wd * c0]
-            src_b = gWP[wp.off(g, q, kdt, c1a, j, 0)]
-            blen = cn * Khw * n1 * 16 * c0 * isz // 32
-
-            def copyin(l1, load_b, src_a=src_a, src_b=src_b, cn=cn, blen=blen, l1H=l1H):
-                DataCopy(sub_tensor(l1, t.slab, job.cd), src_a,
-                         DataCopyParams(cn, l1H * my.Wd * c0 * isz // 32, (my.block - l1H * my.Wd) * c0 * isz // 32, 0))
-                if load_b:
-                    DataCopy(l1[boff].ReinterpretCast(job.cd), src_b, DataCopyParams(1, blen, 0, 0))
-            kst = cn * Khw * c0
-            steps = []
-            for k0 in range(0, kst, kk):
-                kl = min(kk, kst - k0)
-                p3 = LoadData3DParamsV2(padList=(f.left, f.right, top, bot), l1H=l1H, l1W=my.Wd, channelSize=cn * c0,
-                                        kExtension=kl, mExtension=m, kStartPt=k0, mStartPt=mst,
-                                        strideW=f.ax[2].s, strideH=f.ax[1].s, filterW=f.ax[2].K,
-                                        filterH=f.ax[1].K, dilationFilterW=f.ax[2].d, dilationFilterH=f.ax[1].d)
-                p2 = LoadData2DParams(startIndex=(k0 // c0) * n1, repeatTimes=ceil_div(kl, c0) * n1, srcStride=1)
-
-                def la(a2, l1, p3=p3):
-                    LoadData(a2, l1.ReinterpretCast(a2.dtype), p3)
-
-                def lb(b2, l1, p2=p2):
-                    LoadData(b2, l1[boff].ReinterpretCast(b2.dtype), p2)
-                bkey = ("dx", g, q, j, kdt, c1a)
-                steps.append((la, lb, m, nw, kl, bkey + (k0, kl)))
-            yield Stage(copyin, steps, si == 0, si == len(specs) - 1, out, bkey)
+        yield from _dx_unit_stages(job, job.dx.units[ui], gDY, gWP, gDXG, c0)
 
 
-def _dw_stages(job: CubeJob, unit_ids, gDY, gX, gACC, gA32, isz, c0):
-    geo, t = job.geo, job.dw
-    f = geo.dwf
-    alay = geo.dy if geo.amap == "dy" else geo.x
-    blay = geo.x if geo.amap == "dy" else geo.dy
-    gA, gB = (gDY, gX) if geo.amap == "dy" else (gX, gDY)
-    Wg, Wm = alay.Wd, blay.Wd
-    Khw, KD = f.Khw, f.ax[0].K
-    C1a, C1b = ceil_div(geo.Mg, c0), ceil_div(geo.Cb, c0)
-    rowKd = C1b * Khw * c0
-    kk = t.kk
-    atomic = t.ks > 1
-    HWimg = alay.D * alay.H * alay.Wd
-    for ui in unit_ids:
-        g, kd, m0, mt, col0, ncol, pieces = t.units[ui]
-        m1 = ceil_div(mt, 16)
-        c1aB = col0 // (Khw * c0)
-        c1nB = ceil_div(col0 + ncol, Khw * c0) - c1aB
-        kstB = col0 - c1aB * Khw * c0
-        c1aA = m0 // c0
-        c1nA = ceil_div(m0 + mt, c0) - c1aA
-        kstA = m0 - c1aA * c0
-        dst = gACC[((g * geo.Mg + m0) * KD + kd) * rowKd + col0]
+class DwPiece(NamedTuple):
+    """One L1 stage of a gradWeight unit: positions [p0, p0 + kl) of map plane pl (the K side)."""
+    pl: int
+    p0: int
+    kl: int
+    plane_b: int          # the right operand's map plane
+    oh0: int              # first left-operand row
+    rowsA: int            # left-operand rows
+    hlo: int              # first right-operand row
+    l1H: int              # right-operand rows
+    top: int              # right-operand padding rows above and below
+    bot: int
 
-        def out(c, ub, phase, mt=mt, ncol=ncol, dst=dst, m1=m1):
-            if phase == "fix":
-                if atomic:
-                    SetAtomicAdd(np.float32)
-                Fixpipe(dst, c, FixpipeParamsV220(nSize=ncol, mSize=mt, srcStride=m1 * 16, dstStride=KD * rowKd))
-                if atomic:
-                    SetAtomicNone()
-            else:
-                _coupled_out(c, ub, phase, mt, ncol, job.acc_dt, dst, 0, KD * rowKd, atomic, False)
-        specs = []
-        for (pl, p0, kl) in pieces:
-            plane_b = _depth_plane(pl, alay.D, blay, f.ax[0], kd)
-            if plane_b is None:
-                continue
-            oh0, oh1 = p0 // Wg, (p0 + kl - 1) // Wg
-            hlo, l1H, top, bot = axis_window(f.ax[1], oh0, oh1 - oh0 + 1, blay.R)
-            if l1H == 0:
-                continue
-            specs.append((pl, p0, kl, plane_b, oh0, oh1 - oh0 + 1, hlo, l1H, top, bot))
-        if not specs:
+
+def _dw_out(job: CubeJob, dst, mt: int, ncol: int, stride: int):
+    """The unit's mt x ncol tile into the accumulator (rows `stride` apart; an atomic add when K
+    is split over cores)."""
+    atomic = job.dw.ks > 1
+
+    def out(c, ub, phase):
+        if phase == "fix":
             if atomic:
-                continue             # nothing to add
-            yield _zero_stage(mt, ncol, c0, out)
+                SetAtomicAdd(np.float32)
+            Fixpipe(dst, c, FixpipeParamsV220(nSize=ncol, mSize=mt, srcStride=ceil_div(mt, 16) * 16, dstStride=stride))
+            if atomic:
+                SetAtomicNone()
+        else:
+            _coupled_out(c, ub, phase, mt, ncol, job.acc_dt, dst, 0, stride, atomic, False)
+    return out
+
+
+def _dw_maps(job: CubeJob):
+    """(left-operand map, right-operand map): gradOutput and input, in the order geo.amap says."""
+    geo = job.geo
+    return (geo.dy, geo.x) if geo.amap == "dy" else (geo.x, geo.dy)
+
+
+def _dw_pieces(job: CubeJob, kd: int, pieces) -> list[DwPiece]:
+    """The pieces of the unit's K range whose depth tap kd and rows reach the right operand."""
+    f = job.geo.dwf
+    alay, blay = _dw_maps(job)
+    Wg = alay.Wd
+    out = []
+    for (pl, p0, kl) in pieces:
+        plane_b = _depth_plane(pl, alay.D, blay, f.ax[0], kd)
+        if plane_b is None:
             continue
-        for si, (pl, p0, kl, plane_b, oh0, rowsA, hlo, l1H, top, bot) in enumerate(specs):
-            if t.a_nd2nz:
-                a_bytes = align_up(mt, 16) * align_up(kl, c0) * isz
-                if alay.fold:
-                    n_img = p0 // (alay.pitch * Wg)
-                    pimg = p0 - n_img * alay.pitch * Wg
-                else:
-                    n_img, od = divmod(pl, alay.D)
-                    pimg = od * alay.H * Wg + p0
-                src_a = gA32[((n_img * geo.G + g) * geo.Mg + m0) * HWimg + pimg]
-            else:
-                a_bytes = c1nA * rowsA * Wg * c0 * isz
-                src_a = gA[(((g * C1a + c1aA) * alay.NP + pl) * alay.R + oh0) * Wg * c0]
-            src_b = gB[(((g * C1b + c1aB) * blay.NP + plane_b) * blay.R + hlo) * Wm * c0]
-            boff = align32(a_bytes)
+        oh0, oh1 = p0 // Wg, (p0 + kl - 1) // Wg
+        hlo, l1H, top, bot = axis_window(f.ax[1], oh0, oh1 - oh0 + 1, blay.R)
+        if l1H == 0:
+            continue
+        out.append(DwPiece(pl, p0, kl, plane_b, oh0, oh1 - oh0 + 1, hlo, l1H, top, bot))
+    return out
 
-            def copyin(l1, load_b=True, src_a=src_a, src_b=src_b, kl=kl, rowsA=rowsA, boff=boff, l1H=l1H, mt=mt,
-                       m1=m1, c1nA=c1nA, c1nB=c1nB):
-                a1 = sub_tensor(l1, boff, job.cd)
-                if t.a_nd2nz:
-                    if mt % 16:
-                        InitConstValue(a1, InitConstValueParams(1, m1 * 16 * ceil_div(kl, c0), 0, 0))
-                    DataCopy(a1, src_a, Nd2NzParams(1, mt, kl, 0, HWimg, m1 * 16, 1, 0))
-                else:
-                    DataCopy(a1, src_a, DataCopyParams(c1nA, rowsA * Wg * c0 * isz // 32,
-                                                       (alay.block - rowsA * Wg) * c0 * isz // 32, 0))
-                DataCopy(l1[boff].ReinterpretCast(job.cd), src_b,
-                         DataCopyParams(c1nB, l1H * Wm * c0 * isz // 32, (blay.block - l1H * Wm) * c0 * isz // 32, 0))
-            steps = []
-            for q0 in range(0, kl, kk):
-                kq = min(kk, kl - q0)
-                k1 = ceil_div(kq, c0)
-                mst = p0 + q0 - oh0 * Wg
-                if t.a_nd2nz:
-                    def la(a2, l1, q0=q0, k1=k1, m1=m1):
-                        frac = 512 // a2.dtype.itemsize
-                        for kb in range(k1):
-                            LoadData(a2[kb * frac], l1.ReinterpretCast(a2.dtype),
-                                     LoadData2DParams(startIndex=(q0 // c0 + kb) * m1, repeatTimes=m1, srcStride=1,
-                                                      dstGap=k1 - 1))
-                else:
-                    pa = LoadData3DParamsV2(padList=(0, 0, 0, 0), l1H=rowsA, l1W=Wg, channelSize=c1nA * c0,
-                                            kExtension=mt, mExtension=kq, kStartPt=kstA, mStartPt=mst,
-                                            enTranspose=True)
 
-                    def la(a2, l1, pa=pa):
-                        LoadData(a2, l1.ReinterpretCast(a2.dtype), pa)
-                pb = LoadData3DParamsV2(padList=(f.left, f.right, top, bot), l1H=l1H, l1W=Wm, channelSize=c1nB * c0,
-                                        kExtension=ncol, mExtension=kq, kStartPt=kstB, mStartPt=mst,
-                                        strideW=f.ax[2].s, strideH=f.ax[1].s, filterW=f.ax[2].K, filterH=f.ax[1].K,
-                                        dilationFilterW=f.ax[2].d, dilationFilterH=f.ax[1].d)
+def _dw_left_source(job: CubeJob, gA, gA32, g: int, m0: int, mt: int, c1aA: int, pc: DwPiece, c0: int):
+    """(L1 bytes of the left operand, its GM source): ND rows for ND->NZ, or NC1HWC0 rows."""
+    geo, isz = job.geo, job.compute_dtype.itemsize
+    alay, _ = _dw_maps(job)
+    Wg = alay.Wd
+    if job.dw.a_nd2nz:
+        a_bytes = align_up(mt, 16) * align_up(pc.kl, c0) * isz
+        if alay.fold:
+            n_img = pc.p0 // (alay.pitch * Wg)
+            pimg = pc.p0 - n_img * alay.pitch * Wg
+        else:
+            n_img, od = divmod(pc.pl, alay.D)
+            pimg = od * alay.H * Wg + pc.p0
+        return a_bytes, gA32[((n_img * geo.G + g) * geo.Mg + m0) * alay.D * alay.H * alay.Wd + pimg]
+    c1nA = ceil_div(m0 + mt, c0) - c1aA
+    a_bytes = c1nA * pc.rowsA * Wg * c0 * isz
+    return a_bytes, gA[(((g * ceil_div(geo.Mg, c0) + c1aA) * alay.NP + pc.pl) * alay.R + pc.oh0) * Wg * c0]
 
-                def lb(b2, l1, pb=pb, boff=boff):
-                    LoadData(b2, l1[boff].ReinterpretCast(b2.dtype), pb)
-                steps.append((la, lb, mt, ncol, kq, None))
-            yield Stage(copyin, steps, si == 0, si == len(specs) - 1, out)
+
+def _dw_copyin(job: CubeJob, src_a, src_b, pc: DwPiece, boff: int, mt: int, c1nA: int, c1nB: int, c0: int):
+    """The left operand at the slot's base (ND->NZ, zero-padded to 16 rows, or NC1HWC0 rows), the
+    right operand's rows after it."""
+    dt = job.compute_dtype
+    isz = dt.itemsize
+    alay, blay = _dw_maps(job)
+    Wg, Wm = alay.Wd, blay.Wd
+    m1 = ceil_div(mt, 16)
+
+    def copyin(l1, load_b=True):
+        a1 = sub_tensor(l1, boff, dt)
+        if job.dw.a_nd2nz:
+            if mt % 16:
+                InitConstValue(a1, InitConstValueParams(1, m1 * 16 * ceil_div(pc.kl, c0), 0, 0))
+            DataCopy(a1, src_a, Nd2NzParams(1, mt, pc.kl, 0, alay.D * alay.H * alay.Wd, m1 * 16, 1, 0))
+        else:
+            DataCopy(a1, src_a, DataCopyParams(c1nA, pc.rowsA * Wg * c0 * isz // 32,
+                                               (alay.block - pc.rowsA * Wg) * c0 * isz // 32, 0))
+        DataCopy(l1[boff].ReinterpretCast(dt), src_b,
+                 DataCopyParams(c1nB, pc.l1H * Wm * c0 * isz // 32, (blay.block - pc.l1H * Wm) * c0 * isz // 32, 0))
+    return copyin
+
+
+def _load_a_nd2nz(q0: int, k1: int, m1: int, c0: int, a2, l1):
+    """The NZ left operand's k1 fractal columns from q0, one load2d per column."""
+    frac = 512 // a2.dtype.itemsize
+    for kb in range(k1):
+        LoadData(a2[kb * frac], l1.ReinterpretCast(a2.dtype),
+                 LoadData2DParams(startIndex=(q0 // c0 + kb) * m1, repeatTimes=m1, srcStride=1, dstGap=k1 - 1))
+
+
+def _dw_steps(job: CubeJob, pc: DwPiece, boff: int, mt: int, ncol: int, kstA: int, kstB: int, c1nA: int,
+              c1nB: int, c0: int) -> list[L0Step]:
+    """The piece's L0 steps, kk positions deep: the left operand by load2d (NZ) or transposing
+    load3d, the right operand by load3d img2col."""
+    f = job.geo.dwf
+    alay, blay = _dw_maps(job)
+    Wg, Wm = alay.Wd, blay.Wd
+    m1 = ceil_div(mt, 16)
+    kk = job.dw.kk
+    steps = []
+    for q0 in range(0, pc.kl, kk):
+        kq = min(kk, pc.kl - q0)
+        k1 = ceil_div(kq, c0)
+        mst = pc.p0 + q0 - pc.oh0 * Wg
+        if job.dw.a_nd2nz:
+            la = partial(_load_a_nd2nz, q0, k1, m1, c0)
+        else:
+            pa = LoadData3DParamsV2(padList=(0, 0, 0, 0), l1H=pc.rowsA, l1W=Wg, channelSize=c1nA * c0,
+                                    kExtension=mt, mExtension=kq, kStartPt=kstA, mStartPt=mst,
+                                    enTranspose=True)
+            la = partial(_load_a3d, pa)
+        pb = LoadData3DParamsV2(padList=(f.left, f.right, pc.top, pc.bot), l1H=pc.l1H, l1W=Wm, channelSize=c1nB * c0,
+                                kExtension=ncol, mExtension=kq, kStartPt=kstB, mStartPt=mst,
+                                strideW=f.ax[2].s, strideH=f.ax[1].s, filterW=f.ax[2].K, filterH=f.ax[1].K,
+                                dilationFilterW=f.ax[2].d, dilationFilterH=f.ax[1].d)
+        steps.append(L0Step(la, partial(_load_b3d, boff, pb), mt, ncol, kq, None))
+    return steps
+
+
+def _load_b3d(boff, params, b2, l1):
+    LoadData(b2, l1[boff].ReinterpretCast(b2.dtype), params)
+
+
+def _dw_unit_stages(job: CubeJob, unit, gDY, gX, gACC, gA32, c0: int):
+    geo, f = job.geo, job.geo.dwf
+    gA, gB = (gDY, gX) if geo.amap == "dy" else (gX, gDY)
+    _, blay = _dw_maps(job)
+    Khw, KD = f.Khw, f.ax[0].K
+    C1b = ceil_div(geo.Cb, c0)
+    g, kd, m0, mt, col0, ncol, pieces = unit
+    # the unit's columns are (C1, tap, c0) of the right operand; its rows output channels
+    c1aB = col0 // (Khw * c0)
+    c1nB = ceil_div(col0 + ncol, Khw * c0) - c1aB
+    kstB = col0 - c1aB * Khw * c0
+    c1aA = m0 // c0
+    c1nA = ceil_div(m0 + mt, c0) - c1aA
+    kstA = m0 - c1aA * c0
+    rowKd = C1b * Khw * c0                  # accumulator elements per (row, depth tap)
+    dst = gACC[((g * geo.Mg + m0) * KD + kd) * rowKd + col0]
+    out = _dw_out(job, dst, mt, ncol, KD * rowKd)
+    specs = _dw_pieces(job, kd, pieces)
+    if not specs:
+        atomic = job.dw.ks > 1
+        if not atomic:           # (an atomic add of nothing adds nothing)
+            yield _zero_stage(mt, ncol, c0, out)
+        return
+    for si, pc in enumerate(specs):
+        a_bytes, src_a = _dw_left_source(job, gA, gA32, g, m0, mt, c1aA, pc, c0)
+        src_b = gB[(((g * C1b + c1aB) * blay.NP + pc.plane_b) * blay.R + pc.hlo) * blay.Wd * c0]
+        boff = align32(a_bytes)
+        copyin = _dw_copyin(job, src_a, src_b, pc, boff, mt, c1nA, c1nB, c0)
+        steps = _dw_steps(job, pc, boff, mt, ncol, kstA, kstB, c1nA, c1nB, c0)
+        yield Stage(copyin, steps, si == 0, si == len(specs) - 1, out)
+
+
+def _dw_stages(job: CubeJob, unit_ids, gDY, gX, gACC, gA32, c0: int):
+    for ui in unit_ids:
+        yield from _dw_unit_stages(job, job.dw.units[ui], gDY, gX, gACC, gA32, c0)

@@ -4,6 +4,8 @@ NC[D]HW, and gradWeight's tiles (or FP32 accumulator) cast and reordered to the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,24 +20,24 @@ from .vector_pipeline import (NCHW2NHWC, VecBlock, align32, round_mode, zero_lan
                               ring_pass)
 
 
-def tchain(vb: VecBlock, seq, cur: int, target: int, other: int, dt) -> int:
+def tchain(ub: VecBlock, seq, cur: int, target: int, other: int, dt) -> int:
     """Run transposes one after another, alternating between two buffers so that the last one
     lands in `target` (cur must be neither)."""
     for i, p in enumerate(seq):
         dst = target if (len(seq) - 1 - i) % 2 == 0 else other
-        Transpose(vb.at(dst, dt), vb.at(cur, dt), None, p)
+        Transpose(ub.at(dst, dt), ub.at(cur, dt), None, p)
         cur = dst
     return cur
 
 
-def repitch(vb: VecBlock, src: int, tmp: int, dst: int, rows: int, width: int, widthp: int, dt):
+def repitch(ub: VecBlock, src: int, tmp: int, dst: int, rows: int, width: int, widthp: int, dt):
     """[rows][width] -> [rows][widthp] (rows padded to widthp, e.g. to start every row 32-B
     aligned for a strided store): transpose to [width][rows] inside a zeroed [widthp][rows],
     transpose back."""
-    z, n = zero_lanes(vb.raw[tmp], align32(widthp * rows * dt.itemsize))
+    z, n = zero_lanes(ub.raw[tmp], align32(widthp * rows * dt.itemsize))
     Duplicate(z, 0.0, n)
-    Transpose(vb.at(tmp, dt), vb.at(src, dt), None, nhwc2nchw(1, rows, 1, width))
-    Transpose(vb.at(dst, dt), vb.at(tmp, dt), None, TransposeParamsExt(1, widthp, rows, 1, NCHW2NHWC))
+    Transpose(ub.at(tmp, dt), ub.at(src, dt), None, nhwc2nchw(1, rows, 1, width))
+    Transpose(ub.at(dst, dt), ub.at(tmp, dt), None, TransposeParamsExt(1, widthp, rows, 1, NCHW2NHWC))
 
 
 @dataclass
@@ -53,7 +55,7 @@ class DxOut:
     slot: int
 
 
-def plan_dx_out(geo: CubeGeometry, odt, ub: int) -> DxOut:
+def plan_dx_out(geo: CubeGeometry, odt, ub_bytes: int) -> DxOut:
     odt = np.dtype(odt)
     osz = odt.itemsize
     Sh, Sw = geo.S[1], geo.S[2]
@@ -63,11 +65,11 @@ def plan_dx_out(geo: CubeGeometry, odt, ub: int) -> DxOut:
     unit = 32 // osz
     C1o = ceil_div(geo.Cin, 16)
     for nreg in (2, 3):
-        room = ub // 3 if nreg == 2 else ub // 2 // nreg       # nreg 2: the ring of three regions
+        room = ub_bytes // 3 if nreg == 2 else ub_bytes // 2 // nreg       # nreg 2: the ring of three regions
         row_b = Sh * max(Sw * Qw, align_up(Wq, unit)) * 16 * osz        # one phase row, all phases, one C1
         if row_b > room:
             if nreg == 3:
-                raise tiling_error(f"gradInput layout pass: one phase row ({row_b} B) does not fit in UB ({ub} B)")
+                raise tiling_error(f"gradInput layout pass: one phase row ({row_b} B) does not fit in UB ({ub_bytes} B)")
             continue
         if Qh * row_b <= room:          # whole images, as many C1 planes as fit
             c1n = max(1, min(C1o, room // (Qh * row_b)))
@@ -98,131 +100,170 @@ def plan_dx_out(geo: CubeGeometry, odt, ub: int) -> DxOut:
     return DxOut(geo, odt, C1o, c1n, ni, whole, Wqp, mode, reg, nreg, reg if nreg == 2 else nreg * reg)
 
 
-def dx_out_items(t: DxOut) -> list:
+class DxOutItem(NamedTuple):
+    """c1n C1 planes (16 channels each) from c1 of image n, group g, output depth xd: phase rows
+    [i0, i0 + ni)."""
+    g: int
+    c1: int
+    c1n: int
+    n: int
+    xd: int
+    i0: int
+    ni: int
+
+
+def dx_out_items(t: DxOut) -> list[DxOutItem]:
     geo = t.geo
     Qh = geo.Qmax[1]
-    return [(g, c1, min(t.c1n, t.C1o - c1), n, xd, i0, min(t.ni, Qh - i0)) for n in range(geo.N)
+    return [DxOutItem(g, c1, min(t.c1n, t.C1o - c1), n, xd, i0, min(t.ni, Qh - i0)) for n in range(geo.N)
             for g in range(geo.G) for c1 in range(0, t.C1o, t.c1n) for xd in range(geo.X[0])
             for i0 in range(0, Qh, t.ni)]
 
 
-def pass_dx_out(vb: VecBlock, items, t: DxOut, sGm, dGm):
-    geo, odt = t.geo, t.odt
-    osz = odt.itemsize
+def _phase_of(geo: CubeGeometry, xd: int, rh: int, rw: int) -> tuple[int, int]:
+    """(phase, depth index in the phase grid) of output depth xd and in-plane phase (rh, rw)."""
     Sd, Sh, Sw = geo.S
-    Qw = geo.Qmax[2]
-    Wq = Qw * Sw
-    lay = geo.dxg
-    Xd, Xh, Xw = geo.X
-    S = geo.nphase
-    reg = t.reg
-    blk = 16 * osz // 32                          # 32-B blocks per position (16 channels)
+    return ((xd % Sd) * Sh + rh) * Sw + rw, xd // Sd
 
-    def phase_of(xd, rh, rw):
-        return ((xd % Sd) * Sh + rh) * Sw + rw, xd // Sd
 
-    def prezero(b, it):
-        g, c1, c1n, n, xd, i0, ni = it
-        if ni == t.ni and all(geo.phases[phase_of(xd, rh, rw)[0]] is not None
-                              for rh in range(Sh) for rw in range(Sw)):
-            return False
-        z, cnt = zero_lanes(vb.raw[b], reg)
-        Duplicate(z, 0.0, cnt)
-        return True
+def _dx_out_needs_prezero(t: DxOut, it: DxOutItem) -> bool:
+    """A partial item, or a phase no tap reaches (never written by the Cube), must read as zeros."""
+    geo, (_, Sh, Sw) = t.geo, t.geo.S
+    return not (it.ni == t.ni and all(geo.phases[_phase_of(geo, it.xd, rh, rw)[0]] is not None
+                                      for rh in range(Sh) for rw in range(Sw)))
 
-    inplane = Sh * Sw
-    # every in-plane phase present and unshifted, rows whole: the (C1, phase) blocks of an item
-    # are evenly strided in the workspace and one strided copy loads them all
-    one_copy = (Sd == 1 and lay.Wd == Qw and all(f is not None and f.ax[1].sh == 0 and f.ax[2].sh == 0
-                                                    for f in geo.phases))
 
-    def load(b, it):
-        g, c1, c1n, n, xd, i0, ni = it
-        per_phase = t.ni * Qw                   # positions of one phase of one C1 plane in UB
-        if one_copy:
-            row0 = n * lay.pitch if lay.fold else 0
-            plane = 0 if lay.fold else n * lay.D + xd
-            src = ((g * t.C1o + c1) * S * lay.block + plane * lay.plane + (row0 + i0) * lay.Wd) * 16
-            DataCopy(vb.at(b, odt), sGm[src], DataCopyParams(c1n * inplane, ni * Qw * blk, (lay.block - ni * Qw) * blk,
-                                                             (per_phase - ni * Qw) * blk))
-            return
-        for rh in range(Sh):
-            for rw in range(Sw):
-                pi = rh * Sw + rw
-                q, idd = phase_of(xd, rh, rw)
-                f = geo.phases[q]
-                if f is None:
-                    continue
-                row0 = n * lay.pitch if lay.fold else 0
-                plane = 0 if lay.fold else n * lay.D + idd
-                src = (((g * t.C1o + c1) * S + q) * lay.block + plane * lay.plane
-                       + (row0 + f.ax[1].sh + i0) * lay.Wd + f.ax[2].sh) * 16
-                dst = b + pi * per_phase * 16 * osz            # UB: [c1][phase][i][j][16]
-                # UB holds the in-plane phases of each C1 plane (a depth phase is one item's xd),
-                # the workspace all S phases
-                if lay.Wd == Qw:
-                    DataCopy(vb.at(dst, odt), sGm[src],
-                             DataCopyParams(c1n, ni * Qw * blk, (S * lay.block - ni * Qw) * blk,
-                                            (inplane * per_phase - ni * Qw) * blk))
-                else:
-                    for c in range(c1n):
-                        DataCopy(vb.at(dst + c * inplane * per_phase * 16 * osz, odt),
-                                 sGm[src + c * S * lay.block * 16],
-                                 DataCopyParams(ni, Qw * blk, (lay.Wd - Qw) * blk, 0))
+def _dx_out_prezero(ub: VecBlock, t: DxOut, b: int, it: DxOutItem) -> bool:
+    if not _dx_out_needs_prezero(t, it):
+        return False
+    z, cnt = zero_lanes(ub.raw[b], t.reg)
+    Duplicate(z, 0.0, cnt)
+    return True
 
-    def compute(b, it):
-        g, c1, c1n, n, xd, i0, ni = it
-        N16 = c1n * 16
-        seq = [nhwc2nchw(c1n, Sh * Sw * t.ni * Qw, 1, 16)]                          # -> [c1][16][rh][rw][i][j]
-        if Sw > 1:                                                                  # -> [c16][rh][i][j][rw]
-            seq.append(TransposeParamsExt(N16 * Sh, Sw, t.ni * Qw, 1, NCHW2NHWC))
-        if Sh > 1:                                                                  # -> [c16][i][rh][j rw]
-            seq.append(TransposeParamsExt(N16, Sh, t.ni, Wq, NCHW2NHWC))
-            seq.append(nhwc2nchw(N16 * t.ni, Wq, 1, Sh))
-        r = [b, b + reg, b + (t.nreg - 1) * reg]
-        if t.mode != "rows":
-            tchain(vb, seq, r[0], r[2], r[1], odt)
-        else:             # rows padded to Wqp: every row (and channel block) 32-B aligned
-            tchain(vb, seq, r[0], r[1], r[2], odt)
-            repitch(vb, r[1], r[0], r[2], N16 * t.ni * Sh, Wq, t.Wqp, odt)
 
-    def store(b, it):
-        g, c1, c1n, n, xd, i0, ni = it
-        out = vb.at(b + (t.nreg - 1) * reg, odt)
-        h0 = i0 * Sh
-        nrows = min(ni * Sh, Xh - h0)
-        if nrows <= 0:
-            return
-        nch = min(c1n * 16, geo.Cin - c1 * 16)
-        chan = ((n * geo.G + g) * geo.Cin + c1 * 16) * Xd * Xh * Xw + (xd * Xh + h0) * Xw
-        pitch = t.ni * Sh * t.Wqp
-        if t.mode == "flat":
-            DataCopyPad(dGm[chan], out, DataCopyExtParams(1, nch * Xh * Xw * osz, 0, 0))
-        elif t.mode == "fast":
-            DataCopyPad(dGm[chan], out, DataCopyExtParams(nch, nrows * Xw * osz, (pitch * osz - align32(nrows * Xw * osz)) // 32,
-                                                          (Xd * Xh * Xw - nrows * Xw) * osz))
-        else:
-            for cc in range(nch):
-                DataCopyPad(dGm[chan + cc * Xd * Xh * Xw], out[cc * pitch],
-                            DataCopyExtParams(nrows, Xw * osz, (t.Wqp * osz - align32(Xw * osz)) // 32, 0))
+def _dx_out_one_copy(geo: CubeGeometry) -> bool:
+    """Every in-plane phase present and unshifted, rows whole: the (C1, phase) blocks of an item
+    are evenly strided in the workspace and one strided copy loads them all."""
+    return (geo.S[0] == 1 and geo.dxg.Wd == geo.Qmax[2]
+            and all(f is not None and f.ax[1].sh == 0 and f.ax[2].sh == 0 for f in geo.phases))
 
-    if t.nreg != 2:
-        slot_pass(vb, t.slot, items, load, compute, store, prezero)
+
+def _dx_out_load_one_copy(ub: VecBlock, t: DxOut, sGm, b: int, it: DxOutItem):
+    geo, lay, odt = t.geo, t.geo.dxg, t.odt
+    Qw, blk = geo.Qmax[2], 16 * odt.itemsize // 32
+    per_phase = t.ni * Qw                   # positions of one phase of one C1 plane in UB
+    row0 = it.n * lay.pitch if lay.fold else 0
+    plane = 0 if lay.fold else it.n * lay.D + it.xd
+    src = ((it.g * t.C1o + it.c1) * geo.nphase * lay.block + plane * lay.plane + (row0 + it.i0) * lay.Wd) * 16
+    DataCopy(ub.at(b, odt), sGm[src], DataCopyParams(it.c1n * geo.S[1] * geo.S[2], it.ni * Qw * blk,
+                                                     (lay.block - it.ni * Qw) * blk, (per_phase - it.ni * Qw) * blk))
+
+
+def _dx_out_load_phase(ub: VecBlock, t: DxOut, sGm, b: int, it: DxOutItem, rh: int, rw: int):
+    """One in-plane phase of the item into UB ([c1][phase][i][j][16]); UB holds the in-plane
+    phases of each C1 plane (a depth phase is one item's xd), the workspace all S phases."""
+    geo, lay, odt = t.geo, t.geo.dxg, t.odt
+    _, Sh, Sw = geo.S
+    S, inplane, Qw = geo.nphase, Sh * Sw, geo.Qmax[2]
+    osz = odt.itemsize
+    blk = 16 * osz // 32                    # 32-B blocks per position (16 channels)
+    per_phase = t.ni * Qw                   # positions of one phase of one C1 plane in UB
+    q, idd = _phase_of(geo, it.xd, rh, rw)
+    f = geo.phases[q]
+    if f is None:
         return
-    # one transpose (stride 1): the ring of three regions; store() reads b + reg = the out region
+    row0 = it.n * lay.pitch if lay.fold else 0
+    plane = 0 if lay.fold else it.n * lay.D + idd
+    src = (((it.g * t.C1o + it.c1) * S + q) * lay.block + plane * lay.plane
+           + (row0 + f.ax[1].sh + it.i0) * lay.Wd + f.ax[2].sh) * 16
+    dst = b + (rh * Sw + rw) * per_phase * 16 * osz
+    if lay.Wd == Qw:
+        DataCopy(ub.at(dst, odt), sGm[src],
+                 DataCopyParams(it.c1n, it.ni * Qw * blk, (S * lay.block - it.ni * Qw) * blk,
+                                (inplane * per_phase - it.ni * Qw) * blk))
+    else:
+        for c in range(it.c1n):
+            DataCopy(ub.at(dst + c * inplane * per_phase * 16 * osz, odt), sGm[src + c * S * lay.block * 16],
+                     DataCopyParams(it.ni, Qw * blk, (lay.Wd - Qw) * blk, 0))
 
-    def r_prezero(lb, ob, it, dry):
-        g, c1, c1n, n, xd, i0, ni = it
-        need = not (ni == t.ni and all(geo.phases[phase_of(xd, rh, rw)[0]] is not None
-                                       for rh in range(Sh) for rw in range(Sw)))
-        return need if dry else prezero(lb, it)
 
-    def r_compute(lb, ob, it):
-        g, c1, c1n, n, xd, i0, ni = it
-        Transpose(vb.at(ob, odt), vb.at(lb, odt), None, nhwc2nchw(c1n, Sh * Sw * t.ni * Qw, 1, 16))
+def _dx_out_load(ub: VecBlock, t: DxOut, sGm, one_copy: bool, b: int, it: DxOutItem):
+    if one_copy:
+        _dx_out_load_one_copy(ub, t, sGm, b, it)
+        return
+    _, Sh, Sw = t.geo.S
+    for rh in range(Sh):
+        for rw in range(Sw):
+            _dx_out_load_phase(ub, t, sGm, b, it, rh, rw)
 
-    ring_pass(vb, reg, items, lambda lb, ob, it: load(lb, it), r_compute,
-          lambda lb, ob, it: store(ob - reg, it), r_prezero)
+
+def _dx_out_transposes(t: DxOut, c1n: int) -> list:
+    """[c1][rh][rw][i][j][16] -> [c16][i][rh][j][rw]: channels out, then the phases interleaved."""
+    _, Sh, Sw = t.geo.S
+    Qw = t.geo.Qmax[2]
+    Wq = Qw * Sw
+    N16 = c1n * 16
+    seq = [nhwc2nchw(c1n, Sh * Sw * t.ni * Qw, 1, 16)]                          # -> [c1][16][rh][rw][i][j]
+    if Sw > 1:                                                                  # -> [c16][rh][i][j][rw]
+        seq.append(TransposeParamsExt(N16 * Sh, Sw, t.ni * Qw, 1, NCHW2NHWC))
+    if Sh > 1:                                                                  # -> [c16][i][rh][j rw]
+        seq.append(TransposeParamsExt(N16, Sh, t.ni, Wq, NCHW2NHWC))
+        seq.append(nhwc2nchw(N16 * t.ni, Wq, 1, Sh))
+    return seq
+
+
+def _dx_out_compute(ub: VecBlock, t: DxOut, b: int, it: DxOutItem):
+    seq = _dx_out_transposes(t, it.c1n)
+    r = [b, b + t.reg, b + (t.nreg - 1) * t.reg]
+    if t.mode != "rows":
+        tchain(ub, seq, r[0], r[2], r[1], t.odt)
+    else:             # rows padded to Wqp: every row (and channel block) 32-B aligned
+        tchain(ub, seq, r[0], r[1], r[2], t.odt)
+        Wq = t.geo.Qmax[2] * t.geo.S[2]
+        repitch(ub, r[1], r[0], r[2], it.c1n * 16 * t.ni * t.geo.S[1], Wq, t.Wqp, t.odt)
+
+
+def _dx_out_store(ub: VecBlock, t: DxOut, dGm, b: int, it: DxOutItem):
+    """The item's rows of each channel to gradInput (NC[D]HW): one copy, one strided copy, or
+    one strided copy per channel (t.mode)."""
+    geo, osz = t.geo, t.odt.itemsize
+    Sh = geo.S[1]
+    Xd, Xh, Xw = geo.X
+    out = ub.at(b + (t.nreg - 1) * t.reg, t.odt)
+    h0 = it.i0 * Sh
+    nrows = min(it.ni * Sh, Xh - h0)
+    if nrows <= 0:
+        return
+    nch = min(it.c1n * 16, geo.Cin - it.c1 * 16)
+    chan = ((it.n * geo.G + it.g) * geo.Cin + it.c1 * 16) * Xd * Xh * Xw + (it.xd * Xh + h0) * Xw
+    pitch = t.ni * Sh * t.Wqp
+    if t.mode == "flat":
+        DataCopyPad(dGm[chan], out, DataCopyExtParams(1, nch * Xh * Xw * osz, 0, 0))
+    elif t.mode == "fast":
+        DataCopyPad(dGm[chan], out, DataCopyExtParams(nch, nrows * Xw * osz, (pitch * osz - align32(nrows * Xw * osz)) // 32,
+                                                      (Xd * Xh * Xw - nrows * Xw) * osz))
+    else:
+        for cc in range(nch):
+            DataCopyPad(dGm[chan + cc * Xd * Xh * Xw], out[cc * pitch],
+                        DataCopyExtParams(nrows, Xw * osz, (t.Wqp * osz - align32(Xw * osz)) // 32, 0))
+
+
+def pass_dx_out(ub: VecBlock, items, t: DxOut, sGm, dGm):
+    load = partial(_dx_out_load, ub, t, sGm, _dx_out_one_copy(t.geo))
+    if t.nreg != 2:
+        slot_pass(ub, t.slot, items, load, partial(_dx_out_compute, ub, t), partial(_dx_out_store, ub, t, dGm),
+                  partial(_dx_out_prezero, ub, t))
+        return
+    # one transpose (stride 1): the ring of three regions; the store reads ob = (its b) + reg
+
+    def prezero(lb, ob, it, dry):
+        return _dx_out_needs_prezero(t, it) if dry else _dx_out_prezero(ub, t, lb, it)
+
+    def compute(lb, ob, it):
+        Transpose(ub.at(ob, t.odt), ub.at(lb, t.odt), None, _dx_out_transposes(t, it.c1n)[0])
+
+    ring_pass(ub, t.reg, items, lambda lb, ob, it: load(lb, it), compute,
+              lambda lb, ob, it: _dx_out_store(ub, t, dGm, ob - t.reg, it), prezero)
 
 
 @dataclass
@@ -243,72 +284,85 @@ class DwOut:
     slot: int
 
 
-def plan_dw_out(G, Mg, Cc, c0, KD, Khw, adt, odt, ub: int) -> DwOut:
+def plan_dw_out(G, Mg, Cc, c0, KD, Khw, adt, odt, ub_bytes: int) -> DwOut:
     adt, odt = np.dtype(adt), np.dtype(odt)
     C1 = ceil_div(Cc, c0)
     rowK = KD * C1 * Khw * c0
     rowp = rowK if (Cc == C1 * c0 or rowK * odt.itemsize % 32 == 0) else align_up(rowK, 32 // odt.itemsize)
     nreg = 1 if (adt == odt and KD == 1 and rowp == rowK) else 3
     per_row = rowK * adt.itemsize + nreg * max(rowK, rowp) * odt.itemsize + 96
-    room = ub // 2
+    room = ub_bytes // 2
     if per_row > room:
-        raise tiling_error(f"gradWeight layout pass: one row ({per_row} B) does not fit in UB ({ub} B)")
+        raise tiling_error(f"gradWeight layout pass: one row ({per_row} B) does not fit in UB ({ub_bytes} B)")
     mr = max(1, min(Mg, room // per_row))
     reg = align32(mr * max(rowK, rowp) * odt.itemsize)
     slot = align32(mr * rowK * adt.itemsize) + nreg * reg
     return DwOut(G, Mg, Cc, C1, c0, KD, Khw, adt, odt, mr, rowp, reg, nreg, slot)
 
 
-def dw_out_items(t: DwOut) -> list:
-    return [(g, m0, min(t.mr, t.Mg - m0)) for g in range(t.G) for m0 in range(0, t.Mg, t.mr)]
+class DwOutItem(NamedTuple):
+    """Rows [m0, m0 + mr) (output channels of gradWeight) of group g."""
+    g: int
+    m0: int
+    mr: int
 
 
-def pass_dw_out(vb: VecBlock, items, t: DwOut, sGm, dGm):
+def dw_out_items(t: DwOut) -> list[DwOutItem]:
+    return [DwOutItem(g, m0, min(t.mr, t.Mg - m0)) for g in range(t.G) for m0 in range(0, t.Mg, t.mr)]
+
+
+class DwRegions(NamedTuple):
+    """A gradWeight layout slot's regions after the loaded rows (None: not used)."""
+    cast: int | None      # the rows cast to gradWeight's dtype (also repitch's scratch)
+    work: int | None      # the transposes' other buffer
+    out: int              # the result, read by the store
+
+
+def pass_dw_out(ub: VecBlock, items, t: DwOut, sGm, dGm):
     c0, KD, Khw, C1 = t.c0, t.KD, t.Khw, t.C1
     rowK = KD * C1 * Khw * c0
     taps = KD * Khw
     asz, osz = t.adt.itemsize, t.odt.itemsize
     r0 = align32(t.mr * rowK * asz)
 
-    def regs(b):
+    def regs(b) -> DwRegions:
         if t.nreg == 1:
-            return [None, None, b + r0]
-        return [b + r0, b + r0 + t.reg, b + r0 + 2 * t.reg]
+            return DwRegions(None, None, b + r0)
+        return DwRegions(b + r0, b + r0 + t.reg, b + r0 + 2 * t.reg)
 
     def load(b, it):
-        g, m0, mr = it
-        n = mr * rowK
-        src = sGm[(g * t.Mg + m0) * rowK]
+        n = it.mr * rowK
+        src = sGm[(it.g * t.Mg + it.m0) * rowK]
         if n * asz % 32:
-            DataCopyPad(vb.at(b, t.adt), src, DataCopyExtParams(1, n * asz, 0, 0))
+            DataCopyPad(ub.at(b, t.adt), src, DataCopyExtParams(1, n * asz, 0, 0))
         else:
-            DataCopy(vb.at(b, t.adt), src, n)
+            DataCopy(ub.at(b, t.adt), src, n)
 
     def compute(b, it):
-        g, m0, mr = it
+        mr = it.mr
         r = regs(b)
         n = mr * rowK
         cur = b
         if t.adt != t.odt:
-            Cast(vb.at(r[0], t.odt), vb.at(b, t.adt), round_mode(t.odt, t.adt), n)
-            cur = r[0]
+            Cast(ub.at(r.cast, t.odt), ub.at(b, t.adt), round_mode(t.odt, t.adt), n)
+            cur = r.cast
         seq = []
         if KD > 1:        # [m][kd][c1][hw c0] -> [m][c1][kd][hw c0]
             seq.append(TransposeParamsExt(mr, KD, C1, Khw * c0, NCHW2NHWC))
             seq.append(nhwc2nchw(mr * C1, Khw * c0, 1, KD))
         seq.append(nhwc2nchw(mr * C1, KD * Khw, 1, c0))      # -> [m][c1][c0][kd hw]
         if t.nreg == 1:
-            Transpose(vb.at(r[2], t.odt), vb.at(cur, t.odt), None, seq[0])
+            Transpose(ub.at(r.out, t.odt), ub.at(cur, t.odt), None, seq[0])
         elif t.rowp == rowK:
-            tchain(vb, seq, cur, r[2], r[1], t.odt)
+            tchain(ub, seq, cur, r.out, r.work, t.odt)
         else:
-            tchain(vb, seq, cur, r[1], r[2], t.odt)
-            repitch(vb, r[1], r[0], r[2], mr, rowK, t.rowp, t.odt)
+            tchain(ub, seq, cur, r.work, r.out, t.odt)
+            repitch(ub, r.work, r.cast, r.out, mr, rowK, t.rowp, t.odt)
 
     def store(b, it):
-        g, m0, mr = it
-        out = vb.at(regs(b)[2], t.odt)
-        dst = dGm[(g * t.Mg + m0) * t.Cc * taps]
+        mr = it.mr
+        out = ub.at(regs(b).out, t.odt)
+        dst = dGm[(it.g * t.Mg + it.m0) * t.Cc * taps]
         if t.Cc == C1 * c0:
             n = mr * t.Cc * taps
             if n * osz % 32:
@@ -319,7 +373,7 @@ def pass_dw_out(vb: VecBlock, items, t: DwOut, sGm, dGm):
             DataCopyPad(dst, out, DataCopyExtParams(mr, t.Cc * taps * osz,
                                                     (t.rowp * osz - align32(t.Cc * taps * osz)) // 32, 0))
 
-    slot_pass(vb, t.slot, items, load, compute, store)
+    slot_pass(ub, t.slot, items, load, compute, store)
 
 
 @dataclass
@@ -335,20 +389,20 @@ class SpaceToDepthOut:
     slot: int
 
 
-def plan_space_to_depth_out(sd: SpaceToDepth, Mg: int, adt, odt, ub: int) -> SpaceToDepthOut:
+def plan_space_to_depth_out(sd: SpaceToDepth, Mg: int, adt, odt, ub_bytes: int) -> SpaceToDepthOut:
     adt, odt = np.dtype(adt), np.dtype(odt)
     row = sd.Kh * sd.Kw * 16
     per = row * (adt.itemsize + 2 * odt.itemsize)
-    mr = max(16, min(Mg, (ub // 2) // per) // 16 * 16)
+    mr = max(16, min(Mg, (ub_bytes // 2) // per) // 16 * 16)
     slot = align32(mr * row * adt.itemsize) + 2 * align32(mr * row * odt.itemsize)
     return SpaceToDepthOut(sd, Mg, adt, odt, mr, slot)
 
 
-def space_to_depth_out_items(t: SpaceToDepthOut) -> list:
-    return [(m0, min(t.mr, t.Mg - m0)) for m0 in range(0, t.Mg, t.mr)]
+def space_to_depth_out_items(t: SpaceToDepthOut) -> list[DwOutItem]:
+    return [DwOutItem(0, m0, min(t.mr, t.Mg - m0)) for m0 in range(0, t.Mg, t.mr)]
 
 
-def pass_space_to_depth_dw(vb: VecBlock, items, t: SpaceToDepthOut, sGm, dGm):
+def pass_space_to_depth_dw(ub: VecBlock, items, t: SpaceToDepthOut, sGm, dGm):
     sd = t.sd
     Th, Tw, cp, C = sd.Kh, sd.Kw, sd.cp, sd.Cin
     KH, KW = sd.K
@@ -363,7 +417,7 @@ def pass_space_to_depth_dw(vb: VecBlock, items, t: SpaceToDepthOut, sGm, dGm):
         cur = b
         if cast:
             if emit:
-                Cast(vb.at(A, t.odt), vb.at(b, t.adt), round_mode(t.odt, t.adt), mr * row)
+                Cast(ub.at(A, t.odt), ub.at(b, t.adt), round_mode(t.odt, t.adt), mr * row)
             cur = A
         other = lambda c: (B, A) if A <= c < B else (A, B)          # noqa: E731
         for dims, perm, crop in (((mr, Th, Tw, 2, 2, cp), (1, 3, 2, 4, 5, 0), -sd.dh * 2 * Tw * cp * mr),
@@ -372,24 +426,22 @@ def pass_space_to_depth_dw(vb: VecBlock, items, t: SpaceToDepthOut, sGm, dGm):
                                  ((C, mr, KH, KW), (1, 0, 2, 3), 0)):
             steps = perm_plan(dims, perm)
             bufs = other(cur)
-            cur = run_perm(vb, steps, cur, bufs, t.odt) if emit else perm_result(steps, cur, bufs)
+            cur = run_perm(ub, steps, cur, bufs, t.odt) if emit else perm_result(steps, cur, bufs)
             cur += crop * osz
         return cur
 
     def load(b, it):
-        m0, mr = it
-        DataCopy(vb.at(b, t.adt), sGm[m0 * row], mr * row)
+        DataCopy(ub.at(b, t.adt), sGm[it.m0 * row], it.mr * row)
 
     def compute(b, it):
-        chain(b, it[1], True)
+        chain(b, it.mr, True)
 
     def store(b, it):
-        m0, mr = it
-        res = chain(b, mr, False)
-        n = mr * C * KH * KW
-        DataCopyPad(dGm[m0 * C * KH * KW], vb.at(res, t.odt), DataCopyExtParams(1, n * osz, 0, 0))
+        res = chain(b, it.mr, False)
+        n = it.mr * C * KH * KW
+        DataCopyPad(dGm[it.m0 * C * KH * KW], ub.at(res, t.odt), DataCopyExtParams(1, n * osz, 0, 0))
 
-    slot_pass(vb, t.slot, items, load, compute, store)
+    slot_pass(ub, t.slot, items, load, compute, store)
 
 
 @dataclass
@@ -402,7 +454,7 @@ class Epilogue:
 
 def epilogue_body(gms: tuple, E: Epilogue):
     work = E.blocks[GetBlockIdx()]
-    vb = VecBlock(E.ub, 0)
+    ub = VecBlock(E.ub, 0)
     g = []
     for a in gms:
         t = None
@@ -413,9 +465,9 @@ def epilogue_body(gms: tuple, E: Epilogue):
     dx = [it for k, it in work if k == "dx"]
     dw = [it for k, it in work if k == "dw"]
     if dx:
-        pass_dx_out(vb, dx, E.dx, g[0], g[1])
+        pass_dx_out(ub, dx, E.dx, g[0], g[1])
     if dw:
         if isinstance(E.dw, SpaceToDepthOut):
-            pass_space_to_depth_dw(vb, dw, E.dw, g[2], g[3])
+            pass_space_to_depth_dw(ub, dw, E.dw, g[2], g[3])
         else:
-            pass_dw_out(vb, dw, E.dw, g[2], g[3])
+            pass_dw_out(ub, dw, E.dw, g[2], g[3])

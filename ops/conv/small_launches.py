@@ -19,76 +19,76 @@ def _split(items: list, nblocks: int) -> list[list]:
     return [items[first:end] for first, end in split_evenly(len(items), nblocks)]
 
 
-def _bias_body(src: GM_ADDR, dst: GM_ADDR, N, C, P, LP, cc, sdt, odt, blocks):
-    """Per chunk of cc channels: acc[cc][LP] (fp32) += gradOutput rows over N and position
-    chunks; then transpose to [LP][cc] and fold the rows with Adds; cast; store."""
+def _bias_body(src: GM_ADDR, dst: GM_ADDR, N, C, P, npos, chans, src_dt, odt, blocks):
+    """Per chunk of chans channels: acc[chans][npos] (fp32) += gradOutput rows over N and position
+    chunks; then transpose to [npos][chans] and fold the rows with Adds; cast; store."""
     items = blocks[GetBlockIdx()]
-    sGm, dGm = GlobalTensor(sdt), GlobalTensor(odt)
+    sGm, dGm = GlobalTensor(src_dt), GlobalTensor(odt)
     sGm.SetGlobalBuffer(src)
     dGm.SetGlobalBuffer(dst)
-    isz = sdt.itemsize
+    isz = src_dt.itemsize
     pipe = TPipe()
-    inQ = TQue(TPosition.VECIN, 2)
-    pipe.InitBuffer(inQ, 2, cc * LP * isz)
+    in_que = TQue(TPosition.VECIN, 2)
+    pipe.InitBuffer(in_que, 2, chans * npos * isz)
     calc = TBuf(TPosition.VECCALC)
-    pipe.InitBuffer(calc, 3 * cc * LP * 4 + 32 * cc + 64)
+    pipe.InitBuffer(calc, 3 * chans * npos * 4 + 32 * chans + 64)
     buf = calc.Get(float32)
-    acc, tmp, tr = buf[0], buf[cc * LP], buf[2 * cc * LP]
-    outb = calc.Get(np.uint8)[3 * cc * LP * 4].ReinterpretCast(odt)
-    ev_z = pipe.AllocEventID(HardEvent.V_MTE2)
-    ev_o = pipe.AllocEventID(HardEvent.V_MTE3)
-    ev_b = pipe.AllocEventID(HardEvent.MTE3_V)
-    for c0_, cn in items:
-        Duplicate(acc, 0.0, cc * LP)
+    acc, tmp, accT = buf[0], buf[chans * npos], buf[2 * chans * npos]
+    outb = calc.Get(np.uint8)[3 * chans * npos * 4].ReinterpretCast(odt)
+    ev_pad_zeroed = pipe.AllocEventID(HardEvent.V_MTE2)
+    ev_out_ready = pipe.AllocEventID(HardEvent.V_MTE3)
+    ev_out_free = pipe.AllocEventID(HardEvent.MTE3_V)
+    for ch0, nch in items:
+        Duplicate(acc, 0.0, chans * npos)
         for n in range(N):
-            for p0 in range(0, P, LP):
-                ln = min(LP, P - p0)
-                x = inQ.AllocTensor(sdt)
-                if ln < LP or cn < cc:
+            for p0 in range(0, P, npos):
+                ln = min(npos, P - p0)
+                x = in_que.AllocTensor(src_dt)
+                if ln < npos or nch < chans:
                     # zero the padding first (V), then load (MTE2)
-                    Duplicate(x.ReinterpretCast(np.uint8).ReinterpretCast(np.float32), 0.0, cc * LP * isz // 4)
-                    SetFlag(HardEvent.V_MTE2, ev_z)
-                    WaitFlag(HardEvent.V_MTE2, ev_z)
-                DataCopyPad(x, sGm[(n * C + c0_) * P + p0],
-                            DataCopyExtParams(cn, ln * isz, (P - ln) * isz,
-                                              (LP * isz - align_up(ln * isz, 32)) // 32))
-                inQ.EnQue(x)
-                x = inQ.DeQue(sdt)
-                if sdt != F32:
-                    Cast(tmp, x, RoundMode.CAST_NONE, cc * LP)
-                    Add(acc, acc, tmp, cc * LP)
+                    Duplicate(x.ReinterpretCast(np.uint8).ReinterpretCast(np.float32), 0.0, chans * npos * isz // 4)
+                    SetFlag(HardEvent.V_MTE2, ev_pad_zeroed)
+                    WaitFlag(HardEvent.V_MTE2, ev_pad_zeroed)
+                DataCopyPad(x, sGm[(n * C + ch0) * P + p0],
+                            DataCopyExtParams(nch, ln * isz, (P - ln) * isz,
+                                              (npos * isz - align_up(ln * isz, 32)) // 32))
+                in_que.EnQue(x)
+                x = in_que.DeQue(src_dt)
+                if src_dt != F32:
+                    Cast(tmp, x, RoundMode.CAST_NONE, chans * npos)
+                    Add(acc, acc, tmp, chans * npos)
                 else:
-                    Add(acc, acc, x, cc * LP)
-                inQ.FreeTensor(x)
-        Transpose(tr, acc, None, TransposeParamsExt(1, cc, LP, 1, TransposeType.TRANSPOSE_NCHW2NHWC))
-        rows = LP
+                    Add(acc, acc, x, chans * npos)
+                in_que.FreeTensor(x)
+        Transpose(accT, acc, None, TransposeParamsExt(1, chans, npos, 1, TransposeType.TRANSPOSE_NCHW2NHWC))
+        rows = npos
         while rows > 1:
             h = rows // 2
-            Add(tr, tr, tr[(rows - h) * cc], h * cc)
+            Add(accT, accT, accT[(rows - h) * chans], h * chans)
             rows -= h
         if odt != F32:
-            Cast(outb, tr, RoundMode.CAST_RINT, cc)
+            Cast(outb, accT, RoundMode.CAST_RINT, chans)
             res = outb
         else:
-            res = tr
-        SetFlag(HardEvent.V_MTE3, ev_o)
-        WaitFlag(HardEvent.V_MTE3, ev_o)
-        DataCopyPad(dGm[c0_], res, DataCopyExtParams(1, cn * odt.itemsize, 0, 0))
-        SetFlag(HardEvent.MTE3_V, ev_b)
-        WaitFlag(HardEvent.MTE3_V, ev_b)
+            res = accT
+        SetFlag(HardEvent.V_MTE3, ev_out_ready)
+        WaitFlag(HardEvent.V_MTE3, ev_out_ready)
+        DataCopyPad(dGm[ch0], res, DataCopyExtParams(1, nch * odt.itemsize, 0, 0))
+        SetFlag(HardEvent.MTE3_V, ev_out_free)
+        WaitFlag(HardEvent.MTE3_V, ev_out_free)
 
 
-def bias_launch(src, dst, N, C, P, sdt, odt, profile) -> KernelLaunch:
-    cc = 16
+def bias_launch(src, dst, N, C, P, src_dt, odt, profile) -> KernelLaunch:
+    chans = 16
     ub = ub_bytes(profile)
-    LP = max(16, min(1024, align_up(P, 16)))
+    npos = max(16, min(1024, align_up(P, 16)))
     # halve while it does not fit, staying a multiple of 16 (aligning after the loop could undo the fit)
-    while LP > 16 and 2 * cc * LP * sdt.itemsize + 3 * cc * LP * 4 + 1024 > ub:
-        LP = max(16, LP // 2 // 16 * 16)
-    if 2 * cc * LP * sdt.itemsize + 3 * cc * LP * 4 + 1024 > ub:
-        raise tiling_error(f"gradBias: {cc} channels x {LP} positions need "
-                           f"{2 * cc * LP * sdt.itemsize + 3 * cc * LP * 4 + 1024} B of UB; UB holds {ub} B")
-    items = [(c, min(cc, C - c)) for c in range(0, C, cc)]
+    while npos > 16 and 2 * chans * npos * src_dt.itemsize + 3 * chans * npos * 4 + 1024 > ub:
+        npos = max(16, npos // 2 // 16 * 16)
+    if 2 * chans * npos * src_dt.itemsize + 3 * chans * npos * 4 + 1024 > ub:
+        raise tiling_error(f"gradBias: {chans} channels x {npos} positions need "
+                           f"{2 * chans * npos * src_dt.itemsize + 3 * chans * npos * 4 + 1024} B of UB; UB holds {ub} B")
+    items = [(c, min(chans, C - c)) for c in range(0, C, chans)]
     blocks = _split(items, vector_core_count(profile))
     return KernelLaunch("GradBias(reduce N, spatial)", _bias_body, len(blocks), "vector",
-                        (src, dst, N, C, P, LP, cc, sdt, odt, blocks))
+                        (src, dst, N, C, P, npos, chans, src_dt, odt, blocks))

@@ -74,14 +74,14 @@ class VecBlock:
         self.passes += 1
 
 
-def slot_pass(vb: VecBlock, slot: int, items, load, compute, store, prezero=None):
+def slot_pass(ub: VecBlock, slot: int, items, load, compute, store, prezero=None):
     """Per item: (prezero on V), MTE2 load into slot k, V compute, MTE3 store; two slots ping-pong,
     ordered by flags V->MTE2 (slot's input free), MTE2->V, V->MTE3, MTE3->V (slot's output free).
     Callbacks get (slot base offset, item); prezero(base, item) issues V instructions that must
     precede the load, or returns False."""
-    vb.begin_pass()
-    if slot * 2 > vb.top:
-        raise tiling_error(f"vector pass needs 2 x {slot} B of UB; {vb.top} B available")
+    ub.begin_pass()
+    if slot * 2 > ub.top:
+        raise tiling_error(f"vector pass needs 2 x {slot} B of UB; {ub.top} B available")
     bases = (0, slot)
     for k in range(2):
         SetFlag(HardEvent.V_MTE2, k)
@@ -111,16 +111,16 @@ def slot_pass(vb: VecBlock, slot: int, items, load, compute, store, prezero=None
             WaitFlag(HardEvent.MTE3_V, k)
 
 
-def ring_pass(vb: VecBlock, region: int, items, load, compute, store, prezero=None):
+def ring_pass(ub: VecBlock, region: int, items, load, compute, store, prezero=None):
     """The load -> one-transpose -> store pipeline on a ring of three UB regions: item j loads into
     L_j and writes its result into O_j = L_(j-1) (consumed by the previous item's compute), so
     L_(j+1) is the region whose output item j-1 stored. Flags: MTE2->V (loaded), V->MTE3
     (computed), MTE3->MTE2 (stored: the region may be loaded again), and MTE3->V before a
     prezero. 1.5 regions per item in flight instead of 2 slots x (in, out), 6 flags instead of 8.
     Callbacks get (load region, out region, item)."""
-    vb.begin_pass()
-    if region * 3 > vb.top:
-        raise tiling_error(f"vector pass needs 3 x {region} B of UB; {vb.top} B available")
+    ub.begin_pass()
+    if region * 3 > ub.top:
+        raise tiling_error(f"vector pass needs 3 x {region} B of UB; {ub.top} B available")
     regs = (0, region, 2 * region)
     stored = [False, False, False]     # region holds an output whose store has been issued
     for j, it in enumerate(items):
