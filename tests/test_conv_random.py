@@ -15,9 +15,9 @@ or dilation only; CANN accepts 2D 4-entry padding and, in 1D / 2D, any outputPad
 cases the torch oracle is torch's autograd through its convolution with the padding made explicit
 (zeros padded onto the input, or the transposed output cropped and zero-extended).
 
-A miss here used to hide: the transposed gradInput's L1 slab was sized for stride-1 windows, so
-stride-H > 1 read rows the slab did not hold (issue 11); the hand-picked cases never had a window
-tall enough to show it.
+Random draws reach what hand-picked cases do not: e.g. a transposed gradInput whose L1 slab is
+sized for stride-1 windows reads rows the slab does not hold only when stride-H > 1 and the window
+is tall enough.
 """
 from __future__ import annotations
 
