@@ -164,6 +164,23 @@ def conv_backward(grad_output, x, w, stride, padding, dilation, groups=1, transp
     return dx, dw, db
 
 
+def conv_tbc_forward(x, w, bias, pad):
+    """PyTorch conv_tbc in float64: x (T, B, Cin), w (K, Cin, Cout), bias (Cout) ->
+    (T + 2*pad + 1 - K, B, Cout), out[o] = bias + sum_k in[o + k - pad] @ W[k] (zeros outside
+    0..T-1). For self-checks of conv_tbc_backward by adjointness."""
+    x = np.asarray(x, np.float64)
+    w = np.asarray(w, np.float64)
+    T, B = x.shape[:2]
+    K = w.shape[0]
+    To = T + 2 * pad + 1 - K
+    xp = np.zeros((max(T + 2 * pad, To + K - 1), B, x.shape[2]))
+    xp[pad:pad + T] = x
+    y = np.zeros((To, B, w.shape[2])) + np.asarray(bias, np.float64)
+    for k in range(K):
+        y += xp[k:k + To] @ w[k]
+    return y
+
+
 def conv_tbc_backward(grad_output, x, w, pad):
     """PyTorch conv_tbc's backward from its formulas: x (T, B, Cin), w (K, Cin, Cout),
     grad_output (T_out, B, Cout), T_out = T + 2*pad + 1 - K.

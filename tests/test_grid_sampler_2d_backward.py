@@ -590,7 +590,7 @@ def test_checks(cid, soc, over, nulls, interp, pad, mask, status):
 
 # ---- torch, when it is there ------------------------------------------------------------------------
 def test_matches_torch_if_available():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
     for interp in (0, 1, 2):
         for pad in (0, 1, 2):
             for align in (False, True):

@@ -128,17 +128,27 @@ def _id(c: dict) -> str:
 CASES = [draw(i) for i in range(N_CASES)]
 
 
-@pytest.mark.parametrize("c", CASES, ids=[_id(c) for c in CASES])
-def test_random_call(c):
+def _inputs(c: dict):
+    """(rng, gradOutput, input, grid) of case c; rng goes on to draw the views."""
     rng = np.random.default_rng(c["seed"])
     dt = DTYPES[c["dtype"]]
     N, C, H, W, Ho, Wo = c["N"], c["C"], c["H"], c["W"], c["Ho"], c["Wo"]
-    interp, pad, align, mask = c["interp"], c["pad"], c["align"], c["mask"]
     go = rng.standard_normal((N, C, Ho, Wo)).astype(dt)
     x = rng.standard_normal((N, C, H, W)).astype(dt)
-    gx = _grid_values(rng, N * Ho * Wo, W, interp, pad, align, dt, c["far"])
-    gy = _grid_values(rng, N * Ho * Wo, H, interp, pad, align, dt, c["far"])
-    g = np.stack([gx, gy], -1).reshape(N, Ho, Wo, 2)
+    gx = _grid_values(rng, N * Ho * Wo, W, c["interp"], c["pad"], c["align"], dt, c["far"])
+    gy = _grid_values(rng, N * Ho * Wo, H, c["interp"], c["pad"], c["align"], dt, c["far"])
+    return rng, go, x, np.stack([gx, gy], -1).reshape(N, Ho, Wo, 2)
+
+
+_OUTPUTS: dict[int, dict] = {}           # case -> the simulator's outputs, for the torch test
+_FAILED: dict[int, str] = {}             # case -> why the reference test failed
+
+
+def run_call(c: dict) -> dict:
+    """Run case c and check it against the float64 reference; returns the outputs by name."""
+    rng, go, x, g = _inputs(c)
+    dt = DTYPES[c["dtype"]]
+    interp, pad, align, mask = c["interp"], c["pad"], c["align"], c["mask"]
     go_v, _ = _view(rng, go.shape, go, c["views"][0])
     x_v, _ = _view(rng, x.shape, x, c["views"][1])
     g_v, _ = _view(rng, g.shape, g, c["views"][2])
@@ -170,13 +180,36 @@ def test_random_call(c):
         rest = np.frombuffer(bases[name].tobytes(), np.uint8)
         seven = np.frombuffer(np.full(bases[name].shape, 7, dt).tobytes(), np.uint8)
         assert np.array_equal(rest[~touched], seven[~touched]), f"{what}: bytes around {name} changed"
+    _OUTPUTS[c["i"]] = {name: np.array(r.outputs[name]) for name in outs}
+    return _OUTPUTS[c["i"]]
+
+
+@pytest.mark.parametrize("c", CASES, ids=[_id(c) for c in CASES])
+def test_random_call(c):
     try:
-        import torch
-    except ImportError:
-        return
+        run_call(c)
+    except BaseException as e:
+        _FAILED[c["i"]] = str(e).splitlines()[0] if str(e) else repr(e)
+        raise
+
+
+@pytest.mark.parametrize("c", CASES, ids=[_id(c) for c in CASES])
+def test_random_call_vs_torch(c):
+    """torch.ops.aten.grid_sampler_2d_backward in float64 against the float64 reference (the two
+    oracles agree to 1e-9 of the reference's scale), then against the simulator's outputs with the
+    reference test's tolerance. A case that failed against the reference fails here too."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    _, go, x, g = _inputs(c)
+    what = _id(c)
+    interp, pad, align = c["interp"], c["pad"], c["align"]
+    R = grid_sampler_2d_backward_ref(go, x, g, interp, pad, align)
     tgi, tgg = torch.ops.aten.grid_sampler_2d_backward(
         torch.from_numpy(go.astype(np.float64)), torch.from_numpy(x.astype(np.float64)),
         torch.from_numpy(g.astype(np.float64)), interp, pad, align, [True, True])
+    if c["i"] in _FAILED:
+        pytest.fail(f"{what}: not compared with torch; it failed against the reference: {_FAILED[c['i']]}",
+                    pytrace=False)
+    outs = _OUTPUTS.get(c["i"]) or run_call(c)
     for name, t in (("inputGrad", tgi), ("gridGrad", tgg)):
         t = t.numpy()
         scale = R[name + "_scale"] + R[name + "_cscale"] + 1.0
