@@ -31,7 +31,7 @@ from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, re
 from simulator.enums import aclFormat, dtype_name, param_invalid
 
 from .convolution_backward import TILING_FIELDS, ConvGeometry, cube_compute_dtype, promote
-from .plan import plan_convolution_backward
+from .plan import ConvBackwardCall, plan_convolution_backward
 
 OP = "ConvTbcBackward"
 TBC_FORMATS = (aclFormat.ACL_FORMAT_ND, aclFormat.ACL_FORMAT_NCL)
@@ -121,9 +121,9 @@ def tbc_as_conv1d(a: dict):
 def plan(a: dict, profile, tiling: dict) -> Plan:
     promoted = promote([dtype_name(a[n].dataType) for n in ("self", "input", "weight")])
     compute = cube_compute_dtype(promoted, a["cubeMathType"], profile, OP)
-    geom, go, x, w, outs = tbc_as_conv1d(a)
-    return plan_convolution_backward(OP, geom, go, x, w, outs, promoted, compute,
-                                     int(a["cubeMathType"]), profile, tiling)
+    geom, grad_output, inp, weight, outs = tbc_as_conv1d(a)
+    call = ConvBackwardCall(geom, grad_output, inp, weight, *outs, promoted, compute, int(a["cubeMathType"]))
+    return plan_convolution_backward(call, profile, tiling)
 
 
 def infer_outputs(inputs: dict) -> dict:

@@ -43,7 +43,7 @@ from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, re
                              require_support)
 from simulator.enums import aclFormat, dtype_name, param_invalid, param_nullptr
 
-from .plan import plan_convolution_backward
+from .plan import ConvBackwardCall, plan_convolution_backward
 
 OP = "ConvolutionBackward"
 
@@ -364,15 +364,16 @@ def geometry(a: dict) -> ConvGeometry:
 
 
 def plan(a: dict, profile, tiling: dict) -> Plan:
-    go, x, w = a["gradOutput"], a["input"], a["weight"]
+    """Phase 1's plan of a checked call: the call normalised (outputs outside outputMask left
+    out), then the planner shared with ConvTbcBackward."""
+    grad_output, inp, weight = a["gradOutput"], a["input"], a["weight"]
     mask = tuple(a["outputMask"].values)
-    promoted = promote([dtype_name(t.dataType) for t in (go, x, w)])
-    compute = cube_compute_dtype(promoted, a["cubeMathType"], profile, OP)
-    return plan_convolution_backward(
-        OP, geometry(a), go, x, w, [a["gradInput"] if mask[0] else None,
-                                    a["gradWeight"] if mask[1] else None,
-                                    a["gradBias"] if mask[2] else None],
-        promoted, compute, int(a["cubeMathType"]), profile, tiling)
+    promoted = promote([dtype_name(t.dataType) for t in (grad_output, inp, weight)])
+    call = ConvBackwardCall(geometry(a), grad_output, inp, weight,
+                            a["gradInput"] if mask[0] else None, a["gradWeight"] if mask[1] else None,
+                            a["gradBias"] if mask[2] else None, promoted,
+                            cube_compute_dtype(promoted, a["cubeMathType"], profile, OP), int(a["cubeMathType"]))
+    return plan_convolution_backward(call, profile, tiling)
 
 
 def infer_outputs(inputs: dict) -> dict:
