@@ -74,9 +74,8 @@ def _cube_geometry(geom, grad_output):
         return geom, grad_output, True
     if O < reach + s:           # load3d's grid is X wide: the extra columns fit in its last stride
         return geom, grad_output, False
-    go = grad_output
-    view = aclTensor(go.viewDims[:-1] + (reach,), go.dataType, go.stride, go.offset, go.format, go.storageDims,
-                     go.data)
+    view = aclTensor(grad_output.viewDims[:-1] + (reach,), grad_output.dataType, grad_output.stride,
+                     grad_output.offset, grad_output.format, grad_output.storageDims, grad_output.data)
     return replace(geom, out_sp=geom.out_sp[:-1] + (reach,)), view, False
 
 
@@ -90,7 +89,7 @@ class _Work:
     empty: bool               # N, Cin or Cout is 0: no GEMM at all
     zero_grad_input: bool
     zero_grad_weight: bool
-    cube_geometry: ConvGeometry     # the call's convolution, narrowed to the gradOutput columns read
+    cube_convolution: ConvGeometry  # the call's convolution, narrowed to the gradOutput columns read
     cube_grad_output: aclTensor     # the gradOutput view the Cube reads
 
     @property
@@ -262,10 +261,10 @@ def _plan_grad_input_parts(setup: _CubeSetup, call: ConvBackwardCall, dx: DxTili
     per_phase = "per sub-pixel phase, " if geo.nphase > 1 else ""
     packed = _add_part(workspace, f"weight as gradInput's right operand (taps flipped, {per_phase}L0B zN fractals "
                                   f"per n-tile of {dx.nt}, {dtype_name(compute)})", packw.size * setup.itemsize)
-    gi = call.grad_input
+    grad_input = call.grad_input
     phases = _add_part(workspace, f"gradInput per sub-pixel phase, NC1HWC0 ({geo.nphase} phase grid(s) of "
-                                  f"{geo.dxg.R} x {geo.dxg.Wd}, {dtype_name(gi.dtype)})",
-                       geo.G * ceil_div(geo.Cin, 16) * geo.nphase * geo.dxg.block * 16 * gi.itemsize)
+                                  f"{geo.dxg.R} x {geo.dxg.Wd}, {dtype_name(grad_input.dtype)})",
+                       geo.G * ceil_div(geo.Cin, 16) * geo.nphase * geo.dxg.block * 16 * grad_input.itemsize)
     return packw, packed, phases
 
 
@@ -408,7 +407,7 @@ def _plan_cube(call: ConvBackwardCall, work: _Work, profile, forced: dict, works
     computed = work.computed
     compute = STORAGE[call.compute_dtype]
     ub = ub_bytes(profile)
-    setup = _CubeSetup(make_cube_geometry(work.cube_geometry, computed, 32 // compute.itemsize),
+    setup = _CubeSetup(make_cube_geometry(work.cube_convolution, computed, 32 // compute.itemsize),
                        cube_caps(profile, call.compute_dtype), compute,
                        2 if bool(forced.get("doubleBuffer", True)) else 1, ub, min(16384, ub // 8) // 32 * 32)
     geo = setup.geo
@@ -440,7 +439,7 @@ def _plan_cube(call: ConvBackwardCall, work: _Work, profile, forced: dict, works
 def _zero_fill_launches(call: ConvBackwardCall, work: _Work, outputs: _Outputs, profile, ws: int) -> list:
     """Zero fills of the gradients no GEMM writes: an empty call's (as its empty dimension
     makes them zero) and those no window reaches."""
-    geom, computed = work.cube_geometry, work.computed
+    geom, computed = work.cube_convolution, work.computed
     launches = []
 
     def fill(name):
@@ -509,7 +508,7 @@ def _write_back(outputs: _Outputs, name: str, profile, ws: int) -> KernelLaunch:
 def _grad_bias_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outputs: _Outputs, profile,
                         ws: int) -> list:
     """gradBias, a reduction of gradOutput over N and the spatial dims, and its write-back."""
-    gb, geom = call.grad_bias, work.cube_geometry
+    gb, geom = call.grad_bias, work.cube_convolution
     if not (work.computed[2] and gb.numel() and not (geom.N == 0)):
         return []
     grad_output = sources.arg("gradOutput", ws)

@@ -1,6 +1,7 @@
-"""Host-side tiling of the two GEMMs: L0 tiles, L1 stages and units for gradInput (`plan_dx`) and
-gradWeight (`plan_dw`), each unit costed so the units can be balanced over the AICs; forced
-tiling fields are applied here and a forced tile that does not fit is 561002.
+"""Host-side tiling of the two GEMMs (part of phase 1's plan, after make_cube_geometry): L0 tiles,
+L1 stages and units for gradInput (`plan_dx`) and gradWeight (`plan_dw`), each unit costed so the
+units can be balanced over the AICs; forced tiling fields are applied here and a forced tile that
+does not fit is 561002.
 """
 from __future__ import annotations
 
@@ -215,7 +216,7 @@ def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int,
     instr = 0.0
     for q, f in fams:
         nu = ceil_div(plane_positions, m) * geo.dxg.NP * ceil_div(geo.Cin, nt) * geo.G
-        per_unit, nsteps = _dx_unit_cost(cc, f, m, nt, kmax, c1n, C1co, rows, geo.dy.Wd, isz, c0, nc)
+        per_unit, nsteps = _dx_unit_cost(search, f, m, nt, kmax, c1n, rows, nc)
         units += nu
         cyc += nu * per_unit
         instr += nu * (nsteps * 7 + f.ax[0].K * stages_per * 6 + 10)
@@ -227,8 +228,7 @@ def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int,
 def _add_dx_units(t: DxTiling, search: _TileSearch, fams: list, plane_positions: int, rows: int) -> None:
     """The chosen tiling's units (group, phase, plane, first position, positions, n-tile) and
     their costs, ordered so units sharing a weight block run one after another on a core."""
-    geo, c0 = search.geo, search.c0
-    C1co = ceil_div(geo.Cout, c0)
+    geo = search.geo
     for g in range(geo.G):
         for q, f in fams:
             for pl in range(geo.dxg.NP):
@@ -236,8 +236,7 @@ def _add_dx_units(t: DxTiling, search: _TileSearch, fams: list, plane_positions:
                     mm = min(t.m, plane_positions - p0)
                     for j, (n0, nw) in enumerate(t.ntiles):
                         t.units.append((g, q, pl, p0, mm, j))
-                        t.costs.append(_dx_unit_cost(search.caps, f, mm, nw, t.kk, t.c1n, C1co, rows, geo.dy.Wd,
-                                                     search.isz, c0, t.nc)[0])
+                        t.costs.append(_dx_unit_cost(search, f, mm, nw, t.kk, t.c1n, rows, t.nc)[0])
     # (group, phase, n-tile) outermost
     order = sorted(range(len(t.units)), key=lambda i: (t.units[i][0], t.units[i][1], t.units[i][5], t.units[i][2],
                                                        t.units[i][3]))
@@ -274,9 +273,13 @@ def plan_dx(geo: CubeGeometry, caps: CubeCaps, isz: int, c0: int, osz: int, forc
     return t
 
 
-def _dx_unit_cost(cc, f, m, nt, kmax, c1n, C1co, rows, Wm, isz, c0, nc):
-    """Cycles of one gradInput unit: per L1 stage, its L0 steps (Mmad against MTE1) or its
-    copy-in (MTE2), whichever is longer; plus the L0C drain when it cannot overlap."""
+def _dx_unit_cost(search: _TileSearch, f, m, nt, kmax, c1n, rows, nc):
+    """Cycles of one gradInput unit of phase family f (m positions x nt channels, L0 steps of
+    kmax, c1n gradOutput C1 planes and `rows` dy rows per L1 stage, nc L0C tiles), and its L0
+    steps: per L1 stage, its L0 steps (Mmad against MTE1) or its copy-in (MTE2), whichever is
+    longer; plus the L0C drain when it cannot overlap."""
+    cc, isz, c0, Wm = search.caps, search.isz, search.c0, search.geo.dy.Wd
+    C1co = ceil_div(search.geo.Cout, c0)
     step = _step_cycles(cc, m, nt, kmax, isz, c0)
     cyc, nsteps = 0.0, 0
     for a in range(0, C1co, c1n):
