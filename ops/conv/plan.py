@@ -58,7 +58,7 @@ class ConvBackwardCall:
         return [t is not None for t in (self.grad_input, self.grad_weight, self.grad_bias)]
 
 
-def _cube_geometry(geom, grad_output):
+def _cube_convolution(geom, grad_output):
     """The convolution the Cube computes, the gradOutput view it reads, and whether no window
     reads any element at all. A transposed convolution's outputPadding may reach past every
     window along W (outputPadding >= stride, which CANN accepts in 1D and 2D): those last
@@ -101,13 +101,13 @@ def _divide_work(call: ConvBackwardCall, c0: int) -> _Work:
     """Decide, per gradient, whether the Cube computes it or a zero fill writes it."""
     geom, mask = call.geometry, call.output_mask
     empty = geom.N == 0 or geom.Cin == 0 or geom.Cout == 0
-    cube_geom, cube_grad_output, no_taps = _cube_geometry(geom, call.grad_output)
+    cube_conv, cube_grad_output, no_taps = _cube_convolution(geom, call.grad_output)
     # no tap reaches gradInput: it is zero, and for a transposed convolution gradWeight is too
-    zero_dx = mask[0] and not empty and (no_taps or not cube_geom.transposed and all(
-        f is None for f in make_cube_geometry(cube_geom, mask, c0).phases))
+    zero_dx = mask[0] and not empty and (no_taps or not cube_conv.transposed and all(
+        f is None for f in make_cube_geometry(cube_conv, mask, c0).phases))
     zero_dw = mask[1] and not empty and no_taps
     computed = [mask[0] and not zero_dx, mask[1] and not zero_dw, mask[2]]
-    return _Work(mask, computed, empty, zero_dx, zero_dw, cube_geom, cube_grad_output)
+    return _Work(mask, computed, empty, zero_dx, zero_dw, cube_conv, cube_grad_output)
 
 
 def _add_part(workspace: Workspace, purpose: str, nbytes: int) -> WorkspacePart:
