@@ -31,7 +31,7 @@ from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, re
 from simulator.enums import aclFormat, dtype_name, param_invalid
 
 from .convolution_backward import TILING_FIELDS, ConvGeometry, cube_compute_dtype, promote
-from .plan import plan_convolution_backward
+from .plan import ConvBackwardCall, plan_convolution_backward
 
 OP = "ConvTbcBackward"
 TBC_FORMATS = (aclFormat.ACL_FORMAT_ND, aclFormat.ACL_FORMAT_NCL)
@@ -39,15 +39,17 @@ NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias
 
 
 def check(a: dict, profile) -> None:
+    """Phase 1's checks, in the order the module docstring lists them: the first that fails is
+    the call's status. A call that passes is a conv1d that tbc_as_conv1d can state."""
     op = OP
     require_present(a, NAMES, op)
     support = require_support(op, profile)
     for name in NAMES:
         check_tensor_view(a[name], name)
     for name in NAMES:
-        dn = dtype_name(a[name].dataType)
-        if dn not in support.dtypes:
-            raise param_invalid(f"{op}: {name} has dtype {dn}; {profile.series_name} supports "
+        dtype = dtype_name(a[name].dataType)
+        if dtype not in support.dtypes:
+            raise param_invalid(f"{op}: {name} has dtype {dtype}; {profile.series_name} supports "
                                 f"{', '.join(support.dtypes)}")
     promoted = promote([dtype_name(a[n].dataType) for n in ("self", "input", "weight")])
     for name in NAMES:
@@ -57,14 +59,14 @@ def check(a: dict, profile) -> None:
             raise param_invalid(f"{op}: {name} has format {t.format.name}; it must be "
                                 f"{' or '.join(f.name for f in allowed)}")
     cube_compute_dtype(promoted, a["cubeMathType"], profile, op)
-    go, x, w, b = a["self"], a["input"], a["weight"], a["bias"]
-    for name, t, r in (("self", go, 3), ("input", x, 3), ("weight", w, 3), ("bias", b, 1)):
+    grad_output, input_, weight, bias = a["self"], a["input"], a["weight"], a["bias"]
+    for name, t, r in (("self", grad_output, 3), ("input", input_, 3), ("weight", weight, 3), ("bias", bias, 1)):
         if len(t.viewDims) != r:
             raise param_invalid(f"{op}: {name} has rank {len(t.viewDims)}; it must be {r}-D")
-    if x.viewDims[2] != w.viewDims[1]:
-        raise param_invalid(f"{op}: input channels input[2] = {x.viewDims[2]} != weight[1] = {w.viewDims[1]}")
-    if b.viewDims[0] != w.viewDims[2]:
-        raise param_invalid(f"{op}: bias[0] = {b.viewDims[0]} != weight[2] = {w.viewDims[2]} (output channels)")
+    if input_.viewDims[2] != weight.viewDims[1]:
+        raise param_invalid(f"{op}: input channels input[2] = {input_.viewDims[2]} != weight[1] = {weight.viewDims[1]}")
+    if bias.viewDims[0] != weight.viewDims[2]:
+        raise param_invalid(f"{op}: bias[0] = {bias.viewDims[0]} != weight[2] = {weight.viewDims[2]} (output channels)")
     pad = a["pad"]
     if not isinstance(pad, (int, np.integer)) or isinstance(pad, bool):
         raise param_invalid(f"{op}: pad must be an int, got {pad!r}")
@@ -74,27 +76,27 @@ def check(a: dict, profile) -> None:
     if "pad" in lim and not lim["pad"][0] <= pad <= lim["pad"][1]:
         raise param_invalid(f"{op}: pad {pad} is outside [{lim['pad'][0]}, {lim['pad'][1]}] on "
                             f"{profile.series_name}")
-    K = w.viewDims[0]
+    K = weight.viewDims[0]
     if "kernel" in lim and not lim["kernel"][0] <= K <= lim["kernel"][1]:
         raise param_invalid(f"{op}: kernel size weight[0] = {K} is outside [{lim['kernel'][0]}, "
                             f"{lim['kernel'][1]}] on {profile.series_name}")
-    T, B = x.viewDims[0], x.viewDims[1]
+    T, B = input_.viewDims[0], input_.viewDims[1]
     t_out = T + 2 * pad + 1 - K
-    want = (t_out, B, w.viewDims[2])
-    if go.viewDims != want:
-        raise param_invalid(f"{op}: self (gradOutput) shape {list(go.viewDims)} must be "
+    want = (t_out, B, weight.viewDims[2])
+    if grad_output.viewDims != want:
+        raise param_invalid(f"{op}: self (gradOutput) shape {list(grad_output.viewDims)} must be "
                             f"[T + 2*pad + 1 - K, B, Cout] = {list(want)}")
-    for name, ref in (("gradInput", x), ("gradWeight", w), ("gradBias", b)):
+    for name, ref in (("gradInput", input_), ("gradWeight", weight), ("gradBias", bias)):
         if a[name].viewDims != ref.viewDims:
             raise param_invalid(f"{op}: {name} shape {list(a[name].viewDims)} != "
                                 f"{ {'gradInput': 'input', 'gradWeight': 'weight', 'gradBias': 'bias'}[name]} "
                                 f"shape {list(ref.viewDims)}")
-    if go.numel() == 0:
-        raise param_invalid(f"{op}: self (gradOutput) {list(go.viewDims)} is empty")
-    if any(t.numel() == 0 for t in (x, w)):
+    if grad_output.numel() == 0:
+        raise param_invalid(f"{op}: self (gradOutput) {list(grad_output.viewDims)} is empty")
+    if any(t.numel() == 0 for t in (input_, weight)):
         if not support.options.get("empty_tensors", False):
             raise param_invalid(f"{op}: empty tensors are not supported on {profile.series_name} "
-                                f"(input {list(x.viewDims)}, weight {list(w.viewDims)})")
+                                f"(input {list(input_.viewDims)}, weight {list(weight.viewDims)})")
 
 
 def _permuted(t: aclTensor, order, fmt=aclFormat.ACL_FORMAT_NCL) -> aclTensor:
@@ -106,24 +108,25 @@ def _permuted(t: aclTensor, order, fmt=aclFormat.ACL_FORMAT_NCL) -> aclTensor:
 def tbc_as_conv1d(a: dict):
     """The conv1d this call is: (geometry, gradOutput, input, weight, [gradInput, gradWeight,
     gradBias]) as NCL views."""
-    go, x, w = a["self"], a["input"], a["weight"]
-    T, B, Cin = x.viewDims
-    K, _, Cout = w.viewDims
+    grad_output, input_, weight = a["self"], a["input"], a["weight"]
+    T, B, Cin = input_.viewDims
+    K, _, Cout = weight.viewDims
     pad = int(a["pad"])
-    geom = ConvGeometry(nd=1, N=B, Cin=Cin, Cout=Cout, groups=1, in_sp=(T,), out_sp=(go.viewDims[0],),
+    geom = ConvGeometry(nd=1, N=B, Cin=Cin, Cout=Cout, groups=1, in_sp=(T,), out_sp=(grad_output.viewDims[0],),
                         k=(K,), stride=(1,), dilation=(1,), pad=((pad, pad),), out_pad=(0,),
                         transposed=False)
     ncl = (1, 2, 0)
-    return (geom, _permuted(go, ncl), _permuted(x, ncl), _permuted(w, (2, 1, 0)),
+    return (geom, _permuted(grad_output, ncl), _permuted(input_, ncl), _permuted(weight, (2, 1, 0)),
             [_permuted(a["gradInput"], ncl), _permuted(a["gradWeight"], (2, 1, 0)), a["gradBias"]])
 
 
 def plan(a: dict, profile, tiling: dict) -> Plan:
+    """Phase 1's plan of a checked call: the conv1d it is, planned as ConvolutionBackward's."""
     promoted = promote([dtype_name(a[n].dataType) for n in ("self", "input", "weight")])
     compute = cube_compute_dtype(promoted, a["cubeMathType"], profile, OP)
-    geom, go, x, w, outs = tbc_as_conv1d(a)
-    return plan_convolution_backward(OP, geom, go, x, w, outs, promoted, compute,
-                                     int(a["cubeMathType"]), profile, tiling)
+    geom, grad_output, inp, weight, outs = tbc_as_conv1d(a)
+    call = ConvBackwardCall(geom, grad_output, inp, weight, *outs, promoted, compute, int(a["cubeMathType"]))
+    return plan_convolution_backward(call, profile, tiling)
 
 
 def infer_outputs(inputs: dict) -> dict:

@@ -226,70 +226,109 @@ def _space_to_depth(geom, c0, mask) -> SpaceToDepth | None:
     return SpaceToDepth(geom.Cin, c0 // 4, ph % 2, Xh, Xw, Kh, Kw, dh, dw, (kh, kw)), (Ph, Pw)
 
 
-def make_cube_geometry(geom, mask, c0: int = 16) -> CubeGeometry:
-    nd, N, G = geom.nd, geom.N, geom.groups
-    k3, s3, d3 = _pad3(geom.k, 1), _pad3(geom.stride, 1), _pad3(geom.dilation, 1)
-    pb3 = _pad3(tuple(p[0] for p in geom.pad), 0)
-    X3, O3 = _pad3(geom.in_sp, 1), _pad3(geom.out_sp, 1)
-    fold = nd < 3
-    Cin, Cout = geom.Cin // G, geom.Cout // G
+@dataclass(frozen=True)
+class _Axes3:
+    """The convolution's per-axis figures as (D, H, W): a 1D / 2D convolution gets unit leading
+    axes (kernel, stride, dilation and sizes 1, padding 0), so one code path serves every rank."""
+    k: tuple
+    s: tuple
+    d: tuple
+    pad_before: tuple
+    X: tuple              # input spatial
+    O: tuple              # gradOutput spatial
+
+
+def _axes3(geom) -> _Axes3:
+    return _Axes3(_pad3(geom.k, 1), _pad3(geom.stride, 1), _pad3(geom.dilation, 1),
+                  _pad3(tuple(p[0] for p in geom.pad), 0), _pad3(geom.in_sp, 1), _pad3(geom.out_sp, 1))
+
+
+def _forward_pitches(axes: _Axes3, mask, sd: SpaceToDepth | None, sd_pad_h: int | None, phases_h: list):
+    """Rows per image of the folded maps (fold axis H): gradOutput's Pd and input's Px = s_h * Pd,
+    enough for every window gradWeight and gradInput's phases read past an image's last row."""
+    O, X, k, s, d, p = axes.O[1], axes.X[1], axes.k[1], axes.s[1], axes.d[1], axes.pad_before[1]
+    req = [O]
+    if mask[1] and sd is not None:
+        after = max(0, (O - 1) - sd_pad_h + (sd.Kh - 1) - (sd.Xh - 1))
+        req.append(sd.Xh + max(sd_pad_h, after))
+    elif mask[1]:
+        after = max(0, (O - 1) * s - p + (k - 1) * d - (X - 1))
+        req.append(ceil_div(X + max(p, after), s))
+    if mask[0]:
+        for ax in phases_h:
+            if ax.K:
+                req += [ax.Q + ax.sh, O + ax.pad, ax.Q - 1 - ax.P + (ax.K - 1) * ax.d + 1]
+        req.append(max(ax.sh for ax in phases_h) + max(ax.Q for ax in phases_h))
+    Pd = max(req)
+    return Pd, (Pd if sd is not None else s * Pd)
+
+
+def _phase_grid(axes: _Axes3, ph: list, N: int, fold: bool, Pd: int):
+    """The grid every gradInput phase writes: rows per image (fold: the dy pitch; 3D: enough for
+    every phase), width enough for every phase's valid outputs after its shift. Returns (grid,
+    Qmax, shmax)."""
+    Qmax = tuple(max(ax.Q for ax in ph[i]) for i in range(3))
+    shmax = (0, max(ax.sh for ax in ph[1]), max(ax.sh for ax in ph[2]))
+    Wg = shmax[2] + Qmax[2]
+    for ax in ph[2]:
+        if ax.K:
+            Wg = max(Wg, axes.O[2] + ax.pad - ax.d * (ax.K - 1))
+    Hg = Pd if fold else shmax[1] + Qmax[1]
+    return MapLayout(N, fold, Qmax[0], Qmax[1], Hg, Wg), Qmax, shmax
+
+
+def _phase_families(ph: list, map_width: int, grid_width: int) -> list:
+    """Per sub-pixel phase (D, H, W order): its img2col family, or None if it has no tap or no
+    output (a zero fill of the grid stands for it)."""
+    phases = []
+    for ax_d in ph[0]:
+        for ax_h in ph[1]:
+            for ax_w in ph[2]:
+                axs = (ax_d, ax_h, ax_w)
+                if min(ax.K for ax in axs) == 0 or min(ax.Q for ax in axs) == 0:
+                    phases.append(None)
+                    continue
+                left, right = wpad(ax_w, map_width, grid_width)
+                phases.append(Img2colFamily(axs, left, right))
+    return phases
+
+
+def _forward_geometry(geom, axes: _Axes3, mask, c0: int) -> CubeGeometry:
+    """A convolution's two GEMMs: gradInput as sub-pixel phases of a stride-1 convolution of dy,
+    gradWeight = dy^T x img2col(x) (over the space-to-depth fold where it applies)."""
+    N, G, fold = geom.N, geom.groups, geom.nd < 3
     sd = _space_to_depth(geom, c0, mask)
+    sd_pad = None
     if sd is not None:
-        sd, (Ph, Pw) = sd
-    if not geom.transposed:
-        fw = tuple(forward_axis(s3[a], d3[a], pb3[a], k3[a], O3[a]) for a in range(3))
-        if sd is not None:
-            fw = (fw[0], forward_axis(1, 1, Ph, sd.Kh, O3[1]), forward_axis(1, 1, Pw, sd.Kw, O3[2]))
-        ph = [phase_axes(X3[a], O3[a], k3[a], s3[a], d3[a], pb3[a]) for a in range(3)]
-        S = tuple(len(p) for p in ph)
-        # pitches (fold axis H): dy rows per image Pd, x rows per image Px = s_h * Pd
-        O, X, k, s, d, p = O3[1], X3[1], k3[1], s3[1], d3[1], pb3[1]
-        if fold:
-            req = [O]
-            if mask[1] and sd is not None:
-                after = max(0, (O - 1) - Ph + (sd.Kh - 1) - (sd.Xh - 1))
-                req.append(sd.Xh + max(Ph, after))
-            elif mask[1]:
-                after = max(0, (O - 1) * s - p + (k - 1) * d - (X - 1))
-                req.append(ceil_div(X + max(p, after), s))
-            if mask[0]:
-                for a in ph[1]:
-                    if a.K:
-                        req += [a.Q + a.sh, O + a.pad, a.Q - 1 - a.P + (a.K - 1) * a.d + 1]
-                req.append(max(a.sh for a in ph[1]) + max(a.Q for a in ph[1]))
-            Pd = max(req)
-            Px = Pd if sd is not None else s * Pd
-        else:
-            Pd, Px = O, X
-        dy = MapLayout(N, fold, O3[0], O3[1], Pd, O3[2])
-        x = MapLayout(N, fold, X3[0], X3[1], Px, X3[2]) if sd is None else MapLayout(N, fold, 1, sd.Xh, Px, sd.Xw)
-        # the phase grid: rows per image (fold: the dy pitch; 3D: enough for every phase),
-        # width enough for every phase's valid outputs after its shift
-        Qmax = tuple(max(a.Q for a in ph[i]) for i in range(3))
-        shmax = (0, max(a.sh for a in ph[1]), max(a.sh for a in ph[2]))
-        Wg = shmax[2] + Qmax[2]
-        for a in ph[2]:
-            if a.K:
-                Wg = max(Wg, O3[2] + a.pad - a.d * (a.K - 1))
-        Hg = Pd if fold else shmax[1] + Qmax[1]
-        dxg = MapLayout(N, fold, Qmax[0], Qmax[1], Hg, Wg)
-        phases = []
-        for rd in range(S[0]):
-            for rh in range(S[1]):
-                for rw in range(S[2]):
-                    axs = (ph[0][rd], ph[1][rh], ph[2][rw])
-                    if min(a.K for a in axs) == 0 or min(a.Q for a in axs) == 0:
-                        phases.append(None)
-                        continue
-                    left, right = wpad(axs[2], O3[2], Wg)
-                    phases.append(Img2colFamily(axs, left, right))
-        left, right = wpad(fw[2], x.Wd, O3[2])
-        dwf = Img2colFamily(fw, left, right)
-        return CubeGeometry(nd, N, G, Cin, Cout, False, X3, O3, k3, fold, dy, x, S, phases, dxg, Qmax, shmax,
-                   dwf, Cout, c0 if sd is not None else Cin, "dy", "x", sd)
-    # transposed: gradInput is a plain stride-s convolution of dy; gradWeight = x^T img2col(dy)
-    fw = tuple(forward_axis(s3[a], d3[a], pb3[a], k3[a], X3[a]) for a in range(3))
-    O, X, k, s, d, p = O3[1], X3[1], k3[1], s3[1], d3[1], pb3[1]
+        sd, sd_pad = sd
+    fw = tuple(forward_axis(axes.s[i], axes.d[i], axes.pad_before[i], axes.k[i], axes.O[i]) for i in range(3))
+    if sd is not None:
+        fw = (fw[0], forward_axis(1, 1, sd_pad[0], sd.Kh, axes.O[1]), forward_axis(1, 1, sd_pad[1], sd.Kw, axes.O[2]))
+    ph = [phase_axes(axes.X[i], axes.O[i], axes.k[i], axes.s[i], axes.d[i], axes.pad_before[i]) for i in range(3)]
+    S = tuple(len(p) for p in ph)
+    if fold:
+        Pd, Px = _forward_pitches(axes, mask, sd, sd_pad[0] if sd_pad else None, ph[1])
+    else:
+        Pd, Px = axes.O[1], axes.X[1]
+    X3, O3 = axes.X, axes.O
+    dy = MapLayout(N, fold, O3[0], O3[1], Pd, O3[2])
+    x = MapLayout(N, fold, X3[0], X3[1], Px, X3[2]) if sd is None else MapLayout(N, fold, 1, sd.Xh, Px, sd.Xw)
+    dxg, Qmax, shmax = _phase_grid(axes, ph, N, fold, Pd)
+    phases = _phase_families(ph, O3[2], dxg.Wd)
+    left, right = wpad(fw[2], x.Wd, O3[2])
+    dwf = Img2colFamily(fw, left, right)
+    Cin, Cout = geom.Cin // G, geom.Cout // G
+    return CubeGeometry(geom.nd, N, G, Cin, Cout, False, X3, O3, axes.k, fold, dy, x, S, phases, dxg, Qmax, shmax,
+                        dwf, Cout, c0 if sd is not None else Cin, "dy", "x", sd)
+
+
+def _transposed_geometry(geom, axes: _Axes3) -> CubeGeometry:
+    """A transposed convolution's two GEMMs: gradInput is a plain stride-s convolution of dy
+    (one "phase"), gradWeight = x^T x img2col(dy)."""
+    N, G, fold = geom.N, geom.groups, geom.nd < 3
+    X3, O3 = axes.X, axes.O
+    fw = tuple(forward_axis(axes.s[i], axes.d[i], axes.pad_before[i], axes.k[i], X3[i]) for i in range(3))
+    O, X, k, s, d, p = O3[1], X3[1], axes.k[1], axes.s[1], axes.d[1], axes.pad_before[1]
     if fold:
         after = max(0, (X - 1) * s - p + (k - 1) * d - (O - 1))
         Px = max(X, ceil_div(O + max(p, after), s))
@@ -300,5 +339,16 @@ def make_cube_geometry(geom, mask, c0: int = 16) -> CubeGeometry:
     x = MapLayout(N, fold, X3[0], X3[1], Px, X3[2])
     left, right = wpad(fw[2], O3[2], X3[2])
     fam = Img2colFamily(fw, left, right)
-    return CubeGeometry(nd, N, G, Cin, Cout, True, X3, O3, k3, fold, dy, x, (1, 1, 1), [fam], x, X3, (0, 0, 0),
-               fam, Cin, Cout, "x", "dy")
+    Cin, Cout = geom.Cin // G, geom.Cout // G
+    return CubeGeometry(geom.nd, N, G, Cin, Cout, True, X3, O3, axes.k, fold, dy, x, (1, 1, 1), [fam], x, X3,
+                        (0, 0, 0), fam, Cin, Cout, "x", "dy")
+
+
+def make_cube_geometry(geom, mask, c0: int = 16) -> CubeGeometry:
+    """The convolution as the Cube computes it, the planner's first step after the checks: the
+    img2col families of both GEMMs and the layouts of their maps and grids. mask: the gradients
+    computed (gradInput, gradWeight, ...); the maps make room only for the windows those read."""
+    axes = _axes3(geom)
+    if geom.transposed:
+        return _transposed_geometry(geom, axes)
+    return _forward_geometry(geom, axes, mask, c0)

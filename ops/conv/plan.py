@@ -1,14 +1,24 @@
 """The plan of a ConvolutionBackward / ConvTbcBackward call: the workspace parts, the tiling and the
 launches (Contiguous copies, prologue, Cube, epilogue, ViewCopy write-backs, zero fills, gradBias).
+
+Where this sits in the two-phase protocol:
+
+    check(args)                      the operator's checks (phase 1; a failure is its status)
+    plan_convolution_backward(call)  phase 1's plan: workspace parts, tiling, launch builder
+    Plan.build(workspace address)    phase 2: the launches, with every address bound
+
+Both operators reduce their call to a ConvBackwardCall (ConvTbcBackward as a conv1d over permuted
+views), so one planner serves them.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from simulator.acl import aclTensor
-from simulator.aclnn import Plan, Workspace
+from simulator.aclnn import Plan, Workspace, WorkspacePart
 from simulator.enums import dtype_name
 from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
@@ -16,21 +26,39 @@ from ..common import tensor_arg, tiling_error, ub_bytes, vector_core_count, view
 from .cube_kernel import CubeJob, cube_body
 from .epilogue import (Epilogue, SpaceToDepthOut, epilogue_body, dw_out_items, dx_out_items, plan_dw_out,
                        plan_dx_out, plan_space_to_depth_out, space_to_depth_out_items)
-from .geometry import F32, STORAGE, check_load3d_limits, make_cube_geometry
+from .geometry import F32, STORAGE, CubeGeometry, check_load3d_limits, make_cube_geometry
 from .prologue import (Prologue, SpaceToDepthMap, prologue_body, cast_items, gap_items, plan_packw,
                        plan_space_to_depth_map, plan_to5hd, space_to_depth_items, to5hd_items, zero_items)
 from .small_launches import bias_launch
-from .tiling import balance, cube_caps, plan_dw, plan_dx
+from .tiling import CubeCaps, DwTiling, DxTiling, balance, cube_caps, plan_dw, plan_dx
 from .vector_pipeline import align32
 
-
-def _deal(items: list, nblocks: int) -> list[list]:
-    """Items dealt round-robin over at most nblocks blocks (similar items, similar costs)."""
-    nblocks = max(1, min(nblocks, len(items)))
-    return [items[b::nblocks] for b in range(nblocks)]
+if TYPE_CHECKING:
+    from .convolution_backward import ConvGeometry
 
 
-def _cube_geometry(geom, go):
+@dataclass(frozen=True)
+class ConvBackwardCall:
+    """One checked call, normalised: the convolution, its tensors (an output is None where
+    outputMask leaves it out) and its dtypes. The planner's only input besides the profile and
+    the forced tiling fields."""
+    geometry: ConvGeometry
+    grad_output: aclTensor
+    input: aclTensor
+    weight: aclTensor
+    grad_input: aclTensor | None
+    grad_weight: aclTensor | None
+    grad_bias: aclTensor | None
+    promoted_dtype: str       # gradOutput, input and weight promoted to one dtype
+    compute_dtype: str        # what the Cube multiplies in: FLOAT16, BF16, FLOAT or HF32
+    cube_math_type: int
+
+    @property
+    def output_mask(self) -> list[bool]:
+        return [t is not None for t in (self.grad_input, self.grad_weight, self.grad_bias)]
+
+
+def _cube_convolution(geom, grad_output):
     """The convolution the Cube computes, the gradOutput view it reads, and whether no window
     reads any element at all. A transposed convolution's outputPadding may reach past every
     window along W (outputPadding >= stride, which CANN accepts in 1D and 2D): those last
@@ -38,280 +66,488 @@ def _cube_geometry(geom, go):
     map's width, so the Cube reads a view of the columns the windows reach (made contiguous by
     the usual copy)."""
     if not geom.transposed:
-        return geom, go, False
+        return geom, grad_output, False
     X, O, k, s, d = geom.in_sp[-1], geom.out_sp[-1], geom.k[-1], geom.stride[-1], geom.dilation[-1]
     before = geom.pad[-1][0]
     reach = (X - 1) * s + d * (k - 1) + 1 - before      # columns of gradOutput the windows read
     if reach <= 0:
-        return geom, go, True
+        return geom, grad_output, True
     if O < reach + s:           # load3d's grid is X wide: the extra columns fit in its last stride
-        return geom, go, False
-    view = aclTensor(go.viewDims[:-1] + (reach,), go.dataType, go.stride, go.offset, go.format, go.storageDims,
-                     go.data)
+        return geom, grad_output, False
+    view = aclTensor(grad_output.viewDims[:-1] + (reach,), grad_output.dataType, grad_output.stride,
+                     grad_output.offset, grad_output.format, grad_output.storageDims, grad_output.data)
     return replace(geom, out_sp=geom.out_sp[:-1] + (reach,)), view, False
 
 
-def plan_convolution_backward(op, geom, go, x, w, outs, promoted, compute, cube_math, profile,
-                              forced: dict) -> Plan:
-    """The plan of one call; `forced` holds the tiling fields the caller forced (checked by phase 1)."""
-    mask = [o is not None for o in outs]
-    gi, gw, gb = outs
-    ov = forced
-    cd = STORAGE[compute]
-    isz, c0 = cd.itemsize, 32 // cd.itemsize
-    G = geom.groups
-    hf32 = compute == "HF32"
-    nb = 2 if bool(ov.get("doubleBuffer", True)) else 1
-    nvec = vector_core_count(profile)
-    ub = ub_bytes(profile)
-    workspace = Workspace()
-    tiling: dict = {"computeDtype": compute, "cubeMathType": cube_math, "promotedDtype": promoted,
-                    "C0": c0, "groups": G}
+@dataclass(frozen=True)
+class _Work:
+    """Who writes each gradient. `computed` is outputMask less the gradients a zero fill writes
+    because no window touches an input element (stride and padding skip them all): the Cube
+    computes the rest, unless the call is empty."""
+    requested: list           # outputMask: gradInput, gradWeight, gradBias
+    computed: list
+    empty: bool               # N, Cin or Cout is 0: no GEMM at all
+    zero_grad_input: bool
+    zero_grad_weight: bool
+    cube_convolution: ConvGeometry  # the call's convolution, narrowed to the gradOutput columns read
+    cube_grad_output: aclTensor     # the gradOutput view the Cube reads
 
-    def part(purpose: str, nbytes: int):
-        return workspace.add(purpose, max(int(nbytes), 32))
+    @property
+    def uses_cube(self) -> bool:
+        return not self.empty and (self.computed[0] or self.computed[1])
 
+
+def _divide_work(call: ConvBackwardCall, c0: int) -> _Work:
+    """Decide, per gradient, whether the Cube computes it or a zero fill writes it."""
+    geom, mask = call.geometry, call.output_mask
     empty = geom.N == 0 or geom.Cin == 0 or geom.Cout == 0
-    wanted = mask
-    call_geom = geom
-    geom, go_cube, no_taps = _cube_geometry(geom, go)
-    # windows that touch no input element (stride and padding skip them all) give a zero
-    # gradInput, and for a transposed convolution a zero gradWeight too: a zero fill writes them
-    dx_zero = mask[0] and not empty and (no_taps or not geom.transposed
-                                         and all(f is None for f in make_cube_geometry(geom, mask, c0).phases))
-    dw_zero = mask[1] and not empty and no_taps
-    mask = [mask[0] and not dx_zero, mask[1] and not dw_zero, mask[2]]      # what the Cube computes
-    steps = []
-    srcs = {}
-    for name, t, needed in (("gradOutput", go, mask[2] or (go_cube is go and (mask[0] or mask[1]))),
-                            ("gradOutput:cube", go_cube, go_cube is not go and (mask[0] or mask[1])),
-                            ("input", x, mask[1]), ("weight", w, mask[0])):
+    cube_conv, cube_grad_output, no_taps = _cube_convolution(geom, call.grad_output)
+    # no tap reaches gradInput: it is zero, and for a transposed convolution gradWeight is too
+    zero_dx = mask[0] and not empty and (no_taps or not cube_conv.transposed and all(
+        f is None for f in make_cube_geometry(cube_conv, mask, c0).phases))
+    zero_dw = mask[1] and not empty and no_taps
+    computed = [mask[0] and not zero_dx, mask[1] and not zero_dw, mask[2]]
+    return _Work(mask, computed, empty, zero_dx, zero_dw, cube_conv, cube_grad_output)
+
+
+def _add_part(workspace: Workspace, purpose: str, nbytes: int) -> WorkspacePart:
+    """A workspace part of at least 32 B (one block), so every part has an address of its own."""
+    return workspace.add(purpose, max(int(nbytes), 32))
+
+
+@dataclass
+class _Sources:
+    """Where the kernels read gradOutput, input and weight: the tensor itself when it is
+    contiguous, else a dense workspace copy that a Contiguous launch fills first."""
+    copies: list              # (name, view, workspace part), in launch order
+    places: dict              # name -> ("tensor", tensor) | ("ws", part, dtype)
+
+    def arg(self, name: str, ws: int):
+        place = self.places[name]
+        if place[0] == "tensor":
+            t = place[1]
+            return tensor_arg(t, name) + t.offset
+        return workspace_arg(ws, place[1], place[2], f"workspace:{name}")
+
+
+def _plan_source_copies(call: ConvBackwardCall, work: _Work, workspace: Workspace) -> _Sources:
+    """The Contiguous copies of the non-contiguous sources some kernel reads ("gradOutput:cube"
+    is the narrowed view the Cube reads when it differs from gradOutput)."""
+    narrowed = work.cube_grad_output is not call.grad_output
+    dx, dw, db = work.computed
+    sources = _Sources([], {})
+    for name, t, needed in (("gradOutput", call.grad_output, db or (not narrowed and (dx or dw))),
+                            ("gradOutput:cube", work.cube_grad_output, narrowed and (dx or dw)),
+                            ("input", call.input, dw), ("weight", call.weight, dx)):
         if not needed or t.numel() == 0:
             continue
         if t.is_contiguous():
-            srcs[name] = ("tensor", t)
-        else:
-            copy = part(f"contiguous copy of gradOutput's first {t.viewDims[-1]} columns (the ones the windows read)"
-                       if name == "gradOutput:cube" else f"contiguous copy of {name} (non-contiguous view)",
-                       t.numel() * t.itemsize)
-            steps.append((name, t, copy))
-            srcs[name] = ("ws", copy, t.dtype)
+            sources.places[name] = ("tensor", t)
+            continue
+        copy = _add_part(workspace, f"contiguous copy of gradOutput's first {t.viewDims[-1]} columns (the ones the "
+                                    f"windows read)" if name == "gradOutput:cube"
+                         else f"contiguous copy of {name} (non-contiguous view)", t.numel() * t.itemsize)
+        sources.copies.append((name, t, copy))
+        sources.places[name] = ("ws", copy, t.dtype)
+    return sources
 
-    def src_arg(name, ws):
-        s = srcs[name]
-        if s[0] == "tensor":
-            t = s[1]
-            return tensor_arg(t, name) + t.offset
-        return workspace_arg(ws, s[1], s[2], f"workspace:{name}")
 
-    cube = None
-    if not empty and (mask[0] or mask[1]):
-        geo = make_cube_geometry(geom, mask, c0)
-        cc = cube_caps(profile, compute)
-        if mask[0]:
-            for f in geo.phases:
-                if f is not None:
-                    check_load3d_limits(f, "ConvolutionBackward gradInput")
-        nd2nz = isz == 4
-        dx = plan_dx(geo, cc, isz, c0, gi.itemsize, ov, nb) if mask[0] else None
-        dw = plan_dw(geo, cc, isz, c0, gw.itemsize, ov, nb, nd2nz) if mask[1] else None
-        C1co, C1ci = ceil_div(geo.Cout, c0), ceil_div(geo.Cin, c0)
-        zero_bytes = min(16384, ub // 8) // 32 * 32
-        room = ub - zero_bytes
-        # ---- workspace parts
-        DYM = part(f"gradOutput as tall NC1HWC0 ({dtype_name(cd)}, C0 {c0}, {geo.dy.pitch} rows per image)",
-                   G * C1co * geo.dy.block * c0 * isz)
-        XM = None
-        if mask[1]:
-            XM = part(f"input as tall NC1HWC0 ({dtype_name(cd)}, C0 {c0}, {geo.x.pitch} rows per image)",
-                      G * C1ci * geo.x.block * c0 * isz)
-        maps = [(plan_to5hd("gradOutput", geo.N, G, geo.Cout, c0, int(np.prod(geo.O)), geo.dy, go.dtype, cd, room),
-                 0, 4)]
-        if mask[1] and geo.s2d is not None:
-            maps.append((plan_space_to_depth_map(geo.N, geo.s2d, geo.X[1:], geo.x, x.dtype, cd, room), 1, 8))
-        elif mask[1]:
-            maps.append((plan_to5hd("input", geo.N, G, geo.Cin, c0, int(np.prod(geo.X)), geo.x, x.dtype, cd, room),
-                         1, 8))
-        wp = WP = DXG = None
-        if mask[0]:
-            wp = plan_packw(geo, w.dtype, cd, c0, dx.ntiles, room)
-            WP = part(f"weight as gradInput's right operand (taps flipped, {'per sub-pixel phase, ' if geo.nphase > 1 else ''}"
-                      f"L0B zN fractals per n-tile of {dx.nt}, {dtype_name(cd)})", wp.size * isz)
-            DXG = part(f"gradInput per sub-pixel phase, NC1HWC0 ({geo.nphase} phase grid(s) of {geo.dxg.R} x "
-                       f"{geo.dxg.Wd}, {dtype_name(gi.dtype)})",
-                       G * ceil_div(geo.Cin, 16) * geo.nphase * geo.dxg.block * 16 * gi.itemsize)
-        ACC = A32 = None
-        acc_dt = None
-        cast = None
-        if mask[1]:
-            KD, Khw = geo.dwf.ax[0].K, geo.dwf.Khw
-            rowKd = ceil_div(geo.Cb, c0) * Khw * c0
-            acc_dt = F32 if dw.ks > 1 else np.dtype(gw.dtype)
-            ACC = part((f"gradWeight FP32 accumulator (partial sums of {dw.ks} cores per tile, atomic add)"
-                        if dw.ks > 1 else f"gradWeight tiles ({dtype_name(acc_dt)}, C0-blocked columns)"),
-                       G * geo.Mg * KD * rowKd * acc_dt.itemsize)
-            if nd2nz:
-                aname, at = ("gradOutput", go) if geo.amap == "dy" else ("input", x)
-                if np.dtype(at.dtype) != cd:
-                    A32 = part(f"{aname} cast to {dtype_name(cd)} (gradWeight's left operand, ND->NZ)", at.numel() * isz)
-                    cast = (at.numel(), np.dtype(at.dtype), cd, 8192, aname)
-                else:
-                    A32 = ("src", aname)
-        # ---- cube blocks: LPT over the AICs
-        costs, kinds = [], []
-        if dx is not None:
-            costs += dx.costs
-            kinds += [("dx", i) for i in range(len(dx.units))]
-        if dw is not None:
-            costs += dw.costs
-            kinds += [("dw", i) for i in range(len(dw.units))]
-        nblk = int(ov.get("blockDim", 0)) or cc.cores
-        groups_, makespan = balance(costs, nblk)
-        blocks = []
-        for grp in groups_:
-            ks = [kinds[i] for i in grp]
-            blocks.append([k for k in ks if k[0] == "dx"] + [k for k in ks if k[0] == "dw"])
-        l1 = max(align32(dx.slab) + dx.bchunk if dx else 0, align32(dw.slabA) + dw.slabB if dw else 0,
-                 # a unit that no tap reaches writes its tile from zero fractals (_zero_stage)
-                 (ceil_div(dx.m, 16) + ceil_div(dx.nt, 16)) * 512 if dx else 0,
-                 (ceil_div(dw.mt, 16) + ceil_div(dw.nt, 16)) * 512 if dw else 0)
-        l0a = max(align_up(dx.m, 16) * dx.kk * isz if dx else 0, align_up(dw.mt, 16) * dw.kk * isz if dw else 0)
-        l0b = max(dx.kk * align_up(dx.nt, 16) * isz if dx else 0, dw.kk * align_up(dw.nt, 16) * isz if dw else 0)
-        l0c = max(dx.nc * align_up(dx.m, 16) * align_up(dx.nt, 16) * 4 if dx else 0,
-                  align_up(dw.mt, 16) * align_up(dw.nt, 16) * 4 if dw else 0)
-        for b, need, cap in (("L1", nb * l1, cc.L1), ("L0A", nb * l0a, cc.L0A), ("L0B", nb * l0b, cc.L0B),
-                             ("L0C", l0c, cc.L0C)):
-            if need > cap:
-                raise tiling_error(f"ConvolutionBackward tiling: {need} B of {b} does not fit: {b} holds {cap} B")
-        ub_out = 0
-        if not cc.a2:
-            ub_out = max(align_up(dx.m, 16) * align_up(dx.nt, 16) * gi.itemsize if dx else 0,
-                         align_up(dw.mt, 16) * align_up(dw.nt, 16) * acc_dt.itemsize if dw else 0)
-            if 2 * ub_out > ub:
-                raise tiling_error(f"ConvolutionBackward tiling: 2 x {ub_out} B of UB for L0C -> UB does not fit: "
-                                   f"UB holds {ub} B")
-        cube = CubeJob(geo, cc.a2, cd, hf32, nb, align32(l1), l0a, l0b, l0c, dx, dw, wp,
-                       np.dtype(gi.dtype) if mask[0] else None, acc_dt, ub_out, blocks)
-        # ---- prologue work
-        pro_items = []
-        for i, (t, _, _) in enumerate(maps):
-            pro_items += [(("5hd", i), it) for it in (space_to_depth_items(t) if isinstance(t, SpaceToDepthMap) else to5hd_items(t))]
-            pro_items += [(("gap", i), it) for it in gap_items(t, zero_bytes)]
-        if wp is not None:
-            pro_items += [("pack", it) for it in wp.items]
-        if mask[1] and dw.ks > 1:
-            pro_items += [("acc0", it) for it in zero_items(ACC.nbytes, zero_bytes)]
-        if cast is not None:
-            pro_items += [("cast", it) for it in cast_items(cast[0], cast[3])]
-        pro_blocks = [[] for _ in range(min(nvec, len(pro_items)))]
-        kinds_p = []
-        for k, _ in pro_items:
-            if k not in kinds_p:
-                kinds_p.append(k)
-        off = 0
-        for k in kinds_p:
-            its = [it for kk, it in pro_items if kk == k]
-            for i, it in enumerate(its):
-                pro_blocks[(off + i) % len(pro_blocks)].append((k, it))
-            off += len(its)
-        prologue = Prologue(ub, zero_bytes, maps, wp, ACC.nbytes if (mask[1] and dw.ks > 1) else 0,
-                            cast[:4] if cast else None, pro_blocks)
-        # ---- epilogue work
-        dxo = plan_dx_out(geo, gi.dtype, ub) if mask[0] else None
-        dwo = None
-        if mask[1] and geo.s2d is not None:
-            dwo = plan_space_to_depth_out(geo.s2d, geo.Mg, acc_dt, gw.dtype, ub)
-        elif mask[1]:
-            dwo = plan_dw_out(G, geo.Mg, geo.Cb, c0, geo.dwf.ax[0].K, geo.dwf.Khw, acc_dt, gw.dtype, ub)
-        epi_items = ([("dx", it) for it in dx_out_items(dxo)] if dxo else []) + \
-                    ([("dw", it) for it in (space_to_depth_out_items(dwo) if isinstance(dwo, SpaceToDepthOut) else dw_out_items(dwo))]
-                     if dwo else [])
-        epi_blocks = [[] for _ in range(min(nvec, len(epi_items)))]
-        for i, it in enumerate(epi_items):
-            epi_blocks[i % len(epi_blocks)].append(it)
-        epilogue = Epilogue(ub, dxo, dwo, epi_blocks)
-        if dx is not None:
-            tiling["gradInput"] = {"baseM": dx.m, "baseN": dx.nt, "baseK": dx.kk, "c1Chunk": dx.c1n,
-                                   "L0CTiles": dx.nc, "units": len(dx.units), "phases": geo.nphase,
-                                   "phasesWithTaps": sum(f is not None for f in geo.phases),
-                                   "rowsPerImage": geo.dy.pitch, "doubleBuffer": nb == 2}
-        if dw is not None:
-            tiling["gradWeight"] = {"baseM": dw.mt, "baseN": dw.nt, "baseK": dw.kk, "stagePositions": dw.kc,
-                                    "kSplit": dw.ks, "units": len(dw.units), "leftOperand":
-                                    "ND->NZ + load2d" if dw.a_nd2nz else "load3d (1x1, transposed)",
-                                    "doubleBuffer": nb == 2}
-        tiling["blockDim"] = len(blocks)
-        tiling["estimatedCubeCycles"] = round(makespan)
-    dense_out = {}
-    for i, (name, t) in enumerate((("gradInput", gi), ("gradWeight", gw), ("gradBias", gb))):
-        if wanted[i] and t.numel() > 0 and not t.is_contiguous():
-            dense_out[name] = part(f"{name} dense, before the strided write-back", t.numel() * t.itemsize)
+@dataclass
+class _Outputs:
+    """Where the launches write each gradient: the tensor, or a dense workspace part that a
+    ViewCopy then scatters into the tensor's non-contiguous view."""
+    tensors: dict             # gradInput / gradWeight / gradBias -> aclTensor | None
+    dense: dict               # name -> workspace part, for the non-contiguous ones
 
-    def out_arg(name, t, ws):
-        if name in dense_out:
-            return workspace_arg(ws, dense_out[name], t.dtype, f"workspace:{name}")
+    def arg(self, name: str, ws: int):
+        t = self.tensors[name]
+        if name in self.dense:
+            return workspace_arg(ws, self.dense[name], t.dtype, f"workspace:{name}")
         return tensor_arg(t, name) + t.offset
 
-    def build(ws):
-        L = []
-        for name, t, copy in steps:
-            b, _ = view_copy_launch(t, name, profile, gather=True)
-            L.append(b(workspace_arg(ws, copy, t.dtype, f"workspace:{name}")))
-        if empty:
-            if mask[1] and gw.numel():
-                L.append(zero_fill_launch("ZeroFill(gradWeight)", out_arg("gradWeight", gw, ws), gw.numel() * gw.itemsize,
-                                          profile))
-            if mask[0] and gi.numel() and (geom.Cout == 0 and geom.N > 0 and geom.Cin > 0):
-                L.append(zero_fill_launch("ZeroFill(gradInput)", out_arg("gradInput", gi, ws), gi.numel() * gi.itemsize,
-                                          profile))
-            if mask[2] and gb.numel() and (geom.N == 0 or geom.Cout == 0):
-                L.append(zero_fill_launch("ZeroFill(gradBias)", out_arg("gradBias", gb, ws), gb.numel() * gb.itemsize,
-                                          profile))
-        for name, t, zero in (("gradInput", gi, dx_zero), ("gradWeight", gw, dw_zero)):
-            if zero:
-                L.append(zero_fill_launch(f"ZeroFill({name})", out_arg(name, t, ws), t.numel() * t.itemsize, profile))
-        if cube is not None:
-            dya = src_arg("gradOutput" if go_cube is go else "gradOutput:cube", ws)
-            xa = src_arg("input", ws) if mask[1] else None
-            wa = src_arg("weight", ws) if mask[0] else None
-            wpa = workspace_arg(ws, WP, cd, "workspace:W'") if WP is not None else None
-            dym = workspace_arg(ws, DYM, cd, "workspace:dy 5HD")
-            xm = workspace_arg(ws, XM, cd, "workspace:x 5HD") if XM is not None else None
-            acca = workspace_arg(ws, ACC, acc_dt, "workspace:dW acc") if ACC is not None else None
-            dxga = workspace_arg(ws, DXG, gi.dtype, "workspace:dX phases") if DXG is not None else None
-            a32 = cs_src = cs_dst = None
-            if A32 is not None:
-                if isinstance(A32, tuple):
-                    a32 = src_arg(A32[1], ws)
-                else:
-                    a32 = cs_dst = workspace_arg(ws, A32, cd, "workspace:A cast")
-                    cs_src = src_arg(cast[4], ws)
-            gms = (dya, xa, wa, wpa, dym, acca, cs_src, cs_dst, xm)
-            L.append(KernelLaunch("TransData(gradOutput, input -> NC1HWC0; weight -> W')" if mask[0] and mask[1] else
-                                  ("TransData(gradOutput -> NC1HWC0; weight -> W')" if mask[0] else
-                                   "TransData(gradOutput, input -> NC1HWC0)"),
-                                  prologue_body, len(prologue.blocks), "vector", (gms, prologue)))
-            name = " + ".join(n for n, b in (("GradInput(sub-pixel img2col x W'T)", mask[0]),
-                                             ("GradWeight(dy^T x img2col)", mask[1])) if b)
-            L.append(KernelLaunch(f"Cube: {name}", cube_body, len(cube.blocks), "cube",
-                                  (dym, xm, wpa, dxga, acca, a32, cube)))
-            ego = (dxga, out_arg("gradInput", gi, ws) if mask[0] else None,
-                   acca, out_arg("gradWeight", gw, ws) if mask[1] else None)
-            L.append(KernelLaunch(" + ".join(n for n, b in (("GradInput(phases NC1HWC0 -> NCHW)", mask[0]),
-                                                           ("GradWeight(-> weight layout)", mask[1])) if b),
-                                  epilogue_body, len(epilogue.blocks), "vector", (ego, epilogue)))
-        for name, t in (("gradInput", gi), ("gradWeight", gw)):
-            if name in dense_out:       # written dense above (by the epilogue or a zero fill)
-                b, _ = view_copy_launch(t, name, profile, gather=False)
-                L.append(b(out_arg(name, t, ws)))
-        if mask[2] and gb.numel() and not (geom.N == 0):
-            goa = src_arg("gradOutput", ws)
-            P = int(np.prod(call_geom.out_sp))
-            L.append(bias_launch(goa, out_arg("gradBias", gb, ws), geom.N, geom.Cout, P, goa.dtype,
-                                 gb.dtype, profile))
-            if "gradBias" in dense_out:
-                b, _ = view_copy_launch(gb, "gradBias", profile, gather=False)
-                L.append(b(out_arg("gradBias", gb, ws)))
-        return L
 
-    return Plan(workspace, build, tiling)
+def _plan_dense_outputs(call: ConvBackwardCall, work: _Work, workspace: Workspace) -> _Outputs:
+    outputs = _Outputs({"gradInput": call.grad_input, "gradWeight": call.grad_weight,
+                        "gradBias": call.grad_bias}, {})
+    for requested, (name, t) in zip(work.requested, outputs.tensors.items()):
+        if requested and t.numel() > 0 and not t.is_contiguous():
+            outputs.dense[name] = _add_part(workspace, f"{name} dense, before the strided write-back",
+                                            t.numel() * t.itemsize)
+    return outputs
+
+
+# ---- the Cube path -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _CubeSetup:
+    """What every step of the Cube path's plan reads: its geometry and the chip's buffers."""
+    geo: CubeGeometry
+    caps: CubeCaps
+    compute: np.dtype         # the maps' storage dtype (FP32 for HF32)
+    buffers: int              # L1 / L0 buffers per operand (2: double-buffered)
+    ub: int
+    zero_bytes: int           # UB the prologue keeps zeroed, for gap rows and accumulator fills
+
+    @property
+    def itemsize(self) -> int:
+        return self.compute.itemsize
+
+    @property
+    def c0(self) -> int:
+        return 32 // self.compute.itemsize
+
+    @property
+    def room(self) -> int:
+        """UB left to a prologue pass besides its zeros."""
+        return self.ub - self.zero_bytes
+
+
+@dataclass
+class _CubePlan:
+    """The Cube path: its three launches' jobs and the workspace parts they hand on."""
+    job: CubeJob
+    prologue: Prologue
+    epilogue: Epilogue
+    dy_map: WorkspacePart                  # gradOutput as tall NC1HWC0
+    x_map: WorkspacePart | None            # input as tall NC1HWC0
+    packed_weight: WorkspacePart | None    # weight as gradInput's right operand
+    dx_phases: WorkspacePart | None        # gradInput per sub-pixel phase
+    dw_acc: WorkspacePart | None           # gradWeight tiles or their FP32 accumulator
+    acc_dtype: np.dtype | None
+    # gradWeight's ND->NZ left operand: a part holding its cast copy, the name of the source it
+    # reads as it is, or None (load3d path)
+    left_operand: WorkspacePart | str | None
+    cast_source: str | None                # the source the prologue casts into left_operand
+
+
+def _tile_gemms(setup: _CubeSetup, call: ConvBackwardCall, computed, forced: dict):
+    """The tiling of gradInput's and gradWeight's GEMMs (None where not computed)."""
+    geo, caps, isz, c0 = setup.geo, setup.caps, setup.itemsize, setup.c0
+    if computed[0]:
+        for f in geo.phases:
+            if f is not None:
+                check_load3d_limits(f, "ConvolutionBackward gradInput")
+    nd2nz = isz == 4        # FP32 maps: gradWeight's left operand goes ND->NZ (load3d has no FP32 transpose)
+    dx = plan_dx(geo, caps, isz, c0, call.grad_input.itemsize, forced, setup.buffers) if computed[0] else None
+    dw = plan_dw(geo, caps, isz, c0, call.grad_weight.itemsize, forced, setup.buffers, nd2nz) if computed[1] else None
+    return dx, dw
+
+
+def _plan_maps(setup: _CubeSetup, call: ConvBackwardCall, computed, workspace: Workspace):
+    """The tall NC1HWC0 maps the prologue writes: their parts and passes (pass, source GM index,
+    destination GM index)."""
+    geo, c0, compute = setup.geo, setup.c0, setup.compute
+    G, isz = geo.G, setup.itemsize
+    dy_map = _add_part(workspace, f"gradOutput as tall NC1HWC0 ({dtype_name(compute)}, C0 {c0}, {geo.dy.pitch} "
+                                  f"rows per image)", G * ceil_div(geo.Cout, c0) * geo.dy.block * c0 * isz)
+    x_map = None
+    if computed[1]:
+        x_map = _add_part(workspace, f"input as tall NC1HWC0 ({dtype_name(compute)}, C0 {c0}, {geo.x.pitch} rows "
+                                     f"per image)", G * ceil_div(geo.Cin, c0) * geo.x.block * c0 * isz)
+    maps = [(plan_to5hd("gradOutput", geo.N, G, geo.Cout, c0, int(np.prod(geo.O)), geo.dy, call.grad_output.dtype,
+                        compute, setup.room), 0, 4)]
+    if computed[1] and geo.s2d is not None:
+        maps.append((plan_space_to_depth_map(geo.N, geo.s2d, geo.X[1:], geo.x, call.input.dtype, compute,
+                                             setup.room), 1, 8))
+    elif computed[1]:
+        maps.append((plan_to5hd("input", geo.N, G, geo.Cin, c0, int(np.prod(geo.X)), geo.x, call.input.dtype,
+                                compute, setup.room), 1, 8))
+    return dy_map, x_map, maps
+
+
+def _plan_grad_input_parts(setup: _CubeSetup, call: ConvBackwardCall, dx: DxTiling, workspace: Workspace):
+    """The packed weight (gradInput's right operand) and the per-phase gradInput grid."""
+    geo, compute = setup.geo, setup.compute
+    packw = plan_packw(geo, call.weight.dtype, compute, setup.c0, dx.ntiles, setup.room)
+    per_phase = "per sub-pixel phase, " if geo.nphase > 1 else ""
+    packed = _add_part(workspace, f"weight as gradInput's right operand (taps flipped, {per_phase}L0B zN fractals "
+                                  f"per n-tile of {dx.nt}, {dtype_name(compute)})", packw.size * setup.itemsize)
+    grad_input = call.grad_input
+    phases = _add_part(workspace, f"gradInput per sub-pixel phase, NC1HWC0 ({geo.nphase} phase grid(s) of "
+                                  f"{geo.dxg.R} x {geo.dxg.Wd}, {dtype_name(grad_input.dtype)})",
+                       geo.G * ceil_div(geo.Cin, 16) * geo.nphase * geo.dxg.block * 16 * grad_input.itemsize)
+    return packw, packed, phases
+
+
+def _plan_grad_weight_parts(setup: _CubeSetup, call: ConvBackwardCall, dw: DwTiling, workspace: Workspace):
+    """gradWeight's tiles (an FP32 accumulator when the K split adds partial sums) and, on the
+    ND->NZ path, its left operand cast to the compute dtype: (acc part, acc dtype, left operand,
+    cast) with cast = (elements, source dtype, compute dtype, chunk, source name) or None."""
+    geo, compute, c0 = setup.geo, setup.compute, setup.c0
+    row_elems = ceil_div(geo.Cb, c0) * geo.dwf.Khw * c0
+    acc_dtype = F32 if dw.ks > 1 else np.dtype(call.grad_weight.dtype)
+    acc = _add_part(workspace, f"gradWeight FP32 accumulator (partial sums of {dw.ks} cores per tile, atomic add)"
+                    if dw.ks > 1 else f"gradWeight tiles ({dtype_name(acc_dtype)}, C0-blocked columns)",
+                    geo.G * geo.Mg * geo.dwf.ax[0].K * row_elems * acc_dtype.itemsize)
+    left = cast = None
+    if setup.itemsize == 4:
+        name, t = ("gradOutput", call.grad_output) if geo.amap == "dy" else ("input", call.input)
+        if np.dtype(t.dtype) != compute:
+            left = _add_part(workspace, f"{name} cast to {dtype_name(compute)} (gradWeight's left operand, ND->NZ)",
+                             t.numel() * setup.itemsize)
+            cast = (t.numel(), np.dtype(t.dtype), compute, 8192, name)
+        else:
+            left = name
+    return acc, acc_dtype, left, cast
+
+
+def _deal_cube_units(dx: DxTiling | None, dw: DwTiling | None, forced: dict, cores: int):
+    """The GEMM units balanced over the Cube blocks (longest first): per block its gradInput
+    units, then its gradWeight units; and the estimated makespan in cycles."""
+    costs, kinds = [], []
+    if dx is not None:
+        costs += dx.costs
+        kinds += [("dx", i) for i in range(len(dx.units))]
+    if dw is not None:
+        costs += dw.costs
+        kinds += [("dw", i) for i in range(len(dw.units))]
+    groups, makespan = balance(costs, int(forced.get("blockDim", 0)) or cores)
+    blocks = []
+    for group in groups:
+        units = [kinds[i] for i in group]
+        blocks.append([u for u in units if u[0] == "dx"] + [u for u in units if u[0] == "dw"])
+    return blocks, makespan
+
+
+def _size_cube_buffers(setup: _CubeSetup, dx: DxTiling | None, dw: DwTiling | None, out_itemsize: int,
+                       acc_dtype):
+    """Bytes of L1, L0A, L0B, L0C and (coupled chips) UB per output slot the tiles use; a
+    tiling error if one does not fit."""
+    caps, isz, nb, ub = setup.caps, setup.itemsize, setup.buffers, setup.ub
+    l1 = max(align32(dx.slab) + dx.bchunk if dx else 0, align32(dw.slabA) + dw.slabB if dw else 0,
+             # a unit that no tap reaches writes its tile from zero fractals (_zero_stage)
+             (ceil_div(dx.m, 16) + ceil_div(dx.nt, 16)) * 512 if dx else 0,
+             (ceil_div(dw.mt, 16) + ceil_div(dw.nt, 16)) * 512 if dw else 0)
+    l0a = max(align_up(dx.m, 16) * dx.kk * isz if dx else 0, align_up(dw.mt, 16) * dw.kk * isz if dw else 0)
+    l0b = max(dx.kk * align_up(dx.nt, 16) * isz if dx else 0, dw.kk * align_up(dw.nt, 16) * isz if dw else 0)
+    l0c = max(dx.nc * align_up(dx.m, 16) * align_up(dx.nt, 16) * 4 if dx else 0,
+              align_up(dw.mt, 16) * align_up(dw.nt, 16) * 4 if dw else 0)
+    for buf, need, cap in (("L1", nb * l1, caps.L1), ("L0A", nb * l0a, caps.L0A), ("L0B", nb * l0b, caps.L0B),
+                           ("L0C", l0c, caps.L0C)):
+        if need > cap:
+            raise tiling_error(f"ConvolutionBackward tiling: {need} B of {buf} does not fit: {buf} holds {cap} B")
+    ub_out = 0
+    if not caps.a2:
+        ub_out = max(align_up(dx.m, 16) * align_up(dx.nt, 16) * out_itemsize if dx else 0,
+                     align_up(dw.mt, 16) * align_up(dw.nt, 16) * acc_dtype.itemsize if dw else 0)
+        if 2 * ub_out > ub:
+            raise tiling_error(f"ConvolutionBackward tiling: 2 x {ub_out} B of UB for L0C -> UB does not fit: "
+                               f"UB holds {ub} B")
+    return align32(l1), l0a, l0b, l0c, ub_out
+
+
+def _deal_prologue(setup: _CubeSetup, maps, packw, acc_zero_bytes: int, cast, vector_cores: int) -> list:
+    """The prologue's work items dealt over the vector blocks, kind by kind, continuing the
+    round-robin from one kind to the next so similar items spread evenly."""
+    items = []
+    for i, (t, _, _) in enumerate(maps):
+        items += [(("5hd", i), it) for it in (space_to_depth_items(t) if isinstance(t, SpaceToDepthMap)
+                                              else to5hd_items(t))]
+        items += [(("gap", i), it) for it in gap_items(t, setup.zero_bytes)]
+    if packw is not None:
+        items += [("pack", it) for it in packw.items]
+    if acc_zero_bytes:
+        items += [("acc0", it) for it in zero_items(acc_zero_bytes, setup.zero_bytes)]
+    if cast is not None:
+        items += [("cast", it) for it in cast_items(cast[0], cast[3])]
+    blocks = [[] for _ in range(min(vector_cores, len(items)))]
+    kinds = []
+    for kind, _ in items:
+        if kind not in kinds:
+            kinds.append(kind)
+    start = 0
+    for kind in kinds:
+        of_kind = [it for k, it in items if k == kind]
+        for i, it in enumerate(of_kind):
+            blocks[(start + i) % len(blocks)].append((kind, it))
+        start += len(of_kind)
+    return blocks
+
+
+def _plan_epilogue(setup: _CubeSetup, call: ConvBackwardCall, computed, acc_dtype, vector_cores: int) -> Epilogue:
+    """The epilogue: gradInput's phases back to the input layout, gradWeight's tiles to the
+    weight layout, items dealt round-robin over the vector blocks."""
+    geo, ub = setup.geo, setup.ub
+    dx_out = plan_dx_out(geo, call.grad_input.dtype, ub) if computed[0] else None
+    dw_out = None
+    if computed[1] and geo.s2d is not None:
+        dw_out = plan_space_to_depth_out(geo.s2d, geo.Mg, acc_dtype, call.grad_weight.dtype, ub)
+    elif computed[1]:
+        dw_out = plan_dw_out(geo.G, geo.Mg, geo.Cb, setup.c0, geo.dwf.ax[0].K, geo.dwf.Khw, acc_dtype,
+                             call.grad_weight.dtype, ub)
+    items = [("dx", it) for it in dx_out_items(dx_out)] if dx_out else []
+    if dw_out:
+        items += [("dw", it) for it in (space_to_depth_out_items(dw_out) if isinstance(dw_out, SpaceToDepthOut)
+                                        else dw_out_items(dw_out))]
+    blocks = [[] for _ in range(min(vector_cores, len(items)))]
+    for i, it in enumerate(items):
+        blocks[i % len(blocks)].append(it)
+    return Epilogue(ub, dx_out, dw_out, blocks)
+
+
+def _report_tiling(tiling: dict, geo: CubeGeometry, dx, dw, buffers: int, blocks: list, makespan: float) -> None:
+    """The Cube path's figures in the tiling the report shows."""
+    if dx is not None:
+        tiling["gradInput"] = {"baseM": dx.m, "baseN": dx.nt, "baseK": dx.kk, "c1Chunk": dx.c1n,
+                               "L0CTiles": dx.nc, "units": len(dx.units), "phases": geo.nphase,
+                               "phasesWithTaps": sum(f is not None for f in geo.phases),
+                               "rowsPerImage": geo.dy.pitch, "doubleBuffer": buffers == 2}
+    if dw is not None:
+        tiling["gradWeight"] = {"baseM": dw.mt, "baseN": dw.nt, "baseK": dw.kk, "stagePositions": dw.kc,
+                                "kSplit": dw.ks, "units": len(dw.units), "leftOperand":
+                                "ND->NZ + load2d" if dw.a_nd2nz else "load3d (1x1, transposed)",
+                                "doubleBuffer": buffers == 2}
+    tiling["blockDim"] = len(blocks)
+    tiling["estimatedCubeCycles"] = round(makespan)
+
+
+def _plan_cube(call: ConvBackwardCall, work: _Work, profile, forced: dict, workspace: Workspace,
+               tiling: dict) -> _CubePlan:
+    """The Cube path: tile the GEMMs, lay out their workspace, deal the units over the blocks,
+    size the buffers, and plan the prologue and epilogue that feed and drain the Cube."""
+    computed = work.computed
+    compute = STORAGE[call.compute_dtype]
+    ub = ub_bytes(profile)
+    setup = _CubeSetup(make_cube_geometry(work.cube_convolution, computed, 32 // compute.itemsize),
+                       cube_caps(profile, call.compute_dtype), compute,
+                       2 if bool(forced.get("doubleBuffer", True)) else 1, ub, min(16384, ub // 8) // 32 * 32)
+    geo = setup.geo
+    dx, dw = _tile_gemms(setup, call, computed, forced)
+    dy_map, x_map, maps = _plan_maps(setup, call, computed, workspace)
+    packw = packed_weight = dx_phases = None
+    if computed[0]:
+        packw, packed_weight, dx_phases = _plan_grad_input_parts(setup, call, dx, workspace)
+    acc = acc_dtype = left_operand = cast = None
+    if computed[1]:
+        acc, acc_dtype, left_operand, cast = _plan_grad_weight_parts(setup, call, dw, workspace)
+    blocks, makespan = _deal_cube_units(dx, dw, forced, setup.caps.cores)
+    l1, l0a, l0b, l0c, ub_out = _size_cube_buffers(setup, dx, dw, call.grad_input.itemsize if dx else 0,
+                                                   acc_dtype)
+    job = CubeJob(geo, setup.caps.a2, compute, call.compute_dtype == "HF32", setup.buffers, l1, l0a, l0b, l0c,
+                  dx, dw, packw, np.dtype(call.grad_input.dtype) if computed[0] else None, acc_dtype, ub_out,
+                  blocks)
+    vector_cores = vector_core_count(profile)
+    acc_zero_bytes = acc.nbytes if (computed[1] and dw.ks > 1) else 0
+    prologue = Prologue(ub, setup.zero_bytes, maps, packw, acc_zero_bytes, cast[:4] if cast else None,
+                        _deal_prologue(setup, maps, packw, acc_zero_bytes, cast, vector_cores))
+    epilogue = _plan_epilogue(setup, call, computed, acc_dtype, vector_cores)
+    _report_tiling(tiling, geo, dx, dw, setup.buffers, blocks, makespan)
+    return _CubePlan(job, prologue, epilogue, dy_map, x_map, packed_weight, dx_phases, acc, acc_dtype, left_operand,
+                     cast[4] if cast else None)
+
+
+# ---- the launches (phase 2) ----------------------------------------------------------------------
+def _zero_fill_launches(call: ConvBackwardCall, work: _Work, outputs: _Outputs, profile, ws: int) -> list:
+    """Zero fills of the gradients no GEMM writes: an empty call's (as its empty dimension
+    makes them zero) and those no window reaches."""
+    geom, computed = work.cube_convolution, work.computed
+    launches = []
+
+    def fill(name):
+        t = outputs.tensors[name]
+        return zero_fill_launch(f"ZeroFill({name})", outputs.arg(name, ws), t.numel() * t.itemsize, profile)
+
+    if work.empty:
+        if computed[1] and call.grad_weight.numel():
+            launches.append(fill("gradWeight"))
+        if computed[0] and call.grad_input.numel() and (geom.Cout == 0 and geom.N > 0 and geom.Cin > 0):
+            launches.append(fill("gradInput"))
+        if computed[2] and call.grad_bias.numel() and (geom.N == 0 or geom.Cout == 0):
+            launches.append(fill("gradBias"))
+    for name, zero in (("gradInput", work.zero_grad_input), ("gradWeight", work.zero_grad_weight)):
+        if zero:
+            launches.append(fill(name))
+    return launches
+
+
+def _cube_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outputs: _Outputs, cube: _CubePlan,
+                   ws: int) -> list:
+    """The prologue (maps, packed weight, accumulator zeros, cast), the Cube's GEMMs and the
+    epilogue, with their GM arguments bound to the workspace at `ws`."""
+    computed, compute = work.computed, STORAGE[call.compute_dtype]
+    dx, dw = computed[0], computed[1]
+    narrowed = work.cube_grad_output is not call.grad_output
+
+    def part(p, dtype, name):
+        return workspace_arg(ws, p, dtype, name) if p is not None else None
+
+    grad_output = sources.arg("gradOutput:cube" if narrowed else "gradOutput", ws)
+    inp = sources.arg("input", ws) if dw else None
+    weight = sources.arg("weight", ws) if dx else None
+    packed_weight = part(cube.packed_weight, compute, "workspace:W'")
+    dy_map = workspace_arg(ws, cube.dy_map, compute, "workspace:dy 5HD")
+    x_map = part(cube.x_map, compute, "workspace:x 5HD")
+    acc = part(cube.dw_acc, cube.acc_dtype, "workspace:dW acc")
+    dx_phases = part(cube.dx_phases, call.grad_input.dtype if dx else None, "workspace:dX phases")
+    left = cast_src = cast_dst = None
+    if isinstance(cube.left_operand, str):
+        left = sources.arg(cube.left_operand, ws)
+    elif cube.left_operand is not None:
+        left = cast_dst = workspace_arg(ws, cube.left_operand, compute, "workspace:A cast")
+        cast_src = sources.arg(cube.cast_source, ws)
+    prologue_args = (grad_output, inp, weight, packed_weight, dy_map, acc, cast_src, cast_dst, x_map)
+    label = ("TransData(gradOutput, input -> NC1HWC0; weight -> W')" if dx and dw else
+             "TransData(gradOutput -> NC1HWC0; weight -> W')" if dx else "TransData(gradOutput, input -> NC1HWC0)")
+    gemms = " + ".join(n for n, b in (("GradInput(sub-pixel img2col x W'T)", dx), ("GradWeight(dy^T x img2col)", dw))
+                       if b)
+    drains = " + ".join(n for n, b in (("GradInput(phases NC1HWC0 -> NCHW)", dx), ("GradWeight(-> weight layout)", dw))
+                        if b)
+    epilogue_args = (dx_phases, outputs.arg("gradInput", ws) if dx else None,
+                     acc, outputs.arg("gradWeight", ws) if dw else None)
+    return [KernelLaunch(label, prologue_body, len(cube.prologue.blocks), "vector", (prologue_args, cube.prologue)),
+            KernelLaunch(f"Cube: {gemms}", cube_body, len(cube.job.blocks), "cube",
+                         (dy_map, x_map, packed_weight, dx_phases, acc, left, cube.job)),
+            KernelLaunch(drains, epilogue_body, len(cube.epilogue.blocks), "vector", (epilogue_args, cube.epilogue))]
+
+
+def _write_back(outputs: _Outputs, name: str, profile, ws: int) -> KernelLaunch:
+    """The ViewCopy of a gradient written dense into its non-contiguous view."""
+    build, _ = view_copy_launch(outputs.tensors[name], name, profile, gather=False)
+    return build(outputs.arg(name, ws))
+
+
+def _grad_bias_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outputs: _Outputs, profile,
+                        ws: int) -> list:
+    """gradBias, a reduction of gradOutput over N and the spatial dims, and its write-back."""
+    gb, geom = call.grad_bias, work.cube_convolution
+    if not (work.computed[2] and gb.numel() and not (geom.N == 0)):
+        return []
+    grad_output = sources.arg("gradOutput", ws)
+    positions = int(np.prod(call.geometry.out_sp))      # every column, also those no window reads
+    launches = [bias_launch(grad_output, outputs.arg("gradBias", ws), geom.N, geom.Cout, positions,
+                            grad_output.dtype, gb.dtype, profile)]
+    if "gradBias" in outputs.dense:
+        launches.append(_write_back(outputs, "gradBias", profile, ws))
+    return launches
+
+
+def _build_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outputs: _Outputs,
+                    cube: _CubePlan | None, profile, ws: int) -> list[KernelLaunch]:
+    """Phase 2: the call's launches in order, for the workspace at `ws`."""
+    launches = []
+    for name, t, copy in sources.copies:
+        build, _ = view_copy_launch(t, name, profile, gather=True)
+        launches.append(build(workspace_arg(ws, copy, t.dtype, f"workspace:{name}")))
+    launches += _zero_fill_launches(call, work, outputs, profile, ws)
+    if cube is not None:
+        launches += _cube_launches(call, work, sources, outputs, cube, ws)
+    for name in ("gradInput", "gradWeight"):
+        if name in outputs.dense:       # written dense above (by the epilogue or a zero fill)
+            launches.append(_write_back(outputs, name, profile, ws))
+    return launches + _grad_bias_launches(call, work, sources, outputs, profile, ws)
+
+
+def plan_convolution_backward(call: ConvBackwardCall, profile, forced: dict) -> Plan:
+    """Phase 1's plan of one checked call: every workspace part (so the workspace size is known)
+    and the tiling, with a builder that phase 2 calls with the workspace's address. `forced`
+    holds the tiling fields the caller forced (their types checked by the runtime; a forced tile
+    that does not fit is a tiling error here)."""
+    compute = STORAGE[call.compute_dtype]
+    c0 = 32 // compute.itemsize
+    workspace = Workspace()
+    tiling: dict = {"computeDtype": call.compute_dtype, "cubeMathType": call.cube_math_type,
+                    "promotedDtype": call.promoted_dtype, "C0": c0, "groups": call.geometry.groups}
+    work = _divide_work(call, c0)
+    sources = _plan_source_copies(call, work, workspace)
+    cube = _plan_cube(call, work, profile, forced, workspace, tiling) if work.uses_cube else None
+    outputs = _plan_dense_outputs(call, work, workspace)
+    return Plan(workspace, lambda ws: _build_launches(call, work, sources, outputs, cube, profile, ws), tiling)

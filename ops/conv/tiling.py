@@ -1,6 +1,7 @@
-"""Host-side tiling of the two GEMMs: L0 tiles, L1 stages and units for gradInput (`plan_dx`) and
-gradWeight (`plan_dw`), each unit costed so the units can be balanced over the AICs; forced
-tiling fields are applied here and a forced tile that does not fit is 561002.
+"""Host-side tiling of the two GEMMs (part of phase 1's plan, after make_cube_geometry): L0 tiles,
+L1 stages and units for gradInput (`plan_dx`) and gradWeight (`plan_dw`), each unit costed so the
+units can be balanced over the AICs; forced tiling fields are applied here and a forced tile that
+does not fit is 561002.
 """
 from __future__ import annotations
 
@@ -66,8 +67,10 @@ def balance(costs: list[float], blocks: int) -> tuple[list[list[int]], float]:
     return out, max(t for t, _ in heap)
 
 
-def _pick(ov: dict, key: str, gen: str):
-    v = ov.get(key, ov.get(gen))
+def _pick(forced: dict, key: str, gen: str):
+    """A forced tiling field: the GEMM's own (key) or the one both GEMMs share (gen); None if
+    neither is forced."""
+    v = forced.get(key, forced.get(gen))
     if v is None:
         return None
     if int(v) <= 0:
@@ -141,94 +144,142 @@ def _l0_k_room(what: str, cc: CubeCaps, nb: int, isz: int, m: int, n: int, kstep
     return k
 
 
-def plan_dx(geo: CubeGeometry, cc: CubeCaps, isz: int, c0: int, osz: int, ov: dict, nb: int) -> DxTiling:
-    C1co = ceil_div(geo.Cout, c0)
-    lay = geo.dxg
-    Wg = lay.Wd
-    fams = [(q, f) for q, f in enumerate(geo.phases) if f is not None]
-    Khw_max = max(f.Khw for _, f in fams)
-    rows_needed = (lay.N - 1) * lay.pitch + geo.shmax[1] + geo.Qmax[1] if lay.fold else lay.pitch
-    M_plane = rows_needed * Wg
-    nplanes = lay.NP
-    o_m, o_n, o_k = _pick(ov, "dxBaseM", "baseM"), _pick(ov, "dxBaseN", "baseN"), _pick(ov, "dxBaseK", "baseK")
+@dataclass(frozen=True)
+class _TileSearch:
+    """What one GEMM's tile search reads besides the tile it costs: the call's geometry, the
+    Cube's buffers, the element sizes and the tile fields the caller forced."""
+    geo: CubeGeometry
+    caps: CubeCaps
+    isz: int              # bytes per element of the compute dtype
+    c0: int
+    osz: int              # bytes per element the L0C tile is staged in (UB on coupled chips)
+    buffers: int          # L1 / L0 buffers per operand (2: double-buffered)
+    forced_m: int | None
+    forced_n: int | None
+    forced_k: int | None
+
+    @property
+    def forced_tile(self) -> bool:
+        """A forced baseM / baseN: tried as it is, and an error if it does not fit."""
+        return bool(self.forced_m or self.forced_n)
+
+
+def _forced_dx_tile(forced: dict, c0: int) -> tuple:
+    """The forced gradInput tile (baseM, baseN, baseK; None where not forced), validated."""
+    o_m, o_n = _pick(forced, "dxBaseM", "baseM"), _pick(forced, "dxBaseN", "baseN")
+    o_k = _pick(forced, "dxBaseK", "baseK")
     if o_k is not None and o_k % c0:
         raise tiling_error(f"tiling override: dxBaseK {o_k} must be a multiple of C0 = {c0}")
     if o_n is not None and o_n % 16:        # n-tiles start on whole 16-channel blocks of gradInput
         raise tiling_error(f"tiling override: dxBaseN {o_n} must be a multiple of 16")
-    Cin16 = align_up(geo.Cin, 16)
-    best = None
-    for small in (False, True):      # smaller n-tiles only when none of the usual ones fits
-        if best is not None or (small and (o_m or o_n)):
-            break
-        sizes_n = (32, 16) if small else (256, 128, 64)
-        nts = [o_n] if o_n else sorted({min(Cin16, v) for v in sizes_n}, reverse=True)
-        if o_m:
-            ms = [o_m]
-        else:
-            ms = sorted({min(align_up(M_plane, 16), v) for v in range(16, 4096, 16)})
-        for nt in nts:
-            n16 = align_up(nt, 16)
-            for m in ms:
-                m16 = align_up(m, 16)
-                kmax = _l0_k_room("gradInput", cc, nb, isz, m, nt, c0, o_k, bool(o_m or o_n))
-                if kmax is None or not (o_m or o_n or cc.stages(m, nt, osz)):
-                    continue
-                nc = 2 if 2 * m16 * n16 * 4 <= cc.L0C else 1
-                if m > 4095 or nt > 4095:
-                    raise tiling_error(f"ConvolutionBackward gradInput tiling: an Mmad of m={m}, n={nt} does not fit "
-                                       f"Mmad's [1, 4095] range")
-                # L1: dy slab (all rows the tile's grid rows read) + weight chunk, per stage, double-buffered
-                # the dy rows a tile's grid rows read: (rows - 1) * stride + the window's reach; stride
-                # is 1 for the phases of a convolution's gradInput, s for a transposed one's
-                rows = max(_window_rows(f.ax[1], _rows_for(m, Wg)) for _, f in fams)
-                rows = min(rows, geo.dy.R)
-                per_c1 = rows * geo.dy.Wd * c0 * isz + Khw_max * n16 * c0 * isz
-                c1n = min(C1co, (cc.L1 // nb) // per_c1)
-                if c1n < 1:
-                    continue
-                stages_per = ceil_div(C1co, c1n)
-                c1n = ceil_div(C1co, stages_per)            # even stages
-                units = 0
-                cyc = 0.0
-                instr = 0.0
-                for q, f in fams:
-                    nu = ceil_div(M_plane, m) * nplanes * ceil_div(geo.Cin, nt) * geo.G
-                    per_unit, nsteps = _dx_unit_cost(cc, f, m, nt, kmax, c1n, C1co, rows, geo.dy.Wd, isz, c0, nc)
-                    units += nu
-                    cyc += nu * per_unit
-                    instr += nu * (nsteps * 7 + f.ax[0].K * stages_per * 6 + 10)
-                waves = ceil_div(units, cc.cores)
-                est = max(cyc / cc.cores, waves * cyc / units)
-                score = est + INSTR_CYCLES * instr / cc.cores
-                if best is None or score < best[0]:
-                    best = (score, m, nt, kmax, c1n, nc, rows)
-    if best is None:
-        raise tiling_error(f"ConvolutionBackward gradInput tiling: no L0/L1 tile fits (L1 {cc.L1} B, L0A "
-                           f"{cc.L0A} B, L0B {cc.L0B} B, L0C {cc.L0C} B); lower the tile overrides")
-    _, m, nt, kmax, c1n, nc, rows = best
-    n16 = align_up(nt, 16)
-    ntiles = [(n0, min(nt, geo.Cin - n0)) for n0 in range(0, geo.Cin, nt)]
-    t = DxTiling(m, nt, kmax, c1n, nc, ntiles, c1n * rows * geo.dy.Wd * c0 * isz,
-                 c1n * Khw_max * n16 * c0 * isz)
+    return o_m, o_n, o_k
+
+
+def _dx_tile_shapes(search: _TileSearch, small: bool, plane_positions: int):
+    """The (baseN, baseM) candidates, widest n-tile first: the usual sizes, or the small ones."""
+    Cin16 = align_up(search.geo.Cin, 16)
+    sizes_n = (32, 16) if small else (256, 128, 64)
+    nts = [search.forced_n] if search.forced_n else sorted({min(Cin16, v) for v in sizes_n}, reverse=True)
+    if search.forced_m:
+        ms = [search.forced_m]
+    else:
+        ms = sorted({min(align_up(plane_positions, 16), v) for v in range(16, 4096, 16)})
+    return [(nt, m) for nt in nts for m in ms]
+
+
+def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int, nt: int):
+    """One gradInput tile's score (estimated cycles plus instructions at INSTR_CYCLES) with the
+    L1 stage it allows: (score, m, nt, kmax, c1n, nc, rows), or None if it does not fit."""
+    geo, cc, isz, c0, nb = search.geo, search.caps, search.isz, search.c0, search.buffers
+    C1co = ceil_div(geo.Cout, c0)
+    m16, n16 = align_up(m, 16), align_up(nt, 16)
+    kmax = _l0_k_room("gradInput", cc, nb, isz, m, nt, c0, search.forced_k, search.forced_tile)
+    if kmax is None or not (search.forced_tile or cc.stages(m, nt, search.osz)):
+        return None
+    nc = 2 if 2 * m16 * n16 * 4 <= cc.L0C else 1
+    if m > 4095 or nt > 4095:
+        raise tiling_error(f"ConvolutionBackward gradInput tiling: an Mmad of m={m}, n={nt} does not fit "
+                           f"Mmad's [1, 4095] range")
+    # L1: dy slab (all rows the tile's grid rows read) + weight chunk, per stage, double-buffered
+    # the dy rows a tile's grid rows read: (rows - 1) * stride + the window's reach; stride
+    # is 1 for the phases of a convolution's gradInput, s for a transposed one's
+    rows = max(_window_rows(f.ax[1], _rows_for(m, geo.dxg.Wd)) for _, f in fams)
+    rows = min(rows, geo.dy.R)
+    per_c1 = rows * geo.dy.Wd * c0 * isz + max(f.Khw for _, f in fams) * n16 * c0 * isz
+    c1n = min(C1co, (cc.L1 // nb) // per_c1)
+    if c1n < 1:
+        return None
+    stages_per = ceil_div(C1co, c1n)
+    c1n = ceil_div(C1co, stages_per)            # even stages
+    units = 0
+    cyc = 0.0
+    instr = 0.0
+    for q, f in fams:
+        nu = ceil_div(plane_positions, m) * geo.dxg.NP * ceil_div(geo.Cin, nt) * geo.G
+        per_unit, nsteps = _dx_unit_cost(search, f, m, nt, kmax, c1n, rows, nc)
+        units += nu
+        cyc += nu * per_unit
+        instr += nu * (nsteps * 7 + f.ax[0].K * stages_per * 6 + 10)
+    waves = ceil_div(units, cc.cores)
+    est = max(cyc / cc.cores, waves * cyc / units)
+    return est + INSTR_CYCLES * instr / cc.cores, m, nt, kmax, c1n, nc, rows
+
+
+def _add_dx_units(t: DxTiling, search: _TileSearch, fams: list, plane_positions: int, rows: int) -> None:
+    """The chosen tiling's units (group, phase, plane, first position, positions, n-tile) and
+    their costs, ordered so units sharing a weight block run one after another on a core."""
+    geo = search.geo
     for g in range(geo.G):
         for q, f in fams:
-            for pl in range(nplanes):
-                for p0 in range(0, M_plane, m):
-                    mm = min(m, M_plane - p0)
-                    for j, (n0, nw) in enumerate(ntiles):
+            for pl in range(geo.dxg.NP):
+                for p0 in range(0, plane_positions, t.m):
+                    mm = min(t.m, plane_positions - p0)
+                    for j, (n0, nw) in enumerate(t.ntiles):
                         t.units.append((g, q, pl, p0, mm, j))
-                        t.costs.append(_dx_unit_cost(cc, f, mm, nw, kmax, c1n, C1co, rows, geo.dy.Wd, isz, c0, nc)[0])
-    # units sharing a weight block run one after another on a core (q, n-tile outermost)
+                        t.costs.append(_dx_unit_cost(search, f, mm, nw, t.kk, t.c1n, rows, t.nc)[0])
+    # (group, phase, n-tile) outermost
     order = sorted(range(len(t.units)), key=lambda i: (t.units[i][0], t.units[i][1], t.units[i][5], t.units[i][2],
                                                        t.units[i][3]))
     t.units = [t.units[i] for i in order]
     t.costs = [t.costs[i] for i in order]
+
+
+def plan_dx(geo: CubeGeometry, caps: CubeCaps, isz: int, c0: int, osz: int, forced: dict, buffers: int) -> DxTiling:
+    """gradInput's tiling (phase 1): the L0 tile (baseM positions x baseN channels x baseK), the
+    gradOutput C1 planes per L1 stage, and the units with their costs; the tile with the lowest
+    estimate of cycles plus instructions wins. Forced fields are tried as they are."""
+    search = _TileSearch(geo, caps, isz, c0, osz, buffers, *_forced_dx_tile(forced, c0))
+    lay = geo.dxg
+    fams = [(q, f) for q, f in enumerate(geo.phases) if f is not None]
+    rows_needed = (lay.N - 1) * lay.pitch + geo.shmax[1] + geo.Qmax[1] if lay.fold else lay.pitch
+    plane_positions = rows_needed * lay.Wd
+    best = None
+    for small in (False, True):      # smaller n-tiles only when none of the usual ones fits
+        if best is not None or (small and search.forced_tile):
+            break
+        for nt, m in _dx_tile_shapes(search, small, plane_positions):
+            cand = _cost_dx_tile(search, fams, plane_positions, m, nt)
+            if cand is not None and (best is None or cand[0] < best[0]):
+                best = cand
+    if best is None:
+        raise tiling_error(f"ConvolutionBackward gradInput tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
+                           f"{caps.L0A} B, L0B {caps.L0B} B, L0C {caps.L0C} B); lower the tile overrides")
+    _, m, nt, kmax, c1n, nc, rows = best
+    n16 = align_up(nt, 16)
+    ntiles = [(n0, min(nt, geo.Cin - n0)) for n0 in range(0, geo.Cin, nt)]
+    t = DxTiling(m, nt, kmax, c1n, nc, ntiles, c1n * rows * geo.dy.Wd * c0 * isz,
+                 c1n * max(f.Khw for _, f in fams) * n16 * c0 * isz)
+    _add_dx_units(t, search, fams, plane_positions, rows)
     return t
 
 
-def _dx_unit_cost(cc, f, m, nt, kmax, c1n, C1co, rows, Wm, isz, c0, nc):
-    """Cycles of one gradInput unit: per L1 stage, its L0 steps (Mmad against MTE1) or its
-    copy-in (MTE2), whichever is longer; plus the L0C drain when it cannot overlap."""
+def _dx_unit_cost(search: _TileSearch, f, m, nt, kmax, c1n, rows, nc):
+    """Cycles of one gradInput unit of phase family f (m positions x nt channels, L0 steps of
+    kmax, c1n gradOutput C1 planes and `rows` dy rows per L1 stage, nc L0C tiles), and its L0
+    steps: per L1 stage, its L0 steps (Mmad against MTE1) or its copy-in (MTE2), whichever is
+    longer; plus the L0C drain when it cannot overlap."""
+    cc, isz, c0, Wm = search.caps, search.isz, search.c0, search.geo.dy.Wd
+    C1co = ceil_div(search.geo.Cout, c0)
     step = _step_cycles(cc, m, nt, kmax, isz, c0)
     cyc, nsteps = 0.0, 0
     for a in range(0, C1co, c1n):
@@ -279,97 +330,125 @@ def _split_pieces(pieces, ks):
     return [p for p in parts if p]
 
 
-def plan_dw(geo: CubeGeometry, cc: CubeCaps, isz: int, c0: int, osz: int, ov: dict, nb: int, nd2nz: bool) -> DwTiling:
+def _dw_tile_shapes(search: _TileSearch, small: bool, ncols: int):
+    """The (baseM, baseN) candidates, largest first: the usual sizes, or the small ones."""
+    c0 = search.c0
+    sizes_m = (48, 32, 16) if small else (256, 192, 128, 64)
+    sizes_n = (48, 32, 16) if small else (512, 384, 256, 192, 128, 64)
+    Mg16 = align_up(search.geo.Mg, 16)
+    mts = [search.forced_m] if search.forced_m else sorted({min(Mg16, v) for v in sizes_m}, reverse=True)
+    if search.forced_n:
+        nts = [align_up(search.forced_n, c0)]
+    else:
+        nts = sorted({min(ncols, v) for v in sizes_n} | ({ncols} if ncols <= 1024 and not small else set()),
+                     reverse=True)
+    return [(mt, nt) for mt in mts for nt in nts]
+
+
+def _dw_stage(search: _TileSearch, mt: int, nt: int, kmax: int, nd2nz: bool):
+    """The deepest L1 stage (positions kc, a multiple of the L0 step) whose A and B slabs fit L1
+    with their buffers: (kc, A slab bytes, B slab bytes), or None."""
+    geo, isz, c0 = search.geo, search.isz, search.c0
     f = geo.dwf
-    KD, Khw = f.ax[0].K, f.Khw
-    C1b = ceil_div(geo.Cb, c0)
-    ncols = C1b * Khw * c0
-    Mg = geo.Mg
     alay = geo.dy if geo.amap == "dy" else geo.x
     blay = geo.x if geo.amap == "dy" else geo.dy
-    Wg, Wm = alay.Wd, blay.Wd
-    o_m, o_n, o_k = _pick(ov, "dwBaseM", "baseM"), _pick(ov, "dwBaseN", "baseN"), _pick(ov, "dwBaseK", "baseK")
-    o_ks = _pick(ov, "dwKSplit", "dwKSplit")
-    Mg16 = align_up(Mg, 16)
+    c1nB = min(ceil_div(geo.Cb, c0), ceil_div(nt, f.Khw * c0) + 1)
+    c1nA = ceil_div(mt, c0) + (0 if mt % c0 == 0 else 1)
+    for steps in (16, 12, 8, 6, 4, 3, 2, 1):
+        kc = steps * kmax
+        rows = _rows_for(kc, alay.Wd)
+        if nd2nz:
+            sa = align_up(mt, 16) * align_up(kc, c0) * isz
+        else:
+            sa = c1nA * min(rows, alay.R) * alay.Wd * c0 * isz
+        rb = min(_window_rows(f.ax[1], rows), blay.R)
+        sb = c1nB * rb * blay.Wd * c0 * isz
+        if search.buffers * (sa + sb) <= search.caps.L1:
+            return kc, sa, sb
+    return None
+
+
+def _cost_dw_tile(search: _TileSearch, mt: int, nt: int, ncols: int, K_total: int, o_ks, nd2nz: bool):
+    """One gradWeight tile's best K split, scored as _cost_dx_tile scores: (score, mt, nt,
+    kmax, kc, ks, A slab, B slab), or None if it does not fit."""
+    geo, cc = search.geo, search.caps
+    kmax = _l0_k_room("gradWeight", cc, search.buffers, search.isz, mt, nt, 16, search.forced_k, search.forced_tile)
+    if kmax is None:
+        return None
+    if mt > 4095 or nt > 4095:
+        raise tiling_error(f"ConvolutionBackward gradWeight tiling: an Mmad of m={mt}, n={nt} does not fit "
+                           f"Mmad's [1, 4095] range")
+    if not search.forced_k:
+        kmax = min(kmax, 4095 // 16 * 16)
+    stage = _dw_stage(search, mt, nt, kmax, nd2nz)
+    if stage is None:
+        return None
+    kc, sa, sb = stage
+    kc = min(kc, max(K_total, 16))
+    step = _step_cycles(cc, mt, nt, kmax, search.isz, search.c0)
+    tiles = geo.G * geo.dwf.ax[0].K * ceil_div(geo.Mg, mt) * ceil_div(ncols, nt)
+    nsteps = ceil_div(K_total, kmax)
+    unit_full = nsteps * step
+    best = None
+    # K split: balance tiles x splits over the cores
+    cands = [o_ks] if o_ks else range(1, max(1, cc.cores // tiles) * 4 + 2)
+    for ks in cands:
+        ks = max(1, min(ks, ceil_div(K_total, 16)))
+        if not (search.forced_tile or cc.stages(mt, nt, 4 if ks > 1 else search.osz)):
+            continue
+        units = tiles * ks
+        per = unit_full / ks + 300 + (150 if ks > 1 else 0)
+        est = ceil_div(units, cc.cores) * per
+        instr = units * (nsteps / ks * 7 + ceil_div(K_total, kc) / ks * 6 + 8)
+        score = est + INSTR_CYCLES * instr / cc.cores + (3000 if ks > 1 else 0)
+        if best is None or score < best[0]:
+            best = (score, mt, nt, kmax, kc, ks, sa, sb)
+    return best
+
+
+def _add_dw_units(t: DwTiling, search: _TileSearch, ncols: int, nd2nz: bool) -> None:
+    """The chosen tiling's units (group, kernel depth, rows, columns, reduction part) and their
+    costs; the reduction is cut into at most t.ks parts of similar length (t.ks is what it got)."""
+    geo = search.geo
+    parts = _split_pieces(_pieces(geo, t.kc, nd2nz), t.ks)
+    t.ks = len(parts)
+    for g in range(geo.G):
+        for kd in range(geo.dwf.ax[0].K):
+            for m0 in range(0, geo.Mg, t.mt):
+                for col0 in range(0, ncols, t.nt):
+                    ncol = min(t.nt, ncols - col0)
+                    mm = min(t.mt, geo.Mg - m0)
+                    for part in parts:
+                        npos = sum(p[2] for p in part)
+                        t.units.append((g, kd, m0, mm, col0, ncol, part))
+                        t.costs.append(ceil_div(npos, t.kk) * _step_cycles(search.caps, mm, ncol, t.kk, search.isz,
+                                                                           search.c0) + 300)
+
+
+def plan_dw(geo: CubeGeometry, caps: CubeCaps, isz: int, c0: int, osz: int, forced: dict, buffers: int,
+            nd2nz: bool) -> DwTiling:
+    """gradWeight's tiling (phase 1): the L0 tile (baseM rows x baseN columns x baseK
+    positions), the positions per L1 stage, the K split, and the units with their costs; the
+    tile with the lowest estimate wins. nd2nz: the left operand comes ND->NZ (32-bit dtypes)."""
+    search = _TileSearch(geo, caps, isz, c0, osz, buffers, _pick(forced, "dwBaseM", "baseM"),
+                         _pick(forced, "dwBaseN", "baseN"), _pick(forced, "dwBaseK", "baseK"))
+    o_ks = _pick(forced, "dwKSplit", "dwKSplit")
+    ncols = ceil_div(geo.Cb, c0) * geo.dwf.Khw * c0
     K_total = sum(p[2] for p in _pieces(geo, 1 << 30, nd2nz))
     best = None
     # the usual tile sizes first; smaller ones only when none of those fits (a what-if profile with
     # small buffers), so a default plan is refused only when no tile can work
     for small in (False, True):
-        if best is not None or (small and (o_m or o_n)):
+        if best is not None or (small and search.forced_tile):
             break
-        sizes_m = (48, 32, 16) if small else (256, 192, 128, 64)
-        sizes_n = (48, 32, 16) if small else (512, 384, 256, 192, 128, 64)
-        mts = [o_m] if o_m else sorted({min(Mg16, v) for v in sizes_m}, reverse=True)
-        if o_n:
-            nts = [align_up(o_n, c0)]
-        else:
-            nts = sorted({min(ncols, v) for v in sizes_n} | ({ncols} if ncols <= 1024 and not small else set()),
-                         reverse=True)
-        for mt in mts:
-            m16 = align_up(mt, 16)
-            for nt in nts:
-                kmax = _l0_k_room("gradWeight", cc, nb, isz, mt, nt, 16, o_k, bool(o_m or o_n))
-                if kmax is None:
-                    continue
-                if mt > 4095 or nt > 4095:
-                    raise tiling_error(f"ConvolutionBackward gradWeight tiling: an Mmad of m={mt}, n={nt} does not fit "
-                                       f"Mmad's [1, 4095] range")
-                if not o_k:
-                    kmax = min(kmax, 4095 // 16 * 16)
-                c1nB = min(C1b, ceil_div(nt, Khw * c0) + 1)
-                c1nA = ceil_div(mt, c0) + (0 if mt % c0 == 0 else 1)
-                # stage: as many L0 steps as L1 holds (A slab + B slab, double-buffered)
-                best_kc = None
-                for steps in (16, 12, 8, 6, 4, 3, 2, 1):
-                    kc = steps * kmax
-                    rows = _rows_for(kc, Wg)
-                    if nd2nz:
-                        sa = m16 * align_up(kc, c0) * isz
-                    else:
-                        sa = c1nA * min(rows, alay.R) * Wg * c0 * isz
-                    rb = min(_window_rows(f.ax[1], rows), blay.R)
-                    sb = c1nB * rb * Wm * c0 * isz
-                    if nb * (sa + sb) <= cc.L1:
-                        best_kc = (kc, sa, sb)
-                        break
-                if best_kc is None:
-                    continue
-                kc, sa, sb = best_kc
-                kc = min(kc, max(K_total, 16))
-                step = _step_cycles(cc, mt, nt, kmax, isz, c0)
-                tiles = geo.G * KD * ceil_div(Mg, mt) * ceil_div(ncols, nt)
-                nsteps = ceil_div(K_total, kmax)
-                unit_full = nsteps * step
-                # K split: balance tiles x splits over the cores
-                cands = [o_ks] if o_ks else range(1, max(1, cc.cores // tiles) * 4 + 2)
-                for ks in cands:
-                    ks = max(1, min(ks, ceil_div(K_total, 16)))
-                    if not (o_m or o_n or cc.stages(mt, nt, 4 if ks > 1 else osz)):
-                        continue
-                    units = tiles * ks
-                    per = unit_full / ks + 300 + (150 if ks > 1 else 0)
-                    est = ceil_div(units, cc.cores) * per
-                    instr = units * (nsteps / ks * 7 + ceil_div(K_total, kc) / ks * 6 + 8)
-                    score = est + INSTR_CYCLES * instr / cc.cores + (3000 if ks > 1 else 0)
-                    if best is None or score < best[0]:
-                        best = (score, mt, nt, kmax, kc, ks, sa, sb)
+        for mt, nt in _dw_tile_shapes(search, small, ncols):
+            cand = _cost_dw_tile(search, mt, nt, ncols, K_total, o_ks, nd2nz)
+            if cand is not None and (best is None or cand[0] < best[0]):
+                best = cand
     if best is None:
-        raise tiling_error(f"ConvolutionBackward gradWeight tiling: no L0/L1 tile fits (L1 {cc.L1} B, L0A "
-                           f"{cc.L0A} B, L0B {cc.L0B} B, L0C {cc.L0C} B); lower the tile overrides")
+        raise tiling_error(f"ConvolutionBackward gradWeight tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
+                           f"{caps.L0A} B, L0B {caps.L0B} B, L0C {caps.L0C} B); lower the tile overrides")
     _, mt, nt, kk, kc, ks, sa, sb = best
     t = DwTiling(mt, nt, kk, kc, ks, sa, sb, a_nd2nz=nd2nz)
-    pieces = _pieces(geo, kc, nd2nz)
-    parts = _split_pieces(pieces, ks)
-    t.ks = len(parts)
-    for g in range(geo.G):
-        for kd in range(KD):
-            for m0 in range(0, Mg, mt):
-                for col0 in range(0, ncols, nt):
-                    ncol = min(nt, ncols - col0)
-                    mm = min(mt, Mg - m0)
-                    for part in parts:
-                        npos = sum(p[2] for p in part)
-                        t.units.append((g, kd, m0, mm, col0, ncol, part))
-                        t.costs.append(ceil_div(npos, kk) * _step_cycles(cc, mm, ncol, kk, isz, c0) + 300)
+    _add_dw_units(t, search, ncols, nd2nz)
     return t
