@@ -20,7 +20,9 @@ from .tiling import BICUBIC, BILINEAR, NEAREST, GridSamplerGradTiling, main_buff
 
 
 class _Scratch:
-    """Named vectors carved out of one VECCALC buffer (allocated on first use)."""
+    """Named vectors carved out of one VECCALC buffer, each allocated on first use of its name:
+    compute-dtype vectors (`vec`), int32 vectors (`int_vec`: floor coordinates, GM offsets) and
+    32-byte Compare bit masks (`mask`), in three regions sized by the tiling (n_vec, n_int)."""
 
     def __init__(self, buf: TBuf, t: GridSamplerGradTiling):
         self.P, self.cdt = t.P, t.cdt
@@ -28,33 +30,35 @@ class _Scratch:
         self.vec_base, self.int_base = 0, t.n_vec * t.P * t.cdt.itemsize
         self.mask_base = self.int_base + t.n_int * t.P * 4
         self.n_vec, self.n_int = t.n_vec, t.n_int
-        self.vecs, self.ints, self.masks = {}, {}, {}
+        self._vecs, self._int_vecs, self._masks = {}, {}, {}
 
-    def v(self, name: str, length: int = 1):
+    def vec(self, name: str, length: int = 1):
         """A compute-dtype vector of length * P elements."""
-        got = self.vecs.get(name)
+        got = self._vecs.get(name)
         if got is None:
-            used = sum(n for _, n in self.vecs.values())
+            used = sum(n for _, n in self._vecs.values())
             if used + length > self.n_vec:
                 raise RuntimeError(f"scratch: {used + length} vectors needed, {self.n_vec} planned")
             t = self.raw[self.vec_base + used * self.P * self.cdt.itemsize].ReinterpretCast(self.cdt)
-            got = self.vecs[name] = (t, length)
+            got = self._vecs[name] = (t, length)
         return got[0]
 
-    def i(self, name: str):
-        got = self.ints.get(name)
+    def int_vec(self, name: str):
+        """An int32 vector of P elements."""
+        got = self._int_vecs.get(name)
         if got is None:
-            k = len(self.ints)
+            k = len(self._int_vecs)
             if k >= self.n_int:
                 raise RuntimeError(f"scratch: more than {self.n_int} int vectors")
-            got = self.ints[name] = self.raw[self.int_base + k * self.P * 4].ReinterpretCast(int32)
+            got = self._int_vecs[name] = self.raw[self.int_base + k * self.P * 4].ReinterpretCast(int32)
         return got
 
-    def m(self, name: str):
-        got = self.masks.get(name)
+    def mask(self, name: str):
+        """A Compare bit mask (32 bytes: one bit per point)."""
+        got = self._masks.get(name)
         if got is None:
-            k = len(self.masks)
-            got = self.masks[name] = self.raw[self.mask_base + k * 32]
+            k = len(self._masks)
+            got = self._masks[name] = self.raw[self.mask_base + k * 32]
         return got
 
 
@@ -92,7 +96,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         pipe.InitBuffer(self.gpmBuf, next(sizes))
         sbuf = TBuf()
         pipe.InitBuffer(sbuf, next(sizes))
-        self.s = _Scratch(sbuf, t)
+        self.scratch = _Scratch(sbuf, t)
         if t.need_x:
             self.idxEvent = pipe.AllocEventID(HardEvent.V_MTE2)
         self.goGm, self.gridGm = GlobalTensor(io), GlobalTensor(io)
@@ -112,7 +116,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             z = self.xQ.AllocTensor(cdt)
             Duplicate(z, 0, K * P * Ccp)
             self.xQ.FreeTensor(z)
-        Duplicate(self.s.v("one"), 1.0, P)
+        Duplicate(self.scratch.vec("one"), 1.0, P)
         PipeBarrier(PIPE_ALL)
 
     # ---- driver ------------------------------------------------------------------------------
@@ -190,12 +194,12 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         self.gridQ.EnQue(g)
 
     def ComputeCoords(self, tile):
-        t, s, P = self.t, self.s, self.t.P
+        t, s, P = self.t, self.scratch, self.t.P
         par = tile % 2
         g = self.gridQ.DeQue(t.io)
-        xy = s.v("xy", 2)
+        xy = s.vec("xy", 2)
         if t.io.itemsize != t.cdt.itemsize:
-            gf = s.v("gridf", 2)
+            gf = s.vec("gridf", 2)
             Cast(gf, g, RoundMode.CAST_NONE, 2 * P)
             transpose_2d(xy, gf, P, 2)                 # [P][2] -> [2][P]: x then y
         else:
@@ -208,7 +212,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             self.sanitize(iy)
             self.BicubicCoords(ix, iy, par)
         else:
-            self.gxm, self.gym = s.v("gxm"), s.v("gym")
+            self.gxm, self.gym = s.vec("gxm"), s.vec("gym")
             self.source_index(ix, t.W, self.gxm)
             self.source_index(iy, t.H, self.gym)
             if t.interp == BILINEAR:
@@ -257,7 +261,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         gm = self._chunk_gm(self.xws, n, c0)
         runs = []
         for r, (k0, L, dy, dx) in enumerate(t.runs):
-            idx = self.s.i(f"idx{tile % 2}_{r}")
+            idx = self.scratch.int_vec(f"idx{tile % 2}_{r}")
             params = DataCopyExtParams(L, cc * esz, (t.C - cc) * esz,
                                        (P * Ccp * esz - align_up(cc * esz, 32)) // 32)
             runs.append(IndirectCopies(x[k0 * P * Ccp], gm, params, idx, 0, cnt, Ccp,
@@ -265,7 +269,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         return runs, partial(self.xQ.EnQue, x)
 
     def ComputeChunk(self, tile, ch):
-        t, s, P, Ccp, K = self.t, self.s, self.t.P, self.t.Ccp, self.t.K
+        t, s, P, Ccp, K = self.t, self.scratch, self.t.P, self.t.Ccp, self.t.K
         cc = min(t.Cc, t.C - ch * t.Cc)
         KP = K * P
         g = self.gQ.DeQue(t.io)
@@ -289,7 +293,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
                 h = rows // 2
                 Add(T, T, T[(rows - h) * KP], h * KP)
                 rows -= h
-            d = s.v("d", K)
+            d = s.vec("d", K)
             if ch == 0:
                 Copy(d, T, KP)
             else:
@@ -317,7 +321,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         SetAtomicAdd(t.cdt)                         # MTE3's stores to GM now add
         runs = []
         for r, (k0, L, dy, dx) in enumerate(t.runs):
-            idx = self.s.i(f"idx{tile % 2}_{r}")
+            idx = self.scratch.int_vec(f"idx{tile % 2}_{r}")
             params = DataCopyExtParams(L, cc * esz, (P * Ccp * esz - align_up(cc * esz, 32)) // 32,
                                        (t.C - cc) * esz)
             runs.append(IndirectCopies(gm, S[k0 * P * Ccp], params, idx, 0, cnt, Ccp,
@@ -330,20 +334,20 @@ class KernelGridSampler2DGrad(SourceCoordinates):
 
     # ---- gridGrad -----------------------------------------------------------------------------
     def ComputeGridGrad(self):
-        t, s, P = self.t, self.s, self.t.P
+        t, s, P = self.t, self.scratch, self.t.P
         gg = self.ggQ.AllocTensor(t.io)
-        g2 = s.v("g2", 2)
+        g2 = s.vec("g2", 2)
         gx, gy = g2, g2[P]
         if t.interp == NEAREST:
             Duplicate(g2, 0.0, 2 * P)
         else:
-            d = s.v("d", t.K)
+            d = s.vec("d", t.K)
             if self.vm is not None:
                 Mul(d, d, self.vm, t.K * P)         # out-of-bounds corners contribute nothing
-            u = s.v("gu")
+            u = s.vec("gu")
             if t.interp == BILINEAR:
                 Dk = [d[k * P] for k in range(4)]   # nw, ne, sw, se
-                uy, ty, ux, tx = s.v("uy"), s.v("ty"), s.v("ux"), s.v("tx")
+                uy, ty, ux, tx = s.vec("uy"), s.vec("ty"), s.vec("ux"), s.vec("tx")
                 Sub(u, Dk[1], Dk[0], P)
                 Mul(gx, u, uy, P)
                 Sub(u, Dk[3], Dk[2], P)
@@ -357,7 +361,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
                 Mul(gx, gx, self.gxm, P)
                 Mul(gy, gy, self.gym, P)
             else:
-                e = s.v("ge")
+                e = s.vec("ge")
                 Duplicate(gx, 0.0, 2 * P)
                 for j in range(4):                  # gix = -sum_j cy_j sum_i D_ij gcx_i
                     Mul(e, d[(4 * j) * P], self.gcx, P)
@@ -376,7 +380,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
                 Muls(gx, gx, self.mx, P)
                 Muls(gy, gy, self.my, P)
         if t.io.itemsize != t.cdt.itemsize:
-            gT = s.v("gT", 2)
+            gT = s.vec("gT", 2)
             transpose_2d(gT, g2, 2, P)                 # [2][P] -> [P][2]
             Cast(gg, gT, RoundMode.CAST_RINT, 2 * P)
         else:
