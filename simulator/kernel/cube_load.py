@@ -11,8 +11,8 @@ from ..enums import dtype_name
 from ..program import COMPUTE, GM_XFER, Instr, current_context
 from ..arith import align_up, ceil_div
 from .base import GlobalTensor, LocalTensor, _fault
-from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, gm_extent, gm_check, local_operand, memo_emit,
-                       memo_lookup, merge_spans, require_pipe, as_bytes)
+from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, gm_check, local_extent, local_operand, memo_emit,
+                       memo_lookup, merge_spans, param_in_range, require_pipe)
 
 
 @dataclass
@@ -50,12 +50,12 @@ def InitConstValue(dst: LocalTensor, params: InitConstValueParams) -> None:
     require_pipe(pipe, name)
     local_operand(dst, ("L1", "L0A", "L0B"), pipe, name, "destination")
     unit = BLOCK_BYTES if dst.buffer == "L1" else FRACTAL_BYTES
-    rep = as_bytes(params.repeatTimes, 1, 255, pipe, name, "repeatTimes")
-    blk = as_bytes(params.blockNum, 1, 32767, pipe, name, "blockNum")
-    gap = as_bytes(params.dstGap, 0, 32767, pipe, name, "dstGap")
+    rep = param_in_range(params.repeatTimes, 1, 255, pipe, name, "repeatTimes")
+    blk = param_in_range(params.blockNum, 1, 32767, pipe, name, "blockNum")
+    gap = param_in_range(params.dstGap, 0, 32767, pipe, name, "dstGap")
     spans = [(dst.buffer, dst.offset + i * (blk + gap) * unit, dst.offset + (i * (blk + gap) + blk) * unit)
              for i in range(rep)]
-    gm_extent(dst, spans[-1][2], pipe, name, "destination")
+    local_extent(dst, spans[-1][2], pipe, name, "destination")
     total = rep * blk * unit
     value = dst.dtype.type(params.initValue)
     cycles = ctx.profile.path("INIT_CONST").cycles(total)
@@ -149,7 +149,7 @@ def _nd2nz(dst: LocalTensor, src: GlobalTensor, p: Nd2NzParams) -> None:
     isz, c0 = dt.itemsize, c0_of(dt)
     d1 = ceil_div(d, c0)
     hi_el = (nd - 1) * mdst + (d1 - 1) * c0s * c0 + (n - 1) * ns * c0 + c0
-    gm_extent(dst, dst.offset + hi_el * isz, pipe, name, "destination")
+    local_extent(dst, dst.offset + hi_el * isz, pipe, name, "destination")
     src_hi = (nd - 1) * msrc + (n - 1) * sd + d
     addr = gm_check(src, 0, src_hi * isz, pipe, name)
     row = d * isz
@@ -161,7 +161,10 @@ def _nd2nz(dst: LocalTensor, src: GlobalTensor, p: Nd2NzParams) -> None:
         gm = tuple((addr + (i * msrc + r * sd) * isz, row) for i in range(nd) for r in range(n))
     writes = _nd2nz_l1_spans(dst.offset, nd, n, d1, c0s, ns, mdst, c0, isz)
     cycles = ctx.profile.path("GM_L1_ND2NZ").cycles(moved)
-    fn = _nd2nz_effect(ctx, dst, addr, src_hi, hi_el, nd, n, d, sd, msrc, c0s, ns, mdst) if ctx.functional else None
+    if ctx.functional:
+        fn = _nd2nz_effect(ctx, dst, addr, src_hi, hi_el, nd, n, d, sd, msrc, c0s, ns, mdst)
+    else:
+        fn = None
     ctx.emit(Instr(pipe, name, GM_XFER, cycles, path="GM_L1_ND2NZ", nbytes=rows * row,
                    chan_bytes=moved, gm=gm, gm_write=False, writes=writes, fn=fn,
                    operands=(dst, src, f"{nd} x {n} x {d}")))
@@ -177,14 +180,14 @@ def _nd2nz_operands(dst: LocalTensor, src, p: Nd2NzParams, pipe: str, name: str)
     if src.dtype.itemsize != dst.dtype.itemsize:
         raise _fault(pipe, f"{name}: source {dtype_name(src.dtype)} and destination "
                      f"{dtype_name(dst.dtype)} differ")
-    nd = as_bytes(p.ndNum, 1, 4095, pipe, name, "ndNum")
-    n = as_bytes(p.nValue, 1, 16384, pipe, name, "nValue")
-    d = as_bytes(p.dValue, 1, 65535, pipe, name, "dValue")
-    sd = as_bytes(p.srcDValue, d, 65535, pipe, name, "srcDValue (>= dValue)")
-    msrc = as_bytes(p.srcNdMatrixStride, 0, 2 ** 32, pipe, name, "srcNdMatrixStride")
-    c0s = as_bytes(p.dstNzC0Stride, 1, 16384, pipe, name, "dstNzC0Stride")
-    ns = as_bytes(p.dstNzNStride, 1, 16384, pipe, name, "dstNzNStride")
-    mdst = as_bytes(p.dstNzMatrixStride, 0, 2 ** 32, pipe, name, "dstNzMatrixStride")
+    nd = param_in_range(p.ndNum, 1, 4095, pipe, name, "ndNum")
+    n = param_in_range(p.nValue, 1, 16384, pipe, name, "nValue")
+    d = param_in_range(p.dValue, 1, 65535, pipe, name, "dValue")
+    sd = param_in_range(p.srcDValue, d, 65535, pipe, name, "srcDValue (>= dValue)")
+    msrc = param_in_range(p.srcNdMatrixStride, 0, 2 ** 32, pipe, name, "srcNdMatrixStride")
+    c0s = param_in_range(p.dstNzC0Stride, 1, 16384, pipe, name, "dstNzC0Stride")
+    ns = param_in_range(p.dstNzNStride, 1, 16384, pipe, name, "dstNzNStride")
+    mdst = param_in_range(p.dstNzMatrixStride, 0, 2 ** 32, pipe, name, "dstNzMatrixStride")
     if ceil_div(d, c0_of(dst.dtype)) > 1 and c0s < (n - 1) * ns + 1:
         raise _fault(pipe, f"{name}: dstNzC0Stride {c0s} rows is less than a strip's {(n - 1) * ns + 1} "
                      f"rows: the strips would overlap")
@@ -243,8 +246,8 @@ def _load2d(dst: LocalTensor, src, p: LoadData2DParams) -> None:
     s0 = src.offset + start * FRACTAL_BYTES
     src_hi = s0 + ((rep - 1) * ss + 1) * FRACTAL_BYTES
     dst_hi = dst.offset + ((rep - 1) * (1 + gap) + 1) * FRACTAL_BYTES
-    gm_extent(src, src_hi, pipe, name, "source")
-    gm_extent(dst, dst_hi, pipe, name, "destination")
+    local_extent(src, src_hi, pipe, name, "source")
+    local_extent(dst, dst_hi, pipe, name, "destination")
     nbytes = rep * FRACTAL_BYTES
     path = "L1_L0A" if dst.buffer == "L0A" else "L1_L0B"
     cycles = ctx.profile.path(path).cycles(nbytes)
@@ -275,10 +278,10 @@ def _load2d_operands(ctx, dst: LocalTensor, src, p: LoadData2DParams, pipe: str,
     if src.dtype.itemsize != dst.dtype.itemsize:
         raise _fault(pipe, f"{name}: source {dtype_name(src.dtype)} and destination "
                      f"{dtype_name(dst.dtype)} differ")
-    rep = as_bytes(p.repeatTimes, 1, 255, pipe, name, "repeatTimes")
-    start = as_bytes(p.startIndex, 0, 65535, pipe, name, "startIndex")
-    ss = as_bytes(p.srcStride, 0, 65535, pipe, name, "srcStride")
-    gap = as_bytes(p.dstGap, 0, 65535, pipe, name, "dstGap")
+    rep = param_in_range(p.repeatTimes, 1, 255, pipe, name, "repeatTimes")
+    start = param_in_range(p.startIndex, 0, 65535, pipe, name, "startIndex")
+    ss = param_in_range(p.srcStride, 0, 65535, pipe, name, "srcStride")
+    gap = param_in_range(p.dstGap, 0, 65535, pipe, name, "dstGap")
     if gap and ctx.profile.series == "training":
         raise _fault(pipe, f"{name}: dstGap is not enabled on the training series "
                      f"({ctx.profile.soc_version}); write one fractal run per instruction")
@@ -326,7 +329,7 @@ def _load3d(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2) -> None:
     dt = dst.dtype
     isz, c0 = dt.itemsize, c0_of(dt)
     map_bytes = (ch // c0) * geometry[14] * geometry[15] * c0 * isz
-    gm_extent(src, src.offset + map_bytes, pipe, name, "source feature map")
+    local_extent(src, src.offset + map_bytes, pipe, name, "source feature map")
     reads = _load3d_l1_spans(src.offset, isz, geometry)
     if p.enTranspose:
         outr, outc = kext, mext
@@ -337,7 +340,7 @@ def _load3d(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2) -> None:
     else:
         nfrac = ceil_div(mext, c0) * ceil_div(kext, 16)
     nbytes = nfrac * FRACTAL_BYTES
-    gm_extent(dst, dst.offset + nbytes, pipe, name, "destination")
+    local_extent(dst, dst.offset + nbytes, pipe, name, "destination")
     path = "L1_L0A" if dst.buffer == "L0A" else "L1_L0B"
     cycles = ctx.profile.path(path).cycles(nbytes)
     layout = "zN" if dst.buffer == "L0B" else "zZT" if p.enTranspose else "zZ"
@@ -368,22 +371,22 @@ def _load3d_operands(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2, 
     if len(pads) != 4 or any(not 0 <= x <= 255 for x in pads):
         raise _fault(pipe, f"{name}: padList {list(p.padList)} must be 4 values in [0, 255]")
     left, right, top, bottom = pads
-    l1h = as_bytes(p.l1H, 1, 32767, pipe, name, "l1H")
-    l1w = as_bytes(p.l1W, 1, 32767, pipe, name, "l1W")
-    ch = as_bytes(p.channelSize, 1, 65535, pipe, name, "channelSize")
+    l1h = param_in_range(p.l1H, 1, 32767, pipe, name, "l1H")
+    l1w = param_in_range(p.l1W, 1, 32767, pipe, name, "l1W")
+    ch = param_in_range(p.channelSize, 1, 65535, pipe, name, "channelSize")
     if ch % c0:
         raise _fault(pipe, f"{name}: channelSize {ch} is not a multiple of C0 = {c0}; the small-channel "
                      f"modes (4 / 8 / N*C0+4 ...) are not modelled: pad the channels to C0")
-    sw = as_bytes(p.strideW, 1, 63, pipe, name, "strideW")
-    sh = as_bytes(p.strideH, 1, 63, pipe, name, "strideH")
-    fw = as_bytes(p.filterW, 1, 255, pipe, name, "filterW")
-    fh = as_bytes(p.filterH, 1, 255, pipe, name, "filterH")
-    dw = as_bytes(p.dilationFilterW, 1, 255, pipe, name, "dilationFilterW")
-    dh = as_bytes(p.dilationFilterH, 1, 255, pipe, name, "dilationFilterH")
-    kext = as_bytes(p.kExtension, 1, 65535, pipe, name, "kExtension")
-    mext = as_bytes(p.mExtension, 1, 65535, pipe, name, "mExtension")
-    kst = as_bytes(p.kStartPt, 0, 65535, pipe, name, "kStartPt")
-    mst = as_bytes(p.mStartPt, 0, 65535, pipe, name, "mStartPt")
+    sw = param_in_range(p.strideW, 1, 63, pipe, name, "strideW")
+    sh = param_in_range(p.strideH, 1, 63, pipe, name, "strideH")
+    fw = param_in_range(p.filterW, 1, 255, pipe, name, "filterW")
+    fh = param_in_range(p.filterH, 1, 255, pipe, name, "filterH")
+    dw = param_in_range(p.dilationFilterW, 1, 255, pipe, name, "dilationFilterW")
+    dh = param_in_range(p.dilationFilterH, 1, 255, pipe, name, "dilationFilterH")
+    kext = param_in_range(p.kExtension, 1, 65535, pipe, name, "kExtension")
+    mext = param_in_range(p.mExtension, 1, 65535, pipe, name, "mExtension")
+    kst = param_in_range(p.kStartPt, 0, 65535, pipe, name, "kStartPt")
+    mst = param_in_range(p.mStartPt, 0, 65535, pipe, name, "mStartPt")
     ho, wo, _, kall = img2col_shape(p, dt)
     if ho < 1 or wo < 1:
         raise _fault(pipe, f"{name}: the filter ({fh}x{fw}, dilation {dh}x{dw}) does not fit the padded "

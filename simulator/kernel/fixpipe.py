@@ -14,8 +14,8 @@ from ..program import COMPUTE, GM_XFER, Instr, Rows, current_context
 from ..arith import align_up, ceil_div
 from .base import GlobalTensor, LocalTensor, _fault, bfloat16, float32, half
 from .cube_load import Nd2NzParams, _nd2nz
-from .operands import (BLOCK_BYTES, gm_extent, gm_check, local_operand, merge_spans, require_pipe, as_bytes,
-                       int32)
+from .operands import (BLOCK_BYTES, gm_check, int32, local_extent, local_operand, merge_spans, param_in_range,
+                       require_pipe)
 
 
 class QuantMode_t(Enum):
@@ -67,7 +67,7 @@ def Fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220,
     ds = int(params.dstStride)
     n1 = ceil_div(n, 16)
     row_src = 16 * src.dtype.itemsize
-    gm_extent(src, src.offset + ((n1 - 1) * ss + m) * row_src, pipe, name, "source (CO1)")
+    local_extent(src, src.offset + ((n1 - 1) * ss + m) * row_src, pipe, name, "source (CO1)")
     reads = merge_spans(("L0C", src.offset + l * ss * row_src, src.offset + l * ss * row_src + m * row_src)
                         for l in range(n1))
     addr, hi, gm, moved = _fixpipe_gm_rows(dst, config, m, n, ds, out.itemsize, pipe, name)
@@ -133,9 +133,9 @@ def _fixpipe_operands(dst, src, params: FixpipeParamsV220, pipe: str, name: str)
         raise _fault(pipe, f"{name}: the L0C source holds float or int32, not {dtype_name(src.dtype)}")
     if params.ndNum != 1 or params.isChannelSplit:
         raise _fault(pipe, f"{name}: ndNum > 1 and channel split are not modelled")
-    m = as_bytes(params.mSize, 1, 65535, pipe, name, "mSize")
-    n = as_bytes(params.nSize, 1, 4095, pipe, name, "nSize")
-    ss = as_bytes(params.srcStride, m, 65535, pipe, name, "srcStride (>= mSize)")
+    m = param_in_range(params.mSize, 1, 65535, pipe, name, "mSize")
+    n = param_in_range(params.nSize, 1, 4095, pipe, name, "nSize")
+    ss = param_in_range(params.srcStride, m, 65535, pipe, name, "srcStride (>= mSize)")
     if not isinstance(dst, GlobalTensor) or dst.ptr is None:
         raise _fault(pipe, f"{name}: the destination must be a GlobalTensor with SetGlobalBuffer done")
     out = dst.dtype
@@ -230,13 +230,13 @@ def _l0c_to_ub(dst: LocalTensor, src: LocalTensor, p, enh: DataCopyEnhancedParam
     if dst.dtype != want:
         raise _fault(pipe, f"{name}: deqScale {enh.deqScale.name} writes {dtype_name(want)}, but the "
                      f"destination is {dtype_name(dst.dtype)}")
-    cnt = as_bytes(p.blockCount, 1, 4095, pipe, name, "blockCount")
-    blen = as_bytes(p.blockLen, 1, 65535, pipe, name, "blockLen")
+    cnt = param_in_range(p.blockCount, 1, 4095, pipe, name, "blockCount")
+    blen = param_in_range(p.blockLen, 1, 65535, pipe, name, "blockLen")
     sfr, dfr = 256 * src.dtype.itemsize, 256 * dst.dtype.itemsize
     runs = [(src.offset + i * (blen + int(p.srcStride)) * sfr, dst.offset + i * (blen + int(p.dstStride)) * dfr)
             for i in range(cnt)]
-    gm_extent(src, runs[-1][0] + blen * sfr, pipe, name, "source (CO1)")
-    gm_extent(dst, runs[-1][1] + blen * dfr, pipe, name, "destination (CO2)")
+    local_extent(src, runs[-1][0] + blen * sfr, pipe, name, "source (CO1)")
+    local_extent(dst, runs[-1][1] + blen * dfr, pipe, name, "destination (CO2)")
     total = cnt * blen * sfr
     cycles = ctx.profile.path("L0C_UB").cycles(total)
     reads = merge_spans(("L0C", s, s + blen * sfr) for s, _ in runs)

@@ -11,8 +11,8 @@ from ..enums import dtype_name
 from ..program import COMPUTE, current_context
 from ..arith import ceil_div
 from .base import LocalTensor, _fault, bfloat16, float32, half
-from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, gm_extent, local_operand, memo_emit, memo_lookup,
-                       require_pipe, as_bytes, hf32_round, int32, int8)
+from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, hf32_round, int8, int32, local_extent, local_operand,
+                       memo_emit, memo_lookup, param_in_range, require_pipe)
 
 
 @dataclass
@@ -50,9 +50,9 @@ def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadPar
     m1, n1, k1 = ceil_div(m, 16), ceil_div(n, 16), ceil_div(k, k0)
     a_bytes, b_bytes = m1 * k1 * FRACTAL_BYTES, k1 * n1 * FRACTAL_BYTES
     c_bytes = n1 * m1 * 16 * 16 * acc.itemsize
-    gm_extent(fm, fm.offset + a_bytes, pipe, name, "left matrix (A2)")
-    gm_extent(filter, filter.offset + b_bytes, pipe, name, "right matrix (B2)")
-    gm_extent(dst, dst.offset + c_bytes, pipe, name, "result (CO1)")
+    local_extent(fm, fm.offset + a_bytes, pipe, name, "left matrix (A2)")
+    local_extent(filter, filter.offset + b_bytes, pipe, name, "right matrix (B2)")
+    local_extent(dst, dst.offset + c_bytes, pipe, name, "result (CO1)")
     init = bool(params.cmatrixInitVal)
     reads = _mmad_reads(dst, fm, filter, m, n, k1, init, acc.itemsize)
     cycles = mmad_cycles(ctx.profile, m, n, k, cname)
@@ -93,9 +93,9 @@ def _mmad_operands(ctx, dst, fm, filter, params: MmadParams, pipe: str, name: st
     local_operand(dst, ("L0C",), pipe, name, "result (CO1)")
     if params.isBias or params.enSsparse or params.enWinogradA or params.enWinogradB or params.cmatrixSource:
         raise _fault(pipe, f"{name}: bias, sparsity, winograd and cmatrixSource are not modelled")
-    m = as_bytes(params.m, 1, 4095, pipe, name, "m")
-    n = as_bytes(params.n, 1, 4095, pipe, name, "n")
-    k = as_bytes(params.k, 1, 4095, pipe, name, "k")
+    m = param_in_range(params.m, 1, 4095, pipe, name, "m")
+    n = param_in_range(params.n, 1, 4095, pipe, name, "n")
+    k = param_in_range(params.k, 1, 4095, pipe, name, "k")
     hf32 = bool(getattr(ctx, "hf32_mode", False))
     found = _CUBE_DTYPES.get((fm.dtype, filter.dtype))
     if found is None:

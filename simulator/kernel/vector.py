@@ -9,7 +9,7 @@ import numpy as np
 from ..enums import dtype_name
 from ..program import COMPUTE, Instr, current_context
 from .base import PIPE_V, LocalTensor, RoundMode, _fault
-from .operands import gm_extent, local_operand, memo_emit, memo_lookup, require_pipe
+from .operands import local_extent, local_operand, memo_emit, memo_lookup, require_pipe
 
 
 def _operand(t, n: int, name: str, too_big: str) -> None:
@@ -287,8 +287,8 @@ def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor |
         raise _fault(pipe, f"{name}: sizes {shape} must be positive")
     count = int(np.prod(shape))
     nbytes = count * src.dtype.itemsize
-    gm_extent(src, src.offset + nbytes, pipe, name, "source")
-    gm_extent(dst, dst.offset + nbytes, pipe, name, "destination")
+    local_extent(src, src.offset + nbytes, pipe, name, "source")
+    local_extent(dst, dst.offset + nbytes, pipe, name, "destination")
     lo, hi = sorted(((src.offset, src.offset + nbytes), (dst.offset, dst.offset + nbytes)))
     if lo[1] > hi[0]:
         raise _fault(pipe, f"{name}: source and destination overlap")
