@@ -75,28 +75,28 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         self.pipe = pipe = TPipe()
         self.gridQ = TQue(TPosition.VECIN, 1)
         pipe.InitBuffer(self.gridQ, 1, next(sizes))
-        self.gQ = TQue(TPosition.VECIN, 1)
-        pipe.InitBuffer(self.gQ, 1, next(sizes))
+        self.gradOutQ = TQue(TPosition.VECIN, 1)
+        pipe.InitBuffer(self.gradOutQ, 1, next(sizes))
         if t.need_x:
-            self.xQ = TQue(TPosition.VECIN, 1)
-            pipe.InitBuffer(self.xQ, 1, next(sizes))
+            self.cornerQ = TQue(TPosition.VECIN, 1)
+            pipe.InitBuffer(self.cornerQ, 1, next(sizes))
         if t.need_in:
-            self.sQ = TQue(TPosition.VECOUT, 1)
-            pipe.InitBuffer(self.sQ, 1, next(sizes))
+            self.contribQ = TQue(TPosition.VECOUT, 1)
+            pipe.InitBuffer(self.contribQ, 1, next(sizes))
         if t.need_gg:
-            self.ggQ = TQue(TPosition.VECOUT, 1)
-            pipe.InitBuffer(self.ggQ, 1, next(sizes))
+            self.gridGradQ = TQue(TPosition.VECOUT, 1)
+            pipe.InitBuffer(self.gridGradQ, 1, next(sizes))
         if t.need_x or t.need_in:
-            self.tBuf = TBuf()
-            pipe.InitBuffer(self.tBuf, next(sizes))
+            self.channelMajorBuf = TBuf()
+            pipe.InitBuffer(self.channelMajorBuf, next(sizes))
         if io.itemsize != cdt.itemsize:
-            self.gfBuf = TBuf()
-            pipe.InitBuffer(self.gfBuf, next(sizes))
-        self.gpmBuf = TBuf()
-        pipe.InitBuffer(self.gpmBuf, next(sizes))
-        sbuf = TBuf()
-        pipe.InitBuffer(sbuf, next(sizes))
-        self.scratch = _Scratch(sbuf, t)
+            self.gradOutCastBuf = TBuf()
+            pipe.InitBuffer(self.gradOutCastBuf, next(sizes))
+        self.pointMajorBuf = TBuf()
+        pipe.InitBuffer(self.pointMajorBuf, next(sizes))
+        scratchBuf = TBuf()
+        pipe.InitBuffer(scratchBuf, next(sizes))
+        self.scratch = _Scratch(scratchBuf, t)
         if t.need_x:
             self.idxEvent = pipe.AllocEventID(HardEvent.V_MTE2)
         self.goGm, self.gridGm = GlobalTensor(io), GlobalTensor(io)
@@ -108,14 +108,14 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             self.ggGm.SetGlobalBuffer(gridGrad)
         # lanes no copy writes (channel padding, the tail tile's points) are read by vector ops:
         # give them zeros once, before any copy lands
-        for q, n in ((self.gridQ, P * 2), (self.gQ, Ccp * P)):
+        for q, n in ((self.gridQ, P * 2), (self.gradOutQ, Ccp * P)):
             z = q.AllocTensor(io)
             Duplicate(z, 0, n)
             q.FreeTensor(z)
         if t.need_x:
-            z = self.xQ.AllocTensor(cdt)
+            z = self.cornerQ.AllocTensor(cdt)
             Duplicate(z, 0, K * P * Ccp)
-            self.xQ.FreeTensor(z)
+            self.cornerQ.FreeTensor(z)
         Duplicate(self.scratch.vec("one"), 1.0, P)
         PipeBarrier(PIPE_ALL)
 
@@ -228,12 +228,12 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         t = self.t
         n, p0, cnt, c0, cc = self._chunk(tile, ch)
         isz = t.io.itemsize
-        g = self.gQ.AllocTensor(t.io)
+        g = self.gradOutQ.AllocTensor(t.io)
         HoWo = t.Ho * t.Wo
         row = align_up(cnt * isz, 32)
         DataCopyPad(g, self.goGm[(n * t.C + c0) * HoWo + p0],
                     DataCopyExtParams(cc, cnt * isz, (HoWo - cnt) * isz, (t.P * isz - row) // 32))
-        self.gQ.EnQue(g)
+        self.gradOutQ.EnQue(g)
 
     def _chunk_gm(self, base: GM_ADDR, n, c0) -> GlobalTensor:
         t = self.t
@@ -255,7 +255,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         t, P, Ccp = self.t, self.t.P, self.t.Ccp
         n, p0, cnt, c0, cc = self._chunk(tile, ch)
         esz = t.cdt.itemsize
-        x = self.xQ.AllocTensor(t.cdt)
+        x = self.cornerQ.AllocTensor(t.cdt)
         if ch == 0:
             WaitFlag(HardEvent.V_MTE2, self.idxEvent)
         gm = self._chunk_gm(self.xws, n, c0)
@@ -266,28 +266,28 @@ class KernelGridSampler2DGrad(SourceCoordinates):
                                        (P * Ccp * esz - align_up(cc * esz, 32)) // 32)
             runs.append(IndirectCopies(x[k0 * P * Ccp], gm, params, idx, 0, cnt, Ccp,
                                        self._nominal(n, p0, cnt, dy, dx, L)))
-        return runs, partial(self.xQ.EnQue, x)
+        return runs, partial(self.cornerQ.EnQue, x)
 
     def ComputeChunk(self, tile, ch):
         t, s, P, Ccp, K = self.t, self.scratch, self.t.P, self.t.Ccp, self.t.K
         cc = min(t.Cc, t.C - ch * t.Cc)
         KP = K * P
-        g = self.gQ.DeQue(t.io)
-        gpm = self.gpmBuf.Get(t.cdt)
+        g = self.gradOutQ.DeQue(t.io)
+        gpm = self.pointMajorBuf.Get(t.cdt)
         if t.io.itemsize != t.cdt.itemsize:
-            gf = self.gfBuf.Get(t.cdt)
+            gf = self.gradOutCastBuf.Get(t.cdt)
             Cast(gf, g, RoundMode.CAST_NONE, Ccp * P)
             transpose_2d(gpm, gf, Ccp, P)              # [C][P] -> [P][C]
         else:
             transpose_2d(gpm, g, Ccp, P)
-        self.gQ.FreeTensor(g)
-        T = self.tBuf.Get(t.cdt)
+        self.gradOutQ.FreeTensor(g)
+        T = self.channelMajorBuf.Get(t.cdt)
         if t.need_x:
-            x = self.xQ.DeQue(t.cdt)
+            x = self.cornerQ.DeQue(t.cdt)
             for k in range(K):
                 Mul(x[k * P * Ccp], x[k * P * Ccp], gpm, P * Ccp)
             transpose_2d(T, x, KP, Ccp)                # [K*P][C] -> [C][K*P]
-            self.xQ.FreeTensor(x)
+            self.cornerQ.FreeTensor(x)
             rows = cc                               # sum the channel rows: a tree of Adds
             while rows > 1:
                 h = rows // 2
@@ -299,7 +299,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             else:
                 Add(d, d, T, KP)
         if t.need_in:
-            S = self.sQ.AllocTensor(t.cdt)
+            S = self.contribQ.AllocTensor(t.cdt)
             Copy(T, self.w, KP)                     # the weights, repeated along the channels
             rows = 1
             while rows < Ccp:
@@ -309,14 +309,14 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             transpose_2d(S, T, Ccp, KP)                # [C][K*P] -> [K*P][C]
             for k in range(K):
                 Mul(S[k * P * Ccp], S[k * P * Ccp], gpm, P * Ccp)
-            self.sQ.EnQue(S)
+            self.contribQ.EnQue(S)
 
     def ScatterOps(self, tile, ch):
         """Take the contributions now; return (the atomic scatters, what ends them)."""
         t, P, Ccp = self.t, self.t.P, self.t.Ccp
         n, p0, cnt, c0, cc = self._chunk(tile, ch)
         esz = t.cdt.itemsize
-        S = self.sQ.DeQue(t.cdt)
+        S = self.contribQ.DeQue(t.cdt)
         gm = self._chunk_gm(self.acc, n, c0)
         SetAtomicAdd(t.cdt)                         # MTE3's stores to GM now add
         runs = []
@@ -329,13 +329,13 @@ class KernelGridSampler2DGrad(SourceCoordinates):
 
         def finish():
             SetAtomicNone()
-            self.sQ.FreeTensor(S)
+            self.contribQ.FreeTensor(S)
         return runs, finish
 
     # ---- gridGrad -----------------------------------------------------------------------------
     def ComputeGridGrad(self):
         t, s, P = self.t, self.scratch, self.t.P
-        gg = self.ggQ.AllocTensor(t.io)
+        gg = self.gridGradQ.AllocTensor(t.io)
         g2 = s.vec("g2", 2)
         gx, gy = g2, g2[P]
         if t.interp == NEAREST:
@@ -385,15 +385,15 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             Cast(gg, gT, RoundMode.CAST_RINT, 2 * P)
         else:
             transpose_2d(gg, g2, 2, P)
-        self.ggQ.EnQue(gg)
+        self.gridGradQ.EnQue(gg)
 
     def CopyOutGridGrad(self, tile):
         t = self.t
         n, p0, cnt = self._tile(tile)
-        gg = self.ggQ.DeQue(t.io)
+        gg = self.gridGradQ.DeQue(t.io)
         DataCopyPad(self.ggGm[(n * t.Ho * t.Wo + p0) * 2], gg,
                     DataCopyExtParams(1, cnt * 2 * t.io.itemsize, 0, 0))
-        self.ggQ.FreeTensor(gg)
+        self.gridGradQ.FreeTensor(gg)
 
 
 def grid_sampler2d_grad_kernel(gradOutput, grid, xws, acc, gridGrad, tiling):

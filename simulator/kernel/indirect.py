@@ -110,7 +110,7 @@ class IndirectCopies:
     instruction `DataCopyPadIndirect(local[i * local_step], ..., offsets, first + i, nominals[i])`
     would record then, so a kernel keeps its own issue order (GridSampler alternates a gather
     loop with a scatter loop). A GridSampler call is mostly such loops: made call by call, their
-    checks and operand slices were about half of its recording."""
+    checks and operand slices would be about half of its recording."""
 
     def __init__(self, dst, src, params: DataCopyExtParams, offsets: LocalTensor, first: int = 0,
                  count: int = 1, local_step: int = 0, nominals=None):
