@@ -2,6 +2,10 @@
 d(coordinate)/d(grid) factors, the padding modes (zeros, border, reflection), and per
 interpolation mode the corner (or tap) offsets, validity masks and weights. A mixin of the main
 kernel (`kernel.py`), which owns the buffers (`self.t` the tiling, `self.scratch` the UB scratch).
+What it leaves for gridGrad and the scatters: `corner_weights` (one P-vector per corner or tap),
+`corner_in_bounds` (their 0/1 validity, None when padding makes every tap valid), the gradient
+factors `gix_mult` / `giy_mult`, and for bicubic the coefficients `cubic_x` / `cubic_y` and their
+derivatives `cubic_x_grad` / `cubic_y_grad`.
 """
 from __future__ import annotations
 
@@ -156,7 +160,7 @@ class SourceCoordinates:
                                               (ax0, by1, vx0, vy1), (ax1, by1, vx1, vy1))):
             Mul(w[k * P], xa, ya, P)                # nw, ne, sw, se
             Mul(vm[k * P], xv, yv, P)
-        self.w, self.vm = w, vm
+        self.corner_weights, self.corner_in_bounds = w, vm
         for r, (_, _, dy, _) in enumerate(t.runs):
             Adds(a, y0i, dy, P)
             Copy(b, x0i, P)
@@ -174,7 +178,7 @@ class SourceCoordinates:
         self.valid(vy, y, 0, t.H - 1)
         w = s.vec("w", 1)
         Mul(w, vx, vy, P)
-        self.w = w
+        self.corner_weights = w
         self.offsets(s.int_vec(f"idx{par}_0"), yi, xi, 0, t.H - 1, 0, t.W - 1)
 
     def cubic(self, c, cg, tv):
@@ -234,7 +238,7 @@ class SourceCoordinates:
         cx, cy, gx, gy = s.vec("cx", 4), s.vec("cy", 4), s.vec("gcx", 4), s.vec("gcy", 4)
         self.cubic(cx, gx, tx)
         self.cubic(cy, gy, ty)
-        self.cx, self.cy, self.gcx, self.gcy = cx, cy, gx, gy
+        self.cubic_x, self.cubic_y, self.cubic_x_grad, self.cubic_y_grad = cx, cy, gx, gy
         w = s.vec("w", 16)
         if t.padding == ZEROS:
             vx, vy, vm = s.vec("vx", 4), s.vec("vy", 4), s.vec("vm", 16)
@@ -248,7 +252,7 @@ class SourceCoordinates:
                 for i in range(4):
                     Mul(w[(4 * j + i) * P], ax[i * P], by[j * P], P)
                     Mul(vm[(4 * j + i) * P], vx[i * P], vy[j * P], P)
-            self.vm = vm
+            self.corner_in_bounds = vm
             for r, (_, _, dy, dx) in enumerate(t.runs):
                 Adds(a, y0i, dy, P)
                 Adds(b, x0i, dx, P)
@@ -263,7 +267,7 @@ class SourceCoordinates:
             for j in range(4):
                 for i in range(4):
                     Mul(w[(4 * j + i) * P], cx[i * P], cy[j * P], P)
-            self.vm = None
+            self.corner_in_bounds = None
             xs = [s.int_vec(f"xt{i}") for i in range(4)]
             ys = [s.int_vec(f"yt{i}") for i in range(4)]
             for i in range(4):
@@ -275,4 +279,4 @@ class SourceCoordinates:
                     d = s.int_vec(f"idx{par}_{4 * j + i}")
                     Add(d, ys[j], xs[i], P)
                     Muls(d, d, t.C, P)
-        self.w = w
+        self.corner_weights = w

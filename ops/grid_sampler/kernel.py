@@ -207,14 +207,16 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         self.gridQ.FreeTensor(g)
         ix, iy = xy, xy[P]
         if t.interp == BICUBIC:
-            self.mx, self.my = self.unnormalize(ix, t.W), self.unnormalize(iy, t.H)
+            # d(source coordinate)/d(grid), PyTorch's gix_mult / giy_mult: constants here (bicubic
+            # pads each tap, not the coordinate), per-point vectors below
+            self.gix_mult, self.giy_mult = self.unnormalize(ix, t.W), self.unnormalize(iy, t.H)
             self.sanitize(ix)
             self.sanitize(iy)
             self.BicubicCoords(ix, iy, par)
         else:
-            self.gxm, self.gym = s.vec("gxm"), s.vec("gym")
-            self.source_index(ix, t.W, self.gxm)
-            self.source_index(iy, t.H, self.gym)
+            self.gix_mult, self.giy_mult = s.vec("gxm"), s.vec("gym")
+            self.source_index(ix, t.W, self.gix_mult)
+            self.source_index(iy, t.H, self.giy_mult)
             if t.interp == BILINEAR:
                 self.BilinearCoords(ix, iy, par)
             else:
@@ -300,7 +302,7 @@ class KernelGridSampler2DGrad(SourceCoordinates):
                 Add(d, d, T, KP)
         if t.need_in:
             S = self.contribQ.AllocTensor(t.cdt)
-            Copy(T, self.w, KP)                     # the weights, repeated along the channels
+            Copy(T, self.corner_weights, KP)                     # the weights, repeated along the channels
             rows = 1
             while rows < Ccp:
                 m = min(rows, Ccp - rows)
@@ -342,8 +344,8 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             Duplicate(g2, 0.0, 2 * P)
         else:
             d = s.vec("d", t.K)
-            if self.vm is not None:
-                Mul(d, d, self.vm, t.K * P)         # out-of-bounds corners contribute nothing
+            if self.corner_in_bounds is not None:
+                Mul(d, d, self.corner_in_bounds, t.K * P)   # out-of-bounds corners contribute nothing
             u = s.vec("gu")
             if t.interp == BILINEAR:
                 Dk = [d[k * P] for k in range(4)]   # nw, ne, sw, se
@@ -358,27 +360,27 @@ class KernelGridSampler2DGrad(SourceCoordinates):
                 Sub(u, Dk[3], Dk[1], P)
                 Mul(u, u, tx, P)
                 Add(gy, gy, u, P)                   # (sw - nw)(1 - tx) + (se - ne) tx
-                Mul(gx, gx, self.gxm, P)
-                Mul(gy, gy, self.gym, P)
+                Mul(gx, gx, self.gix_mult, P)
+                Mul(gy, gy, self.giy_mult, P)
             else:
                 e = s.vec("ge")
                 Duplicate(gx, 0.0, 2 * P)
                 for j in range(4):                  # gix = -sum_j cy_j sum_i D_ij gcx_i
-                    Mul(e, d[(4 * j) * P], self.gcx, P)
+                    Mul(e, d[(4 * j) * P], self.cubic_x_grad, P)
                     for i in range(1, 4):
-                        Mul(u, d[(4 * j + i) * P], self.gcx[i * P], P)
+                        Mul(u, d[(4 * j + i) * P], self.cubic_x_grad[i * P], P)
                         Add(e, e, u, P)
-                    Mul(e, e, self.cy[j * P], P)
+                    Mul(e, e, self.cubic_y[j * P], P)
                     Sub(gx, gx, e, P)
                 for i in range(4):                  # giy = -sum_i cx_i sum_j D_ij gcy_j
-                    Mul(e, d[i * P], self.gcy, P)
+                    Mul(e, d[i * P], self.cubic_y_grad, P)
                     for j in range(1, 4):
-                        Mul(u, d[(4 * j + i) * P], self.gcy[j * P], P)
+                        Mul(u, d[(4 * j + i) * P], self.cubic_y_grad[j * P], P)
                         Add(e, e, u, P)
-                    Mul(e, e, self.cx[i * P], P)
+                    Mul(e, e, self.cubic_x[i * P], P)
                     Sub(gy, gy, e, P)
-                Muls(gx, gx, self.mx, P)
-                Muls(gy, gy, self.my, P)
+                Muls(gx, gx, self.gix_mult, P)
+                Muls(gy, gy, self.giy_mult, P)
         if t.io.itemsize != t.cdt.itemsize:
             gT = s.vec("gT", 2)
             transpose_2d(gT, g2, 2, P)                 # [2][P] -> [P][2]
