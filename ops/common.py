@@ -94,11 +94,7 @@ def plan_view_copy(t: aclTensor, profile: Profile) -> tuple[int, list[list[list[
     tiles = _regular_tiles(t.viewDims, t.stride, t.offset, isz, slot)
     if tiles is None:
         tiles = _piece_tiles(t.viewDims, t.stride, t.offset, isz, slot)
-    ncores = vector_core_count(profile)
-    block_dim = max(1, min(ncores, len(tiles)))
-    per = ceil_div(len(tiles), block_dim)
-    blocks = [tiles[i * per:(i + 1) * per] for i in range(block_dim)]
-    blocks = [b for b in blocks if b]
+    blocks = _split_tiles(tiles, vector_core_count(profile))
     return len(blocks), blocks
 
 
@@ -312,6 +308,35 @@ def _merge_dims(shape, strides):
 def plan_transpose_copy(t: aclTensor, profile: Profile) -> TransposePlan | None:
     """The transpose path's plan for view `t`, or None when it does not apply (contiguous or
     unit-stride innermost, broadcast / overlapping views, no unit-stride dimension, tiny slices)."""
+    axes = _transpose_axes(t)
+    if axes is None:
+        return None
+    dims, j = axes
+    A = dims[j][0]
+    bdims = dims[j + 1:]
+    Bt = int(np.prod([d for d, _ in bdims]))
+    if A < 2 or A * Bt < 256:
+        return None
+    isz = t.itemsize
+    if isz not in _SAME_SIZE_INT:
+        return None
+    ncores = vector_core_count(profile)
+    region = (ub_bytes(profile) // 4) // 32 * 32
+    total = int(np.prod([d for d, _ in dims]))
+    # tiles no bigger than a core's share, but at least 8 KiB (runs long enough to pay)
+    E = min(region // isz, max(8192 // isz, align_up(ceil_div(total, ncores), 32 // isz)))
+    R = bdims[-1][0]
+    ta, tb, m = _transpose_tile_shape(A, R, Bt // R, E, isz)
+    assert align_up(ta, 32 // isz) * align_up(tb, 32 // isz) * isz <= region
+    tiles = _transpose_tiles(t.offset, dims, j, ta, tb, m)
+    blocks = _split_tiles(tiles, ncores)
+    return TransposePlan(len(blocks), blocks, isz, Bt, region)
+
+
+def _transpose_axes(t: aclTensor):
+    """(the view's merged dims [size, stride], the index of its unit-stride dim) when the
+    transpose path can copy it: non-empty, no negative or zero strides, innermost not
+    unit-stride, and no two elements sharing storage. None otherwise."""
     shape, strides = [int(d) for d in t.viewDims], [int(s) for s in t.stride]
     if not shape or int(np.prod(shape)) == 0 or any(s < 0 for s in strides):
         return None
@@ -327,23 +352,14 @@ def plan_transpose_copy(t: aclTensor, profile: Profile) -> TransposePlan | None:
         if s <= reach:
             return None
         reach += (d - 1) * s
-    j = next(i for i, (_, s) in enumerate(dims) if s == 1)
-    A = dims[j][0]
-    bdims = dims[j + 1:]
-    Bt = int(np.prod([d for d, _ in bdims]))
-    if A < 2 or A * Bt < 256:
-        return None
-    isz = t.itemsize
-    if isz not in _SAME_SIZE_INT:
-        return None
+    return dims, next(i for i, (_, s) in enumerate(dims) if s == 1)
+
+
+def _transpose_tile_shape(A: int, R: int, nq: int, E: int, isz: int) -> tuple[int, int, int]:
+    """A tile of about E elements: (ta along a, tb along b, m). When whole innermost b rows of R
+    fit, a tile takes m > 0 of them (tb = m * R); otherwise m = 0 and tb cuts a row. ta and tb
+    are balanced (equal tiles, multiples of 32 B where they are cut)."""
     al = 32 // isz
-    ncores = vector_core_count(profile)
-    region = (ub_bytes(profile) // 4) // 32 * 32
-    total = int(np.prod([d for d, _ in dims]))
-    # tiles no bigger than a core's share, but at least 8 KiB (runs long enough to pay)
-    E = min(region // isz, max(8192 // isz, align_up(ceil_div(total, ncores), al)))
-    R, r_s = bdims[-1]
-    nq = Bt // R
     sq = max(al, int(np.sqrt(E)) // al * al)
     ta = min(align_up(A, al), sq)
     tb_lim = (E // ta) // al * al
@@ -358,13 +374,23 @@ def plan_transpose_copy(t: aclTensor, profile: Profile) -> TransposePlan | None:
     ta_lim = (E // align_up(tb, al)) // al * al
     ta = min(A, ta_lim)
     ta = min(A, align_up(ceil_div(A, ceil_div(A, ta)), al))
-    assert align_up(ta, al) * align_up(tb, al) * isz <= region
+    return ta, tb, m
+
+
+def _transpose_tiles(offset: int, dims, j: int, ta: int, tb: int, m: int) -> list[TransposeTile]:
+    """Every tile of the view, in dense order: per outer index (the dims before a), per ta
+    slice of a, per b tile (m whole innermost rows, or a tb-long piece of one)."""
+    A = dims[j][0]
+    bdims = dims[j + 1:]
+    Bt = int(np.prod([d for d, _ in bdims]))
+    R, r_s = bdims[-1]
+    nq = Bt // R
     # offsets of the b-outer tuples (all b dims but the innermost), in storage
     qoff = np.zeros(1, dtype=np.int64)
     for d, s in bdims[:-1]:
         qoff = (qoff[:, None] + np.arange(d, dtype=np.int64)[None, :] * s).reshape(-1)
     qoff = qoff.tolist()
-    ooff = np.array([t.offset], dtype=np.int64)
+    ooff = np.array([offset], dtype=np.int64)
     for d, s in dims[:j]:
         ooff = (ooff[:, None] + np.arange(d, dtype=np.int64)[None, :] * s).reshape(-1)
     # b tiles: (b start, nb, groups relative to the tile's storage base)
@@ -385,11 +411,15 @@ def plan_transpose_copy(t: aclTensor, profile: Profile) -> TransposePlan | None:
             for b0, nb, groups in btiles:
                 tiles.append(TransposeTile(na, nb, [(base + a0 + g, n, st) for g, n, st in groups],
                                            o * A * Bt + a0 * Bt + b0))
+    return tiles
+
+
+def _split_tiles(tiles: list, ncores: int) -> list[list]:
+    """Tiles over at most ncores blocks, in order, ceil(tiles / blocks) each (no empty block)."""
     block_dim = max(1, min(ncores, len(tiles)))
     per = ceil_div(len(tiles), block_dim)
     blocks = [tiles[i * per:(i + 1) * per] for i in range(block_dim)]
-    blocks = [b for b in blocks if b]
-    return TransposePlan(len(blocks), blocks, isz, Bt, region)
+    return [b for b in blocks if b]
 
 
 def _transpose_copy_body(strided: GM_ADDR, dense: GM_ADDR, plan: TransposePlan, gather: bool):
@@ -423,11 +453,7 @@ def _transpose_copy_body(strided: GM_ADDR, dense: GM_ADDR, plan: TransposePlan, 
             in_free[k] = False
         src_u, dst_u = ins[k], outs[k]
         if gather:          # storage rows (b) of na elements -> in: (pb rows, pa cols)
-            row = 0
-            for off, n, st in tile.groups:
-                DataCopyPad(src_u[row * pa * isz], sGm[off * isz],
-                            DataCopyExtParams(n, na * isz, (st - na) * isz if n > 1 else 0, 0))
-                row += n
+            _storage_rows(tile, src_u, sGm, isz, pa, into_ub=True)
             rows, cols = pb, pa
         else:               # dense rows (a) of nb elements -> in: (pa rows, pb cols)
             DataCopyPad(src_u, dGm[tile.dense_off * isz],
@@ -448,11 +474,7 @@ def _transpose_copy_body(strided: GM_ADDR, dense: GM_ADDR, plan: TransposePlan, 
             DataCopyPad(dGm[tile.dense_off * isz], dst_u,
                         DataCopyExtParams(na, nb * isz, 0, (dstride - nb) * isz if na > 1 else 0))
         else:               # out: (pb rows, pa cols) -> storage rows
-            row = 0
-            for off, n, st in tile.groups:
-                DataCopyPad(sGm[off * isz], dst_u[row * pa * isz],
-                            DataCopyExtParams(n, na * isz, 0, (st - na) * isz if n > 1 else 0))
-                row += n
+            _storage_rows(tile, dst_u, sGm, isz, pa, into_ub=False)
         SetFlag(HardEvent.MTE3_V, m3v[k])
         out_busy[k] = True
     for k in range(2):
@@ -460,6 +482,20 @@ def _transpose_copy_body(strided: GM_ADDR, dense: GM_ADDR, plan: TransposePlan, 
             WaitFlag(HardEvent.V_MTE2, v2m2[k])
         if out_busy[k]:
             WaitFlag(HardEvent.MTE3_V, m3v[k])
+
+
+def _storage_rows(tile: TransposeTile, ub, sGm: GlobalTensor, isz: int, pa: int, into_ub: bool) -> None:
+    """The tile's storage-side rows (na elements each, pa apart in UB), one DataCopyPad per
+    group of equally spaced rows: GM -> UB (into_ub) or UB -> GM."""
+    na = tile.na
+    row = 0
+    for off, n, st in tile.groups:
+        gap = (st - na) * isz if n > 1 else 0
+        if into_ub:
+            DataCopyPad(ub[row * pa * isz], sGm[off * isz], DataCopyExtParams(n, na * isz, gap, 0))
+        else:
+            DataCopyPad(sGm[off * isz], ub[row * pa * isz], DataCopyExtParams(n, na * isz, 0, gap))
+        row += n
 
 
 # ---- blocks and zero fills, for every operator ------------------------------------------------

@@ -1,7 +1,11 @@
 """Where each grid point samples the input: the unnormalised source coordinates and their
 d(coordinate)/d(grid) factors, the padding modes (zeros, border, reflection), and per
 interpolation mode the corner (or tap) offsets, validity masks and weights. A mixin of the main
-kernel (`kernel.py`), which owns the buffers (`self.t` the tiling, `self.s` the UB scratch).
+kernel (`kernel.py`), which owns the buffers (`self.t` the tiling, `self.scratch` the UB scratch).
+What it leaves for gridGrad and the scatters: `corner_weights` (one P-vector per corner or tap),
+`corner_in_bounds` (their 0/1 validity, None when padding makes every tap valid), the gradient
+factors `gix_mult` / `giy_mult`, and for bicubic the coefficients `cubic_x` / `cubic_y` and their
+derivatives `cubic_x_grad` / `cubic_y_grad`.
 """
 from __future__ import annotations
 
@@ -31,8 +35,8 @@ class SourceCoordinates:
 
     def sanitize(self, v):
         """NaN -> -100 (outside, as the CANN kernel does); clamp to +-2^23 (no int32 overflow)."""
-        s, P = self.s, self.t.P
-        m = s.m("m0")
+        s, P = self.scratch, self.t.P
+        m = s.mask("m0")
         Compare(m, v, v, CMPMODE.EQ, P)
         Select(v, m, v, NAN_COORD, TS, P)
         Maxs(v, v, -COORD_LIMIT, P)
@@ -40,8 +44,8 @@ class SourceCoordinates:
 
     def clip(self, v, size, g=None):
         """clip_coordinates(_set_grad): <= 0 -> 0 and >= size-1 -> size-1 with gradient 0."""
-        s, P = self.s, self.t.P
-        m = s.m("m0")
+        s, P = self.scratch, self.t.P
+        m = s.mask("m0")
         if g is None:
             Maxs(v, v, 0.0, P)
             Mins(v, v, float(size - 1), P)
@@ -55,7 +59,7 @@ class SourceCoordinates:
 
     def reflect(self, v, twice_low, twice_high, g=None):
         """reflect_coordinates(_set_grad), with fmod and floor(in / span) as PyTorch has them."""
-        s, P = self.s, self.t.P
+        s, P = self.scratch, self.t.P
         if twice_low == twice_high:
             Duplicate(v, 0.0, P)
             if g is not None:
@@ -63,8 +67,8 @@ class SourceCoordinates:
             return
         mn = twice_low / 2.0
         span = (twice_high - twice_low) / 2.0
-        m, sg, q, e, h = s.m("m0"), s.v("r_sign"), s.v("r_q"), s.v("r_e"), s.v("r_h")
-        qi = s.i("r_qi")
+        m, sg, q, e, h = s.mask("m0"), s.vec("r_sign"), s.vec("r_q"), s.vec("r_e"), s.vec("r_h")
+        qi = s.int_vec("r_qi")
         Adds(v, v, -mn, P)
         if g is not None:
             CompareScalar(m, v, 0.0, CMPMODE.LT, P)
@@ -113,10 +117,10 @@ class SourceCoordinates:
 
     def valid(self, dst, v, lo, hi):
         """dst = 1 where lo <= v <= hi (v integral floats), else 0."""
-        s, P = self.s, self.t.P
-        m = s.m("m0")
+        s, P = self.scratch, self.t.P
+        m = s.mask("m0")
         CompareScalar(m, v, lo - 0.5, CMPMODE.GT, P)
-        Select(dst, m, s.v("one"), 0.0, TS, P)
+        Select(dst, m, s.vec("one"), 0.0, TS, P)
         CompareScalar(m, v, hi + 0.5, CMPMODE.LT, P)
         Select(dst, m, dst, 0.0, TS, P)
 
@@ -132,10 +136,10 @@ class SourceCoordinates:
         Muls(dst, dst, t.C, P)
 
     def BilinearCoords(self, ix, iy, par):
-        t, s, P = self.t, self.s, self.t.P
-        x0i, y0i, a, b = s.i("x0i"), s.i("y0i"), s.i("ta"), s.i("tb")
-        x0, y0, tx, ty, ux, uy = (s.v(n) for n in ("x0", "y0", "tx", "ty", "ux", "uy"))
-        vx0, vx1, vy0, vy1 = (s.v(n) for n in ("vx0", "vx1", "vy0", "vy1"))
+        t, s, P = self.t, self.scratch, self.t.P
+        x0i, y0i, a, b = s.int_vec("x0i"), s.int_vec("y0i"), s.int_vec("ta"), s.int_vec("tb")
+        x0, y0, tx, ty, ux, uy = (s.vec(n) for n in ("x0", "y0", "tx", "ty", "ux", "uy"))
+        vx0, vx1, vy0, vy1 = (s.vec(n) for n in ("vx0", "vx1", "vy0", "vy1"))
         for fi, f, v, tv, uv in ((x0i, x0, ix, tx, ux), (y0i, y0, iy, ty, uy)):
             Cast(fi, v, RoundMode.CAST_FLOOR, P)
             Cast(f, fi, RoundMode.CAST_NONE, P)
@@ -146,8 +150,8 @@ class SourceCoordinates:
         self.valid(vx1, x0, -1, t.W - 2)
         self.valid(vy0, y0, 0, t.H - 1)
         self.valid(vy1, y0, -1, t.H - 2)
-        w, vm = s.v("w", 4), s.v("vm", 4)
-        ax0, ax1, by0, by1 = s.v("ax0"), s.v("ax1"), s.v("by0"), s.v("by1")
+        w, vm = s.vec("w", 4), s.vec("vm", 4)
+        ax0, ax1, by0, by1 = s.vec("ax0"), s.vec("ax1"), s.vec("by0"), s.vec("by1")
         Mul(ax0, ux, vx0, P)
         Mul(ax1, tx, vx1, P)
         Mul(by0, uy, vy0, P)
@@ -156,32 +160,32 @@ class SourceCoordinates:
                                               (ax0, by1, vx0, vy1), (ax1, by1, vx1, vy1))):
             Mul(w[k * P], xa, ya, P)                # nw, ne, sw, se
             Mul(vm[k * P], xv, yv, P)
-        self.w, self.vm = w, vm
+        self.corner_weights, self.corner_in_bounds = w, vm
         for r, (_, _, dy, _) in enumerate(t.runs):
             Adds(a, y0i, dy, P)
             Copy(b, x0i, P)
-            self.offsets(s.i(f"idx{par}_{r}"), a, b, 0, t.H - 1, -1, t.W - 1)
+            self.offsets(s.int_vec(f"idx{par}_{r}"), a, b, 0, t.H - 1, -1, t.W - 1)
 
     def NearestCoords(self, ix, iy, par):
-        t, s, P = self.t, self.s, self.t.P
-        xi, yi = s.i("x0i"), s.i("y0i")
-        x, y, vx, vy = s.v("x0"), s.v("y0"), s.v("vx0"), s.v("vy0")
+        t, s, P = self.t, self.scratch, self.t.P
+        xi, yi = s.int_vec("x0i"), s.int_vec("y0i")
+        x, y, vx, vy = s.vec("x0"), s.vec("y0"), s.vec("vx0"), s.vec("vy0")
         Cast(xi, ix, RoundMode.CAST_RINT, P)        # nearbyint: half to even
         Cast(yi, iy, RoundMode.CAST_RINT, P)
         Cast(x, xi, RoundMode.CAST_NONE, P)
         Cast(y, yi, RoundMode.CAST_NONE, P)
         self.valid(vx, x, 0, t.W - 1)
         self.valid(vy, y, 0, t.H - 1)
-        w = s.v("w", 1)
+        w = s.vec("w", 1)
         Mul(w, vx, vy, P)
-        self.w = w
-        self.offsets(s.i(f"idx{par}_0"), yi, xi, 0, t.H - 1, 0, t.W - 1)
+        self.corner_weights = w
+        self.offsets(s.int_vec(f"idx{par}_0"), yi, xi, 0, t.H - 1, 0, t.W - 1)
 
     def cubic(self, c, cg, tv):
         """PyTorch's get_cubic_upsample_coefficients (c: 4 vectors) and
         get_cubic_coefficients_grad (cg), for the fractional part tv."""
-        s, P, A = self.s, self.t.P, CUBIC_A
-        u = s.v("cu")
+        s, P, A = self.scratch, self.t.P, CUBIC_A
+        u = s.vec("cu")
         # c0 = conv2(t + 1), c1 = conv1(t), c2 = conv1(1 - t), c3 = conv2(2 - t)
         for k, (sign, off, conv) in enumerate(((1, 1.0, 2), (1, 0.0, 1), (-1, 1.0, 1), (-1, 2.0, 2))):
             Muls(u, tv, float(sign), P)
@@ -224,21 +228,21 @@ class SourceCoordinates:
         self.clip(v, size)
 
     def BicubicCoords(self, ix, iy, par):
-        t, s, P = self.t, self.s, self.t.P
-        x0i, y0i, a, b = s.i("x0i"), s.i("y0i"), s.i("ta"), s.i("tb")
-        x0, y0, tx, ty = s.v("x0"), s.v("y0"), s.v("tx"), s.v("ty")
+        t, s, P = self.t, self.scratch, self.t.P
+        x0i, y0i, a, b = s.int_vec("x0i"), s.int_vec("y0i"), s.int_vec("ta"), s.int_vec("tb")
+        x0, y0, tx, ty = s.vec("x0"), s.vec("y0"), s.vec("tx"), s.vec("ty")
         for fi, f, v, tv in ((x0i, x0, ix, tx), (y0i, y0, iy, ty)):
             Cast(fi, v, RoundMode.CAST_FLOOR, P)
             Cast(f, fi, RoundMode.CAST_NONE, P)
             Sub(tv, v, f, P)
-        cx, cy, gx, gy = s.v("cx", 4), s.v("cy", 4), s.v("gcx", 4), s.v("gcy", 4)
+        cx, cy, gx, gy = s.vec("cx", 4), s.vec("cy", 4), s.vec("gcx", 4), s.vec("gcy", 4)
         self.cubic(cx, gx, tx)
         self.cubic(cy, gy, ty)
-        self.cx, self.cy, self.gcx, self.gcy = cx, cy, gx, gy
-        w = s.v("w", 16)
+        self.cubic_x, self.cubic_y, self.cubic_x_grad, self.cubic_y_grad = cx, cy, gx, gy
+        w = s.vec("w", 16)
         if t.padding == ZEROS:
-            vx, vy, vm = s.v("vx", 4), s.v("vy", 4), s.v("vm", 16)
-            ax, by = s.v("ax", 4), s.v("by", 4)
+            vx, vy, vm = s.vec("vx", 4), s.vec("vy", 4), s.vec("vm", 16)
+            ax, by = s.vec("ax", 4), s.vec("by", 4)
             for i in range(4):
                 self.valid(vx[i * P], x0, 1 - i, t.W - i)       # x0 - 1 + i in [0, W-1]
                 self.valid(vy[i * P], y0, 1 - i, t.H - i)
@@ -248,13 +252,13 @@ class SourceCoordinates:
                 for i in range(4):
                     Mul(w[(4 * j + i) * P], ax[i * P], by[j * P], P)
                     Mul(vm[(4 * j + i) * P], vx[i * P], vy[j * P], P)
-            self.vm = vm
+            self.corner_in_bounds = vm
             for r, (_, _, dy, dx) in enumerate(t.runs):
                 Adds(a, y0i, dy, P)
                 Adds(b, x0i, dx, P)
-                self.offsets(s.i(f"idx{par}_{r}"), a, b, 0, t.H - 1, -3, t.W - 1)
+                self.offsets(s.int_vec(f"idx{par}_{r}"), a, b, 0, t.H - 1, -3, t.W - 1)
         else:
-            xt, yt = s.v("xt", 4), s.v("yt", 4)
+            xt, yt = s.vec("xt", 4), s.vec("yt", 4)
             for i in range(4):
                 Adds(xt[i * P], x0, float(i - 1), P)
                 self.pad_tap(xt[i * P], t.W)
@@ -263,16 +267,16 @@ class SourceCoordinates:
             for j in range(4):
                 for i in range(4):
                     Mul(w[(4 * j + i) * P], cx[i * P], cy[j * P], P)
-            self.vm = None
-            xs = [s.i(f"xt{i}") for i in range(4)]
-            ys = [s.i(f"yt{i}") for i in range(4)]
+            self.corner_in_bounds = None
+            xs = [s.int_vec(f"xt{i}") for i in range(4)]
+            ys = [s.int_vec(f"yt{i}") for i in range(4)]
             for i in range(4):
                 Cast(xs[i], xt[i * P], RoundMode.CAST_RINT, P)
                 Cast(ys[i], yt[i * P], RoundMode.CAST_RINT, P)
                 Muls(ys[i], ys[i], t.W, P)
             for j in range(4):
                 for i in range(4):
-                    d = s.i(f"idx{par}_{4 * j + i}")
+                    d = s.int_vec(f"idx{par}_{4 * j + i}")
                     Add(d, ys[j], xs[i], P)
                     Muls(d, d, t.C, P)
-        self.w = w
+        self.corner_weights = w

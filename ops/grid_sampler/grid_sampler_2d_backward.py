@@ -148,100 +148,128 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
     mask = _mask(a)
     if mask is None or not any(mask):
         return _nothing("outputMask is null or all false: nothing to compute")
-    want_in, want_gg = bool(mask[0]), bool(mask[1])
+    x, grid = a["input"], a["grid"]
+    N, C = x.viewDims[:2]
+    Ho, Wo = grid.viewDims[1], grid.viewDims[2]
+    outs = {"inputGrad": a["inputGrad"] if mask[0] else None,
+            "gridGrad": a["gridGrad"] if mask[1] else None}
+    if N * C * Ho * Wo == 0:
+        return _plan_empty(outs, profile)
+    if int(a["interpolationMode"]) == NEAREST and not mask[0]:
+        return _plan_nearest_grid_grad(outs["gridGrad"], profile)
+    return _plan_main(a, outs, profile, tiling)
+
+
+def _zero_fill_launches(name: str, t, part, nbytes: int, ws, profile) -> list[KernelLaunch]:
+    """Zeros for output `t`: straight into it, or (non-contiguous: `part` of the workspace)
+    into the workspace and then written back through its view."""
+    if part is None:
+        return [zero_fill_launch(f"InitOutput({name})", tensor_arg(t, name) + t.offset, nbytes, profile)]
+    dense = workspace_arg(ws, part, t.dtype, f"workspace:{name}")
+    return [zero_fill_launch(f"InitOutput({name})", dense, nbytes, profile),
+            view_copy_launch(t, name, profile, gather=False)[0](dense)]
+
+
+def _plan_empty(outs: dict, profile) -> Plan:
+    """Empty gradOutput: the outputs that are not empty are zeros."""
+    workspace = Workspace()
+    zero_jobs = []
+    for name, t in outs.items():
+        if t is None or t.numel() == 0:
+            continue
+        nbytes = t.numel() * t.itemsize
+        part = None if t.is_contiguous() else workspace.add(
+            f"zeros for {name} before the strided write-back", nbytes)
+        zero_jobs.append((name, t, part, nbytes))
+    if not zero_jobs:
+        return _nothing("empty tensors: nothing to compute")
+
+    def build_empty(ws):
+        return [launch for name, t, part, nbytes in zero_jobs
+                for launch in _zero_fill_launches(name, t, part, nbytes, ws, profile)]
+    return Plan(workspace, build_empty, {"note": "empty gradOutput: the gradients are zeros"})
+
+
+def _plan_nearest_grid_grad(t, profile) -> Plan:
+    """Nearest sampling without inputGrad: gridGrad is zero everywhere."""
+    workspace = Workspace()
+    nbytes = t.numel() * t.itemsize
+    part = None if t.is_contiguous() else workspace.add("zeros for gridGrad before the strided write-back",
+                                                         nbytes)
+
+    def build_zero(ws):
+        return _zero_fill_launches("gridGrad", t, part, nbytes, ws, profile)
+    return Plan(workspace, build_zero, {"note": "nearest: gridGrad is zero; no inputGrad wanted"})
+
+
+def _plan_main(a: dict, outs: dict, profile, tiling: dict) -> Plan:
+    """The four-step plan (module docstring): contiguous copies of non-contiguous inputs, the
+    NHWC input and accumulator, the main kernel, the transpose back and the strided write-backs."""
+    want_in, want_gg = outs["inputGrad"] is not None, outs["gridGrad"] is not None
     x, go, grid = a["input"], a["gradOutput"], a["grid"]
     N, C, H, W = x.viewDims
     Ho, Wo = grid.viewDims[1], grid.viewDims[2]
     interp, padding, align = int(a["interpolationMode"]), int(a["paddingMode"]), bool(a["alignCorners"])
     io = NUMPY_OF[x.dataType]
     cdt = np.dtype(np.float64) if x.dataType == aclDataType.ACL_DOUBLE else np.dtype(np.float32)
-    outs = {"inputGrad": a["inputGrad"] if want_in else None,
-            "gridGrad": a["gridGrad"] if want_gg else None}
-    workspace = Workspace()
-    add_ws = workspace.add
-
-    empty = N * C * Ho * Wo == 0
-    # ---- empty gradients: the outputs that are not empty are zeros ----
-    if empty:
-        zero_jobs = []
-        for name, t in outs.items():
-            if t is None or t.numel() == 0:
-                continue
-            nbytes = t.numel() * t.itemsize
-            if t.is_contiguous():
-                zero_jobs.append((name, t, None, nbytes))
-            else:
-                zero_jobs.append((name, t, add_ws(f"zeros for {name} before the strided write-back", nbytes), nbytes))
-        if not zero_jobs:
-            return _nothing("empty tensors: nothing to compute")
-        def build_empty(ws):
-            launches = []
-            for name, t, part, nbytes in zero_jobs:
-                if part is None:
-                    dst = tensor_arg(t, name) + t.offset
-                    launches.append(zero_fill_launch(f"InitOutput({name})", dst, nbytes, profile))
-                else:
-                    dense = workspace_arg(ws, part, t.dtype, f"workspace:{name}")
-                    launches.append(zero_fill_launch(f"InitOutput({name})", dense, nbytes, profile))
-                    launches.append(view_copy_launch(t, name, profile, gather=False)[0](dense))
-            return launches
-        return Plan(workspace, build_empty, {"note": "empty gradOutput: the gradients are zeros"})
-
-    if interp == NEAREST and not want_in:
-        # gridGrad of nearest sampling is zero everywhere
-        t = outs["gridGrad"]
-        nbytes = t.numel() * t.itemsize
-        part = None if t.is_contiguous() else add_ws("zeros for gridGrad before the strided write-back", nbytes)
-
-        def build_zero(ws):
-            if part is None:
-                return [zero_fill_launch("InitOutput(gridGrad)", tensor_arg(t, "gridGrad") + t.offset, nbytes,
-                                         profile)]
-            dense = workspace_arg(ws, part, t.dtype, "workspace:gridGrad")
-            return [zero_fill_launch("InitOutput(gridGrad)", dense, nbytes, profile),
-                    view_copy_launch(t, "gridGrad", profile, gather=False)[0](dense)]
-        return Plan(workspace, build_zero, {"note": "nearest: gridGrad is zero; no inputGrad wanted"})
-
     t = plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, want_in, want_gg, profile,
                   tiling)
+    inputs = {"gradOutput": go, "input": x, "grid": grid}
+    workspace = Workspace()
+    parts = _main_workspace(workspace, t, inputs, outs, cdt)
+    lay_in = plan_layout(N, C, H * W, io, cdt, t.pad, profile) if t.need_x else None
+    lay_out = plan_layout(N, C, H * W, cdt, io, t.pad, profile) if want_in else None
+    runs = len(t.runs)
+    gathers = N * Ho * Wo * runs * t.nch if t.need_x else 0
+    scatters = N * Ho * Wo * runs * t.nch if want_in else 0
+    run_len = sum(L for _, L, _, _ in t.runs)          # taps over a point's runs
     esz = cdt.itemsize
-    # ---- contiguous inputs ----
+    report = {"blockDim": len(t.blocks), "pointsPerTile": t.P, "channelsPerChunk": t.Cc,
+              "channelChunks": t.nch, "cornerPlanes": t.K, "runsPerPoint": runs,
+              "gathers": gathers, "gatherBytes": gathers * run_len // max(runs, 1) * C * esz,
+              "atomicScatters": scatters, "atomicBytes": scatters * run_len // max(runs, 1) * C * esz,
+              "computeDtype": dtype_name(cdt), "interpolationMode": interp, "paddingMode": padding,
+              "alignCorners": align, "outputMask": [want_in, want_gg]}
+    return Plan(workspace, _main_builder(t, inputs, outs, parts, lay_in, lay_out, cdt, profile), report)
+
+
+def _main_workspace(workspace: Workspace, t, inputs: dict, outs: dict, cdt) -> dict:
+    """Add the main plan's workspace parts, in this order: contiguous copies of non-contiguous
+    inputs, the NHWC input, the inputGrad accumulator, contiguous outputs before their strided
+    write-back. Returns them by role."""
+    add_ws = workspace.add
     contig = {}
-    for name, tensor in (("gradOutput", go), ("input", x), ("grid", grid)):
+    for name, tensor in inputs.items():
         if name == "input" and not t.need_x:
             continue
         if not tensor.is_contiguous():
             contig[name] = add_ws(f"contiguous copy of {name} (non-contiguous input)",
                                   tensor.numel() * tensor.itemsize)
-    nhwc_bytes = ((N * H * W) + 2 * t.pad) * C * esz
+    N, C, H, W = inputs["input"].viewDims
+    nhwc_bytes = ((N * H * W) + 2 * t.pad) * C * cdt.itemsize
     x_part = add_ws(f"input transposed to NHWC in {dtype_name(cdt)}, {t.pad} zero pixel(s) each end, "
-                   f"for the corner gathers", nhwc_bytes) if t.need_x else None
+                    f"for the corner gathers", nhwc_bytes) if t.need_x else None
     acc_part = add_ws(f"inputGrad accumulator, NHWC {dtype_name(cdt)}, {t.pad} pixel(s) each end: "
-                     f"the atomic adds land here", nhwc_bytes) if want_in else None
+                      f"the atomic adds land here", nhwc_bytes) if outs["inputGrad"] is not None else None
     out_parts = {}
     for name, tensor in outs.items():
         if tensor is not None and not tensor.is_contiguous():
             out_parts[name] = add_ws(f"contiguous {name} before the strided write-back",
-                                   tensor.numel() * tensor.itemsize)
-    lay_in = plan_layout(N, C, H * W, io, cdt, t.pad, profile) if t.need_x else None
-    lay_out = plan_layout(N, C, H * W, cdt, io, t.pad, profile) if want_in else None
-    gathers = N * Ho * Wo * len(t.runs) * t.nch if t.need_x else 0
-    scatters = N * Ho * Wo * len(t.runs) * t.nch if want_in else 0
-    tiling = {"blockDim": len(t.blocks), "pointsPerTile": t.P, "channelsPerChunk": t.Cc,
-              "channelChunks": t.nch, "cornerPlanes": t.K, "runsPerPoint": len(t.runs),
-              "gathers": gathers, "gatherBytes": gathers * sum(L for _, L, _, _ in t.runs) // max(len(t.runs), 1) * C * esz,
-              "atomicScatters": scatters,
-              "atomicBytes": scatters * sum(L for _, L, _, _ in t.runs) // max(len(t.runs), 1) * C * esz,
-              "computeDtype": dtype_name(cdt), "interpolationMode": interp, "paddingMode": padding,
-              "alignCorners": align, "outputMask": [want_in, want_gg]}
+                                     tensor.numel() * tensor.itemsize)
+    return {"contig": contig, "x": x_part, "acc": acc_part, "outs": out_parts, "nhwc_bytes": nhwc_bytes}
+
+
+def _main_builder(t, inputs: dict, outs: dict, parts: dict, lay_in, lay_out, cdt, profile):
+    """build(ws) for the main plan: the launches in order, given the workspace's address."""
+    contig, out_parts = parts["contig"], parts["outs"]
     builders = {name: view_copy_launch(tensor, name, profile, gather=True)[0]
-                for name, tensor in (("gradOutput", go), ("input", x), ("grid", grid)) if name in contig}
+                for name, tensor in inputs.items() if name in contig}
     out_builders = {name: view_copy_launch(outs[name], name, profile, gather=False)[0] for name in out_parts}
 
     def build(ws):
         launches = []
         args = {}
-        for name, tensor in (("gradOutput", go), ("input", x), ("grid", grid)):
+        for name, tensor in inputs.items():
             if name in contig:
                 dense = workspace_arg(ws, contig[name], tensor.dtype, f"workspace:{name}")
                 launches.append(builders[name](dense))
@@ -250,12 +278,13 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
                 args[name] = tensor_arg(tensor, name) + tensor.offset
         xws = acc = None
         if t.need_x:
-            xws = workspace_arg(ws, x_part, cdt, "workspace:input NHWC")
+            xws = workspace_arg(ws, parts["x"], cdt, "workspace:input NHWC")
             launches.append(KernelLaunch("TransposeToNHWC(input)", nchw_to_nhwc_kernel,
                                          len(lay_in.blocks), "vector", (args["input"], xws, lay_in)))
-        if want_in:
-            acc = workspace_arg(ws, acc_part, cdt, "workspace:inputGrad accumulator")
-            launches.append(zero_fill_launch("InitWorkspace(inputGrad accumulator)", acc, nhwc_bytes, profile))
+        if outs["inputGrad"] is not None:
+            acc = workspace_arg(ws, parts["acc"], cdt, "workspace:inputGrad accumulator")
+            launches.append(zero_fill_launch("InitWorkspace(inputGrad accumulator)", acc,
+                                             parts["nhwc_bytes"], profile))
         dst = {}
         for name, tensor in outs.items():
             if tensor is None:
@@ -267,14 +296,13 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
         launches.append(KernelLaunch("GridSampler2DGrad", grid_sampler2d_grad_kernel, len(t.blocks),
                                      "vector", (args["gradOutput"], args["grid"], xws, acc,
                                                 dst["gridGrad"], t)))
-        if want_in:
+        if acc is not None:
             launches.append(KernelLaunch("TransposeCast(inputGrad)", nhwc_to_nchw_kernel,
                                          len(lay_out.blocks), "vector", (acc, dst["inputGrad"], lay_out)))
         for name in out_parts:
             launches.append(out_builders[name](dst[name]))
         return launches
-
-    return Plan(workspace, build, tiling)
+    return build
 
 
 def infer_outputs(inputs: dict) -> dict:

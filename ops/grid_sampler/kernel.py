@@ -20,7 +20,9 @@ from .tiling import BICUBIC, BILINEAR, NEAREST, GridSamplerGradTiling, main_buff
 
 
 class _Scratch:
-    """Named vectors carved out of one VECCALC buffer (allocated on first use)."""
+    """Named vectors carved out of one VECCALC buffer, each allocated on first use of its name:
+    compute-dtype vectors (`vec`), int32 vectors (`int_vec`: floor coordinates, GM offsets) and
+    32-byte Compare bit masks (`mask`), in three regions sized by the tiling (n_vec, n_int)."""
 
     def __init__(self, buf: TBuf, t: GridSamplerGradTiling):
         self.P, self.cdt = t.P, t.cdt
@@ -28,33 +30,35 @@ class _Scratch:
         self.vec_base, self.int_base = 0, t.n_vec * t.P * t.cdt.itemsize
         self.mask_base = self.int_base + t.n_int * t.P * 4
         self.n_vec, self.n_int = t.n_vec, t.n_int
-        self.vecs, self.ints, self.masks = {}, {}, {}
+        self._vecs, self._int_vecs, self._masks = {}, {}, {}
 
-    def v(self, name: str, length: int = 1):
+    def vec(self, name: str, length: int = 1):
         """A compute-dtype vector of length * P elements."""
-        got = self.vecs.get(name)
+        got = self._vecs.get(name)
         if got is None:
-            used = sum(n for _, n in self.vecs.values())
+            used = sum(n for _, n in self._vecs.values())
             if used + length > self.n_vec:
                 raise RuntimeError(f"scratch: {used + length} vectors needed, {self.n_vec} planned")
             t = self.raw[self.vec_base + used * self.P * self.cdt.itemsize].ReinterpretCast(self.cdt)
-            got = self.vecs[name] = (t, length)
+            got = self._vecs[name] = (t, length)
         return got[0]
 
-    def i(self, name: str):
-        got = self.ints.get(name)
+    def int_vec(self, name: str):
+        """An int32 vector of P elements."""
+        got = self._int_vecs.get(name)
         if got is None:
-            k = len(self.ints)
+            k = len(self._int_vecs)
             if k >= self.n_int:
                 raise RuntimeError(f"scratch: more than {self.n_int} int vectors")
-            got = self.ints[name] = self.raw[self.int_base + k * self.P * 4].ReinterpretCast(int32)
+            got = self._int_vecs[name] = self.raw[self.int_base + k * self.P * 4].ReinterpretCast(int32)
         return got
 
-    def m(self, name: str):
-        got = self.masks.get(name)
+    def mask(self, name: str):
+        """A Compare bit mask (32 bytes: one bit per point)."""
+        got = self._masks.get(name)
         if got is None:
-            k = len(self.masks)
-            got = self.masks[name] = self.raw[self.mask_base + k * 32]
+            k = len(self._masks)
+            got = self._masks[name] = self.raw[self.mask_base + k * 32]
         return got
 
 
@@ -71,28 +75,28 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         self.pipe = pipe = TPipe()
         self.gridQ = TQue(TPosition.VECIN, 1)
         pipe.InitBuffer(self.gridQ, 1, next(sizes))
-        self.gQ = TQue(TPosition.VECIN, 1)
-        pipe.InitBuffer(self.gQ, 1, next(sizes))
+        self.gradOutQ = TQue(TPosition.VECIN, 1)
+        pipe.InitBuffer(self.gradOutQ, 1, next(sizes))
         if t.need_x:
-            self.xQ = TQue(TPosition.VECIN, 1)
-            pipe.InitBuffer(self.xQ, 1, next(sizes))
+            self.cornerQ = TQue(TPosition.VECIN, 1)
+            pipe.InitBuffer(self.cornerQ, 1, next(sizes))
         if t.need_in:
-            self.sQ = TQue(TPosition.VECOUT, 1)
-            pipe.InitBuffer(self.sQ, 1, next(sizes))
+            self.contribQ = TQue(TPosition.VECOUT, 1)
+            pipe.InitBuffer(self.contribQ, 1, next(sizes))
         if t.need_gg:
-            self.ggQ = TQue(TPosition.VECOUT, 1)
-            pipe.InitBuffer(self.ggQ, 1, next(sizes))
+            self.gridGradQ = TQue(TPosition.VECOUT, 1)
+            pipe.InitBuffer(self.gridGradQ, 1, next(sizes))
         if t.need_x or t.need_in:
-            self.tBuf = TBuf()
-            pipe.InitBuffer(self.tBuf, next(sizes))
+            self.channelMajorBuf = TBuf()
+            pipe.InitBuffer(self.channelMajorBuf, next(sizes))
         if io.itemsize != cdt.itemsize:
-            self.gfBuf = TBuf()
-            pipe.InitBuffer(self.gfBuf, next(sizes))
-        self.gpmBuf = TBuf()
-        pipe.InitBuffer(self.gpmBuf, next(sizes))
-        sbuf = TBuf()
-        pipe.InitBuffer(sbuf, next(sizes))
-        self.s = _Scratch(sbuf, t)
+            self.gradOutCastBuf = TBuf()
+            pipe.InitBuffer(self.gradOutCastBuf, next(sizes))
+        self.pointMajorBuf = TBuf()
+        pipe.InitBuffer(self.pointMajorBuf, next(sizes))
+        scratchBuf = TBuf()
+        pipe.InitBuffer(scratchBuf, next(sizes))
+        self.scratch = _Scratch(scratchBuf, t)
         if t.need_x:
             self.idxEvent = pipe.AllocEventID(HardEvent.V_MTE2)
         self.goGm, self.gridGm = GlobalTensor(io), GlobalTensor(io)
@@ -104,15 +108,15 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             self.ggGm.SetGlobalBuffer(gridGrad)
         # lanes no copy writes (channel padding, the tail tile's points) are read by vector ops:
         # give them zeros once, before any copy lands
-        for q, n in ((self.gridQ, P * 2), (self.gQ, Ccp * P)):
+        for q, n in ((self.gridQ, P * 2), (self.gradOutQ, Ccp * P)):
             z = q.AllocTensor(io)
             Duplicate(z, 0, n)
             q.FreeTensor(z)
         if t.need_x:
-            z = self.xQ.AllocTensor(cdt)
+            z = self.cornerQ.AllocTensor(cdt)
             Duplicate(z, 0, K * P * Ccp)
-            self.xQ.FreeTensor(z)
-        Duplicate(self.s.v("one"), 1.0, P)
+            self.cornerQ.FreeTensor(z)
+        Duplicate(self.scratch.vec("one"), 1.0, P)
         PipeBarrier(PIPE_ALL)
 
     # ---- driver ------------------------------------------------------------------------------
@@ -190,12 +194,12 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         self.gridQ.EnQue(g)
 
     def ComputeCoords(self, tile):
-        t, s, P = self.t, self.s, self.t.P
+        t, s, P = self.t, self.scratch, self.t.P
         par = tile % 2
         g = self.gridQ.DeQue(t.io)
-        xy = s.v("xy", 2)
+        xy = s.vec("xy", 2)
         if t.io.itemsize != t.cdt.itemsize:
-            gf = s.v("gridf", 2)
+            gf = s.vec("gridf", 2)
             Cast(gf, g, RoundMode.CAST_NONE, 2 * P)
             transpose_2d(xy, gf, P, 2)                 # [P][2] -> [2][P]: x then y
         else:
@@ -203,14 +207,16 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         self.gridQ.FreeTensor(g)
         ix, iy = xy, xy[P]
         if t.interp == BICUBIC:
-            self.mx, self.my = self.unnormalize(ix, t.W), self.unnormalize(iy, t.H)
+            # d(source coordinate)/d(grid), PyTorch's gix_mult / giy_mult: constants here (bicubic
+            # pads each tap, not the coordinate), per-point vectors below
+            self.gix_mult, self.giy_mult = self.unnormalize(ix, t.W), self.unnormalize(iy, t.H)
             self.sanitize(ix)
             self.sanitize(iy)
             self.BicubicCoords(ix, iy, par)
         else:
-            self.gxm, self.gym = s.v("gxm"), s.v("gym")
-            self.source_index(ix, t.W, self.gxm)
-            self.source_index(iy, t.H, self.gym)
+            self.gix_mult, self.giy_mult = s.vec("gxm"), s.vec("gym")
+            self.source_index(ix, t.W, self.gix_mult)
+            self.source_index(iy, t.H, self.giy_mult)
             if t.interp == BILINEAR:
                 self.BilinearCoords(ix, iy, par)
             else:
@@ -224,12 +230,12 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         t = self.t
         n, p0, cnt, c0, cc = self._chunk(tile, ch)
         isz = t.io.itemsize
-        g = self.gQ.AllocTensor(t.io)
+        g = self.gradOutQ.AllocTensor(t.io)
         HoWo = t.Ho * t.Wo
         row = align_up(cnt * isz, 32)
         DataCopyPad(g, self.goGm[(n * t.C + c0) * HoWo + p0],
                     DataCopyExtParams(cc, cnt * isz, (HoWo - cnt) * isz, (t.P * isz - row) // 32))
-        self.gQ.EnQue(g)
+        self.gradOutQ.EnQue(g)
 
     def _chunk_gm(self, base: GM_ADDR, n, c0) -> GlobalTensor:
         t = self.t
@@ -251,52 +257,52 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         t, P, Ccp = self.t, self.t.P, self.t.Ccp
         n, p0, cnt, c0, cc = self._chunk(tile, ch)
         esz = t.cdt.itemsize
-        x = self.xQ.AllocTensor(t.cdt)
+        x = self.cornerQ.AllocTensor(t.cdt)
         if ch == 0:
             WaitFlag(HardEvent.V_MTE2, self.idxEvent)
         gm = self._chunk_gm(self.xws, n, c0)
         runs = []
         for r, (k0, L, dy, dx) in enumerate(t.runs):
-            idx = self.s.i(f"idx{tile % 2}_{r}")
+            idx = self.scratch.int_vec(f"idx{tile % 2}_{r}")
             params = DataCopyExtParams(L, cc * esz, (t.C - cc) * esz,
                                        (P * Ccp * esz - align_up(cc * esz, 32)) // 32)
             runs.append(IndirectCopies(x[k0 * P * Ccp], gm, params, idx, 0, cnt, Ccp,
                                        self._nominal(n, p0, cnt, dy, dx, L)))
-        return runs, partial(self.xQ.EnQue, x)
+        return runs, partial(self.cornerQ.EnQue, x)
 
     def ComputeChunk(self, tile, ch):
-        t, s, P, Ccp, K = self.t, self.s, self.t.P, self.t.Ccp, self.t.K
+        t, s, P, Ccp, K = self.t, self.scratch, self.t.P, self.t.Ccp, self.t.K
         cc = min(t.Cc, t.C - ch * t.Cc)
         KP = K * P
-        g = self.gQ.DeQue(t.io)
-        gpm = self.gpmBuf.Get(t.cdt)
+        g = self.gradOutQ.DeQue(t.io)
+        gpm = self.pointMajorBuf.Get(t.cdt)
         if t.io.itemsize != t.cdt.itemsize:
-            gf = self.gfBuf.Get(t.cdt)
+            gf = self.gradOutCastBuf.Get(t.cdt)
             Cast(gf, g, RoundMode.CAST_NONE, Ccp * P)
             transpose_2d(gpm, gf, Ccp, P)              # [C][P] -> [P][C]
         else:
             transpose_2d(gpm, g, Ccp, P)
-        self.gQ.FreeTensor(g)
-        T = self.tBuf.Get(t.cdt)
+        self.gradOutQ.FreeTensor(g)
+        T = self.channelMajorBuf.Get(t.cdt)
         if t.need_x:
-            x = self.xQ.DeQue(t.cdt)
+            x = self.cornerQ.DeQue(t.cdt)
             for k in range(K):
                 Mul(x[k * P * Ccp], x[k * P * Ccp], gpm, P * Ccp)
             transpose_2d(T, x, KP, Ccp)                # [K*P][C] -> [C][K*P]
-            self.xQ.FreeTensor(x)
+            self.cornerQ.FreeTensor(x)
             rows = cc                               # sum the channel rows: a tree of Adds
             while rows > 1:
                 h = rows // 2
                 Add(T, T, T[(rows - h) * KP], h * KP)
                 rows -= h
-            d = s.v("d", K)
+            d = s.vec("d", K)
             if ch == 0:
                 Copy(d, T, KP)
             else:
                 Add(d, d, T, KP)
         if t.need_in:
-            S = self.sQ.AllocTensor(t.cdt)
-            Copy(T, self.w, KP)                     # the weights, repeated along the channels
+            S = self.contribQ.AllocTensor(t.cdt)
+            Copy(T, self.corner_weights, KP)                     # the weights, repeated along the channels
             rows = 1
             while rows < Ccp:
                 m = min(rows, Ccp - rows)
@@ -305,19 +311,19 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             transpose_2d(S, T, Ccp, KP)                # [C][K*P] -> [K*P][C]
             for k in range(K):
                 Mul(S[k * P * Ccp], S[k * P * Ccp], gpm, P * Ccp)
-            self.sQ.EnQue(S)
+            self.contribQ.EnQue(S)
 
     def ScatterOps(self, tile, ch):
         """Take the contributions now; return (the atomic scatters, what ends them)."""
         t, P, Ccp = self.t, self.t.P, self.t.Ccp
         n, p0, cnt, c0, cc = self._chunk(tile, ch)
         esz = t.cdt.itemsize
-        S = self.sQ.DeQue(t.cdt)
+        S = self.contribQ.DeQue(t.cdt)
         gm = self._chunk_gm(self.acc, n, c0)
         SetAtomicAdd(t.cdt)                         # MTE3's stores to GM now add
         runs = []
         for r, (k0, L, dy, dx) in enumerate(t.runs):
-            idx = self.s.i(f"idx{tile % 2}_{r}")
+            idx = self.scratch.int_vec(f"idx{tile % 2}_{r}")
             params = DataCopyExtParams(L, cc * esz, (P * Ccp * esz - align_up(cc * esz, 32)) // 32,
                                        (t.C - cc) * esz)
             runs.append(IndirectCopies(gm, S[k0 * P * Ccp], params, idx, 0, cnt, Ccp,
@@ -325,25 +331,25 @@ class KernelGridSampler2DGrad(SourceCoordinates):
 
         def finish():
             SetAtomicNone()
-            self.sQ.FreeTensor(S)
+            self.contribQ.FreeTensor(S)
         return runs, finish
 
     # ---- gridGrad -----------------------------------------------------------------------------
     def ComputeGridGrad(self):
-        t, s, P = self.t, self.s, self.t.P
-        gg = self.ggQ.AllocTensor(t.io)
-        g2 = s.v("g2", 2)
+        t, s, P = self.t, self.scratch, self.t.P
+        gg = self.gridGradQ.AllocTensor(t.io)
+        g2 = s.vec("g2", 2)
         gx, gy = g2, g2[P]
         if t.interp == NEAREST:
             Duplicate(g2, 0.0, 2 * P)
         else:
-            d = s.v("d", t.K)
-            if self.vm is not None:
-                Mul(d, d, self.vm, t.K * P)         # out-of-bounds corners contribute nothing
-            u = s.v("gu")
+            d = s.vec("d", t.K)
+            if self.corner_in_bounds is not None:
+                Mul(d, d, self.corner_in_bounds, t.K * P)   # out-of-bounds corners contribute nothing
+            u = s.vec("gu")
             if t.interp == BILINEAR:
                 Dk = [d[k * P] for k in range(4)]   # nw, ne, sw, se
-                uy, ty, ux, tx = s.v("uy"), s.v("ty"), s.v("ux"), s.v("tx")
+                uy, ty, ux, tx = s.vec("uy"), s.vec("ty"), s.vec("ux"), s.vec("tx")
                 Sub(u, Dk[1], Dk[0], P)
                 Mul(gx, u, uy, P)
                 Sub(u, Dk[3], Dk[2], P)
@@ -354,42 +360,42 @@ class KernelGridSampler2DGrad(SourceCoordinates):
                 Sub(u, Dk[3], Dk[1], P)
                 Mul(u, u, tx, P)
                 Add(gy, gy, u, P)                   # (sw - nw)(1 - tx) + (se - ne) tx
-                Mul(gx, gx, self.gxm, P)
-                Mul(gy, gy, self.gym, P)
+                Mul(gx, gx, self.gix_mult, P)
+                Mul(gy, gy, self.giy_mult, P)
             else:
-                e = s.v("ge")
+                e = s.vec("ge")
                 Duplicate(gx, 0.0, 2 * P)
                 for j in range(4):                  # gix = -sum_j cy_j sum_i D_ij gcx_i
-                    Mul(e, d[(4 * j) * P], self.gcx, P)
+                    Mul(e, d[(4 * j) * P], self.cubic_x_grad, P)
                     for i in range(1, 4):
-                        Mul(u, d[(4 * j + i) * P], self.gcx[i * P], P)
+                        Mul(u, d[(4 * j + i) * P], self.cubic_x_grad[i * P], P)
                         Add(e, e, u, P)
-                    Mul(e, e, self.cy[j * P], P)
+                    Mul(e, e, self.cubic_y[j * P], P)
                     Sub(gx, gx, e, P)
                 for i in range(4):                  # giy = -sum_i cx_i sum_j D_ij gcy_j
-                    Mul(e, d[i * P], self.gcy, P)
+                    Mul(e, d[i * P], self.cubic_y_grad, P)
                     for j in range(1, 4):
-                        Mul(u, d[(4 * j + i) * P], self.gcy[j * P], P)
+                        Mul(u, d[(4 * j + i) * P], self.cubic_y_grad[j * P], P)
                         Add(e, e, u, P)
-                    Mul(e, e, self.cx[i * P], P)
+                    Mul(e, e, self.cubic_x[i * P], P)
                     Sub(gy, gy, e, P)
-                Muls(gx, gx, self.mx, P)
-                Muls(gy, gy, self.my, P)
+                Muls(gx, gx, self.gix_mult, P)
+                Muls(gy, gy, self.giy_mult, P)
         if t.io.itemsize != t.cdt.itemsize:
-            gT = s.v("gT", 2)
+            gT = s.vec("gT", 2)
             transpose_2d(gT, g2, 2, P)                 # [2][P] -> [P][2]
             Cast(gg, gT, RoundMode.CAST_RINT, 2 * P)
         else:
             transpose_2d(gg, g2, 2, P)
-        self.ggQ.EnQue(gg)
+        self.gridGradQ.EnQue(gg)
 
     def CopyOutGridGrad(self, tile):
         t = self.t
         n, p0, cnt = self._tile(tile)
-        gg = self.ggQ.DeQue(t.io)
+        gg = self.gridGradQ.DeQue(t.io)
         DataCopyPad(self.ggGm[(n * t.Ho * t.Wo + p0) * 2], gg,
                     DataCopyExtParams(1, cnt * 2 * t.io.itemsize, 0, 0))
-        self.ggQ.FreeTensor(gg)
+        self.gridGradQ.FreeTensor(gg)
 
 
 def grid_sampler2d_grad_kernel(gradOutput, grid, xws, acc, gridGrad, tiling):

@@ -11,6 +11,7 @@ from ..enums import KernelError, dtype_name
 from ..program import BARRIER, SET, WAIT, XSET, XWAIT, Instr, current_context
 from ..arith import align_up
 
+
 BUFFER_NUM = 2
 half = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
@@ -77,16 +78,6 @@ class TPosition(Enum):
     B2 = "B2"
     CO1 = "CO1"
     CO2 = "CO2"
-
-
-_BUFFER_OF = {TPosition.VECIN: "UB", TPosition.VECOUT: "UB", TPosition.VECCALC: "UB",
-              TPosition.A1: "L1", TPosition.B1: "L1", TPosition.A2: "L0A", TPosition.B2: "L0B",
-              TPosition.CO1: "L0C", TPosition.CO2: "UB"}
-# (producer pipe, consumer pipe) that a queue at this position synchronises
-_QUEUE_PIPES = {TPosition.VECIN: ("PIPE_MTE2", "PIPE_V"), TPosition.VECOUT: ("PIPE_V", "PIPE_MTE3"),
-                TPosition.A1: ("PIPE_MTE2", "PIPE_MTE1"), TPosition.B1: ("PIPE_MTE2", "PIPE_MTE1"),
-                TPosition.A2: ("PIPE_MTE1", "PIPE_M"), TPosition.B2: ("PIPE_MTE1", "PIPE_M"),
-                TPosition.CO2: ("PIPE_V", "PIPE_MTE3")}
 
 
 class RoundMode(Enum):
@@ -399,6 +390,54 @@ def ASCEND_IS_AIV() -> bool:
     return "vector" in current_context().core.kind.units
 
 
+def CrossCoreSetFlag(flagId: int, modeId: int = 0, pipe: Pipe = Pipe.PIPE_S) -> None:
+    """Signal other cores of the launch when `pipe` reaches this point (A2). Mode 0: every core
+    of this kind; 1: the block's other AIV; 2: AIC -> its AIVs, or AIV -> its AIC."""
+    _cross_core(XSET, "CrossCoreSetFlag", flagId, modeId, pipe)
+
+
+def CrossCoreWaitFlag(flagId: int, modeId: int = 0, pipe: Pipe = Pipe.PIPE_S) -> None:
+    """Wait for a cross-core flag. On PIPE_S the scalar unit stops issuing until it is set;
+    on another pipe only that pipe waits. Mode 0 is a barrier over all cores of this kind; in
+    mode 2 an AIC waits for all its AIVs."""
+    _cross_core(XWAIT, "CrossCoreWaitFlag", flagId, modeId, pipe)
+
+
+def SetFlag(event: HardEvent, eventID: int) -> None:
+    _flag(SET, event.src, event.dst, int(eventID), "SetFlag")
+
+
+def WaitFlag(event: HardEvent, eventID: int) -> None:
+    _flag(WAIT, event.src, event.dst, int(eventID), "WaitFlag")
+
+
+def PipeBarrier(pipe: Pipe) -> None:
+    """PIPE_ALL stalls the scalar unit until every pipe drains; a single pipe's barrier orders
+    that pipe, which in this model already runs its instructions one at a time."""
+    ctx = current_context()
+    p = Pipe(pipe)
+    if p is PIPE_ALL:
+        instr = Instr("PIPE_S", "PipeBarrier(PIPE_ALL)", BARRIER, flag="PIPE_ALL")
+    else:
+        instr = Instr(p.value, f"PipeBarrier({p.value})", BARRIER)
+    ctx.emit(instr)
+
+
+# ---------------------------------------------------------------------------------------------
+# machinery: buffers of positions, cross-core flags, faults, flags
+# ---------------------------------------------------------------------------------------------
+_BUFFER_OF = {TPosition.VECIN: "UB", TPosition.VECOUT: "UB", TPosition.VECCALC: "UB",
+              TPosition.A1: "L1", TPosition.B1: "L1", TPosition.A2: "L0A", TPosition.B2: "L0B",
+              TPosition.CO1: "L0C", TPosition.CO2: "UB"}
+
+
+# (producer pipe, consumer pipe) that a queue at this position synchronises
+_QUEUE_PIPES = {TPosition.VECIN: ("PIPE_MTE2", "PIPE_V"), TPosition.VECOUT: ("PIPE_V", "PIPE_MTE3"),
+                TPosition.A1: ("PIPE_MTE2", "PIPE_MTE1"), TPosition.B1: ("PIPE_MTE2", "PIPE_MTE1"),
+                TPosition.A2: ("PIPE_MTE1", "PIPE_M"), TPosition.B2: ("PIPE_MTE1", "PIPE_M"),
+                TPosition.CO2: ("PIPE_V", "PIPE_MTE3")}
+
+
 def _cross_core(kind: int, name: str, flagId: int, modeId: int, pipe) -> None:
     ctx = current_context()
     p = Pipe(pipe).value
@@ -412,19 +451,6 @@ def _cross_core(kind: int, name: str, flagId: int, modeId: int, pipe) -> None:
                      f"of a block) or 2 (AIC <-> AIV of a block)")
     ctx.emit(Instr(p, name, kind, flag=(int(flagId), int(modeId)),
                    operands=(f"flag {flagId}", f"mode {modeId}")))
-
-
-def CrossCoreSetFlag(flagId: int, modeId: int = 0, pipe: Pipe = Pipe.PIPE_S) -> None:
-    """Signal other cores of the launch when `pipe` reaches this point (A2). Mode 0: every core
-    of this kind; 1: the block's other AIV; 2: AIC -> its AIVs, or AIV -> its AIC."""
-    _cross_core(XSET, "CrossCoreSetFlag", flagId, modeId, pipe)
-
-
-def CrossCoreWaitFlag(flagId: int, modeId: int = 0, pipe: Pipe = Pipe.PIPE_S) -> None:
-    """Wait for a cross-core flag. On PIPE_S the scalar unit stops issuing until it is set;
-    on another pipe only that pipe waits. Mode 0 is a barrier over all cores of this kind; in
-    mode 2 an AIC waits for all its AIVs."""
-    _cross_core(XWAIT, "CrossCoreWaitFlag", flagId, modeId, pipe)
 
 
 def _fault(pipe, reason: str) -> KernelError:
@@ -449,26 +475,6 @@ def _flag(kind: int, src: str, dst: str, event_id: int, name: str) -> None:
     # (positional, cheaper: pipe, name, kind, cycles, path, nbytes, chan_bytes, reads, writes, fn,
     # flag, operands)
     ctx.emit(Instr(fields[0], name, kind, 0.0, None, 0, 0, (), (), None, fields[1], fields[2]))
-
-
-def SetFlag(event: HardEvent, eventID: int) -> None:
-    _flag(SET, event.src, event.dst, int(eventID), "SetFlag")
-
-
-def WaitFlag(event: HardEvent, eventID: int) -> None:
-    _flag(WAIT, event.src, event.dst, int(eventID), "WaitFlag")
-
-
-def PipeBarrier(pipe: Pipe) -> None:
-    """PIPE_ALL stalls the scalar unit until every pipe drains; a single pipe's barrier orders
-    that pipe, which in this model already runs its instructions one at a time."""
-    ctx = current_context()
-    p = Pipe(pipe)
-    if p is PIPE_ALL:
-        instr = Instr("PIPE_S", "PipeBarrier(PIPE_ALL)", BARRIER, flag="PIPE_ALL")
-    else:
-        instr = Instr(p.value, f"PipeBarrier({p.value})", BARRIER)
-    ctx.emit(instr)
 
 
 __all__ = [

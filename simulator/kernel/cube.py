@@ -3,9 +3,10 @@ load2d and img2col load3d (MTE1), Mmad on the cube (M), L0C -> GM with NZ->ND an
 conversion (Fixpipe, A2) or L0C -> UB (the coupled chips), InitConstValue and SetHF32Mode.
 This module gathers them from their families: cube_load.py (ND->NZ, InitConstValue, load2d,
 load3d), mmad.py, fixpipe.py (and L0C -> UB), operands.py (the checks and record-time memo they
-share). Transpose (UB, PIPE_V) lives with the vector instructions in vector.py; it does NCHW <-> NHWC, from which NC1HWC0 (NCHW2NHWC on (N*C1, C0, H, W))
-and FRACTAL_Z weights (the same plus a strided DataCopy) are built; ND <-> NZ is DataCopy with
-Nd2NzParams one way and Fixpipe (or L0C -> UB plus a strided UB -> GM copy) the other.
+share). Transpose (UB, PIPE_V) lives with the vector instructions in vector.py; it does
+NCHW <-> NHWC, from which NC1HWC0 (NCHW2NHWC on (N*C1, C0, H, W)) and FRACTAL_Z weights (the
+same plus a strided DataCopy) are built; ND <-> NZ is DataCopy with Nd2NzParams one way and
+Fixpipe (or L0C -> UB plus a strided UB -> GM copy) the other.
 
 Layouts (Ascend C `Mmad` documentation; SPEC section 2):
 
@@ -32,4 +33,7 @@ from .mmad import MmadParams, Mmad, mmad_cycles, cube_dtype
 from .fixpipe import (QuantMode_t, FixpipeConfig, CFG_ROW_MAJOR, CFG_NZ, FixpipeParamsV220, FixpipeParams,
                       Fixpipe, BlockMode, DeqScale, DataCopyEnhancedParams)
 
-__all__ = ['Nd2NzParams', 'InitConstValueParams', 'InitConstValue', 'LoadData2DParams', 'LoadData3DParamsV2', 'LoadData', 'img2col_shape', 'MmadParams', 'Mmad', 'mmad_cycles', 'cube_dtype', 'SetHF32Mode', 'hf32_round', 'QuantMode_t', 'FixpipeConfig', 'CFG_ROW_MAJOR', 'CFG_NZ', 'FixpipeParamsV220', 'FixpipeParams', 'Fixpipe', 'BlockMode', 'DeqScale', 'DataCopyEnhancedParams']
+__all__ = ["Nd2NzParams", "InitConstValueParams", "InitConstValue", "LoadData2DParams", "LoadData3DParamsV2",
+           "LoadData", "img2col_shape", "MmadParams", "Mmad", "mmad_cycles", "cube_dtype", "SetHF32Mode",
+           "hf32_round", "QuantMode_t", "FixpipeConfig", "CFG_ROW_MAJOR", "CFG_NZ", "FixpipeParamsV220",
+           "FixpipeParams", "Fixpipe", "BlockMode", "DeqScale", "DataCopyEnhancedParams"]

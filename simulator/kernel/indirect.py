@@ -28,60 +28,6 @@ from .base import GlobalTensor, LocalTensor, _fault
 from .copy import _COPY_ROUTES, DataCopyExtParams, _local_check
 
 
-def _check_call(g, offsets, index: int, pipe: str, kind_name: str) -> None:
-    """What a call may get wrong that its memo key does not cover: the GlobalTensor, the offsets
-    tensor and the index into it."""
-    if g.ptr is None:
-        raise _fault(pipe, f"{kind_name}: GlobalTensor used before SetGlobalBuffer")
-    if not isinstance(offsets, LocalTensor) or offsets.buffer != "UB" or offsets.dtype != np.int32:
-        raise _fault(pipe, f"{kind_name}: offsets must be an int32 LocalTensor in UB, got {offsets!r}")
-    if not 0 <= index < offsets.size:
-        raise _fault(pipe, f"{kind_name}: offset index {index} outside {offsets!r}")
-
-
-def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, index: int, kind_name: str):
-    """What a copy of this shape and local slot always is, checked once per block: (pipe, path,
-    the local spans, bytes moved, cycles, GM row pitch, UB row pitch, the operand text)."""
-    route = _COPY_ROUTES.get(("GM", local.buffer) if gather else (local.buffer, "GM"))
-    if route is None:
-        raise _fault(None, f"{kind_name}: no copy path between GM and {local.buffer}")
-    pipe, path = route
-    if pipe not in ctx.core.kind.pipes:
-        raise _fault(pipe, f"{kind_name}: needs {pipe}, which core kind {ctx.core.kind_name} lacks")
-    _check_call(g, offsets, index, pipe, kind_name)       # (the order the faults always came in)
-    p = params
-    if p.blockCount <= 0 or p.blockLen <= 0:
-        raise _fault(pipe, f"{kind_name} with blockCount={p.blockCount}, blockLen={p.blockLen}")
-    row = align_up(p.blockLen, 32)
-    # block i: GM at i * gm_pitch bytes (srcStride bytes between blocks for a gather, dstStride for
-    # a scatter), UB at i * (row + k * 32) with k the UB side's stride in 32-byte blocks
-    gm_pitch = p.blockLen + (p.srcStride if gather else p.dstStride)
-    ub_pitch = row + 32 * (p.dstStride if gather else p.srcStride)
-    buf = local.buffer
-    align = ctx.profile.alignment[buf]
-    cap = ctx.core.kind.buffers.get(buf)
-    end = local.offset + local.size * local.dtype.itemsize
-    spans = []
-    for i in range(p.blockCount):
-        lo = local.offset + i * ub_pitch
-        if cap is None or lo < 0 or lo + p.blockLen > cap:
-            _local_check(local, lo, lo + p.blockLen, pipe, kind_name)       # raises, naming the buffer
-        if lo + p.blockLen > end:
-            # inside the buffer but past the tensor: it would overwrite a neighbour's data
-            raise _fault(pipe, f"{kind_name}: {buf}[{lo}:{lo + p.blockLen}] goes beyond its tensor "
-                         f"{local!r} (ends at {end})")
-        if lo % align:
-            raise _fault(pipe, f"{kind_name}: {buf} address {lo} not {align}-byte aligned")
-        spans.append((buf, lo, lo + p.blockLen))
-    moved = p.blockCount * row             # every block is blockLen bytes, moved in whole bursts
-    return (pipe, path, tuple(spans), moved, ctx.profile.path(path).cycles(moved), gm_pitch, ub_pitch,
-            f"{p.blockCount} x {p.blockLen} B")
-
-
-_NAMES = {(True, False): "DataCopyPad[gather]", (False, False): "DataCopyPad[scatter]",
-          (False, True): "DataCopyPad[scatter]+AtomicAdd"}      # (gather, atomic) -> name
-
-
 def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTensor, index: int,
                         nominal: int | None = None) -> None:
     """DataCopyPad between GM and UB where the GM side starts `offsets[index]` elements (int32 in
@@ -89,17 +35,6 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     scatter (MTE3; with SetAtomicAdd the blocks add into GM). `params` as DataCopyPad's."""
     IndirectCopies(dst, src, params, offsets, index, 1, 0,
                    None if nominal is None else (nominal,)).issue(0)
-
-
-class _Slot:
-    """The local operand of a run's copy i, made only if a message names the instruction."""
-    __slots__ = ("tensor", "at")
-
-    def __init__(self, tensor: LocalTensor, at: int):
-        self.tensor, self.at = tensor, at
-
-    def __str__(self) -> str:
-        return repr(self.tensor[self.at])
 
 
 class IndirectCopies:
@@ -110,7 +45,7 @@ class IndirectCopies:
     instruction `DataCopyPadIndirect(local[i * local_step], ..., offsets, first + i, nominals[i])`
     would record then, so a kernel keeps its own issue order (GridSampler alternates a gather
     loop with a scatter loop). A GridSampler call is mostly such loops: made call by call, their
-    checks and operand slices were about half of its recording."""
+    checks and operand slices would be about half of its recording."""
 
     def __init__(self, dst, src, params: DataCopyExtParams, offsets: LocalTensor, first: int = 0,
                  count: int = 1, local_step: int = 0, nominals=None):
@@ -226,6 +161,71 @@ class IndirectCopies:
                 else:
                     gmem[...] = ub
         return fn
+
+
+_NAMES = {(True, False): "DataCopyPad[gather]", (False, False): "DataCopyPad[scatter]",
+          (False, True): "DataCopyPad[scatter]+AtomicAdd"}      # (gather, atomic) -> name
+
+
+def _check_call(g, offsets, index: int, pipe: str, kind_name: str) -> None:
+    """What a call may get wrong that its memo key does not cover: the GlobalTensor, the offsets
+    tensor and the index into it."""
+    if g.ptr is None:
+        raise _fault(pipe, f"{kind_name}: GlobalTensor used before SetGlobalBuffer")
+    if not isinstance(offsets, LocalTensor) or offsets.buffer != "UB" or offsets.dtype != np.int32:
+        raise _fault(pipe, f"{kind_name}: offsets must be an int32 LocalTensor in UB, got {offsets!r}")
+    if not 0 <= index < offsets.size:
+        raise _fault(pipe, f"{kind_name}: offset index {index} outside {offsets!r}")
+
+
+def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, index: int, kind_name: str):
+    """What a copy of this shape and local slot always is, checked once per block: (pipe, path,
+    the local spans, bytes moved, cycles, GM row pitch, UB row pitch, the operand text)."""
+    route = _COPY_ROUTES.get(("GM", local.buffer) if gather else (local.buffer, "GM"))
+    if route is None:
+        raise _fault(None, f"{kind_name}: no copy path between GM and {local.buffer}")
+    pipe, path = route
+    if pipe not in ctx.core.kind.pipes:
+        raise _fault(pipe, f"{kind_name}: needs {pipe}, which core kind {ctx.core.kind_name} lacks")
+    _check_call(g, offsets, index, pipe, kind_name)       # (the order the faults always came in)
+    p = params
+    if p.blockCount <= 0 or p.blockLen <= 0:
+        raise _fault(pipe, f"{kind_name} with blockCount={p.blockCount}, blockLen={p.blockLen}")
+    row = align_up(p.blockLen, 32)
+    # block i: GM at i * gm_pitch bytes (srcStride bytes between blocks for a gather, dstStride for
+    # a scatter), UB at i * (row + k * 32) with k the UB side's stride in 32-byte blocks
+    gm_pitch = p.blockLen + (p.srcStride if gather else p.dstStride)
+    ub_pitch = row + 32 * (p.dstStride if gather else p.srcStride)
+    buf = local.buffer
+    align = ctx.profile.alignment[buf]
+    cap = ctx.core.kind.buffers.get(buf)
+    end = local.offset + local.size * local.dtype.itemsize
+    spans = []
+    for i in range(p.blockCount):
+        lo = local.offset + i * ub_pitch
+        if cap is None or lo < 0 or lo + p.blockLen > cap:
+            _local_check(local, lo, lo + p.blockLen, pipe, kind_name)       # raises, naming the buffer
+        if lo + p.blockLen > end:
+            # inside the buffer but past the tensor: it would overwrite a neighbour's data
+            raise _fault(pipe, f"{kind_name}: {buf}[{lo}:{lo + p.blockLen}] goes beyond its tensor "
+                         f"{local!r} (ends at {end})")
+        if lo % align:
+            raise _fault(pipe, f"{kind_name}: {buf} address {lo} not {align}-byte aligned")
+        spans.append((buf, lo, lo + p.blockLen))
+    moved = p.blockCount * row             # every block is blockLen bytes, moved in whole bursts
+    return (pipe, path, tuple(spans), moved, ctx.profile.path(path).cycles(moved), gm_pitch, ub_pitch,
+            f"{p.blockCount} x {p.blockLen} B")
+
+
+class _Slot:
+    """The local operand of a run's copy i, made only if a message names the instruction."""
+    __slots__ = ("tensor", "at")
+
+    def __init__(self, tensor: LocalTensor, at: int):
+        self.tensor, self.at = tensor, at
+
+    def __str__(self) -> str:
+        return repr(self.tensor[self.at])
 
 
 __all__ = ["DataCopyPadIndirect", "IndirectCopies"]

@@ -11,8 +11,8 @@ from ..enums import dtype_name
 from ..program import COMPUTE, current_context
 from ..arith import ceil_div
 from .base import LocalTensor, _fault, bfloat16, float32, half
-from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, gm_extent, local_operand, memo_emit, memo_lookup,
-                       require_pipe, as_bytes, hf32_round, int32, int8)
+from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, hf32_round, int8, int32, local_extent, local_operand,
+                       memo_emit, memo_lookup, param_in_range, require_pipe)
 
 
 @dataclass
@@ -33,26 +33,6 @@ class MmadParams:
     kDirectionAlign: bool = False
 
 
-_CUBE_DTYPES = {(half, half): ("FLOAT16", float32), (bfloat16, bfloat16): ("BF16", float32),
-                (float32, float32): ("FLOAT", float32), (int8, int8): ("INT8", int32)}
-
-
-def cube_dtype(a_dtype, b_dtype, hf32: bool = False) -> str | None:
-    """The profile name of the Cube's compute dtype for these input dtypes (None if none)."""
-    found = _CUBE_DTYPES.get((np.dtype(a_dtype), np.dtype(b_dtype)))
-    if found is None:
-        return None
-    return "HF32" if (found[0] == "FLOAT" and hf32) else found[0]
-
-
-def mmad_cycles(profile, m: int, n: int, k: int, dtype_name_: str) -> float:
-    """Cube cycles of one Mmad: start-up plus whole 16 x k0 x 16 fractal steps at the profile's
-    MAC rate for the dtype (k0 = 16 for 16-bit, 8 for 32-bit, 32 for int8)."""
-    k0 = {"FLOAT16": 16, "BF16": 16, "FLOAT": 8, "HF32": 8, "INT8": 32}[dtype_name_]
-    macs = ceil_div(m, 16) * ceil_div(n, 16) * ceil_div(k, k0) * 16 * 16 * k0
-    return profile.cube.startup_cycles + macs / profile.cube.macs_per_cycle[dtype_name_]
-
-
 def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadParams) -> None:
     """PIPE_M: C (CO1, NZ) = A (A2, zZ) x B (B2, zN) [+ C]. Inputs are rounded to the compute
     dtype (HF32 under SetHF32Mode(True)); products are exact and each k0-deep fractal step is
@@ -65,15 +45,57 @@ def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadPar
     key, repeat = memo_lookup(ctx, "mmad", (dst, fm, filter), params)
     if repeat:
         return
+    m, n, k, cname, acc = _mmad_operands(ctx, dst, fm, filter, params, pipe, name)
+    k0 = c0_of(fm.dtype)
+    m1, n1, k1 = ceil_div(m, 16), ceil_div(n, 16), ceil_div(k, k0)
+    a_bytes, b_bytes = m1 * k1 * FRACTAL_BYTES, k1 * n1 * FRACTAL_BYTES
+    c_bytes = n1 * m1 * 16 * 16 * acc.itemsize
+    local_extent(fm, fm.offset + a_bytes, pipe, name, "left matrix (A2)")
+    local_extent(filter, filter.offset + b_bytes, pipe, name, "right matrix (B2)")
+    local_extent(dst, dst.offset + c_bytes, pipe, name, "result (CO1)")
+    init = bool(params.cmatrixInitVal)
+    reads = _mmad_reads(dst, fm, filter, m, n, k1, init, acc.itemsize)
+    cycles = mmad_cycles(ctx.profile, m, n, k, cname)
+    make = _mmad_effect(dst, fm, filter, m1, n1, k1, k0, k, a_bytes, b_bytes, c_bytes, acc, cname, init)
+    # the Cube writes whole 16 x 16 fractals of C (rows beyond m and columns beyond n hold
+    # whatever the padding of A and B gives)
+    memo_emit(ctx, key, make, pipe, name, COMPUTE, cycles, path=None, reads=reads,
+              writes=(("L0C", dst.offset, dst.offset + c_bytes),),
+              operands=(dst, fm, filter, f"m={m} n={n} k={k}", cname, "init" if init else "acc"))
+
+
+def mmad_cycles(profile, m: int, n: int, k: int, dtype_name_: str) -> float:
+    """Cube cycles of one Mmad: start-up plus whole 16 x k0 x 16 fractal steps at the profile's
+    MAC rate for the dtype (k0 = 16 for 16-bit, 8 for 32-bit, 32 for int8)."""
+    k0 = {"FLOAT16": 16, "BF16": 16, "FLOAT": 8, "HF32": 8, "INT8": 32}[dtype_name_]
+    macs = ceil_div(m, 16) * ceil_div(n, 16) * ceil_div(k, k0) * 16 * 16 * k0
+    return profile.cube.startup_cycles + macs / profile.cube.macs_per_cycle[dtype_name_]
+
+
+def cube_dtype(a_dtype, b_dtype, hf32: bool = False) -> str | None:
+    """The profile name of the Cube's compute dtype for these input dtypes (None if none)."""
+    found = _CUBE_DTYPES.get((np.dtype(a_dtype), np.dtype(b_dtype)))
+    if found is None:
+        return None
+    return "HF32" if (found[0] == "FLOAT" and hf32) else found[0]
+
+
+_CUBE_DTYPES = {(half, half): ("FLOAT16", float32), (bfloat16, bfloat16): ("BF16", float32),
+                (float32, float32): ("FLOAT", float32), (int8, int8): ("INT8", int32)}
+
+
+def _mmad_operands(ctx, dst, fm, filter, params: MmadParams, pipe: str, name: str) -> tuple:
+    """Check an Mmad's operands, sizes and dtypes; returns (m, n, k, the profile's compute dtype
+    name, the accumulator dtype)."""
     require_pipe(pipe, name)
     local_operand(fm, ("L0A",), pipe, name, "left matrix (A2)")
     local_operand(filter, ("L0B",), pipe, name, "right matrix (B2)")
     local_operand(dst, ("L0C",), pipe, name, "result (CO1)")
     if params.isBias or params.enSsparse or params.enWinogradA or params.enWinogradB or params.cmatrixSource:
         raise _fault(pipe, f"{name}: bias, sparsity, winograd and cmatrixSource are not modelled")
-    m = as_bytes(params.m, 1, 4095, pipe, name, "m")
-    n = as_bytes(params.n, 1, 4095, pipe, name, "n")
-    k = as_bytes(params.k, 1, 4095, pipe, name, "k")
+    m = param_in_range(params.m, 1, 4095, pipe, name, "m")
+    n = param_in_range(params.n, 1, 4095, pipe, name, "n")
+    k = param_in_range(params.k, 1, 4095, pipe, name, "k")
     hf32 = bool(getattr(ctx, "hf32_mode", False))
     found = _CUBE_DTYPES.get((fm.dtype, filter.dtype))
     if found is None:
@@ -89,15 +111,14 @@ def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadPar
     if dst.dtype != acc:
         raise _fault(pipe, f"{name}: the result of a {cname} Mmad is {dtype_name(acc)} in L0C, "
                      f"not {dtype_name(dst.dtype)}")
-    k0 = c0_of(fm.dtype)
-    m1, n1, k1 = ceil_div(m, 16), ceil_div(n, 16), ceil_div(k, k0)
+    return m, n, k, cname, acc
+
+
+def _mmad_reads(dst, fm, filter, m: int, n: int, k1: int, init: bool, acc_size: int) -> tuple:
+    """The sanitizer's record of an Mmad's reads: the 32-B rows of the fractals that hold real
+    rows of A and columns of B, and (accumulating) the rows of C it adds to."""
+    m1, n1 = ceil_div(m, 16), ceil_div(n, 16)
     a_bytes, b_bytes = m1 * k1 * FRACTAL_BYTES, k1 * n1 * FRACTAL_BYTES
-    c_row = 16 * acc.itemsize
-    c_bytes = n1 * m1 * 16 * c_row
-    gm_extent(fm, fm.offset + a_bytes, pipe, name, "left matrix (A2)")
-    gm_extent(filter, filter.offset + b_bytes, pipe, name, "right matrix (B2)")
-    gm_extent(dst, dst.offset + c_bytes, pipe, name, "result (CO1)")
-    # sanitizer: the 32-B rows of the fractals that hold real rows of A, columns of B, rows of C
     if m % 16 == 0:
         reads = [("L0A", fm.offset, fm.offset + a_bytes)]
     else:
@@ -115,17 +136,19 @@ def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadPar
                 reads.append(("L0B", o, o + (n1 - 1) * FRACTAL_BYTES))
             o += (n1 - 1) * FRACTAL_BYTES
             reads.append(("L0B", o, o + tail))
-    # the Cube writes whole 16 x 16 fractals of C (rows beyond m and columns beyond n hold
-    # whatever the padding of A and B gives); an accumulating Mmad reads the rows it uses
-    init = bool(params.cmatrixInitVal)
     if not init:
+        c_row = 16 * acc_size
         if m == m1 * 16:          # whole strips: one contiguous span
-            reads.append(("L0C", dst.offset, dst.offset + c_bytes))
+            reads.append(("L0C", dst.offset, dst.offset + n1 * m1 * 16 * c_row))
         else:
             reads.extend(("L0C", dst.offset + l * m1 * 16 * c_row, dst.offset + l * m1 * 16 * c_row + m * c_row)
                          for l in range(n1))
-    cspans = [("L0C", dst.offset, dst.offset + c_bytes)]
-    cycles = mmad_cycles(ctx.profile, m, n, k, cname)
+    return tuple(reads)
+
+
+def _mmad_effect(dst, fm, filter, m1, n1, k1, k0, k, a_bytes, b_bytes, c_bytes, acc, cname: str, init: bool):
+    """make(core) for an Mmad: views of the three fractal layouts, and _mmad_steps (whole k0
+    steps of a float type) or _mmad_math on them."""
     at, bt = fm.dtype, filter.dtype
     ao, bo, co = fm.offset, filter.offset, dst.offset
 
@@ -147,9 +170,7 @@ def Mmad(dst: LocalTensor, fm: LocalTensor, filter: LocalTensor, params: MmadPar
             out = _mmad_math(a, b, c, cname, k0, init)
             cview[...] = out.reshape(m1 * 16, n1, 16).transpose(1, 0, 2)
         return fn
-    memo_emit(ctx, key, make, pipe, name, COMPUTE, cycles, path=None, reads=tuple(reads),
-               writes=tuple(cspans),
-               operands=(dst, fm, filter, f"m={m} n={n} k={k}", cname, "init" if init else "acc"))
+    return make
 
 
 def _mmad_steps(a_raw, b_raw, cview, hf32: bool, init: bool) -> None:

@@ -56,7 +56,7 @@ def local_operand(t, buffers, pipe, name, what):
                      f"not {align}-byte aligned")
 
 
-def gm_extent(t: LocalTensor, hi: int, pipe, name, what) -> None:
+def local_extent(t: LocalTensor, hi: int, pipe, name, what) -> None:
     """Bytes [t.offset, hi) must lie in the tensor's window and in its buffer."""
     ctx = current_context()
     cap = ctx.core.kind.buffers[t.buffer]
@@ -70,6 +70,7 @@ def gm_extent(t: LocalTensor, hi: int, pipe, name, what) -> None:
 
 
 def require_pipe(pipe: str, name: str, hint: str = "") -> None:
+    """The core running the instruction must have `pipe` (`hint` ends the fault's message)."""
     ctx = current_context()
     if pipe not in ctx.core.kind.pipes:
         raise _fault(pipe, f"{name} needs {pipe}, which core kind {ctx.core.kind_name} of "
@@ -89,7 +90,8 @@ def gm_check(g: GlobalTensor, lo: int, hi: int, pipe, name) -> int:
     return a
 
 
-def as_bytes(v, lo, hi, pipe, name, field):
+def param_in_range(v, lo, hi, pipe, name, field) -> int:
+    """The instruction parameter `field` as an int, which must lie in [lo, hi]."""
     v = int(v)
     if not lo <= v <= hi:
         raise _fault(pipe, f"{name}: {field} = {v} outside [{lo}, {hi}]")

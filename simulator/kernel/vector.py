@@ -9,7 +9,8 @@ import numpy as np
 from ..enums import dtype_name
 from ..program import COMPUTE, Instr, current_context
 from .base import PIPE_V, LocalTensor, RoundMode, _fault
-from .operands import gm_extent, local_operand, memo_emit, memo_lookup, require_pipe
+from .operands import local_extent, local_operand, memo_emit, memo_lookup, require_pipe
+
 
 def _operand(t, n: int, name: str, too_big: str) -> None:
     """A vector operand: a LocalTensor in UB holding n elements (n > 0). `too_big` is formatted
@@ -43,10 +44,11 @@ def _vec(op_class: str, name: str, dst: LocalTensor, srcs: tuple, count: int | N
         _operand(t, n, name, "count {n} exceeds the operand {t!r}")
     nbytes = n * max([t.dtype.itemsize for t in tensors])
     cycles = vector_cost(ctx, op_class, cost_dtype or dst.dtype, nbytes)
-    fn = None
     if ctx.functional:
         def fn():
             compute(dst.view(ctx, n), *[s.view(ctx, n) for s in srcs])
+    else:
+        fn = None
     ctx.emit(Instr("PIPE_V", name, COMPUTE, cycles, None, 0, 0, tuple([s.span(n) for s in srcs]),
                    (dst.span(n),), fn, None, (dst, *srcs, n)))      # (positional: cheaper)
 
@@ -136,36 +138,8 @@ def Cast(dst: LocalTensor, src: LocalTensor, roundMode: RoundMode = RoundMode.CA
          cost_dtype=dst.dtype if dst.dtype.itemsize >= src.dtype.itemsize else src.dtype)
 
 
-
-
-__all__ = [
-    "Add",
-    "Sub",
-    "Mul",
-    "Div",
-    "Max",
-    "Min",
-    "Adds",
-    "Muls",
-    "Maxs",
-    "Mins",
-    "Exp",
-    "Ln",
-    "Abs",
-    "Sqrt",
-    "Relu",
-    "Reciprocal",
-    "Duplicate",
-    "Copy",
-    "Cast",
-]
-
-
-# ---- compare / select (added for GridSampler2DBackward) -------------------------
-from enum import Enum as _Enum  # noqa: E402
-
-
-class CMPMODE(_Enum):
+# ---- compare / select: bit masks beside their data ------------------------------------------
+class CMPMODE(Enum):
     """Ascend C's comparison modes for Compare / CompareScalar."""
     LT = "lt"
     GT = "gt"
@@ -175,7 +149,7 @@ class CMPMODE(_Enum):
     NE = "ne"
 
 
-class SELMODE(_Enum):
+class SELMODE(Enum):
     """Ascend C's Select modes: mode 1 picks src0 or a scalar, mode 2 src0 or src1."""
     VSEL_CMPMASK_SPR = 0
     VSEL_TENSOR_SCALAR_MODE = 1
@@ -195,10 +169,11 @@ def _vec_spans(op_class: str, name: str, writes: tuple, reads: tuple, nbytes: in
     for t, n in writes + reads:
         _operand(t, n, name, "needs {n} elements of {t!r}")
     cycles = vector_cost(ctx, op_class, cost_dtype, nbytes)
-    fn = None
     if ctx.functional:
         def fn():
             compute(ctx)
+    else:
+        fn = None
     ctx.emit(Instr("PIPE_V", name, COMPUTE, cycles, path=None,
                    reads=tuple(t.span(n) for t, n in reads),
                    writes=tuple(t.span(n) for t, n in writes), fn=fn,
@@ -272,7 +247,6 @@ def Select(dst: LocalTensor, selMask: LocalTensor, src0: LocalTensor, src1, selM
                compute)
 
 
-__all__ += ["CMPMODE", "SELMODE", "Compare", "CompareScalar", "Select"]
 
 
 # ---- Transpose (UB, PIPE_V): NCHW <-> NHWC, from which NC1HWC0 (NCHW2NHWC on (N*C1, C0, H, W))
@@ -313,8 +287,8 @@ def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor |
         raise _fault(pipe, f"{name}: sizes {shape} must be positive")
     count = int(np.prod(shape))
     nbytes = count * src.dtype.itemsize
-    gm_extent(src, src.offset + nbytes, pipe, name, "source")
-    gm_extent(dst, dst.offset + nbytes, pipe, name, "destination")
+    local_extent(src, src.offset + nbytes, pipe, name, "source")
+    local_extent(dst, dst.offset + nbytes, pipe, name, "destination")
     lo, hi = sorted(((src.offset, src.offset + nbytes), (dst.offset, dst.offset + nbytes)))
     if lo[1] > hi[0]:
         raise _fault(pipe, f"{name}: source and destination overlap")
@@ -340,4 +314,7 @@ def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor |
                writes=(dst.span(count),), operands=(dst, src, shape, params.transposeType.name))
 
 
-__all__ += ["TransposeType", "TransposeParamsExt", "Transpose"]
+__all__ = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Adds", "Muls", "Maxs", "Mins", "Exp", "Ln", "Abs",
+           "Sqrt", "Relu", "Reciprocal", "Duplicate", "Copy", "Cast",
+           "CMPMODE", "SELMODE", "Compare", "CompareScalar", "Select",
+           "TransposeType", "TransposeParamsExt", "Transpose"]
