@@ -22,8 +22,9 @@ generous on purpose: the bounds leave out the launch overhead (2 us, ~3700 cycle
 transfer latencies, the kernels' relayouts (ND->NZ, NC1HWC0: an operand reread and rewritten),
 the Cube's 16x16x16 fractals (a dimension that is not a multiple of 16 is padded), imbalance
 between cores and the vector work of a Cube operator. On the shapes below the simulated cycles
-are 6-28x the tightest bound (measured; the most: ConvTbcBackward kernel 3 on Ascend910A), so
-SLACK = 40 catches a model that runs an order of magnitude slow, not these overheads.
+are 1.2-28x the tightest bound (measured: SiluBackward 1.2-4.8x, the Cube operators 2.7-28x, the
+most ConvTbcBackward kernel 3 on Ascend910A), so SLACK = 40 tolerates these overheads and fails
+a gross slow-down (an order of magnitude, on all but that worst shape).
 
 GridSampler2DBackward's work is per sampled point (address arithmetic, four scattered taps per
 channel), a rate no profile publishes; its device-memory bound is a true floor but sits 160-500x
