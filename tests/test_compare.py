@@ -1,5 +1,6 @@
 """`ascend-sim compare`: msprof's files read as msprof writes them, and the add sample simulated
-against its published measurement (msKPP's op_summary row, a file we did not write)."""
+against its published measurement (msKPP's op_summary row, a file we did not write; the row the
+scalar and vector constants were fitted to, so the comparison is a calibration check)."""
 from __future__ import annotations
 
 import json
@@ -78,9 +79,15 @@ def test_files_that_are_not_msprof_output_say_so(tmp_path, content, message):
         read_op_summary(f)
 
 
-def test_the_add_sample_is_within_15_percent_of_its_measurement():
-    """Every figure of the published row (kernel, scalar, vector, MTE2, MTE3), simulated on the
-    same chip with the inputs warm in L2 (as on the board after the host copies)."""
+def test_calibration_row_add_sample_stays_within_15_percent_of_the_measurement_it_was_fitted_to():
+    """A calibration check, not a validation: the scalar unit's cycles per call
+    (devices/_base.yaml `scalar.cycles_per_call`), the vector start-up (12 cycles) and the GM paths'
+    `in_flight: 2` were fitted to this very row (docs/CALIBRATION.md, "Against measured
+    hardware": the Ascend C add sample's msprof op_summary row, Ascend910A, 8 blocks x 2048
+    FP16, tests/fixtures/msprof/add_sample_op_summary.csv). Agreement here shows the fit still
+    holds, not that the model predicts a kernel it was not fitted to. Every figure of the row
+    (kernel, scalar, vector, MTE2, MTE3), simulated on the same chip with the inputs warm in L2
+    (as on the board after the host copies)."""
     sys.path.insert(0, str(ROOT / "examples" / "kernels"))
     try:
         import add_sample
@@ -117,6 +124,8 @@ def test_warm_run_differs_from_cold_only_in_memory_time():
 
 
 def test_cli_compare_on_the_fixture(tmp_path, capsys):
+    """The CLI path of the comparison above; its 15 % check on MTE2 is on the same fitted
+    calibration row (the add sample, Ascend910A), not a validation."""
     report = tmp_path / "add.json"
     assert main(["kernel", str(ADD_FILE), "--soc", "Ascend910A", "--mode", "timing", "--warmup", "1",
                  "--json", "--no-trace"]) == 0

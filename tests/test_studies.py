@@ -291,7 +291,9 @@ def test_pytest_plugin_cycle_baseline(tmp_path):
 def test_no_call_beats_its_roofline(trace, calls, soc):
     """The report's roofline (launch overhead + the busiest of device memory, L2 and the per-pipe
     work shared over every core) is a lower bound: transfers in flight count once in a pipe's
-    work, the scalar unit's work counts as PIPE_S."""
+    work, the scalar unit's work counts as PIPE_S. It is built from the model's own counters, so
+    it checks their consistency; tests/test_physics_bounds.py bounds the cycles from the shapes
+    and published figures alone."""
     import simulator
     w = studies.load_trace(TRACES / trace)
     for i in calls:

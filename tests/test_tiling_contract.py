@@ -1,7 +1,8 @@
 """The tiling contract, the same for every operator (issue 11): a forced tiling field the operator
 does not declare, or a value of the wrong kind, is ACLNN_ERR_INNER_TILING_ERROR (561002) with a
-message naming the field; a declared field with a sensible value is applied (it shows in the
-report's tiling); a forced tiling that cannot fit is 561002 saying what does not fit."""
+message naming the field; a declared field with a sensible value is applied (the plan changes:
+block counts, tile counts, instructions and cycles, not only the report's echo of the field); a
+forced tiling that cannot fit is 561002 saying what does not fit."""
 from __future__ import annotations
 
 import numpy as np
@@ -54,6 +55,37 @@ APPLIED = {"SiluBackward": ({"tileLength": 256}, lambda t: t["tileLength"] == 25
                                      lambda t: t["pointsPerTile"] == 16 and t["channelsPerChunk"] == 16)}
 
 
+def _launch(report, name_part: str) -> dict:
+    (launch,) = [la for la in report.to_dict()["launches"] if name_part in la["name"]]
+    return launch
+
+
+# What the forced field must do to the plan, beyond showing in the report, on the calls of OPS
+# (default, forced): the consequence each field exists for, counted independently of the echo.
+PLAN_CHANGES = {
+    # 2048 elements in one block: one tile by default, 2048 / 256 = 8 tiles forced, each a copy
+    # in, the vector work and a copy out (more than 4x the instructions leaves room for a prologue)
+    "SiluBackward": lambda d, f: (d.report.tiling["blockLength"] == f.report.tiling["blockLength"] == 2048
+                                  and d.report.tiling["tileLength"] == 2048
+                                  and f.report.instructions > 4 * d.report.instructions),
+    # a smaller gradInput baseM: more M units of work, so the Cube launch spreads over more blocks
+    "ConvolutionBackward": lambda d, f: (f.report.tiling["gradInput"]["units"]
+                                         > d.report.tiling["gradInput"]["units"]
+                                         and _launch(f.report, "Cube")["block_dim"]
+                                         > _launch(d.report, "Cube")["block_dim"]),
+    # blockDim 1: the Cube launch runs on one core, where the default used more
+    "ConvTbcBackward": lambda d, f: (_launch(f.report, "Cube")["block_dim"] == 1
+                                     < _launch(d.report, "Cube")["block_dim"]),
+    # 40 channels in chunks of 16: 3 chunks instead of 1, three times the gathers, and the
+    # smaller tiles of points spread over more blocks
+    "GridSampler2DBackward": lambda d, f: (d.report.tiling["channelChunks"] == 1
+                                           and f.report.tiling["channelChunks"] == 3
+                                           and f.report.tiling["gathers"] == 3 * d.report.tiling["gathers"]
+                                           and _launch(f.report, "GridSampler2DGrad")["block_dim"]
+                                           > _launch(d.report, "GridSampler2DGrad")["block_dim"]),
+}
+
+
 def _status(op, tiling):
     with pytest.raises(AclnnError) as e:
         simulator.run(op, tiling=tiling, **OPS[op]())
@@ -78,11 +110,16 @@ def test_bad_value_is_a_tiling_error(op, value):
 
 @pytest.mark.parametrize("op", OPS)
 def test_declared_field_is_applied(op):
+    """Applied means the plan changed, not only that the report repeats the field: the figures the
+    field controls, the instruction count and the cycles all move."""
     tiling, shows = APPLIED[op]
     default = simulator.run(op, mode="timing", **OPS[op]())
     forced = simulator.run(op, mode="timing", tiling=tiling, **OPS[op]())
     assert shows(forced.report.tiling), forced.report.tiling
-    assert not shows(default.report.tiling) or default.cycles == forced.cycles
+    assert not shows(default.report.tiling), "the forced value must differ from the default plan's"
+    assert PLAN_CHANGES[op](default, forced), (default.report.tiling, forced.report.tiling)
+    assert forced.report.instructions != default.report.instructions
+    assert forced.cycles != default.cycles
 
 
 def test_every_operator_declares_its_fields():
