@@ -26,15 +26,14 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from heapq import heappop, heappush
-from typing import Callable, Generator, Iterator, Protocol
+from typing import Any, Callable, Generator, Iterator, Protocol
 
 import simpy
 from simpy.events import NORMAL
 
 from .core_state import CoreState, Group
-from .l2_cache import L2Cache
-from .memory import MemoryChannel
-from .profile import PIPES, Profile
+from .gm_path import GmPath
+from .profile import PIPES
 from .program import BARRIER, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr
 from .records import TaskRecord
 from .sim_clock import Wakeup, call_at, succeed_at
@@ -42,17 +41,15 @@ from .sim_clock import Wakeup, call_at, succeed_at
 S_AT = PIPES.index("PIPE_S")
 RELEASE = len(PIPES)        # the turn after a core's pipes: its release at a block's end
 
-Actor = Generator        # an actor: a generator the block resumes with send()
+# an actor: the scalar unit's or a pipe's generator; the block resumes it with send(), and it yields
+# a time to be resumed at (after what is due before it) or None (it waits to be resumed)
+Actor = Generator[float | None, Any, None]
 
 
 class SharedDevice(Protocol):
     """What a block uses of its device: the clock, the parts the cores share, and settings."""
     env: simpy.Environment
-    profile: Profile
-    l2: L2Cache
-    l2_channel: MemoryChannel
-    hbm: MemoryChannel
-    miss_latency: float
+    gm_path: GmPath
     in_flight: dict[str, int]        # path -> transfers that may be in flight at once
     depth: int                       # a pipe's queue depth
     issue_cycles: float              # the scalar unit's cycles to issue one instruction
@@ -373,8 +370,8 @@ class PipeRun:
         self.actor: Actor | None = None      # run()'s generator, which the block resumes
         self.pipe_at = PIPES.index(pipe)
         self.functional, self.tracing = device.functional, device.tracing
-        self.l2, self.l2_channel, self.hbm = device.l2, device.l2_channel, device.hbm
-        self.profile, self.miss_latency = device.profile, device.miss_latency
+        self.gm_path = device.gm_path
+        self.record_writes = self.core.record_writes
         self.block_bytes: dict[str, int] = {}
         self.path_cycles: dict[str, float] = {}
         self.l2_lines = [0, 0, 0, 0]          # read hits, read misses, write hits, write misses
@@ -382,13 +379,12 @@ class PipeRun:
         self.flying: list[tuple] = []         # heap of (lands at, order, instr): transfers in flight
         self.last_lands = 0.0                 # the latest `lands at` in `flying`
         self.order = itertools.count()
-        self.latencies: dict[tuple, float] = {}    # (path, bytes, missed) -> what overlaps later transfers
-        self.miss_cycles: dict[tuple, float] = {}  # (path, bytes) -> a transfer's cycles when it misses
 
-    # The generator below is the pipe's whole loop, ~110 lines: its per-instruction state (the
-    # clock, the busy and work unions) stays in locals, and the steps an ordinary instruction
-    # takes are written out in place (a method call per step would cost more than the step).
-    # Rarer steps (flags, barriers, GM transfers, landing transfers) are the methods after it.
+    # The generator below is the pipe's whole loop, ~105 lines, longer than the house's 80 for
+    # speed: it runs once per instruction, so its state (the clock, the busy and work unions)
+    # stays in locals, and the small steps every instruction takes (take it, wait for its turn,
+    # account its cycles) are written in place, where a method call would add to each
+    # instruction's cost. The other steps are the methods after it.
     def run(self) -> Actor:
         """Generator: execute the pipe's queue in order. It yields `now` when another pipe has
         something due earlier (the block resumes it after that), None when it waits (for the
@@ -500,7 +496,7 @@ class PipeRun:
     def complete(self, instr: Instr) -> None:
         """The instruction's bytes are written: the sanitizer knows them, and its effect runs."""
         if instr.writes:
-            self.core.record_writes(instr.writes)
+            self.record_writes(instr.writes)
         if self.functional and instr.fn is not None:
             instr.fn()
 
@@ -555,44 +551,20 @@ class PipeRun:
         return now
 
     def transfer(self, instr: Instr, start: float, overlap: int) -> tuple[float, float, int, float | None]:
-        """A GM transfer that starts at `start`, at its turn on the shared clock: through L2 (a hit
-        streams at the path's rate within the L2's chip-wide bandwidth; misses and dirty evictions
-        also cross the device-memory channel). Returns (when it ends, its own cycles, bytes that
-        reached device memory, when the pipe may go on if it stays in flight, else None)."""
-        l2 = self.l2
-        hits, misses = l2.hit_lines, l2.miss_lines
-        fetch, evicted = l2.access(instr.gm, instr.gm_write)
+        """A GM transfer that starts at `start`, at its turn on the shared clock. Returns (when it
+        ends, its own cycles, bytes that reached device memory, and when the pipe may go on if
+        it stays in flight (its path overlaps transfers), else None)."""
+        done, local, fetch, hbm_bytes, hits, misses = self.gm_path.cross(instr, start)
         w = 2 if instr.gm_write else 0
-        self.l2_lines[w] += l2.hit_lines - hits
-        self.l2_lines[w + 1] += l2.miss_lines - misses
-        chan = instr.chan_bytes
-        local = instr.cycles
-        if fetch:
-            local = self.miss_cycles.get((instr.path, chan))
-            if local is None:
-                local = self.miss_cycles[instr.path, chan] = \
-                    self.profile.path(instr.path).cycles(chan, self.miss_latency)
-        done = self.l2_channel.reserve(start, chan)[0]
-        if start + local > done:
-            done = start + local
-        hbm, hbm_bytes = self.hbm, 0
-        if fetch or evicted or hbm.pending:      # (else reserve() moves nothing)
-            hbm.pending += evicted
-            end, hbm_bytes = hbm.reserve(start, fetch, chan)
-            if end > done:
-                done = end
-        self.l2_bytes += chan
+        self.l2_lines[w] += hits
+        self.l2_lines[w + 1] += misses
+        self.l2_bytes += instr.chan_bytes
         self.hbm_bytes += hbm_bytes
         if overlap <= 1:
             return done, local, hbm_bytes, None
         # the pipe moves on once the bytes have streamed; the latency (and a miss's) overlaps the
         # next transfers, and the data lands at `done`
-        key = (instr.path, chan, fetch > 0)
-        lat = self.latencies.get(key)
-        if lat is None:
-            lat = self.latencies[key] = self.profile.path(instr.path).latency(
-                chan, self.miss_latency if fetch else 0.0)
-        stream = local - lat
+        stream = local - self.gm_path.latency(instr, fetch > 0)
         if not self.flying or done > self.last_lands:
             self.last_lands = done
         heappush(self.flying, (done, next(self.order), instr))

@@ -110,13 +110,17 @@ class CoreState:
         self.scalar_state = "issuing"
 
     # ---- the sanitizer: a block reads only bytes it has written -------------------------------
+    # Both run for almost every instruction, and most of its spans are already known (in
+    # `checked`): that look-up comes first, the run cache and the byte maps only after it.
     def check_reads(self, pipe: str, instr: Instr) -> None:
         """Fault if `instr` reads a byte of a local buffer that this block has not written."""
-        reads, checked, covers, valid = instr.reads, self.checked, self.runs.covers, self.valid
+        reads, checked = instr.reads, self.checked
         if type(reads) is Rows:
             key = reads.key()
+            if key in checked:
+                return
             lo, hi = reads.extent()
-            if key in checked or covers(reads.buf, lo, hi) or rows_of(valid[reads.buf], reads).all():
+            if self.runs.covers(reads.buf, lo, hi) or rows_of(self.valid[reads.buf], reads).all():
                 if len(checked) < CHECKED_SPANS:
                     checked.add(key)
                 return
@@ -125,8 +129,8 @@ class CoreState:
             if span in checked:             # bytes once written stay written for the block
                 continue
             buf, lo, hi = span
-            if not covers(buf, lo, hi):
-                v = valid[buf][lo:hi]
+            if not self.runs.covers(buf, lo, hi):
+                v = self.valid[buf][lo:hi]
                 if not v.all():
                     bad = lo + int(np.argmin(v))
                     raise self.fault(pipe, instr, f"reads {buf}[{lo}:{hi}] but byte {bad} was never "
@@ -137,25 +141,25 @@ class CoreState:
 
     def record_writes(self, writes: tuple | Rows) -> None:
         """The bytes an instruction has written are valid for the rest of the block."""
-        checked, covers, add_run = self.checked, self.runs.covers, self.runs.add
+        checked = self.checked
         if type(writes) is Rows:
             key = writes.key()
             if key not in checked:
                 buf = writes.buf
                 lo, hi = writes.extent()
-                if not covers(buf, lo, hi):
+                if not self.runs.covers(buf, lo, hi):
                     rows_of(self.valid[buf], writes)[...] = True
                     if writes.pitch == writes.n:     # one run
-                        add_run(buf, lo, hi)
+                        self.runs.add(buf, lo, hi)
                 if len(checked) < CHECKED_SPANS:
                     checked.add(key)
             return
         for span in writes:
             if span not in checked:
                 buf, lo, hi = span
-                if not covers(buf, lo, hi):
+                if not self.runs.covers(buf, lo, hi):
                     self.valid[buf][lo:hi] = True
-                    add_run(buf, lo, hi)
+                    self.runs.add(buf, lo, hi)
                 if len(checked) < CHECKED_SPANS:
                     checked.add(span)
 

@@ -18,6 +18,7 @@ import simpy
 
 from .block_run import BlockRun, CrossCoreWake
 from .core_state import CoreState, Group
+from .gm_path import GmPath
 from .l2_cache import L2Cache
 from .memory import DeviceMemory, MemoryChannel
 from .profile import PIPES, Profile
@@ -51,7 +52,7 @@ class Device:
         self.l2 = L2Cache(profile.l2.bytes, profile.l2.line_bytes, lambda a: self.memory.find(a))
         self.l2_channel = MemoryChannel(profile.l2_bytes_per_cycle)
         self.hbm = MemoryChannel(profile.device_bytes_per_cycle)
-        self.miss_latency = profile.l2.miss_latency_cycles
+        self.gm_path = GmPath(self.l2, self.l2_channel, self.hbm, profile)
         self.cores: dict[str, list[CoreState]] = {}
         self.free_cores: dict[str, simpy.Store] = {}
         index = 0
@@ -284,6 +285,7 @@ class Device:
 
     # ---- diagnosis -----------------------------------------------------------------------------
     def deadlock_report(self) -> str:
+        """What every active core's scalar unit and pipes wait for, once nothing can move."""
         lines = ["deadlock: the event queue drained while pipes still wait"]
         def text(state):
             if isinstance(state, Instr):

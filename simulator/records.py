@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class LaunchRecord:
+    """One kernel launch of a task: when it was launched, when its blocks started and ended."""
     name: str
     block_dim: int
     core_kind: str
