@@ -5,8 +5,7 @@ clock (`now`, moved by float sums). An actor stops where it needs another actor 
 full one, a flag, a PIPE_ALL barrier) or something the cores share (a GM transfer's L2 and memory
 channels, a cross-core flag). Only those shared moments are SimPy events: the block puts a
 callback in SimPy's queue at the earliest one's (time, (core, pipe) turn) and is called back there
-(`turn`). Between them, no event is made: a block costs SimPy a few events, not a few per
-instruction.
+(`turn`); what the core does alone in between costs no event.
 
 The pipes run in time order: a heap holds each runnable pipe's next time, and a pipe that gets
 ahead of another (its clock past the heap's top) yields before it reads or writes a buffer, so the
@@ -20,6 +19,10 @@ everything after it descends from it, so the core meets the others in time order
 does between its shared moments may run ahead of other cores' blocks: functional effects on GM
 from different cores follow their cross-core synchronisation, not simulated time (atomic adds of
 different cores accumulate in the order the blocks reach them).
+
+BlockRun holds the block's clock (its callbacks from SimPy's queue), the actors' shared state
+(queues, flags, the timeline) and the scalar unit; PipeRun runs one pipe. A GM transfer's cost is
+GmPath's (simulator.gm_path), the sanitizer's checks CoreState's, the SimPy calls sim_clock's.
 """
 from __future__ import annotations
 
@@ -234,7 +237,7 @@ class BlockRun:
         self.on_end()
         succeed_at(self.env, self.finished, self.env.now, turn(self.core.index, RELEASE))
 
-    def cross_core_wait(self, instr: Instr, t: float, pipe_at: int, actor: Actor):
+    def cross_core_wait(self, instr: Instr, t: float, pipe_at: int, actor: Actor) -> Generator[None, float, float]:
         """Generator: a cross-core wait that starts at `t` (its turn taken first); returns the
         time it ends."""
         self.share(t, pipe_at, True, actor)
@@ -310,7 +313,7 @@ class BlockRun:
             trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
         self.scalar_busy = scalar_busy
 
-    def _drain_pipes(self, instr: Instr, held: float, clock: float):
+    def _drain_pipes(self, instr: Instr, held: float, clock: float) -> Generator[None, Any, tuple[float, float]]:
         """Generator: PipeBarrier(PIPE_ALL): a marker into every pipe's queue, then the scalar
         unit stalls until every pipe has reached its marker. Returns (held, clock)."""
         core, queues, room_at = self.core, self.queues, self.room_at
@@ -342,7 +345,7 @@ class BlockRun:
         core.scalar_state = "issuing"
         return held, clock
 
-    def _scalar_cross_wait(self, instr: Instr, held: float, clock: float):
+    def _scalar_cross_wait(self, instr: Instr, held: float, clock: float) -> Generator[None, Any, tuple[float, float]]:
         """Generator: a CrossCoreWaitFlag on the scalar unit. Returns (held, clock)."""
         self.core.scalar_state = ("waiting for a cross-core flag at {instr}", instr)
         t = held + (clock - held) if clock > held else held
@@ -536,7 +539,7 @@ class PipeRun:
         block.flags[key] = instr
         block.flag_times[key] = now
 
-    def until_landed(self, t: float, now: float):
+    def until_landed(self, t: float, now: float) -> Generator[float, None, float]:
         """Generator: the pipe waits until `t` (if later than `now`), then completes the
         transfers that have landed by then, in the order they land. Returns the new now."""
         if t > now:

@@ -12,6 +12,7 @@ The engine knows instructions, pipes, buffers and paths; it never knows an opera
 from __future__ import annotations
 
 import gc
+from typing import Any, Generator, Iterator
 
 import numpy as np
 import simpy
@@ -123,7 +124,7 @@ class Device:
         return round(total * launch.block_dim / max(len(blocks), 1))
 
     # ---- launches ----------------------------------------------------------------------------
-    def run_launch(self, launch: KernelLaunch, rec: TaskRecord):
+    def run_launch(self, launch: KernelLaunch, rec: TaskRecord) -> Generator[simpy.Event, Any, None]:
         """SimPy process: the launch overhead, then blocks dispatched to free cores of the right
         kind as they free up (more blocks than cores run in waves). On A2 a mix kernel's block
         takes one AIC and its share of AIVs together."""
@@ -159,7 +160,7 @@ class Device:
         lrec.end = self.env.now
 
     def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
-               sub: int, long_kinds: set[str]):
+               sub: int, long_kinds: set[str]) -> Generator[simpy.Event, Any, None]:
         """SimPy process: one block on one core. Its program is recorded (ProgramRecorder for a
         long one), then its scalar unit and pipes run as a BlockRun, which meets the shared
         clock only where the core touches something shared. Once a block of a launch has
@@ -213,7 +214,7 @@ class Device:
         yield pool.put(core)
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
-                core: CoreState):
+                core: CoreState) -> Iterator[list[Instr]]:
         """The block's instructions in program order, a list at a time, then an END for every pipe."""
         for chunk in [program] if recorder is None else recorder.chunks():
             rec.instructions += len(chunk)

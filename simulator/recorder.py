@@ -1,14 +1,16 @@
 """Recording a block's program: the context a kernel body runs in (`BlockContext`: the core, the
-block, the program so far), recorded in one go on the engine's thread (`record_whole`) or, for a
-body that outgrows a chunk, on a helper thread a chunk at a time (`ProgramRecorder`).
+block, the program so far, and what the body may see of the device, `DeviceView`; the kernel
+language finds it with `current_context`), recorded in one go on the engine's thread
+(`record_whole`) or, for a body that outgrows a chunk, on a helper thread a chunk at a time
+(`ProgramRecorder`).
 """
 from __future__ import annotations
 
 import os
 import threading
-from queue import SimpleQueue
 from dataclasses import dataclass
-from typing import Any, Callable
+from queue import SimpleQueue
+from typing import Any, Callable, Iterator
 
 from .core_state import CoreState, Group
 from .memory import DeviceMemory
@@ -236,7 +238,7 @@ class ProgramRecorder:
         if self.abandoned:
             raise _Abandoned()
 
-    def chunks(self):
+    def chunks(self) -> Iterator[list[Instr]]:
         """Engine side: the program, a chunk at a time, as the body records it."""
         ctx = self.ctx
         while not self.finished:
