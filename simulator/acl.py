@@ -23,7 +23,7 @@ import simpy
 from .enums import (AclnnError, KernelError, aclDataType, aclError, aclFormat, aclrtMemcpyKind,
                     NUMPY_OF)
 from .machine import Device
-from .state import TaskRecord
+from .records import TaskRecord
 from .profile import DEFAULT_SOC, Profile, ProfileError, load_profile
 
 ACL_SUCCESS = aclError.ACL_SUCCESS

@@ -22,7 +22,7 @@ import numpy as np
 from . import acl
 from .enums import AclnnError, aclnnStatus, param_invalid, param_nullptr
 from .program import KernelLaunch
-from .state import TaskRecord
+from .records import TaskRecord
 from .profile import Profile
 
 ACLNN_SUCCESS = 0

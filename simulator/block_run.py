@@ -1,62 +1,66 @@
-"""One block on one core, advanced arithmetically (issue 14).
+"""One block on one core, advanced arithmetically between the moments it meets the other cores.
 
 The core's scalar unit and each of its pipes is a small generator (an actor) that keeps its own
-clock exactly as a SimPy process of its own would (`now`, moved by the same float sums). It stops
-where it needs another actor (an empty queue, a full one, a flag, a PIPE_ALL barrier) or something
-the cores share (a GM transfer's L2 and memory channels, a cross-core flag). Only those shared
-moments are SimPy events: the block puts a `_Ticket` in SimPy's queue at the earliest one's
-(time, (core, pipe) turn) and is called back there (`turn`).
+clock (`now`, moved by float sums). An actor stops where it needs another actor (an empty queue, a
+full one, a flag, a PIPE_ALL barrier) or something the cores share (a GM transfer's L2 and memory
+channels, a cross-core flag). Only those shared moments are SimPy events: the block puts a
+callback in SimPy's queue at the earliest one's (time, (core, pipe) turn) and is called back there
+(`turn`); what the core does alone in between costs no event.
 
 The pipes run in time order: a heap holds each runnable pipe's next time, and a pipe that gets
-ahead of another (its clock past the heap's top) yields before it reads or writes a buffer, so
-the sanitizer, the functional effects and a SetFlag's "set twice" check see what a process per
-pipe saw. The scalar unit runs ahead freely: it touches no buffer, and what it shares with the
-pipes is a maximum of times (a pipe takes an instruction at max(its time, when the scalar unit's
-process issued it); the scalar unit finds room in a queue of depth D at max(its time, when the
-pipe took the instruction D places back)), as is a WaitFlag (max(its arrival, the SetFlag's
-time)). Each shared moment's time is no earlier than the last one's, since everything after it
-descends from it, so the core meets the others in the order a process per pipe would have. What
-a block does between its shared moments may run ahead of other cores' blocks: functional effects
-on GM from different cores follow their cross-core synchronisation, not simulated time (atomic
-adds of different cores accumulate in the order the blocks reach them).
+ahead of another (its clock past the heap's top) yields before it reads or writes a buffer, so the
+sanitizer, the functional effects and a SetFlag's "set twice" check see the pipes' reads and
+writes in the order of their times. The scalar unit runs ahead freely: it touches no buffer, and
+what it shares with the pipes is a maximum of times (a pipe takes an instruction at max(its time,
+when the instruction entered its queue); the scalar unit finds room in a queue of depth D at
+max(its time, when the pipe took the instruction D places back)), as is a WaitFlag (max(its
+arrival, the SetFlag's time)). Each shared moment's time is no earlier than the last one's, since
+everything after it descends from it, so the core meets the others in time order. What a block
+does between its shared moments may run ahead of other cores' blocks: functional effects on GM
+from different cores follow their cross-core synchronisation, not simulated time (atomic adds of
+different cores accumulate in the order the blocks reach them).
+
+BlockRun holds the block's clock (its callbacks from SimPy's queue), the actors' shared state
+(queues, flags, the timeline) and the scalar unit; PipeRun runs one pipe. A GM transfer's cost is
+GmPath's (simulator.gm_path), the sanitizer's checks CoreState's, the SimPy calls sim_clock's.
 """
 from __future__ import annotations
 
 import itertools
 from collections import deque
 from heapq import heappop, heappush
+from typing import Any, Callable, Generator, Iterator, Protocol
 
-import numpy as np
 import simpy
 from simpy.events import NORMAL
 
+from .core_state import CoreState, Group
+from .gm_path import GmPath
 from .profile import PIPES
-from .program import BARRIER, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, Rows
+from .program import BARRIER, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr
+from .records import TaskRecord
+from .sim_clock import Wakeup, call_at, succeed_at
 
-# The sanitizer remembers at most this many spans per block as known-written (a cache: a span
-# past it is checked against the byte map each time). A strided copy has a span per row: a DETR
-# gradient's Contiguous left 430,000 per block, 1.3 GB over 48 blocks at once.
-CHECKED_SPANS = 16384
 S_AT = PIPES.index("PIPE_S")
 RELEASE = len(PIPES)        # the turn after a core's pipes: its release at a block's end
 
-
-def per_line(lines: dict, core: int, line, pipe: str, cycles: float) -> None:
-    """Book an instruction's cycles on a core's pipe to the source line that issued it."""
-    st = lines.get((core, line, pipe))
-    if st is None:
-        lines[core, line, pipe] = [1, cycles]
-    else:
-        st[0] += 1
-        st[1] += cycles
+# an actor: the scalar unit's or a pipe's generator; the block resumes it with send(), and it yields
+# a time to be resumed at (after what is due before it) or None (it waits to be resumed)
+Actor = Generator[float | None, Any, None]
 
 
-def rows_of(flags: np.ndarray, rows: Rows) -> np.ndarray:
-    """The bytes of local `rows` in a buffer's byte flags, as a (count, n) view (the rows were
-    checked against the buffer when they were recorded)."""
-    assert rows.start >= 0 and rows.start + (rows.count - 1) * rows.pitch + rows.n <= flags.size
-    return np.lib.stride_tricks.as_strided(flags[rows.start:], shape=(rows.count, rows.n),
-                                           strides=(rows.pitch, 1), writeable=True)
+class SharedDevice(Protocol):
+    """What a block uses of its device: the clock, the parts the cores share, and settings."""
+    env: simpy.Environment
+    gm_path: GmPath
+    in_flight: dict[str, int]        # path -> transfers that may be in flight at once
+    depth: int                       # a pipe's queue depth
+    issue_cycles: float              # the scalar unit's cycles to issue one instruction
+    functional: bool
+    tracing: bool
+
+    def cross_core_set(self, core: CoreState, group: Group, instr: Instr) -> None: ...
+    def cross_core_wait(self, core: CoreState, group: Group, instr: Instr, waiter: CrossCoreWake) -> bool: ...
 
 
 def turn(core_index: int, pipe_at: int) -> int:
@@ -67,26 +71,16 @@ def turn(core_index: int, pipe_at: int) -> int:
     return 2 + core_index * 8 + pipe_at
 
 
-class _Ticket:
-    """What the block puts in SimPy's event queue to be called back (lighter than an Event:
-    SimPy's step needs only `callbacks` and `_ok`)."""
-    __slots__ = ("callbacks", "_ok")
-
-    def __init__(self, fn):
-        self.callbacks = [fn]
-        self._ok = True
-
-
-class _CrossCoreWake:
+class CrossCoreWake:
     """What a cross-core flag's setter succeeds for an actor of this block that waits on it."""
     __slots__ = ("run", "actor")
 
-    def __init__(self, run: "BlockRun", actor):
+    def __init__(self, run: BlockRun, actor: Actor):
         self.run, self.actor = run, actor
 
     def succeed(self) -> None:
         run = self.run
-        run.xwaiting -= 1
+        run.cross_waiting -= 1
         run.at(run.env.now, self.actor, run.env.now)
         run.woken()
 
@@ -96,38 +90,39 @@ class BlockRun:
     `begin()` starts it; once its pipes have finished, `figures` holds each pipe's (busy,
     executed, bytes per path, L2 lines) and `scalar_busy` the scalar unit's cycles."""
 
-    def __init__(self, device, core, group, rec, chunks):
+    def __init__(self, device: SharedDevice, core: CoreState, group: Group, rec: TaskRecord,
+                 chunks: Iterator[list[Instr]]):
         self.device, self.core, self.group, self.rec = device, core, group, rec
         self.env = env = device.env
         self.start = env.now
-        self.chunks = chunks
+        self.chunks: Iterator[list[Instr]] | None = chunks   # the program, a list at a time
         self.pipes = core.kind.pipes
         self.queues = {p: deque() for p in self.pipes}
         self.idle: dict[str, tuple] = {}         # pipe -> (its actor, its time): waiting to be issued to
-        # when each pipe took its instructions, which is when its queue had room again (a queue
-        # of depth D starts with D places: the scalar unit takes one time per instruction issued)
-        self.pops = {p: deque([float("-inf")] * device.depth) for p in self.pipes}
+        # pipe -> when places in its queue freed up (the pipe took an instruction); a queue of
+        # depth D starts with D free places, and the scalar unit takes one per instruction issued
+        self.room_at = {p: deque([float("-inf")] * device.depth) for p in self.pipes}
         self.scalar_waits: str | None = None     # the pipe whose queue room the scalar unit waits for
         self.flags: dict[tuple, Instr | None] = {}   # flag -> the SetFlag that set it (not yet waited on)
         self.flag_times: dict[tuple, float] = {}     # flag -> when it was set
         self.waiting: dict[tuple, tuple] = {}    # flag -> (actor, arrived at): a WaitFlag before its set
         self.runnable: deque = deque()           # (actor, value to send): the scalar unit, at once
         self.timeline: list[tuple] = []          # (time, seq, actor, value): pipes, in time order
-        self.shared: list[tuple] = []            # (at, pipe index, seq, forced turn, actor)
+        self.shared: list[tuple] = []            # shared moments asked for: (at, pipe index, seq, forced turn, actor)
         self.seq = itertools.count()
-        self.xwaiting = 0                        # actors waiting for a cross-core flag
-        self.ticket = None                       # the pending callback (_Ticket) and why:
-        self.mode, self.then = "running", None   # running, turn, timer, xwait, woken, done, deadlock
-        self.markers_left = 0                    # PIPE_ALL: pipes that have not reached the barrier
-        self.markers_at = 0.0
-        self.scalar_actor = None
-        self.actors: dict[str, object] = {}
+        self.cross_waiting = 0                   # actors waiting for a cross-core flag
+        self.wakeup: Wakeup | None = None        # the callback pending in SimPy's queue, and why:
+        self.mode = "running"                    # running, turn, timer, cross wait, woken, done, deadlock
+        self.resume_first: Actor | None = None   # the actor whose turn the callback is
+        self.pipes_to_drain = 0                  # PIPE_ALL: pipes that have not reached the barrier
+        self.drained_at = 0.0                    # PIPE_ALL: when the last of them reached it
+        self.scalar_actor: Actor | None = None
         self.figures: dict[str, tuple] = {}
         self.end = self.start
         self.scalar_busy = 0.0
 
     # ---- the block's clock: callbacks from SimPy's event queue ---------------------------------
-    def begin(self, finished: simpy.Event, on_end) -> None:
+    def begin(self, finished: simpy.Event, on_end: Callable[[], None]) -> None:
         """Start the block now. `on_end()` is called at the block's end time (its bookkeeping);
         then `finished` is scheduled as the core's release turn (what the block's process waits
         for)."""
@@ -135,41 +130,53 @@ class BlockRun:
         self.scalar_actor = self.scalar()
         self.runnable.append((self.scalar_actor, None))
         for p in self.pipes:
-            self.actors[p] = a = self.pipe(p)
-            self.at(self.start, a, None)
+            runner = PipeRun(self, p)
+            runner.actor = runner.run()
+            self.at(self.start, runner.actor, None)
         self._advance()
-
-    def _wait(self, t: float, priority: int, mode: str, then=None) -> None:
-        """Be called back at (t, priority) (a turn's priority, or NORMAL); `then` is the actor to
-        resume first. A mode "timer" or "xwait" wait gives way to a cross-core flag's wake."""
-        env = self.env
-        self.ticket = ticket = _Ticket(self._resume)
-        self.mode, self.then = mode, then
-        heappush(env._queue, (t, priority, next(env._eid), ticket))
-
-    def _resume(self, ticket) -> None:
-        if ticket is not self.ticket:           # a timer a cross-core wake overtook
-            return
-        self.ticket = None
-        self.mode = "running"
-        then, self.then = self.then, None
-        if then is not None and self.timeline and self.timeline[0][0] <= self.env.now:
-            self.at(self.env.now, then, None)      # after what is due first
-            then = None
-        self._advance(then)                        # else it is the earliest: sent first
 
     def woken(self) -> None:
         """A cross-core flag made an actor runnable (at env.now)."""
-        if self.mode in ("timer", "xwait"):
+        if self.mode in ("timer", "cross wait"):
             self._wait(self.env.now, NORMAL, "woken")
 
-    def _advance(self, first=None) -> None:
+    def at(self, t: float, actor: Actor, value) -> None:
+        """Resume `actor` (sending it `value`) once nothing of this block is due before `t`."""
+        heappush(self.timeline, (t, next(self.seq), actor, value))
+
+    def share(self, t: float, pipe_at: int, forced: bool, actor: Actor) -> None:
+        """Ask for the shared clock at `t` (and the (core, pipe) turn): the actor yields next."""
+        self.shared.append((t, pipe_at, next(self.seq), forced, actor))
+
+    def leftover_flag(self) -> tuple[tuple, Instr] | None:
+        """(flag, its SetFlag) for a flag set but never waited on, or None."""
+        return next(((key, setter) for key, setter in self.flags.items() if setter), None)
+
+    def _wait(self, t: float, priority: int, mode: str, resume_first: Actor | None = None) -> None:
+        """Be called back at (t, priority) (a turn's priority, or NORMAL), then resume
+        `resume_first` first. A mode "timer" or "cross wait" wait gives way to a cross-core
+        flag's wake."""
+        self.wakeup = call_at(self.env, t, priority, self._resume)
+        self.mode, self.resume_first = mode, resume_first
+
+    def _resume(self, wakeup: Wakeup) -> None:
+        if wakeup is not self.wakeup:           # a timer a cross-core wake overtook
+            return
+        self.wakeup = None
+        self.mode = "running"
+        first, self.resume_first = self.resume_first, None
+        if first is not None and self.timeline and self.timeline[0][0] <= self.env.now:
+            self.at(self.env.now, first, None)     # after what is due first
+            first = None
+        self._advance(first)                       # else it is the earliest: sent first
+
+    def _advance(self, first: Actor | None = None) -> None:
         """Run the actors until all wait (`first`, an actor due now before any other, is sent
         first); then wait for the earliest shared moment (or a wake)."""
-        env, runnable, shared, timeline = self.env, self.runnable, self.shared, self.timeline
+        runnable, shared, timeline = self.runnable, self.shared, self.timeline
         self.mode = "running"
         while True:
-            while runnable:
+            while runnable:                      # the scalar unit: it runs ahead of the pipes
                 actor, value = runnable.popleft()
                 try:
                     actor.send(value)
@@ -188,150 +195,117 @@ class BlockRun:
                     heappush(timeline, (later, next(self.seq), actor, None))
                 continue
             if len(self.figures) == len(self.pipes):
-                self.mode = "done"
-                if self.end > env.now:
-                    self._wait(self.end, NORMAL, "done")
-                    self.ticket.callbacks = [self._end]
-                else:
-                    self._end(None)
+                self._finish()
                 return
-            if shared:
-                item = min(shared) if len(shared) > 1 else shared[0]
-                t = item[0]
-                if t < env.now:
-                    raise RuntimeError(f"engine: {self.core.name} meets the others at {t} after {env.now}")
-                if t > env.now and self.xwaiting:    # a cross-core flag may wake an actor sooner
-                    self._wait(t, NORMAL, "timer")
-                    return
-                shared.remove(item)
-                prio = turn(self.core.index, item[1])
-                if t > env.now:
-                    # straight to its (core, pipe) turn in that cycle: after every ordinary event
-                    # of the cycle, as a process that woke then and found others acting would be
-                    self._wait(t, prio, "turn", item[4])
-                    return
-                if item[3] or env.peek() <= t:     # others act this cycle: take the turn
-                    self._wait(t, prio, "turn", item[4])
-                    return
-                self.at(t, item[4], None)
-            elif self.xwaiting:
-                self.mode = "xwait"
-                return
-            else:                                # nobody can move: the device reports a deadlock
-                self.mode = "deadlock"
+            if not self._meet_others():
                 return
 
-    def _end(self, _ticket) -> None:
-        self.ticket = None
+    def _meet_others(self) -> bool:
+        """Every actor waits: take the earliest shared moment. True if it is now and no other
+        core acts this cycle (its actor is due, run on); else the block waits for its callback
+        (a turn, a timer that a cross-core wake may overtake, a wake, or a deadlock's report)."""
+        env, shared = self.env, self.shared
+        if not shared:
+            self.mode = "cross wait" if self.cross_waiting else "deadlock"   # the device reports a deadlock
+            return False
+        item = min(shared) if len(shared) > 1 else shared[0]
+        t, pipe_at, _, forced, actor = item
+        if t < env.now:
+            raise RuntimeError(f"engine: {self.core.name} meets the others at {t} after {env.now}")
+        if t > env.now and self.cross_waiting:     # a cross-core flag may wake an actor sooner
+            self._wait(t, NORMAL, "timer")
+            return False
+        shared.remove(item)
+        if t > env.now or forced or env.peek() <= t:
+            # its (core, pipe) turn in that cycle: after every ordinary event of the cycle, as if
+            # the core had woken then and found others acting
+            self._wait(t, turn(self.core.index, pipe_at), "turn", actor)
+            return False
+        self.at(t, actor, None)
+        return True
+
+    def _finish(self) -> None:
+        """Every pipe has finished: the block ends when the last one did."""
+        self.mode = "done"
+        if self.end > self.env.now:
+            self.wakeup = call_at(self.env, self.end, NORMAL, self._end)
+        else:
+            self._end(None)
+
+    def _end(self, _wakeup: Wakeup | None) -> None:
+        self.wakeup = None
         self.on_end()
-        env, ev = self.env, self.finished
-        ev._ok, ev._value = True, None
-        heappush(env._queue, (env.now, turn(self.core.index, RELEASE), next(env._eid), ev))
+        succeed_at(self.env, self.finished, self.env.now, turn(self.core.index, RELEASE))
 
-    def at(self, t: float, actor, value) -> None:
-        """Resume `actor` (sending it `value`) once nothing of this block is due before `t`."""
-        heappush(self.timeline, (t, next(self.seq), actor, value))
-
-    def _share(self, t: float, pipe_at: int, forced: bool, actor) -> None:
-        """Ask for the shared clock at `t` (and the (core, pipe) turn): the actor yields next."""
-        self.shared.append((t, pipe_at, next(self.seq), forced, actor))
-
-    def _xwait(self, instr: Instr, t: float, pipe_at: int, actor):
+    def cross_core_wait(self, instr: Instr, t: float, pipe_at: int, actor: Actor) -> Generator[None, float, float]:
         """Generator: a cross-core wait that starts at `t` (its turn taken first); returns the
         time it ends."""
-        self._share(t, pipe_at, True, actor)
+        self.share(t, pipe_at, True, actor)
         yield
-        waker = _CrossCoreWake(self, actor)
-        if self.device.xwait_now(self.core, self.group, instr, waker):
+        waker = CrossCoreWake(self, actor)
+        if self.device.cross_core_wait(self.core, self.group, instr, waker):
             return self.env.now
-        self.xwaiting += 1
+        self.cross_waiting += 1
         return (yield)
 
     # ---- the scalar unit ---------------------------------------------------------------------
-    def scalar(self):
-        """Issue the block's instructions in order into the pipes' queues (as a SimPy scalar
-        process did: its API call's cycles, then one issue cycle; room in a full queue)."""
-        core, rec, device = self.core, self.rec, self.device
-        me = self.scalar_actor
-        snow = ts = self.start       # snow: the time a SimPy process would be at (env.now)
-        issue = device.issue_cycles
+    # Two clocks: `clock` is the scalar unit's own (its API calls' cycles and one issue cycle per
+    # instruction); `held` is when it was last held up by a pipe or another core (room in a full
+    # queue, a PIPE_ALL barrier, a cross-core flag). An instruction enters its pipe's queue at
+    # `held` (`issued`) and is ready at `clock` (`ready`): the pipe takes it from its queue at
+    # the one and starts it at the other.
+    def scalar(self) -> Actor:
+        """Generator: issue the block's instructions in order into the pipes' queues (each after
+        its API call's cycles; one issue cycle each; room in a full queue)."""
+        core, rec = self.core, self.rec
+        held = clock = self.start
+        issue = self.device.issue_cycles
         scalar_busy = 0.0
-        run_start = run_end = ts
-        trace = rec.trace if device.tracing else None
-        queues, idle, pops, at = self.queues, self.idle, self.pops, self.at
-        lanes = {p: (queues[p], pops[p]) for p in self.pipes}
+        run_start = run_end = clock      # the scalar unit's current busy run (one trace entry)
+        trace = rec.trace if self.device.tracing else None
+        lanes = {p: (self.queues[p], self.room_at[p]) for p in self.pipes}
+        idle, at = self.idle, self.at
         for chunk in self.chunks:
             for instr in chunk:
                 s = instr.scalar
-                if s:
-                    if ts > run_end:
+                if s:                    # the API call's own cycles
+                    if clock > run_end:
                         if trace is not None and run_end > run_start:
                             trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
-                        run_start = ts
-                    ts += s
-                    run_end = ts
+                        run_start = clock
+                    clock += s
+                    run_end = clock
                     scalar_busy += s
                     if trace is not None:
-                        per_line(rec.lines, core.index, instr.line, "PIPE_S", s)
+                        rec.book_line(core.index, instr.line, "PIPE_S", s)
                 kind = instr.kind
                 if kind >= BARRIER:
                     if kind == BARRIER and instr.flag == "PIPE_ALL":
-                        # the scalar unit stalls until every pipe has drained
-                        core.scalar_state = ("stalled at {instr} until every pipe drains", instr)
-                        self.markers_left, self.markers_at = len(self.pipes), snow
-                        for p in self.pipes:
-                            m = Instr(p, "PipeBarrier(PIPE_ALL)", BARRIER)
-                            m.event = True
-                            if not pops[p]:
-                                self.scalar_waits = p
-                                yield
-                            t = pops[p].popleft()
-                            if t > snow:
-                                snow = t
-                            m.ready = ts if ts > snow else snow
-                            m.issued = snow
-                            queues[p].append(m)
-                            a = idle.pop(p, None)
-                            if a is not None:           # (the pipe, its time)
-                                at(a[1] if a[1] > snow else snow, a[0], None)
-                            if snow > ts:
-                                ts = snow
-                        if self.markers_left:
-                            yield
-                        if self.markers_at > snow:
-                            snow = self.markers_at
-                        if snow > ts:
-                            ts = snow
-                        core.scalar_state = "issuing"
+                        held, clock = yield from self._drain_pipes(instr, held, clock)
                         continue
                     if kind == XWAIT and instr.pipe == "PIPE_S":
-                        core.scalar_state = ("waiting for a cross-core flag at {instr}", instr)
-                        t = snow + (ts - snow) if ts > snow else snow
-                        snow = yield from self._xwait(instr, t, S_AT, me)
-                        if snow > ts:
-                            ts = snow
-                        core.scalar_state = "issuing"
+                        held, clock = yield from self._scalar_cross_wait(instr, held, clock)
                         continue
                 pipe = instr.pipe
-                q, pq = lanes[pipe]
-                if not pq:          # the queue is full until the pipe takes the instruction D back
+                q, room = lanes[pipe]
+                if not room:          # the queue is full until the pipe takes the instruction D back
                     core.scalar_state = ("waiting for room in the {pipe} queue to issue {instr}", instr)
                     self.scalar_waits = pipe
                     yield
                     core.scalar_state = "issuing"
-                t = pq.popleft()
-                if t > snow:
-                    snow = t
-                    if t > ts:
-                        ts = t
-                instr.ready = ts
-                instr.issued = snow
+                t = room.popleft()
+                if t > held:
+                    held = t
+                    if t > clock:
+                        clock = t
+                instr.ready = clock
+                instr.issued = held
                 q.append(instr)
                 if idle:
-                    a = idle.pop(pipe, None)
-                    if a is not None:           # (the pipe, its time)
-                        at(a[1] if a[1] > snow else snow, a[0], None)
-                ts += issue
+                    waiting = idle.pop(pipe, None)
+                    if waiting is not None:           # (the pipe, its time)
+                        at(waiting[1] if waiting[1] > held else held, waiting[0], None)
+                clock += issue
             del chunk
         core.scalar_state = "done issuing"
         self.chunks = None
@@ -339,81 +313,96 @@ class BlockRun:
             trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
         self.scalar_busy = scalar_busy
 
-    # ---- a pipe --------------------------------------------------------------------------------
-    def pipe(self, pipe: str):
-        """Execute the pipe's queue in order (as a SimPy process per pipe did, with the same sums)."""
-        device, core, rec, group = self.device, self.core, self.rec, self.group
-        me = self.actors[pipe]                  # (begin() makes every actor before it starts any)
-        functional, tracing = device.functional, device.tracing
-        now = self.start
-        busy = work = 0.0
+    def _drain_pipes(self, instr: Instr, held: float, clock: float) -> Generator[None, Any, tuple[float, float]]:
+        """Generator: PipeBarrier(PIPE_ALL): a marker into every pipe's queue, then the scalar
+        unit stalls until every pipe has reached its marker. Returns (held, clock)."""
+        core, queues, room_at = self.core, self.queues, self.room_at
+        core.scalar_state = ("stalled at {instr} until every pipe drains", instr)
+        self.pipes_to_drain, self.drained_at = len(self.pipes), held
+        for p in self.pipes:
+            marker = Instr(p, "PipeBarrier(PIPE_ALL)", BARRIER)
+            marker.pipe_all_marker = True
+            if not room_at[p]:
+                self.scalar_waits = p
+                yield
+            t = room_at[p].popleft()
+            if t > held:
+                held = t
+            marker.ready = clock if clock > held else held
+            marker.issued = held
+            queues[p].append(marker)
+            waiting = self.idle.pop(p, None)
+            if waiting is not None:           # (the pipe, its time)
+                self.at(waiting[1] if waiting[1] > held else held, waiting[0], None)
+            if held > clock:
+                clock = held
+        if self.pipes_to_drain:
+            yield
+        if self.drained_at > held:
+            held = self.drained_at
+        if held > clock:
+            clock = held
+        core.scalar_state = "issuing"
+        return held, clock
+
+    def _scalar_cross_wait(self, instr: Instr, held: float, clock: float) -> Generator[None, Any, tuple[float, float]]:
+        """Generator: a CrossCoreWaitFlag on the scalar unit. Returns (held, clock)."""
+        self.core.scalar_state = ("waiting for a cross-core flag at {instr}", instr)
+        t = held + (clock - held) if clock > held else held
+        held = yield from self.cross_core_wait(instr, t, S_AT, self.scalar_actor)
+        if held > clock:
+            clock = held
+        self.core.scalar_state = "issuing"
+        return held, clock
+
+    def pipe_drained(self, now: float) -> None:
+        """A pipe reached its PIPE_ALL marker at `now`: the last one releases the scalar unit."""
+        if now > self.drained_at:
+            self.drained_at = now
+        self.pipes_to_drain -= 1
+        if not self.pipes_to_drain:
+            self.runnable.append((self.scalar_actor, None))
+
+
+class PipeRun:
+    """One pipe of a BlockRun: executes its queue in order, and keeps the pipe's figures."""
+
+    def __init__(self, block: BlockRun, pipe: str):
+        device = block.device
+        self.block, self.pipe, self.core, self.rec = block, pipe, block.core, block.rec
+        self.actor: Actor | None = None      # run()'s generator, which the block resumes
+        self.pipe_at = PIPES.index(pipe)
+        self.functional, self.tracing = device.functional, device.tracing
+        self.gm_path = device.gm_path
+        self.record_writes = self.core.record_writes
+        self.block_bytes: dict[str, int] = {}
+        self.path_cycles: dict[str, float] = {}
+        self.l2_lines = [0, 0, 0, 0]          # read hits, read misses, write hits, write misses
+        self.l2_bytes = self.hbm_bytes = 0    # added to the task's totals at the end
+        self.flying: list[tuple] = []         # heap of (lands at, order, instr): transfers in flight
+        self.last_lands = 0.0                 # the latest `lands at` in `flying`
+        self.order = itertools.count()
+
+    # The generator below is the pipe's whole loop, ~105 lines, longer than the house's 80 for
+    # speed: it runs once per instruction, so its state (the clock, the busy and work unions)
+    # stays in locals, and the small steps every instruction takes (take it, wait for its turn,
+    # account its cycles) are written in place, where a method call would add to each
+    # instruction's cost. The other steps are the methods after it.
+    def run(self) -> Actor:
+        """Generator: execute the pipe's queue in order. It yields `now` when another pipe has
+        something due earlier (the block resumes it after that), None when it waits (for the
+        scalar unit, a flag, or its turn on the shared clock)."""
+        block, core, pipe, pipe_at, me = self.block, self.core, self.pipe, self.pipe_at, self.actor
+        q, room, idle, runnable = block.queues[pipe], block.room_at[pipe], block.idle, block.runnable
+        shared, seq, timeline = block.shared, block.seq, block.timeline
+        in_flight, state, tracing = block.device.in_flight, core.pipe_state, self.tracing
+        check_reads, complete, book = core.check_reads, self.complete, self.book
+        now = block.start
+        busy = work = 0.0            # cycles: the union of its instructions' [start, end), and of
+        busy_until = work_until = 0.0    # [start, start + own cycles) (without contention)
         executed = 0
-        block_bytes: dict[str, int] = {}
-        l2_lines = [0, 0, 0, 0]          # read hits, read misses, write hits, write misses
-        l2_bytes = hbm_total = 0         # added to the task's totals at the end
-        valid, checked = core.valid, core.checked
-        covers, add_run = core.runs.covers, core.runs.add
-        trace, lines = rec.trace, rec.lines
-        state = core.pipe_state
-        path_bytes, path_cycles = rec.path_bytes, {}
-        pipe_at = PIPES.index(pipe)
-        in_flight = device.in_flight
-        profile, miss_latency = device.profile, device.miss_latency
-        busy_until = work_until = 0.0
-        flying: list[tuple] = []        # heap of (lands at, order, instr): transfers in flight
-        last_lands = 0.0                # the latest `lands at` in `flying`
-        order = itertools.count()
-        q, pops, idle, runnable = self.queues[pipe], self.pops[pipe], self.idle, self.runnable
-        flags, flag_times, waiting = self.flags, self.flag_times, self.waiting
-        shared, seq, timeline = self.shared, self.seq, self.timeline
-        l2, l2_channel, hbm = device.l2, device.l2_channel, device.hbm
-
-        def complete(instr: Instr) -> None:
-            """The instruction's bytes are written: the sanitizer knows them, and its effect runs."""
-            writes = instr.writes
-            if type(writes) is Rows:
-                key = writes.key()
-                if key not in checked:
-                    buf = writes.buf
-                    lo, hi = writes.extent()
-                    if not covers(buf, lo, hi):
-                        rows_of(valid[buf], writes)[...] = True
-                        if writes.pitch == writes.n:     # one run
-                            add_run(buf, lo, hi)
-                    if len(checked) < CHECKED_SPANS:
-                        checked.add(key)
-                writes = ()
-            for span in writes:
-                if span not in checked:
-                    buf, lo, hi = span
-                    if not covers(buf, lo, hi):
-                        valid[buf][lo:hi] = True
-                        add_run(buf, lo, hi)
-                    if len(checked) < CHECKED_SPANS:
-                        checked.add(span)
-            if functional and instr.fn is not None:
-                instr.fn()
-
-        def book(instr: Instr, start: float, dur: float, hbm_bytes: int) -> None:
-            """An executed instruction's bytes and cycles per path, and its trace entry."""
-            path = instr.path
-            if path is not None:
-                path_bytes[path] = path_bytes.get(path, 0) + instr.nbytes
-                block_bytes[path] = block_bytes.get(path, 0) + instr.nbytes
-                path_cycles[path] = path_cycles.get(path, 0.0) + dur
-            if tracing:
-                trace.append((core.index, pipe, instr.name, start, dur, hbm_bytes))
-                per_line(lines, core.index, instr.line, pipe, dur)
-
-        def land(upto: float) -> None:
-            """Complete the transfers that have landed by `upto`, in the order they land."""
-            while flying and flying[0][0] <= upto:
-                complete(heappop(flying)[2])
-
-        latencies: dict[tuple, float] = {}      # (path, bytes, missed) -> what overlaps later transfers
-        miss_cycles: dict[tuple, float] = {}    # (path, bytes) -> a transfer's cycles when it misses
-
         while True:
+            # take the next instruction (the scalar unit issued it at `issued`, ready at `ready`)
             if not q:
                 state[pipe] = "idle, waiting for the scalar unit to issue"
                 idle[pipe] = (me, now)
@@ -421,10 +410,10 @@ class BlockRun:
             instr = q.popleft()
             if instr.issued > now:          # it reached the queue after the pipe freed up
                 now = instr.issued
-            pops.append(now)
-            if self.scalar_waits == pipe:
-                self.scalar_waits = None
-                runnable.append((self.scalar_actor, None))
+            room.append(now)
+            if block.scalar_waits == pipe:
+                block.scalar_waits = None
+                runnable.append((block.scalar_actor, None))
             kind = instr.kind
             if kind == END:
                 break
@@ -432,138 +421,51 @@ class BlockRun:
                 now = now + (instr.ready - now)
             if timeline and timeline[0][0] < now:
                 yield now                   # another pipe has something earlier: after it
-            if kind >= SET:               # SET, WAIT, BARRIER, XSET, XWAIT: no time of their own
-                if flying and kind != WAIT:
-                    # a flag or barrier on a pipe orders after its transfers have landed
-                    last = last_lands
-                    if last > now:
-                        now = now + (last - now)
-                        if timeline and timeline[0][0] < now:
-                            yield now
-                    land(last)              # (now + (last - now) may round below last)
+            # flags and barriers: no time of their own
+            if kind >= SET:
+                if self.flying and kind != WAIT:    # they order after the pipe's transfers land
+                    now = yield from self.until_landed(self.last_lands, now)
                 if kind == WAIT:
-                    key = instr.flag
-                    if flags.get(key):
-                        flags[key] = None
-                        t_set = flag_times.pop(key)
-                        if t_set > now:         # (never, in time order; a wait never precedes its set)
-                            now = t_set
-                    else:
+                    t_set = self.take_flag(instr.flag)
+                    if t_set is None:               # not set yet: its SetFlag sends its time
                         state[pipe] = ("waiting for flag {flag} at {instr}", instr)
-                        waiting[key] = (me, now)
+                        block.waiting[instr.flag] = (me, now)
                         t_set = yield
-                        if t_set > now:
-                            now = t_set
-                    if tracing:                 # the dependency, for the per-pipe trace layout
-                        rec.flows.append((core.index, key[0], pipe, t_set, now))
+                    if t_set > now:
+                        now = t_set
+                    if tracing:                     # the dependency, for the per-pipe trace layout
+                        self.rec.flows.append((core.index, instr.flag[0], pipe, t_set, now))
                 elif kind == SET:
-                    key = instr.flag
-                    w = waiting.pop(key, None)
-                    if w is not None:           # handed straight to the waiting pipe
-                        self.at(w[1] if w[1] > now else now, w[0], now)
-                    else:
-                        first = flags.get(key)
-                        if first:
-                            raise core.fault(pipe, instr, f"flag {key[0]}->{key[1]} id {key[2]} set twice "
-                                             f"without a wait between (first set by {first.describe()})")
-                        flags[key] = instr
-                        flag_times[key] = now
+                    self.set_flag(instr, now)
                 elif kind == BARRIER:
-                    if instr.event is not None:     # PIPE_ALL's marker: this pipe has drained
-                        if now > self.markers_at:
-                            self.markers_at = now
-                        self.markers_left -= 1
-                        if not self.markers_left:
-                            runnable.append((self.scalar_actor, None))
+                    if instr.pipe_all_marker:
+                        block.pipe_drained(now)
                 elif kind == XSET:
-                    self._share(now, pipe_at, True, me)
+                    block.share(now, pipe_at, True, me)
                     yield
-                    device.xset(core, group, instr)
+                    block.device.cross_core_set(core, block.group, instr)
                 else:
                     state[pipe] = ("waiting for a cross-core flag at {instr}", instr)
-                    now = yield from self._xwait(instr, now, pipe_at, me)
+                    now = yield from block.cross_core_wait(instr, now, pipe_at, me)
                 continue
-            reads = instr.reads
-            if type(reads) is Rows:
-                key = reads.key()
-                lo, hi = reads.extent()
-                if key in checked or covers(reads.buf, lo, hi) or rows_of(valid[reads.buf], reads).all():
-                    if len(checked) < CHECKED_SPANS:
-                        checked.add(key)
-                    reads = ()              # else: row by row, to name the first unwritten byte
-            for span in reads:
-                if span in checked:         # bytes once written stay written for the block
-                    continue
-                buf, lo, hi = span
-                if not covers(buf, lo, hi):
-                    v = valid[buf][lo:hi]
-                    if not v.all():
-                        bad = lo + int(np.argmin(v))
-                        raise core.fault(pipe, instr, f"reads {buf}[{lo}:{hi}] but byte {bad} was never "
-                                         f"written in this block (missing copy-in or missing flag)")
-                    add_run(buf, lo, hi)
-                if len(checked) < CHECKED_SPANS:
-                    checked.add(span)
-            overlap = 1
+            # the sanitizer: every byte it reads was written in this block
+            if instr.reads:
+                check_reads(pipe, instr)
+            # execute it: a GM transfer meets the other cores at its turn on the shared clock
+            start = now
             if kind == GM_XFER:
                 overlap = in_flight[instr.path]
-                if overlap > 1 and len(flying) >= overlap:
-                    # every slot taken: the first transfer to land frees one
-                    first = flying[0][0]
-                    if first > now:
-                        now = now + (first - now)
-                        if timeline and timeline[0][0] < now:
-                            yield now
-                    land(first if first > now else now)
-            start = now
-            hbm_bytes = 0
-            if kind == GM_XFER:
-                shared.append((start, pipe_at, next(seq), False, me))   # _share(), inline: the L2 and channels
+                if overlap > 1 and len(self.flying) >= overlap:   # every slot taken: the first to land frees one
+                    now = start = yield from self.until_landed(self.flying[0][0], now)
+                shared.append((start, pipe_at, next(seq), False, me))   # block.share(), inline
                 yield
-                # through L2: a hit streams at the path's rate within the L2's chip-wide
-                # bandwidth; misses and dirty evictions also cross the device-memory channel
-                hits, misses = l2.hit_lines, l2.miss_lines
-                fetch, evicted = l2.access(instr.gm, instr.gm_write)
-                hits, misses = l2.hit_lines - hits, l2.miss_lines - misses
-                w = 2 if instr.gm_write else 0
-                l2_lines[w] += hits
-                l2_lines[w + 1] += misses
-                chan = instr.chan_bytes
-                local = instr.cycles
-                if fetch:
-                    local = miss_cycles.get((instr.path, chan))
-                    if local is None:
-                        local = miss_cycles[instr.path, chan] = profile.path(instr.path).cycles(chan, miss_latency)
-                done = l2_channel.reserve(start, chan)[0]
-                if start + local > done:
-                    done = start + local
-                if fetch or evicted or hbm.pending:      # (else reserve() moves nothing)
-                    hbm.pending += evicted
-                    end, hbm_bytes = hbm.reserve(start, fetch, chan)
-                    if end > done:
-                        done = end
-                l2_bytes += chan
-                hbm_total += hbm_bytes
-                dur = done - start
-                need = local
-                if overlap > 1:
-                    # the pipe moves on once the bytes have streamed; the latency (and a miss's)
-                    # overlaps the next transfers, and the data lands at `done`
-                    lkey = (instr.path, chan, fetch > 0)
-                    lat = latencies.get(lkey)
-                    if lat is None:
-                        lat = latencies[lkey] = profile.path(instr.path).latency(
-                            chan, miss_latency if fetch else 0.0)
-                    stream = local - lat
-                    if not flying or done > last_lands:
-                        last_lands = done
-                    heappush(flying, (done, next(order), instr))
+                end, need, hbm_bytes, streamed = self.transfer(instr, start, overlap)
+                dur = end - start
             else:
                 dur = need = instr.cycles
-            if overlap > 1:
-                end = done                  # it lands later; the pipe goes on once it has streamed
-                if stream > 0:
-                    now = now + stream
+                hbm_bytes, streamed = 0, None
+            if streamed is not None:        # in flight: it lands at `end`, the pipe goes on at `streamed`
+                now = streamed
             else:
                 end = start + dur
                 if dur > 0:
@@ -589,29 +491,104 @@ class BlockRun:
             executed += 1
             if instr.path is not None or tracing:
                 book(instr, start, dur, hbm_bytes)
-        if flying:
-            last = last_lands
-            if last > now:
-                now = now + (last - now)
-                if timeline and timeline[0][0] < now:
-                    yield now
-            land(last)
-        state[pipe] = "finished"
+        if self.flying:
+            now = yield from self.until_landed(self.last_lands, now)
+        self.finish(now, busy, work, executed)
+
+    # ---- its steps ---------------------------------------------------------------------------
+    def complete(self, instr: Instr) -> None:
+        """The instruction's bytes are written: the sanitizer knows them, and its effect runs."""
+        if instr.writes:
+            self.record_writes(instr.writes)
+        if self.functional and instr.fn is not None:
+            instr.fn()
+
+    def book(self, instr: Instr, start: float, dur: float, hbm_bytes: int) -> None:
+        """An executed instruction's bytes and cycles per path, and its trace entry."""
+        path = instr.path
+        if path is not None:
+            rec = self.rec
+            rec.path_bytes[path] = rec.path_bytes.get(path, 0) + instr.nbytes
+            self.block_bytes[path] = self.block_bytes.get(path, 0) + instr.nbytes
+            self.path_cycles[path] = self.path_cycles.get(path, 0.0) + dur
+        if self.tracing:
+            self.rec.trace.append((self.core.index, self.pipe, instr.name, start, dur, hbm_bytes))
+            self.rec.book_line(self.core.index, instr.line, self.pipe, dur)
+
+    def take_flag(self, flag: tuple) -> float | None:
+        """A WaitFlag: when its flag was set (now consumed), or None if it is not set yet."""
+        block = self.block
+        if not block.flags.get(flag):
+            return None
+        block.flags[flag] = None
+        return block.flag_times.pop(flag)
+
+    def set_flag(self, instr: Instr, now: float) -> None:
+        """A SetFlag at `now`: handed straight to a pipe that waits on it, or left set (twice
+        without a wait between is a fault)."""
+        block, key = self.block, instr.flag
+        waiter = block.waiting.pop(key, None)
+        if waiter is not None:
+            actor, arrived = waiter
+            block.at(arrived if arrived > now else now, actor, now)
+            return
+        first = block.flags.get(key)
+        if first:
+            raise self.core.fault(self.pipe, instr, f"flag {key[0]}->{key[1]} id {key[2]} set twice "
+                                  f"without a wait between (first set by {first.describe()})")
+        block.flags[key] = instr
+        block.flag_times[key] = now
+
+    def until_landed(self, t: float, now: float) -> Generator[float, None, float]:
+        """Generator: the pipe waits until `t` (if later than `now`), then completes the
+        transfers that have landed by then, in the order they land. Returns the new now."""
+        if t > now:
+            now = now + (t - now)
+            timeline = self.block.timeline
+            if timeline and timeline[0][0] < now:
+                yield now
+        upto = t if t > now else now        # (now + (t - now) may round below t)
+        flying, complete = self.flying, self.complete
+        while flying and flying[0][0] <= upto:
+            complete(heappop(flying)[2])
+        return now
+
+    def transfer(self, instr: Instr, start: float, overlap: int) -> tuple[float, float, int, float | None]:
+        """A GM transfer that starts at `start`, at its turn on the shared clock. Returns (when it
+        ends, its own cycles, bytes that reached device memory, and when the pipe may go on if
+        it stays in flight (its path overlaps transfers), else None)."""
+        done, local, fetch, hbm_bytes, hits, misses = self.gm_path.cross(instr, start)
+        w = 2 if instr.gm_write else 0
+        self.l2_lines[w] += hits
+        self.l2_lines[w + 1] += misses
+        self.l2_bytes += instr.chan_bytes
+        self.hbm_bytes += hbm_bytes
+        if overlap <= 1:
+            return done, local, hbm_bytes, None
+        # the pipe moves on once the bytes have streamed; the latency (and a miss's) overlaps the
+        # next transfers, and the data lands at `done`
+        stream = local - self.gm_path.latency(instr, fetch > 0)
+        if not self.flying or done > self.last_lands:
+            self.last_lands = done
+        heappush(self.flying, (done, next(self.order), instr))
+        return done, local, hbm_bytes, (start + stream if stream > 0 else start)
+
+    def finish(self, now: float, busy: float, work: float, executed: int) -> None:
+        """The pipe's queue is done at `now`: its figures into the task's record and the block's."""
+        rec, core, pipe, block = self.rec, self.core, self.pipe, self.block
+        core.pipe_state[pipe] = "finished"
         parts = rec.path_parts
-        for path, cycles in path_cycles.items():
+        for path, cycles in self.path_cycles.items():
             key = (core.index, pipe, path)
             parts[key] = parts.get(key, 0.0) + cycles
+        l2_lines = self.l2_lines
         rec.l2_hit_lines += l2_lines[0] + l2_lines[2]
         rec.l2_miss_lines += l2_lines[1] + l2_lines[3]
-        rec.l2_bytes += l2_bytes
-        rec.hbm_bytes += hbm_total
+        rec.l2_bytes += self.l2_bytes
+        rec.hbm_bytes += self.hbm_bytes
         busy_key = (core.name, pipe)
         rec.busy[busy_key] = rec.busy.get(busy_key, 0.0) + busy
         rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work
-        if now > self.end:
-            self.end = now
-        self.figures[pipe] = (busy, executed, block_bytes, l2_lines)
-
-    def leftover_flag(self):
-        """(flag, its SetFlag) for a flag set but never waited on, or None."""
-        return next(((key, setter) for key, setter in self.flags.items() if setter), None)
+        if now > block.end:
+            block.end = now
+        block.figures[pipe] = (busy, executed, self.block_bytes, l2_lines)

@@ -12,18 +12,21 @@ The engine knows instructions, pipes, buffers and paths; it never knows an opera
 from __future__ import annotations
 
 import gc
+from typing import Any, Generator, Iterator
 
 import numpy as np
 import simpy
 
-from .memory import DeviceMemory, L2Cache, MemoryChannel
+from .block_run import BlockRun, CrossCoreWake
+from .core_state import CoreState, Group
+from .gm_path import GmPath
+from .l2_cache import L2Cache
+from .memory import DeviceMemory, MemoryChannel
 from .profile import PIPES, Profile
 from .program import BARRIER, COMPUTE, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch
-from .block_run import BlockRun
-from .recorder import BlockContext, CountingContext, ProgramRecorder, count_instructions, record_whole
-from .state import BlockRecord, CoreState, Group, LaunchRecord, TaskRecord
-
-
+from .recorder import (BlockContext, CountingContext, DeviceView, ProgramRecorder, count_instructions,
+                       record_whole)
+from .records import BlockRecord, LaunchRecord, TaskRecord
 
 
 def scalar_costs(profile: Profile) -> dict[str, tuple[float, ...]]:
@@ -50,7 +53,7 @@ class Device:
         self.l2 = L2Cache(profile.l2.bytes, profile.l2.line_bytes, lambda a: self.memory.find(a))
         self.l2_channel = MemoryChannel(profile.l2_bytes_per_cycle)
         self.hbm = MemoryChannel(profile.device_bytes_per_cycle)
-        self.miss_latency = profile.l2.miss_latency_cycles
+        self.gm_path = GmPath(self.l2, self.l2_channel, self.hbm, profile)
         self.cores: dict[str, list[CoreState]] = {}
         self.free_cores: dict[str, simpy.Store] = {}
         index = 0
@@ -68,25 +71,26 @@ class Device:
         self.issue_cycles = profile.sync.scalar_issue_cycles
         self.scalar_cost = scalar_costs(profile)
         self.memo: dict = {}       # the kernel language's memo of what depends on the profile alone (costs, flag fields)
+        self.view = DeviceView(profile, self.memory, functional, trace, self.scalar_cost, self.memo)
         self.in_flight = {name: path.in_flight for name, path in profile.paths.items()}
         self.active: set[CoreState] = set()
         self._launches = 0
         self.dispatching: dict[int, str] = {}
-        self.xcount: dict[tuple, int] = {}               # cross-core flag counters
-        self.xwaiters: dict[tuple, list] = {}            # key -> [(event, need, consume)]
-        self.xwaits_done: dict[tuple, int] = {}          # (core, flag) -> mode-0 waits so far
-        self.xlimit = profile.sync.cross_core_counter_limit
+        # cross-core flags (A2), keyed (launch, core name or, for mode 0, core kind, flag id):
+        self.cross_flag_counts: dict[tuple, int] = {}      # key -> sets not yet consumed
+        self.cross_flag_waiters: dict[tuple, list] = {}    # key -> [(waiter, sets it needs, consumes?)]
+        self.cross_barrier_waits: dict[tuple, int] = {}    # (launch, core, flag) -> its mode-0 waits so far
+        self.cross_flag_limit = profile.sync.cross_core_counter_limit    # sets a counter holds
         self.recorders: set[ProgramRecorder] = set()      # blocks still recording their programs
         self.issued = 0          # instructions handed to the scalar units so far (progress bars read it)
 
     def run(self, until: simpy.Event | None = None) -> None:
         """Advance simulated time (until `until` has happened, or until nothing is left to do).
-        The engine allocates several short-lived objects per instruction, all freed by reference
-        counting (programs hold no cycles; a few per block do, ~3,000 objects in 790,000
-        instructions). A gen-0 collection walks every young object still alive, so at the default
-        threshold (700) collections took 10-17 % of a run, and at 50,000 still ~11 % of a
-        GridSampler run against none at all; at 1,000,000 they cost no more than none, and the
-        collector still runs, as a safety net for cycles a kernel might make.
+        The engine makes several short-lived objects per instruction, all freed by reference
+        counting (programs hold no reference cycles; a block makes a few). A gen-0 collection
+        walks every young object still alive, so at the default threshold the collector would
+        spend a large share of a run finding nothing; the threshold is raised for the run, and
+        the collector still runs, as a safety net for cycles a kernel might make.
         The machine's arithmetic raises no floating-point warnings: a Vector cast that overflows
         gives inf, as the hardware's does, and the padding lanes of a tile may hold anything
         (numpy's error state is per thread; the effects run on this one)."""
@@ -115,12 +119,12 @@ class Device:
             group = Group(0, b, [c for c, _ in cores], {kind_name: launch.block_dim})
             for core, sub in cores:
                 core.reset_for_block(b, launch.name)
-                ctx = CountingContext(self, core, b, launch.block_dim, group, sub)
+                ctx = CountingContext(self.view, core, b, launch.block_dim, group, sub)
                 total += count_instructions(ctx, launch.body, launch.args)
         return round(total * launch.block_dim / max(len(blocks), 1))
 
     # ---- launches ----------------------------------------------------------------------------
-    def run_launch(self, launch: KernelLaunch, rec: TaskRecord):
+    def run_launch(self, launch: KernelLaunch, rec: TaskRecord) -> Generator[simpy.Event, Any, None]:
         """SimPy process: the launch overhead, then blocks dispatched to free cores of the right
         kind as they free up (more blocks than cores run in waves). On A2 a mix kernel's block
         takes one AIC and its share of AIVs together."""
@@ -156,24 +160,25 @@ class Device:
         lrec.end = self.env.now
 
     def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
-               sub: int, long_kinds: set[str]):
+               sub: int, long_kinds: set[str]) -> Generator[simpy.Event, Any, None]:
         """SimPy process: one block on one core. Its program is recorded (ProgramRecorder for a
         long one), then its scalar unit and pipes run as a BlockRun, which meets the shared
         clock only where the core touches something shared. Once a block of a launch has
         outgrown a chunk, the launch's later blocks on that core kind go straight to a
-        ProgramRecorder (recording a chunk's worth twice cost GridSampler 40 % more recording)."""
+        ProgramRecorder: they are likely as long, and trying record_whole first would record a
+        chunk's worth of each twice."""
         pool = self.free_cores[core.kind_name]
         core.reset_for_block(b, launch.name)
         self.active.add(core)
         rec.cores_used.setdefault(core.kind_name, set()).add(core.name)
         program = None
         if core.kind_name not in long_kinds:
-            ctx = BlockContext(self, core, b, launch.block_dim, group, sub)
+            ctx = BlockContext(self.view, core, b, launch.block_dim, group, sub)
             program = record_whole(ctx, launch.body, launch.args)
         recorder = None
         if program is None:
             long_kinds.add(core.kind_name)
-            ctx = BlockContext(self, core, b, launch.block_dim, group, sub)
+            ctx = BlockContext(self.view, core, b, launch.block_dim, group, sub)
             recorder = ProgramRecorder(ctx, launch.body, launch.args)
             self.recorders.add(recorder)
         block_start = self.env.now
@@ -209,7 +214,7 @@ class Device:
         yield pool.put(core)
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
-                core: CoreState):
+                core: CoreState) -> Iterator[list[Instr]]:
         """The block's instructions in program order, a list at a time, then an END for every pipe."""
         for chunk in [program] if recorder is None else recorder.chunks():
             rec.instructions += len(chunk)
@@ -224,7 +229,10 @@ class Device:
         self.recorders.clear()
 
     # ---- cross-core flags (A2) -------------------------------------------------------------
-    def _xtargets(self, core: CoreState, group: Group, mode: int) -> list[tuple]:
+    def _cross_core_targets(self, core: CoreState, group: Group, mode: int) -> list[tuple]:
+        """The counters a CrossCoreSetFlag of `mode` adds to, as (launch, owner): mode 0 one for
+        the core's whole kind in the launch (a barrier), mode 1 each other AIV of the group, mode
+        2 the AIVs from the AIC or the AIC from an AIV."""
         lid, flag_targets = group.launch_id, []
         if mode == 0:
             return [(lid, core.kind_name)]
@@ -235,49 +243,50 @@ class Device:
             flag_targets = aivs if core is aic else ([aic] if aic is not None else [])
         return [(lid, c.name) for c in flag_targets]
 
-    def xset(self, core: CoreState, group: Group, instr: Instr) -> None:
+    def cross_core_set(self, core: CoreState, group: Group, instr: Instr) -> None:
         """CrossCoreSetFlag, at its turn: count it, and wake the waits it satisfies."""
         flag, mode = instr.flag
-        targets = self._xtargets(core, group, mode)
+        targets = self._cross_core_targets(core, group, mode)
         if not targets:
             raise core.fault(instr.pipe, instr, f"CrossCoreSetFlag mode {mode} has no partner core "
                              f"in this launch (mode 1 needs two AIVs, mode 2 an AIC and AIVs: a mix kernel)")
         for t in targets:
             key = t + (flag,)
-            n = self.xcount.get(key, 0) + 1
-            if mode != 0 and n > self.xlimit:
+            n = self.cross_flag_counts.get(key, 0) + 1
+            if mode != 0 and n > self.cross_flag_limit:
                 raise core.fault(instr.pipe, instr, f"cross-core flag {flag} of {t[1]} set {n} times "
-                                 f"without a wait: the counter holds {self.xlimit}")
-            self.xcount[key] = n
-            waiters = self.xwaiters.get(key)
-            while waiters and waiters[0][1] <= self.xcount[key]:
-                ev, need, consume = waiters.pop(0)
+                                 f"without a wait: the counter holds {self.cross_flag_limit}")
+            self.cross_flag_counts[key] = n
+            waiters = self.cross_flag_waiters.get(key)
+            while waiters and waiters[0][1] <= self.cross_flag_counts[key]:
+                waiter, need, consume = waiters.pop(0)
                 if consume:
-                    self.xcount[key] -= need
-                ev.succeed()
+                    self.cross_flag_counts[key] -= need
+                waiter.succeed()
 
-    def xwait_now(self, core: CoreState, group: Group, instr: Instr, waiter) -> bool:
+    def cross_core_wait(self, core: CoreState, group: Group, instr: Instr, waiter: CrossCoreWake) -> bool:
         """CrossCoreWaitFlag, at its turn: True if the flag is there (taken), else `waiter` is
         queued and its succeed() is called when a set satisfies it."""
         flag, mode = instr.flag
         if mode == 0:
             key = (group.launch_id, core.kind_name, flag)
-            done = self.xwaits_done.get((group.launch_id, core.name, flag), 0) + 1
-            self.xwaits_done[(group.launch_id, core.name, flag)] = done
+            done = self.cross_barrier_waits.get((group.launch_id, core.name, flag), 0) + 1
+            self.cross_barrier_waits[(group.launch_id, core.name, flag)] = done
             need, consume = done * group.participants[core.kind_name], False
         else:
             key = (group.launch_id, core.name, flag)
             need = len(group.aivs()) if (mode == 2 and core is group.aic()) else 1
             consume = True
-        if self.xcount.get(key, 0) >= need:
+        if self.cross_flag_counts.get(key, 0) >= need:
             if consume:
-                self.xcount[key] -= need
+                self.cross_flag_counts[key] -= need
             return True
-        self.xwaiters.setdefault(key, []).append((waiter, need, consume))
+        self.cross_flag_waiters.setdefault(key, []).append((waiter, need, consume))
         return False
 
     # ---- diagnosis -----------------------------------------------------------------------------
     def deadlock_report(self) -> str:
+        """What every active core's scalar unit and pipes wait for, once nothing can move."""
         lines = ["deadlock: the event queue drained while pipes still wait"]
         def text(state):
             if isinstance(state, Instr):

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from .outputs import write_text
-from .state import BlockRecord, TaskRecord
+from .records import BlockRecord, TaskRecord
 
 NA = "N/A"
 STEM = {"PIPE_M": "cube", "PIPE_V": "vec", "PIPE_S": "scalar", "PIPE_MTE1": "mte1", "PIPE_MTE2": "mte2",

@@ -2,18 +2,14 @@
 instruction as the scalar unit issues it to a pipe (its kind, cost, data path, the byte ranges it
 reads and writes for the sanitizer, and its functional effect); a `KernelLaunch` is a body and a
 block count. The kernel language (simulator.kernel) depends on this file and on the recording
-context (`current_context`), never on the Device.
+context (simulator.recorder's `current_context`), never on the Device.
 """
 from __future__ import annotations
 
 import os
 import sys
-import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
-
-if TYPE_CHECKING:
-    from .recorder import BlockContext
+from typing import Callable
 
 # instruction kinds
 COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT = range(8)
@@ -28,7 +24,8 @@ class Instr:
     path / nbytes: the data path and bytes moved (for cost and the report);
     scalar: the scalar unit's own cycles for the API call, spent before the instruction issues."""
     __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "gm", "gm_write",
-                 "reads", "writes", "fn", "flag", "ready", "issued", "index", "operands", "event", "scalar", "line")
+                 "reads", "writes", "fn", "flag", "ready", "issued", "index", "operands", "pipe_all_marker",
+                 "scalar", "line")
 
     def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
                  path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
@@ -41,10 +38,10 @@ class Instr:
         self.gm, self.gm_write = gm, gm_write
         self.reads, self.writes, self.fn, self.flag = reads, writes, fn, flag
         self.operands = operands      # formatted only when an error or a deadlock names it
-        self.ready = 0.0
-        self.issued = 0.0             # when the scalar unit's process put it in the queue (engine)
+        self.ready = 0.0              # when the scalar unit finished issuing it, on its own clock (engine)
+        self.issued = 0.0             # when the scalar unit put it in the pipe's queue (engine)
         self.index = -1
-        self.event = None
+        self.pipe_all_marker = False   # one of the BARRIERs a PipeBarrier(PIPE_ALL) puts in each pipe's queue
         self.scalar = 0.0             # the scalar unit's cycles for the API call (set when emitted)
         self.line = None              # (file, line) of the kernel body that issued it (when tracing)
 
@@ -60,7 +57,7 @@ class Rows:
     """`count` rows of `n` bytes, `pitch` bytes apart from `start`, read as the tuple of per-row
     ranges a copy would otherwise carry: (address, n) for GM (`buf` None), (buf, lo, hi) in a
     local buffer. Five numbers instead of a tuple per row: a strided copy moves thousands of rows
-    per instruction, and 48 blocks' worth of such tuples once took a gigabyte."""
+    per instruction, and every running block holds a chunk of its instructions at once."""
     __slots__ = ("buf", "start", "n", "pitch", "count")
 
     def __init__(self, buf: str | None, start: int, n: int, pitch: int, count: int):
@@ -115,17 +112,6 @@ class KernelLaunch:
     block_dim: int
     kind: str = "vector"
     args: tuple = ()
-
-
-active_block = threading.local()        # .ctx: the block whose body this thread is running
-
-
-def current_context() -> BlockContext:
-    ctx = getattr(active_block, "ctx", None)
-    if ctx is None:
-        raise RuntimeError("kernel instructions can only be issued inside a kernel body that the "
-                           "machine is running (see docs/KERNELS.md)")
-    return ctx
 
 
 LIBRARY = os.path.dirname(os.path.abspath(__file__))      # simulator/: frames here are not the kernel's

@@ -1,26 +1,40 @@
 """Recording a block's program: the context a kernel body runs in (`BlockContext`: the core, the
-block, the program so far), recorded in one go on the engine's thread (`record_whole`) or, for a
-body that outgrows a chunk, on a helper thread a chunk at a time (`ProgramRecorder`).
+block, the program so far, and what the body may see of the device, `DeviceView`; the kernel
+language finds it with `current_context`), recorded in one go on the engine's thread
+(`record_whole`) or, for a body that outgrows a chunk, on a helper thread a chunk at a time
+(`ProgramRecorder`).
 """
 from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from queue import SimpleQueue
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Iterator
 
-from .program import Instr, active_block, caller_line
+from .core_state import CoreState, Group
+from .memory import DeviceMemory
+from .profile import Profile
+from .program import Instr, caller_line
 
-if TYPE_CHECKING:
-    from .machine import Device
-    from .state import CoreState, Group
+
+@dataclass(frozen=True)
+class DeviceView:
+    """What a kernel body may read of the device it records for (the Device makes one)."""
+    profile: Profile
+    memory: DeviceMemory      # GM: functional effects read and write its bytes
+    functional: bool          # effects run (else timing only)
+    tracing: bool             # instructions remember their source line
+    scalar_cost: dict[str, tuple[float, ...]]   # pipe -> the scalar unit's cycles per API call, by kind
+    memo: dict                # the kernel language's memo of what depends on the profile alone
+
 
 class BlockContext:
     """What a kernel body sees while it records one block: the core, the block index and count,
     the program being recorded and the launch's functional flag. simulator.kernel reads it."""
 
-    def __init__(self, device: "Device", core: CoreState, block_idx: int, block_num: int,
-                 group: "Group | None" = None, sub_block: int = 0):
+    def __init__(self, device: DeviceView, core: CoreState, block_idx: int, block_num: int,
+                 group: Group | None = None, sub_block: int = 0):
         self.device, self.core = device, core
         self.profile = device.profile
         self.block_idx, self.block_num = block_idx, block_num
@@ -41,6 +55,8 @@ class BlockContext:
         self.lines = device.tracing           # remember each instruction's source line (for the report)
 
     def emit(self, instr: Instr) -> Instr:
+        """Append `instr` to the block's program (its scalar cost, index and source line set); a
+        full chunk hands the program to the engine (or, recorded in one go, starts again)."""
         costs = self.costs_of.get(instr.pipe)      # the scalar unit's cycles per kind, on this core's pipes
         if costs is None:
             raise self.core.fault(instr.pipe, instr, f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
@@ -63,8 +79,9 @@ class CountingContext(BlockContext):
     """A BlockContext that records nothing: it counts the instructions a block's body emits
     (the same checks run), so the size of a launch is known before it is run."""
 
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
+    def __init__(self, device: DeviceView, core: CoreState, block_idx: int, block_num: int,
+                 group: Group | None = None, sub_block: int = 0):
+        super().__init__(device, core, block_idx, block_num, group, sub_block)
         self.count = 0
 
     def emit(self, instr: Instr) -> Instr:
@@ -76,7 +93,20 @@ class CountingContext(BlockContext):
         return instr
 
 
+active_block = threading.local()        # .ctx: the block whose body this thread is running
+
+
+def current_context() -> BlockContext:
+    """The block whose kernel body is running on this thread (what an instruction is emitted to)."""
+    ctx = getattr(active_block, "ctx", None)
+    if ctx is None:
+        raise RuntimeError("kernel instructions can only be issued inside a kernel body that the "
+                           "machine is running (see docs/KERNELS.md)")
+    return ctx
+
+
 def count_instructions(ctx: CountingContext, body: Callable[..., None], args: tuple) -> int:
+    """The instructions the body emits for ctx's block (nothing is kept)."""
     active_block.ctx = ctx
     try:
         _run_body(ctx, body, args)
@@ -157,23 +187,23 @@ def record_whole(ctx: BlockContext, body: Callable[..., None], args: tuple) -> l
 
 
 class ProgramRecorder:
-    """Runs a long block's kernel body on a helper thread, CHUNK instructions at a time: the
+    """Runs a long block's kernel body on a helper thread, a chunk of instructions at a time: the
     scalar unit takes a chunk and issues it while the body waits, so a long kernel never holds its
-    whole program in memory (a 20-million-instruction block once took more than 12 GB). The engine
-    and the body take strict turns (one always waits for the other), so recording is exactly as
-    deterministic as one plain call, and a block's program is the same instructions either way.
-    Most blocks are shorter than a chunk and are recorded in one go on the engine's thread
-    (record_whole; a thread handoff cost ~0.15 ms per block on this project's 2-core VM); a
+    whole program in memory (a program grows by about a kilobyte per instruction, and some blocks
+    issue millions). The engine and the body take strict turns (one always waits for the other),
+    so recording is exactly as deterministic as one plain call, and a block's program is the same
+    instructions either way. Most blocks are shorter than a chunk and are recorded in one go on
+    the engine's thread (record_whole), which spares them the two thread handoffs of a turn; a
     body that outgrows a chunk is unwound and recorded again here, so kernel bodies must not
     change anything outside their block while they record (none of ours does)."""
 
     CHUNK = 8192
     # A recorded long block holds at most STEP instructions: every running block holds its chunk
-    # at once, and 48 blocks x 8192 gathers (~1 KB each with their spans) were 0.5 GB of a DETR
-    # encoder call's peak. A turn costs ~0.15 ms, ~0.15 us per instruction at this size.
+    # at once, so the peak is (running blocks) x STEP x ~1 KB. A turn's handoffs cost about as
+    # much as recording a thousand instructions, a small share per instruction at this size.
     STEP = 1024
-    # ... and at most RANGES GM ranges and written spans: a strided copy carries one per row (a
-    # DETR gradient's Contiguous, 3,072 per instruction, held 48 blocks x 280 copies = 10 GB)
+    # ... and at most RANGES GM ranges and written spans: a strided copy carries one per row,
+    # thousands per instruction, so a chunk's instructions alone do not bound its memory.
     RANGES = 32768
 
     def __init__(self, ctx: BlockContext, body: Callable[..., None], args: tuple):
@@ -208,7 +238,7 @@ class ProgramRecorder:
         if self.abandoned:
             raise _Abandoned()
 
-    def chunks(self):
+    def chunks(self) -> Iterator[list[Instr]]:
         """Engine side: the program, a chunk at a time, as the body records it."""
         ctx = self.ctx
         while not self.finished:
@@ -227,6 +257,7 @@ class ProgramRecorder:
         ctx.recorder = None                  # no cycle left between the block and its recorder
 
     def abandon(self) -> None:
+        """Engine side: unwind the body (its block will never run on)."""
         if self.started and not self.finished:
             self.abandoned = True
             self.body_turn.release()

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .state import TaskRecord
+from .records import TaskRecord
 from .outputs import atomic_path, write_text
 from .profile import PIPES, Profile
 

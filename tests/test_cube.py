@@ -19,7 +19,8 @@ import pytest
 import simulator
 from simulator.enums import KernelError
 from simulator.kernel import *  # noqa: F401,F403
-from simulator.program import BARRIER, COMPUTE, Instr, current_context
+from simulator.program import BARRIER, COMPUTE, Instr
+from simulator.recorder import current_context
 from simulator.profile import list_socs, load_profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))

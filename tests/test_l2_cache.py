@@ -2,7 +2,7 @@
 cache exactly as the range-at-a-time path does."""
 import numpy as np
 
-from simulator.memory import L2Cache
+from simulator.l2_cache import L2Cache
 
 
 class _Alloc:

@@ -624,7 +624,7 @@ def test_a_call_never_beats_its_roofline():
 def test_written_runs_answer_as_a_set_of_bytes_does():
     """The sanitizer's run cache against the plainest model, the set of written bytes: a span it
     covers was written, and (below its limit) a written span is covered."""
-    from simulator.state import WrittenRuns
+    from simulator.core_state import WrittenRuns
 
     class Small(WrittenRuns):
         LIMIT = 3                          # a full cache may forget, never invent

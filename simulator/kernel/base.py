@@ -8,7 +8,8 @@ import ml_dtypes
 import numpy as np
 
 from ..enums import KernelError, dtype_name
-from ..program import BARRIER, SET, WAIT, XSET, XWAIT, Instr, current_context
+from ..program import BARRIER, SET, WAIT, XSET, XWAIT, Instr
+from ..recorder import current_context
 from ..arith import align_up
 
 

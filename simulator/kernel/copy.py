@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..program import COMPUTE, GM_XFER, Instr, Rows, Text, current_context
+from ..program import COMPUTE, GM_XFER, Instr, Rows, Text
+from ..recorder import current_context
 from ..arith import align_up
 from .base import GlobalTensor, LocalTensor, _fault
 

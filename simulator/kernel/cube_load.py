@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..enums import dtype_name
-from ..program import COMPUTE, GM_XFER, Instr, current_context
+from ..program import COMPUTE, GM_XFER, Instr
+from ..recorder import current_context
 from ..arith import align_up, ceil_div
 from .base import GlobalTensor, LocalTensor, _fault
 from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, gm_check, local_extent, local_operand, memo_emit,

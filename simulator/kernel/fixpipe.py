@@ -10,7 +10,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..enums import dtype_name
-from ..program import COMPUTE, GM_XFER, Instr, Rows, current_context
+from ..program import COMPUTE, GM_XFER, Instr, Rows
+from ..recorder import current_context
 from ..arith import align_up, ceil_div
 from .base import GlobalTensor, LocalTensor, _fault, bfloat16, float32, half
 from .cube_load import Nd2NzParams, _nd2nz

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import GM_XFER, Instr, Rows, Text, caller_line, current_context
+from ..program import GM_XFER, Instr, Rows, Text, caller_line
+from ..recorder import current_context
 from ..arith import align_up
 from .base import GlobalTensor, LocalTensor, _fault
 from .copy import _COPY_ROUTES, DataCopyExtParams, _local_check

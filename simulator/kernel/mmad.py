@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..enums import dtype_name
-from ..program import COMPUTE, current_context
+from ..program import COMPUTE
+from ..recorder import current_context
 from ..arith import ceil_div
 from .base import LocalTensor, _fault, bfloat16, float32, half
 from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, hf32_round, int8, int32, local_extent, local_operand,

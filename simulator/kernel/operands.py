@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import Instr, current_context
+from ..program import Instr
+from ..recorder import current_context
 from .base import GlobalTensor, LocalTensor, _fault
 
 

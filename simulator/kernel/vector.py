@@ -7,7 +7,8 @@ from enum import Enum
 import numpy as np
 
 from ..enums import dtype_name
-from ..program import COMPUTE, Instr, current_context
+from ..program import COMPUTE, Instr
+from ..recorder import current_context
 from .base import PIPE_V, LocalTensor, RoundMode, _fault
 from .operands import local_extent, local_operand, memo_emit, memo_lookup, require_pipe
 

@@ -1,80 +1,29 @@
-"""What the engine keeps while it runs: a stream task's record (TaskRecord, with a LaunchRecord per
-kernel launch: the source of the report and the trace), a core's state (CoreState: its buffers,
-flags and what each pipe is doing) and the cores that run one block together (Group)."""
+"""A core while it runs blocks: its buffers, what each pipe is doing (for a deadlock's report), and
+the sanitizer's record of which bytes of its buffers the block has written (CoreState, with
+WrittenRuns and ByteMaps); and the cores that run one block together (Group)."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from .enums import KernelError
 from .profile import CoreKind
-from .program import Instr
+from .program import Instr, Rows
+
+# The sanitizer remembers at most this many spans per block as known-written (a cache: a span past
+# it is checked against the byte map each time). A strided copy has a span per row, and a block
+# may issue hundreds of thousands of rows.
+CHECKED_SPANS = 16384
 
 
-@dataclass
-class LaunchRecord:
-    name: str
-    block_dim: int
-    core_kind: str
-    start: float = 0.0
-    end: float = 0.0
-    cores_start: float | None = None      # when its first block started on a core (after the overhead)
-
-
-@dataclass
-class BlockRecord:
-    """What one core did for one block of a launch (msprof op's per-block rows)."""
-    launch: int                  # index in TaskRecord.launches
-    block: int
-    sub_block: int               # the core's place in its group (AIVs of a mix block: 0, 1)
-    core: str
-    core_kind: str
-    start: float
-    end: float
-    busy: dict[str, float]       # pipe -> busy cycles (PIPE_S: the scalar unit's own work)
-    instructions: dict[str, int]  # pipe -> instructions executed (flags excluded)
-    path_bytes: dict[str, int]   # data path -> bytes
-    l2: tuple[int, int, int, int]  # L2 lines: read hits, read misses, write hits, write misses
-
-
-@dataclass
-class TaskRecord:
-    """What one stream task (an executor run) did: the source of its report and trace."""
-    label: str
-    start: float = 0.0
-    end: float = 0.0
-    launches: list[LaunchRecord] = field(default_factory=list)
-    busy: dict[tuple[str, str], float] = field(default_factory=dict)   # (core, pipe) -> cycles busy
-    work: dict[tuple[str, str], float] = field(default_factory=dict)   # same, without contention
-    path_bytes: dict[str, int] = field(default_factory=dict)
-    path_parts: dict[tuple, float] = field(default_factory=dict)    # (core index, pipe, path) -> cycles
-    l2_bytes: int = 0            # GM traffic of the cores (all of it passes through L2)
-    hbm_bytes: int = 0           # what reached device memory: read misses and dirty evictions
-    l2_hit_lines: int = 0
-    l2_miss_lines: int = 0
-    instructions: int = 0
-    cores_used: dict[str, set] = field(default_factory=dict)             # core kind -> core names
-    trace: list[tuple] = field(default_factory=list)   # (core index, pipe, name, start, dur, GM bytes)
-    lines: dict[tuple, list] = field(default_factory=dict)  # (core index, (file, line), pipe) -> [instructions, cycles]
-    blocks: list[BlockRecord] = field(default_factory=list)
-    flows: list[tuple] = field(default_factory=list)   # (core index, set pipe, wait pipe, set at, waited until)
-    error: str | None = None
-
-    @property
-    def path_cycles(self) -> dict[str, float]:
-        """Cycles per data path, summed in (core, pipe) order: the same bits whatever order the
-        cores' pipes finished in."""
-        out: dict[str, float] = {}
-        for (_, _, path), cycles in sorted(self.path_parts.items()):
-            out[path] = out.get(path, 0.0) + cycles
-        return out
-
-    def sorted_trace(self) -> list[tuple]:
-        """The trace in (core, pipe, start) order, each pipe's instructions in the order it ran
-        them: one order whatever order the engine appended them in (sums over it are reproducible)."""
-        return sorted(self.trace, key=lambda t: (t[0], t[1], t[3]))
+def rows_of(flags: np.ndarray, rows: Rows) -> np.ndarray:
+    """The bytes of local `rows` in a buffer's byte flags, as a (count, n) view (the rows were
+    checked against the buffer when they were recorded)."""
+    assert rows.start >= 0 and rows.start + (rows.count - 1) * rows.pitch + rows.n <= flags.size
+    return np.lib.stride_tricks.as_strided(flags[rows.start:], shape=(rows.count, rows.n),
+                                           strides=(rows.pitch, 1), writeable=True)
 
 
 class WrittenRuns:
@@ -159,6 +108,60 @@ class CoreState:
         self.runs = WrittenRuns()     # the same bytes as merged runs (a span inside one is valid)
         self.pipe_state = {p: "idle" for p in self.kind.pipes}
         self.scalar_state = "issuing"
+
+    # ---- the sanitizer: a block reads only bytes it has written -------------------------------
+    # Both run for almost every instruction, and most of its spans are already known (in
+    # `checked`): that look-up comes first, the run cache and the byte maps only after it.
+    def check_reads(self, pipe: str, instr: Instr) -> None:
+        """Fault if `instr` reads a byte of a local buffer that this block has not written."""
+        reads, checked = instr.reads, self.checked
+        if type(reads) is Rows:
+            key = reads.key()
+            if key in checked:
+                return
+            lo, hi = reads.extent()
+            if self.runs.covers(reads.buf, lo, hi) or rows_of(self.valid[reads.buf], reads).all():
+                if len(checked) < CHECKED_SPANS:
+                    checked.add(key)
+                return
+            # else row by row, to name the first unwritten byte
+        for span in reads:
+            if span in checked:             # bytes once written stay written for the block
+                continue
+            buf, lo, hi = span
+            if not self.runs.covers(buf, lo, hi):
+                v = self.valid[buf][lo:hi]
+                if not v.all():
+                    bad = lo + int(np.argmin(v))
+                    raise self.fault(pipe, instr, f"reads {buf}[{lo}:{hi}] but byte {bad} was never "
+                                     f"written in this block (missing copy-in or missing flag)")
+                self.runs.add(buf, lo, hi)
+            if len(checked) < CHECKED_SPANS:
+                checked.add(span)
+
+    def record_writes(self, writes: tuple | Rows) -> None:
+        """The bytes an instruction has written are valid for the rest of the block."""
+        checked = self.checked
+        if type(writes) is Rows:
+            key = writes.key()
+            if key not in checked:
+                buf = writes.buf
+                lo, hi = writes.extent()
+                if not self.runs.covers(buf, lo, hi):
+                    rows_of(self.valid[buf], writes)[...] = True
+                    if writes.pitch == writes.n:     # one run
+                        self.runs.add(buf, lo, hi)
+                if len(checked) < CHECKED_SPANS:
+                    checked.add(key)
+            return
+        for span in writes:
+            if span not in checked:
+                buf, lo, hi = span
+                if not self.runs.covers(buf, lo, hi):
+                    self.valid[buf][lo:hi] = True
+                    self.runs.add(buf, lo, hi)
+                if len(checked) < CHECKED_SPANS:
+                    checked.add(span)
 
     def fault(self, pipe: str, instr: Instr | None, reason: str) -> KernelError:
         where = f"core {self.name} (block {self.block}), {pipe}"

@@ -1,0 +1,379 @@
+"""The shared L2 cache's tags: which bytes of a GM transfer hit, which must be fetched from device
+memory, and which dirty lines an eviction writes back to it. The cache holds no data (GM arrays in
+DeviceMemory do); the chip-wide channels that carry the bytes are in simulator.memory."""
+from __future__ import annotations
+
+from itertools import repeat
+from typing import Callable
+
+import numpy as np
+
+from .memory import Allocation
+from .program import Rows
+
+
+class L2Cache:
+    """Tags of the shared L2: LRU over lines, write-back, write-allocate without a fetch (a core's
+    write fills its bytes). Each line remembers which 32-byte sectors it holds: a read fetches the
+    sectors it touches that the line lacks; evicting a dirty line writes the whole line back. The
+    cache holds no data (GM arrays do): it only decides which bytes go to device memory.
+
+    Tags live in numpy arrays per allocation (a sector mask with a dirty bit, and a last-use
+    stamp per line), so a long transfer costs a few array operations, not a loop over lines.
+    When the cache overflows, the least recently used lines are evicted in one batch that also
+    frees 1/16 of the capacity: LRU, with evictions up to 1/16 of the cache early."""
+
+    SECTOR = 32
+
+    def __init__(self, nbytes: int, line: int, find: Callable[[int], Allocation | None]):
+        self.line = line
+        self.capacity = max(nbytes // line, 1)
+        self.slack = max(self.capacity // 16, 1)
+        self.sectors = max(line // self.SECTOR, 1)
+        self.full = np.uint32((1 << self.sectors) - 1)
+        self.dirty = np.uint32(1 << self.sectors)
+        self.full_bits, self.dirty_bits = int(self.full), int(self.dirty)     # (as Python ints)
+        self.find = find                    # address -> the device Allocation holding it
+        self.tags: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # allocation -> (mask, stamp)
+        # (base, limit, mask, stamp) of the last allocation touched and of the one before it (a
+        # gather loop alternates between its source and its scatter's destination); forget()
+        # drops a freed allocation from them
+        self._last = self._prev = None
+        self.resident = 0
+        self.clock = 0
+        self.hit_lines = 0
+        self.miss_lines = 0
+
+    def forget(self, addr: int) -> None:
+        """The allocation at `addr` was freed: no later access may find it through the
+        remembered regions. Its lines stay as they are (freeing memory does not touch the cache)."""
+        if self._prev is not None and self._prev[0] == addr:
+            self._prev = None
+        if self._last is not None and self._last[0] == addr:
+            self._last, self._prev = self._prev, None
+
+    def _tags(self, addr: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+        """(base, limit, mask, stamp) of the allocation holding `addr`; ValueError if none."""
+        region = self._region(addr)
+        if region is None:
+            raise ValueError(f"L2: device address 0x{addr:x} is in no allocation")
+        return region
+
+    def _region(self, addr: int) -> tuple[int, int, np.ndarray, np.ndarray] | None:
+        """(base, limit, mask, stamp) of the allocation holding `addr`, now the last touched
+        (None if no allocation holds it)."""
+        last, prev = self._last, self._prev
+        if last is not None and last[0] <= addr < last[1]:
+            return last
+        if prev is not None and prev[0] <= addr < prev[1]:
+            self._last, self._prev = prev, last
+            return prev
+        a = self.find(addr)
+        if a is None:
+            return None
+        t = self.tags.get(a.addr)
+        if t is None:
+            n = -(-a.size // self.line)
+            t = self.tags[a.addr] = (np.zeros(n, np.uint32), np.zeros(n, np.int64))
+        self._last, self._prev = (a.addr, a.addr + a.size, t[0], t[1]), last
+        return self._last
+
+    def access(self, ranges, write: bool) -> tuple[int, int]:
+        """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
+        bytes of dirty lines evicted to it). Two forms give the same tags: array operations, with
+        a fixed set-up cost (a third of it for regular rows, whose lines are a strided view of the
+        tags) and little per line, and a line-by-line loop, cheap to start and dearer per range
+        and per line. The thresholds below, in units of a range's cost in the loop, pick the
+        cheaper for the ranges' count and length."""
+        fetch = None
+        if type(ranges) is Rows:          # regular rows: no tuple per row
+            nr, n = ranges.count, ranges.n
+            if nr <= 8 and 0 < n <= self.line:      # (never worth the array set-up: 5 nr <= 40)
+                fetch = self._access_few_rows(ranges, write)
+            elif nr >= 2 and 4 * nr + nr * n // self.line > 40:    # worth the array set-up
+                fetch = self._access_rows(ranges, write)
+            if fetch is None:             # (address, n) pairs made in C, not by Rows' generator
+                p = ranges.pitch
+                ranges = (((ranges.start, n),) if nr == 1 else
+                          zip(range(ranges.start, ranges.start + nr * p, p), repeat(n, nr)) if p > 0
+                          else list(ranges))
+        elif (nr := len(ranges)) >= 8 and 4 * nr + sum(n for _, n in ranges) // self.line > 110:
+            # worth the array set-up
+            fetch = self._access_disjoint(ranges, write)
+        if fetch is None:
+            fetch = self._access_each(ranges, write)
+        evicted = self._evict() if self.resident > self.capacity else 0
+        return fetch, evicted
+
+    def _access_each(self, ranges, write: bool) -> int:
+        """access() one range at a time (any ranges); returns the bytes to fetch. A range of a few
+        lines is updated with plain integers (array calls cost more than they save there), in the
+        same order and with the same stamps as the array form."""
+        line, sector, full = self.line, self.SECTOR, self.full_bits
+        dirty = self.dirty_bits if write else 0
+        fetch = 0
+        base = limit = -1
+        mask = stamp = None
+        clock = self.clock
+        hits = lines = 0
+        for addr, n in ranges:
+            if n <= 0:
+                continue
+            if not base <= addr < limit:
+                base, limit, mask, stamp = self._tags(addr)
+            rel, end = addr - base, addr - base + n
+            l0, l1 = rel // line, (end - 1) // line + 1
+            lo = (rel - l0 * line) // sector
+            hi = -(-(end - (l1 - 1) * line) // sector)
+            if l1 - l0 == 1:                 # one line (a gather's row): the commonest case
+                want = full & ((full >> lo) << lo) & ((1 << hi) - 1)
+                old = mask.item(l0)
+                if old:
+                    hits += 1
+                if not write:
+                    fetch += (want & ~old).bit_count() * sector
+                mask[l0] = old | want | dirty
+                stamp[l0] = clock
+                clock += 1
+                lines += 1
+                continue
+            if l1 - l0 <= 8:
+                present = 0
+                for i in range(l0, l1):
+                    want = full
+                    if i == l0:
+                        want &= (full >> lo) << lo
+                    if i == l1 - 1:
+                        want &= (1 << hi) - 1
+                    old = mask.item(i)
+                    if old:
+                        present += 1
+                    if not write:
+                        fetch += (want & ~old).bit_count() * sector
+                    mask[i] = old | want | dirty
+                    stamp[i] = clock
+            else:       # the two end lines in integers, the whole lines between in one slice
+                first, last = full & ((full >> lo) << lo), full & ((1 << hi) - 1)
+                old0, old1 = mask.item(l0), mask.item(l1 - 1)
+                mid = mask[l0 + 1:l1 - 1]
+                present = int(np.count_nonzero(mid)) + (old0 != 0) + (old1 != 0)
+                if write:
+                    mid |= self.full | self.dirty
+                else:
+                    # a whole line lacks the sectors it does not hold
+                    held = int(np.bitwise_count(mid & self.full).sum())
+                    fetch += ((l1 - l0 - 2) * self.sectors - held + (first & ~old0).bit_count()
+                              + (last & ~old1).bit_count()) * sector
+                    mid |= self.full
+                mask[l0] = old0 | first | dirty
+                mask[l1 - 1] = old1 | last | dirty
+                stamp[l0:l1] = clock
+            clock += 1
+            hits += present
+            lines += l1 - l0
+        self.clock = clock
+        self._count(hits, lines)
+        return fetch
+
+    def _access_few_rows(self, rows: Rows, write: bool) -> int | None:
+        """A few rows that each lie inside one line, in one allocation (a gather's corners):
+        _access_each's one-line step, without making the rows' pairs. Returns the bytes to
+        fetch, or None (nothing changed) for rows that do not qualify."""
+        start, n, pitch, c = rows.start, rows.n, rows.pitch, rows.count
+        region = self._last
+        if region is None or not region[0] <= start < region[1]:
+            region = self._region(start)
+        if region is None or pitch < 0 or start + (c - 1) * pitch + n > region[1]:
+            return None
+        base, _, mask, stamp = region
+        line = self.line
+        rel = start - base
+        # (range() takes no step of 0: rows at one address are one check)
+        for r in range(rel, rel + c * pitch, pitch) if pitch else (rel,):
+            if r % line + n > line:
+                return None
+        sector, full = self.SECTOR, self.full_bits
+        dirty = self.dirty_bits if write else 0
+        fetch = hits = 0
+        clock = self.clock
+        for i in range(c):
+            l0, lo = divmod(rel, line)
+            lo, hi = lo // sector, -(-(lo + n) // sector)
+            want = full & ((full >> lo) << lo) & ((1 << hi) - 1)
+            old = mask.item(l0)
+            if old:
+                hits += 1
+            if not write:
+                fetch += (want & ~old).bit_count() * sector
+            mask[l0] = old | want | dirty
+            stamp[l0] = clock
+            clock += 1
+            rel += pitch
+        self.clock = clock
+        self.hit_lines += hits
+        self.miss_lines += c - hits
+        self.resident += c - hits
+        return fetch
+
+    def _count(self, present: int, lines: int) -> None:
+        """Book `lines` touched lines of which `present` were held: hits, misses, residency."""
+        self.hit_lines += present
+        self.miss_lines += lines - present
+        self.resident += lines - present
+
+    def _access_disjoint(self, ranges, write: bool) -> int | None:
+        """access() for many ranges in one allocation that touch ascending, disjoint sets of
+        lines (a strided copy's rows): the same updates in one pass of array operations.
+        Returns the bytes to fetch, or None (nothing changed) if the ranges do not qualify."""
+        r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        r = r[r[:, 1] > 0]
+        if not len(r):
+            return 0
+        a = self.find(int(r[0, 0]))
+        if a is None:
+            return None
+        rel, end = r[:, 0] - a.addr, r[:, 0] - a.addr + r[:, 1]
+        if rel.min() < 0 or end.max() > a.size:
+            return None
+        line, sector = self.line, self.SECTOR
+        l0, l1 = rel // line, (end - 1) // line + 1
+        if np.any(l0[1:] < l1[:-1]):
+            return None
+        _, _, mask, stamp = self._tags(int(r[0, 0]))
+        counts = l1 - l0
+        first = np.cumsum(counts) - counts
+        lines = np.arange(int(counts.sum())) + np.repeat(l0 - first, counts)
+        want = np.full(lines.size, self.full, np.uint32)
+        lo = ((rel - l0 * line) // sector).astype(np.uint32)
+        want[first] &= (self.full >> lo) << lo
+        hi = (-(-(end - (l1 - 1) * line) // sector)).astype(np.uint32)
+        want[first + counts - 1] &= (np.uint32(1) << hi) - np.uint32(1)
+        return self._touch(mask, stamp, lines, want, self.clock + np.repeat(np.arange(len(r)), counts),
+                           len(r), write)
+
+    def _touch(self, mask, stamp, lines, want, stamps, ranges: int, write: bool, repeats: int = 0) -> int:
+        """Give distinct `lines` their sectors `want` and last-use `stamps`, for `ranges` ranges
+        taken in one go (the clock moves on by that many); `repeats` more touches of those lines
+        came after their first (hits). Returns the bytes to fetch."""
+        m = mask[lines]
+        present = int(np.count_nonzero(m))
+        fetch = 0
+        if write:
+            mask[lines] = m | want | self.dirty
+        else:
+            fetch = int(np.bitwise_count(want & ~m).sum()) * self.SECTOR
+            mask[lines] = m | want
+        stamp[lines] = stamps
+        self.clock += ranges
+        self._count(present + repeats, lines.size + repeats)
+        return fetch
+
+    def _access_rows(self, rows: Rows, write: bool) -> int | None:
+        """access() for regular rows in one allocation, in arrays. When the pitch is a whole number
+        of lines and rows do not share lines, each row touches the same lines, shifted, with the
+        same sector masks: a row's pattern tiled. Other rows that do not overlap take
+        _access_shared_rows. Returns the bytes to fetch, or None (nothing changed) for rows that
+        overlap or leave the allocation."""
+        line, sector, full = self.line, self.SECTOR, self.full_bits
+        c, n, pitch = rows.count, rows.n, rows.pitch
+        if pitch < n or n <= 0:             # rows that overlap: range at a time
+            return None
+        a = self.find(rows.start)
+        if a is None:
+            return None
+        rel = rows.start - a.addr
+        if rel + (c - 1) * pitch + n > a.size:
+            return None
+        if pitch % line:
+            return self._access_shared_rows(rows, write, a)
+        l0, l1 = rel // line, (rel + n - 1) // line + 1
+        per, step = l1 - l0, pitch // line
+        lo = (rel - l0 * line) // sector
+        hi = -(-(rel + n - (l1 - 1) * line) // sector)
+        if per > step:                      # rows share lines
+            return self._access_shared_rows(rows, write, a)
+        pattern = [full] * per
+        pattern[0] &= (full >> lo) << lo
+        pattern[-1] &= (1 << hi) - 1
+        _, _, mask, stamp = self._tags(rows.start)
+        if l0 + c * step <= mask.size:
+            # the rows' lines as a (count, per) view of the tags: what _touch does, in place
+            m = mask[l0:l0 + c * step].reshape(c, step)[:, :per]
+            want = np.array(pattern, dtype=np.uint32)
+            present = int(np.count_nonzero(m))
+            fetch = 0
+            if write:
+                m |= want | self.dirty
+            else:
+                fetch = int(np.bitwise_count(want & ~m).sum()) * sector
+                m |= want
+            stamp[l0:l0 + c * step].reshape(c, step)[:, :per] = \
+                np.arange(self.clock, self.clock + c, dtype=np.int64)[:, None]
+            self.clock += c
+            self._count(present, c * per)
+            return fetch
+        lines = (np.arange(c, dtype=np.int64) * step + l0)[:, None] + np.arange(per, dtype=np.int64)
+        lines = lines.ravel()
+        want = np.tile(np.array(pattern, dtype=np.uint32), c)
+        return self._touch(mask, stamp, lines, want,
+                           np.repeat(np.arange(self.clock, self.clock + c, dtype=np.int64), per), c, write)
+
+    def _access_shared_rows(self, rows: Rows, write: bool, a) -> int:
+        """Rows that do not overlap (pitch >= n), in one allocation, whose lines may be shared by
+        neighbouring rows: what the range-at-a-time path does, in arrays. The rows touch lines in
+        ascending order, so a line's touches are adjacent: its first touch is a hit if the line
+        held any sector before, the later ones always are; a read fetches the union of the sectors
+        the touches want less what the line held; the line keeps the stamp of the last row that
+        touched it."""
+        line, sector = self.line, self.SECTOR
+        c, n = rows.count, rows.n
+        rel = (rows.start - a.addr) + np.arange(c, dtype=np.int64) * rows.pitch
+        end = rel + n
+        l0, l1 = rel // line, (end - 1) // line + 1
+        counts = l1 - l0
+        first = np.cumsum(counts) - counts
+        touches = int(counts.sum())
+        lines = np.arange(touches, dtype=np.int64) + np.repeat(l0 - first, counts)
+        want = np.full(touches, self.full, np.uint32)
+        lo = ((rel - l0 * line) // sector).astype(np.uint32)
+        want[first] &= (self.full >> lo) << lo
+        hi = (-(-(end - (l1 - 1) * line) // sector)).astype(np.uint32)
+        want[first + counts - 1] &= (np.uint32(1) << hi) - np.uint32(1)
+        new = np.empty(touches, dtype=bool)
+        new[0] = True
+        np.not_equal(lines[1:], lines[:-1], out=new[1:])
+        heads = np.flatnonzero(new)
+        held = lines[heads]
+        union = np.bitwise_or.reduceat(want, heads)
+        last_row = np.repeat(np.arange(c, dtype=np.int64), counts)[np.append(heads[1:], touches) - 1]
+        _, _, mask, stamp = self._tags(a.addr)
+        return self._touch(mask, stamp, held, union, self.clock + last_row, c, write, touches - held.size)
+
+    def _evict(self) -> int:
+        """Evict the least recently used lines until 1/16 of the cache is free; returns the
+        bytes of dirty lines written back."""
+        k = self.resident - self.capacity + self.slack
+        owners, stamps = [], []
+        for key, (mask, stamp) in self.tags.items():
+            idx = np.flatnonzero(mask)
+            if idx.size:
+                owners.append((key, idx))
+                stamps.append(stamp[idx])
+        allstamps = np.concatenate(stamps)
+        k = min(k, allstamps.size)
+        cut = np.partition(allstamps, k - 1)[k - 1] if k else -1
+        # lines strictly older than the cut go; of those at the cut, the lowest addresses go
+        need_at_cut = k - int(np.count_nonzero(allstamps < cut))
+        dirty_lines = 0
+        for (key, idx), st in zip(owners, stamps):
+            mask = self.tags[key][0]
+            go = idx[st < cut]
+            if need_at_cut > 0:
+                at = idx[st == cut][:need_at_cut]
+                need_at_cut -= at.size
+                go = np.concatenate([go, at])
+            if go.size:
+                dirty_lines += int(np.count_nonzero(mask[go] & self.dirty))
+                mask[go] = 0
+                self.resident -= go.size
+        return dirty_lines * self.line
