@@ -1,10 +1,11 @@
 """Convolution backward on the Cube, shared by aclnnConvolutionBackward and aclnnConvTbcBackward
 (docs/CONVOLUTION.md has the pictures and the measured table).
 
-    convolution_backward.py  the operator: checks, the normalised call (ConvGeometry), the OpDef
+    convolution_backward.py  the operator: checks, the normalised call, the OpDef
     conv_tbc_backward.py     aclnnConvTbcBackward: its checks, then the same plan on permuted views
     plan.py                  workspace parts, tiling and launches of one call
-    geometry.py              img2col families, map layouts, space-to-depth (how the Cube sees it)
+    geometry.py              the normalised convolution (ConvGeometry), img2col families, map layouts,
+                             space-to-depth (how the Cube sees it)
     tiling.py                L0 / L1 tiles and units of the two GEMMs, costed and balanced
     prologue.py              vector launch: TransData to NC1HWC0, W' packing, accumulator zeroing
     cube_kernel.py           Cube launch: the img2col GEMMs, double-buffered with explicit flags

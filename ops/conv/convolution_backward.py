@@ -43,6 +43,7 @@ from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, re
                              require_support)
 from simulator.enums import aclFormat, dtype_name, param_invalid, param_nullptr
 
+from .geometry import ConvGeometry
 from .plan import ConvBackwardCall, plan_convolution_backward
 
 OP = "ConvolutionBackward"
@@ -119,34 +120,6 @@ def _ranged(values, lo, hi, what, op, series):
     for v in values:
         if not lo <= v <= hi:
             raise param_invalid(f"{op}: {what} {v} is outside [{lo}, {hi}] on {series}")
-
-
-@dataclass(frozen=True)
-class ConvGeometry:
-    """One convolution, normalised: nd spatial dims, per-dim (before, after) padding. For a
-    transposed convolution, weight is (Cin, Cout/groups, *k); otherwise (Cout, Cin/groups, *k).
-    `in_sp` is input's spatial shape, `out_sp` gradOutput's."""
-    nd: int
-    N: int
-    Cin: int
-    Cout: int
-    groups: int
-    in_sp: tuple
-    out_sp: tuple
-    k: tuple
-    stride: tuple
-    dilation: tuple
-    pad: tuple            # ((before, after), ...) per spatial dim
-    out_pad: tuple
-    transposed: bool
-
-    @property
-    def macs(self) -> int:
-        """MACs of one gradient (dx or dw) of this convolution: N*Cout*prod(out)*Cin/g*prod(k)
-        for a convolution (roles swapped when transposed)."""
-        sp = self.out_sp if not self.transposed else self.in_sp
-        kk = int(np.prod(self.k))
-        return self.N * self.Cout * int(np.prod(sp)) * (self.Cin // self.groups) * kk
 
 
 def conv_out_len(i: int, k: int, s: int, d: int, lo: int, hi: int, transposed: bool, out_pad: int) -> int:

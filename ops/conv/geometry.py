@@ -13,6 +13,34 @@ from simulator.arith import ceil_div
 from ..common import tiling_error
 
 
+@dataclass(frozen=True)
+class ConvGeometry:
+    """One convolution, normalised: nd spatial dims, per-dim (before, after) padding. For a
+    transposed convolution, weight is (Cin, Cout/groups, *k); otherwise (Cout, Cin/groups, *k).
+    `in_sp` is input's spatial shape, `out_sp` gradOutput's."""
+    nd: int
+    N: int
+    Cin: int
+    Cout: int
+    groups: int
+    in_sp: tuple
+    out_sp: tuple
+    k: tuple
+    stride: tuple
+    dilation: tuple
+    pad: tuple            # ((before, after), ...) per spatial dim
+    out_pad: tuple
+    transposed: bool
+
+    @property
+    def macs(self) -> int:
+        """MACs of one gradient (dx or dw) of this convolution: N*Cout*prod(out)*Cin/g*prod(k)
+        for a convolution (roles swapped when transposed)."""
+        sp = self.out_sp if not self.transposed else self.in_sp
+        kk = int(np.prod(self.k))
+        return self.N * self.Cout * int(np.prod(sp)) * (self.Cin // self.groups) * kk
+
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
