@@ -12,7 +12,7 @@ import numpy as np
 
 from simulator.acl import aclTensor
 from simulator.aclnn import WorkspacePart
-from simulator.kernel import (GM_ADDR, DataCopy, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx,
+from simulator.kernel import (GM_ADDR, DataCopy, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx, Loop,
                               GlobalTensor, HardEvent, SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag, float32)
 from simulator.kernel.vector import Transpose, TransposeParamsExt, TransposeType
 from simulator.program import KernelLaunch
@@ -197,7 +197,10 @@ def _view_copy_body(strided: GM_ADDR, dense: GM_ADDR, blocks, gather: bool, isz:
     ev = [pipe.AllocEventID(HardEvent.MTE2_MTE3) for _ in range(2)]
     back = [pipe.AllocEventID(HardEvent.MTE3_MTE2) for _ in range(2)]
     pending = [False, False]
-    for i, groups in enumerate(tiles):
+    # the first two tiles wait for no slot; tiles whose copies have one shape cost the same
+    shape = [(i < 2, tuple((g.count, g.length, g.step) for g in groups)) for i, groups in enumerate(tiles)]
+    for i in Loop(len(tiles), key=shape.__getitem__, period=2):
+        groups = tiles[i]
         k = i % 2
         local = ub[k * slot_bytes]
         if pending[k]:

@@ -17,7 +17,7 @@ from simulator.aclnn import (OpDef, Param, Plan, Workspace, check_tensor_view, r
                              require_support)
 from simulator.enums import NUMPY_OF, AclnnError, aclnnStatus, dtype_name, param_invalid
 from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, Cast, DataCopy, DataCopyExtParams,
-                              DataCopyPad, Exp, GetBlockIdx, GlobalTensor, Mul, Muls, Reciprocal,
+                              DataCopyPad, Exp, GetBlockIdx, GlobalTensor, Loop, Mul, Muls, Reciprocal,
                               RoundMode, TBuf, TPipe, TPosition, TQue, float32)
 from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
@@ -75,7 +75,9 @@ class KernelSiluBackward:
 
     def Process(self):
         T = self.t.tileLength
-        for i in range(ceil_div(self.length, T)):
+        tiles = ceil_div(self.length, T)
+        # a partial last tile is a different iteration; the queues alternate BUFFER_NUM buffers
+        for i in Loop(tiles, key=lambda i: i == tiles - 1, period=BUFFER_NUM):
             n = min(T, self.length - i * T)
             self.CopyIn(i, n)
             self.Compute(n)

@@ -22,6 +22,7 @@ import simpy
 
 from .enums import (AclnnError, KernelError, aclDataType, aclError, aclFormat, aclrtMemcpyKind,
                     NUMPY_OF)
+from .fast import DEFAULT_SCHEDULE
 from .machine import Device
 from .records import TaskRecord
 from .profile import DEFAULT_SOC, Profile, ProfileError, load_profile
@@ -129,6 +130,7 @@ class Runtime:
         self.initialized = False
         self.profile: Profile | None = None
         self.functional = True
+        self.mode = "functional"
         self.tracing = True
         self.device: Device | None = None
         self.device_id: int | None = None
@@ -192,22 +194,32 @@ def use_runtime(rt: Runtime):
 
 
 # ---- init / device ---------------------------------------------------------------------------
+MODES = ("functional", "timing", "fast")
+
+
+def _new_device(rt: Runtime) -> Device:
+    return Device(rt.profile, functional=rt.functional, trace=rt.tracing,
+                  fast=DEFAULT_SCHEDULE if rt.mode == "fast" else None)
+
+
 def aclInit(configPath: str | None = None, *, soc: str | None = None, mode: str | None = None,
             profile: Profile | None = None, trace: bool = True) -> int:
     """Initialise ACL. The SoC comes from `soc`, else $ASCEND_SIM_SOC, else Ascend910B1; `mode`
-    is 'functional' (default, or $ASCEND_SIM_MODE) or 'timing'; `profile` passes a what-if
-    profile object directly."""
+    is 'functional' (default, or $ASCEND_SIM_MODE), 'timing' or 'fast' (timing, with declared
+    loops fast-forwarded: simulator/fast.py); `profile` passes a what-if profile object directly."""
     rt = _runtime
     if rt.initialized:
         return rt.error(aclError.ACL_ERROR_REPEAT_INITIALIZE, "aclInit: already initialised")
     mode = mode or os.environ.get("ASCEND_SIM_MODE", "functional")
-    if mode not in ("functional", "timing"):
-        return rt.error(aclError.ACL_ERROR_INVALID_PARAM, f"aclInit: mode must be 'functional' or 'timing', not {mode!r}")
+    if mode not in MODES:
+        return rt.error(aclError.ACL_ERROR_INVALID_PARAM,
+                        f"aclInit: mode must be 'functional', 'timing' or 'fast', not {mode!r}")
     try:
         rt.profile = profile or load_profile(soc or os.environ.get("ASCEND_SIM_SOC") or DEFAULT_SOC)
     except ProfileError as e:
         return rt.error(aclError.ACL_ERROR_INVALID_PARAM, f"aclInit: {e}")
     rt.functional = mode == "functional"
+    rt.mode = mode
     rt.tracing = trace
     rt.initialized = True
     return ACL_SUCCESS
@@ -230,7 +242,7 @@ def aclrtSetDevice(deviceId: int) -> int:
     if deviceId != 0:
         return rt.error(aclError.ACL_ERROR_INVALID_PARAM, f"aclrtSetDevice: the simulator has one device (0), not {deviceId}")
     if rt.device is None:
-        rt.device = Device(rt.profile, functional=rt.functional, trace=rt.tracing)
+        rt.device = _new_device(rt)
         rt.default_stream = aclrtStream(0)
     rt.device_id = 0
     return ACL_SUCCESS
@@ -431,7 +443,7 @@ def _reset_engine(rt: Runtime) -> None:
     """After a fault the device's engine restarts (as a device reset would); memory survives."""
     old = rt.device
     old.abandon_recordings()
-    fresh = Device(rt.profile, functional=rt.functional, trace=rt.tracing)
+    fresh = _new_device(rt)
     fresh.memory = old.memory
     rt.device = fresh
     rt.default_stream = aclrtStream(0)

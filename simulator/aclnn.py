@@ -245,7 +245,7 @@ def _make_phase2(op: OpDef):
             from .report import Report
             executor.report = Report.from_task(rec, executor.profile, op.name, executor.plan.workspace.breakdown(),
                                                executor.workspace_size, executor.plan.tiling,
-                                               rt.functional)
+                                               rt.functional, rt.mode)
             executor.reports.append(executor.report)
             rt.reports.append(executor.report)
 

@@ -281,7 +281,7 @@ def _phase1(opdef, params: dict, format, functional: bool, tiling: dict | None):
 # Wall time per simulated instruction, for estimates: measured on this project's 2-core VM over
 # calls of the shipped traces (timing 10-18 us, functional 16-31 us per instruction; see
 # docs/RELIABILITY.md). An estimate, not a promise.
-SECONDS_PER_INSTRUCTION = {"timing": 15e-6, "functional": 30e-6}
+SECONDS_PER_INSTRUCTION = {"timing": 15e-6, "fast": 15e-6, "functional": 30e-6}
 
 
 @dataclass
@@ -435,7 +435,7 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
         box: dict[str, Report] = {}
 
         def done(rec):
-            box["report"] = Report.from_task(rec, rt.profile, label, functional=rt.functional)
+            box["report"] = Report.from_task(rec, rt.profile, label, functional=rt.functional, mode=rt.mode)
 
         for run in range(warmup + 1):
             if run:                     # the warm-up changed the outputs: start from the inputs again

@@ -37,7 +37,8 @@ from simpy.events import NORMAL
 from .core_state import CoreState, Group
 from .gm_path import GmPath
 from .profile import PIPES
-from .program import BARRIER, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr
+from .fast import BlockFastForward
+from .program import BARRIER, END, GM_XFER, MARK, SET, WAIT, XSET, XWAIT, Instr
 from .records import TaskRecord
 from .sim_clock import Wakeup, call_at, succeed_at
 
@@ -120,6 +121,9 @@ class BlockRun:
         self.figures: dict[str, tuple] = {}
         self.end = self.start
         self.scalar_busy = 0.0
+        # fast mode (simulator/fast.py): the loops' marks, what their skips added, the bound
+        self.fast = (BlockFastForward(device.fast, device.gm_path, self.pipes, core.kind.count)
+                     if device.fast is not None else None)
 
     # ---- the block's clock: callbacks from SimPy's event queue ---------------------------------
     def begin(self, finished: simpy.Event, on_end: Callable[[], None]) -> None:
@@ -280,6 +284,11 @@ class BlockRun:
                         rec.book_line(core.index, instr.line, "PIPE_S", s)
                 kind = instr.kind
                 if kind >= BARRIER:
+                    if kind == MARK:         # fast mode: noted, and put in every pipe's queue
+                        self.fast.scalar_mark(instr, clock, scalar_busy)
+                        for p in self.pipes:
+                            self.queues[p].append(instr)
+                        continue
                     if kind == BARRIER and instr.flag == "PIPE_ALL":
                         held, clock = yield from self._drain_pipes(instr, held, clock)
                         continue
@@ -311,6 +320,8 @@ class BlockRun:
         self.chunks = None
         if trace is not None and run_end > run_start:
             trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
+        if self.fast is not None:
+            scalar_busy += self.fast.scalar_busy()
         self.scalar_busy = scalar_busy
 
     def _drain_pipes(self, instr: Instr, held: float, clock: float) -> Generator[None, Any, tuple[float, float]]:
@@ -408,13 +419,16 @@ class PipeRun:
                 idle[pipe] = (me, now)
                 yield
             instr = q.popleft()
+            kind = instr.kind
+            if kind == MARK:                # fast mode: no instruction, the pipe's figures noted
+                block.fast.pipe_mark(self, instr, now, busy, work, executed)
+                continue
             if instr.issued > now:          # it reached the queue after the pipe freed up
                 now = instr.issued
             room.append(now)
             if block.scalar_waits == pipe:
                 block.scalar_waits = None
                 runnable.append((block.scalar_actor, None))
-            kind = instr.kind
             if kind == END:
                 break
             if instr.ready > now:
@@ -577,6 +591,8 @@ class PipeRun:
         """The pipe's queue is done at `now`: its figures into the task's record and the block's."""
         rec, core, pipe, block = self.rec, self.core, self.pipe, self.block
         core.pipe_state[pipe] = "finished"
+        if block.fast is not None:
+            now, busy, work, executed = block.fast.pipe_finished(self, now, busy, work, executed)
         parts = rec.path_parts
         for path, cycles in self.path_cycles.items():
             key = (core.index, pipe, path)

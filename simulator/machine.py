@@ -23,7 +23,8 @@ from .gm_path import GmPath
 from .l2_cache import L2Cache
 from .memory import DeviceMemory, MemoryChannel
 from .profile import PIPES, Profile
-from .program import BARRIER, COMPUTE, END, GM_XFER, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch
+from .fast import FastRecord, FastSchedule
+from .program import BARRIER, COMPUTE, END, GM_XFER, MARK, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch
 from .recorder import (BlockContext, CountingContext, DeviceView, ProgramRecorder, count_instructions,
                        record_whole)
 from .records import BlockRecord, LaunchRecord, TaskRecord
@@ -35,8 +36,8 @@ def scalar_costs(profile: Profile) -> dict[str, tuple[float, ...]]:
     costs = {}
     for pipe in PIPES:
         data = per_call[{"PIPE_V": "vector", "PIPE_M": "cube"}.get(pipe, "copy")]
-        costs[pipe] = tuple(0.0 if kind == END else per_call["flag"] if kind >= SET else data
-                            for kind in (COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT))
+        costs[pipe] = tuple(0.0 if kind in (END, MARK) else per_call["flag"] if kind >= SET else data
+                            for kind in (COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT, MARK))
     return costs
 
 
@@ -44,9 +45,12 @@ class Device:
     """One simulated device: the SimPy environment, device memory, the memory channel and the
     cores. Streams enqueue task processes; `run_until` advances simulated time."""
 
-    def __init__(self, profile: Profile, functional: bool = True, trace: bool = True):
+    def __init__(self, profile: Profile, functional: bool = True, trace: bool = True,
+                 fast: FastSchedule | None = None):
         self.profile = profile
-        self.functional = functional
+        self.functional = functional and fast is None
+        functional = self.functional
+        self.fast = fast         # fast mode: declared loops fast-forwarded (simulator/fast.py)
         self.tracing = trace
         self.env = simpy.Environment()
         self.memory = DeviceMemory(profile.device_memory.bytes, functional)
@@ -60,7 +64,10 @@ class Device:
         for kname, kind in profile.cores.items():
             cores = []
             for i in range(kind.count):
-                cores.append(CoreState(f"{kname}{i}", index, kname, kind, functional))
+                core = CoreState(f"{kname}{i}", index, kname, kind, functional)
+                if fast is not None:
+                    core.without_sanitizer()
+                cores.append(core)
                 index += 1
             self.cores[kname] = cores
             store = simpy.Store(self.env)
@@ -71,7 +78,7 @@ class Device:
         self.issue_cycles = profile.sync.scalar_issue_cycles
         self.scalar_cost = scalar_costs(profile)
         self.memo: dict = {}       # the kernel language's memo of what depends on the profile alone (costs, flag fields)
-        self.view = DeviceView(profile, self.memory, functional, trace, self.scalar_cost, self.memo)
+        self.view = DeviceView(profile, self.memory, functional, trace, self.scalar_cost, self.memo, fast)
         self.in_flight = {name: path.in_flight for name, path in profile.paths.items()}
         self.active: set[CoreState] = set()
         self._launches = 0
@@ -200,6 +207,8 @@ class Device:
                 l2_lines = [x + y for x, y in zip(l2_lines, b_l2)]
             rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, block_start,
                                           self.env.now, busy, count, nbytes, tuple(l2_lines)))
+            if self.fast is not None:
+                self._fast_block(run, rec, group.record, core)
             leftover = run.leftover_flag()
             if leftover:
                 (src, dst, eid), setter = leftover
@@ -212,6 +221,16 @@ class Device:
         run.begin(finished, on_end)
         yield finished                     # cores freed in the same cycle: taken in core order
         yield pool.put(core)
+
+    def _fast_block(self, run: BlockRun, rec: TaskRecord, launch: int, core: CoreState) -> None:
+        """Fast mode: a block's instructions counted as the whole run would have them (its marks
+        are none), and its bound and fast-forwarded cycles booked to its launch and core."""
+        if rec.fast is None:
+            rec.fast = FastRecord()
+        bound, skipped_time, skipped = run.fast.totals()
+        rec.instructions += skipped - run.fast.marks
+        rec.fast.skipped += skipped
+        rec.fast.add_block(launch, core.name, bound, skipped_time)
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
                 core: CoreState) -> Iterator[list[Instr]]:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 # instruction kinds
-COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT = range(8)
+COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT, MARK = range(9)
+# MARK: a fast-mode loop's mark (simulator/fast.py): no cost, no queue place; every actor notes it
 
 
 class Instr:

@@ -13,9 +13,10 @@ from queue import SimpleQueue
 from typing import Any, Callable, Iterator
 
 from .core_state import CoreState, Group
+from .fast import FastSchedule
 from .memory import DeviceMemory
 from .profile import Profile
-from .program import Instr, caller_line
+from .program import MARK, Instr, caller_line
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class DeviceView:
     tracing: bool             # instructions remember their source line
     scalar_cost: dict[str, tuple[float, ...]]   # pipe -> the scalar unit's cycles per API call, by kind
     memo: dict                # the kernel language's memo of what depends on the profile alone
+    fast: FastSchedule | None = None   # fast mode: how declared loops are fast-forwarded
 
 
 class BlockContext:
@@ -53,6 +55,30 @@ class BlockContext:
         self.memo = device.memo
         self.block_memo: dict = {}    # what the kernel language works out once per block
         self.lines = device.tracing           # remember each instruction's source line (for the report)
+        self.fast = device.fast               # fast mode's schedule (None in the exact modes)
+        self.loops = 0                        # fast-forwarded loop runs so far (each mark names its run)
+        self.marks = 0                        # MARK instructions emitted so far
+        # fast mode: per loop run being measured, its windows' GM transfers so far (innermost last)
+        self.open_windows: list[list[list[Instr]]] = []
+
+    def loop_mark(self, run: int | None, phase: int, skip: int = 0, period: int = 1) -> int:
+        """Fast mode: mark `phase` of loop run `run` (0, 1: a window starts; 2: `skip`
+        iterations are fast-forwarded here). Phase 0 starts a run: pass None, get its number.
+        The GM transfers of each window are kept: the skip extrapolates their addresses."""
+        if run is None:
+            self.loops += 1
+            run = self.loops
+        windows = None
+        if phase == 0:
+            self.open_windows.append([[]])                 # [window 1] (then [window 1, window 2])
+        elif phase == 1:
+            self.open_windows[-1].append([])
+        else:
+            windows = tuple(self.open_windows.pop())
+        self.marks += 1
+        self.emit(Instr("PIPE_S", "LoopMark", MARK, flag=(run, phase, skip, period, windows),
+                        operands=f"loop run {run}, phase {phase}"))
+        return run
 
     def emit(self, instr: Instr) -> Instr:
         """Append `instr` to the block's program (its scalar cost, index and source line set); a
@@ -66,6 +92,9 @@ class BlockContext:
         program = self.program
         instr.index = self.taken + len(program)
         program.append(instr)
+        if self.open_windows and instr.gm:         # fast mode: a measured window's GM transfer
+            for windows in self.open_windows:
+                windows[-1].append(instr)
         # what the chunk holds: instructions, and their byte ranges (a strided copy has thousands)
         self.weight += len(instr.gm) + len(instr.writes)
         if len(program) >= self.limit or self.weight >= self.ranges:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .fast import FastRecord
+
 
 @dataclass
 class LaunchRecord:
@@ -54,6 +56,7 @@ class TaskRecord:
     blocks: list[BlockRecord] = field(default_factory=list)
     flows: list[tuple] = field(default_factory=list)   # (core index, set pipe, wait pipe, set at, waited until)
     error: str | None = None
+    fast: FastRecord | None = None   # fast mode: what was simulated, what fast-forwarded, the bound
 
     @property
     def path_cycles(self) -> dict[str, float]:

@@ -37,11 +37,13 @@ class Report:
     # the busiest pipe, instructions issued, per-pipe cycles, the line's text
     lines: list[dict] = field(default_factory=list, repr=False)
     trace: "Trace" = field(repr=False, default=None)
+    # fast mode: instructions simulated and fast-forwarded, and the bound on the cycles' error
+    fast: dict | None = None
 
     @classmethod
     def from_task(cls, rec: TaskRecord, profile: Profile, op: str,
                   workspace: list[tuple[str, int]] = (), workspace_bytes: int = 0,
-                  tiling: dict | None = None, functional: bool = True) -> "Report":
+                  tiling: dict | None = None, functional: bool = True, mode: str | None = None) -> "Report":
         cycles = rec.end - rec.start
         us = profile.cycles_to_us(cycles)
         cores: dict[str, dict[str, float]] = {}
@@ -97,7 +99,13 @@ class Report:
                      "sides": launch_sides(rec, profile, i)}
                     for i, l in enumerate(rec.launches)]
         ws = [{"purpose": name, "bytes": n} for name, n in workspace]
-        return cls(op=op, soc=profile.soc_version, mode="functional" if functional else "timing",
+        mode = mode or ("functional" if functional else "timing")
+        fast = None
+        if mode == "fast":
+            fast = (rec.fast.to_dict(cycles, rec.instructions) if rec.fast is not None else
+                    {"simulated_instructions": rec.instructions, "fast_forwarded_instructions": 0,
+                     "simulated_fraction": 1.0, "bound_cycles": 0.0, "bound_fraction": 0.0, "exact": True})
+        return cls(op=op, soc=profile.soc_version, mode=mode, fast=fast,
                    clock_mhz=profile.clock_mhz,
                    workspace_bytes=workspace_bytes, workspace_breakdown=ws,
                    tiling=dict(tiling or {}), cycles=cycles, time_us=us, launches=launches,
@@ -109,7 +117,8 @@ class Report:
 
     # ---- output --------------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k != "trace"}
+        # (`fast` only in fast mode: an exact mode's report is what it always was)
+        d = {k: v for k, v in self.__dict__.items() if k != "trace" and not (k == "fast" and v is None)}
         return json.loads(json.dumps(d, default=str))
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -157,7 +166,13 @@ class Report:
 
     def summary(self) -> str:
         lines = [f"{self.op} on {self.soc} ({self.mode} mode)",
-                 f"  time       {self.cycles:,.0f} cycles = {self.time_us:,.2f} us @ {self.clock_mhz:g} MHz",
+                 f"  time       {self.cycles:,.0f} cycles = {self.time_us:,.2f} us @ {self.clock_mhz:g} MHz"]
+        if self.fast is not None:
+            f = self.fast
+            lines.append(f"  fast mode  {f['simulated_fraction']:.1%} of {self.instructions:,} instructions simulated; "
+                         + ("exact (nothing fast-forwarded)" if f["exact"] else
+                            f"cycles within +/-{f['bound_cycles']:,.0f} ({f['bound_fraction']:.2%}) of the exact engine"))
+        lines += [
                  f"  workspace  {self.workspace_bytes:,} B"
                  + "".join(f"\n               {w['bytes']:>12,} B  {w['purpose']}" for w in self.workspace_breakdown),
                  "  launches   " + "; ".join(f"{l['name']} x{l['block_dim']} blocks on {l['core_kind']} "

@@ -9,7 +9,7 @@ from functools import partial
 import numpy as np
 
 from simulator.kernel import (GM_ADDR, Add, Cast, Copy, DataCopyExtParams, DataCopyPad, Duplicate,
-                              GetBlockIdx, GlobalTensor, HardEvent, Mul, Muls, PipeBarrier, PIPE_ALL,
+                              GetBlockIdx, GlobalTensor, HardEvent, Loop, Mul, Muls, PipeBarrier, PIPE_ALL,
                               RoundMode, SetAtomicAdd, SetAtomicNone, SetFlag, Sub, TBuf, TPipe, TPosition,
                               TQue, WaitFlag, int32)
 from simulator.kernel.indirect import IndirectCopies
@@ -135,7 +135,11 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         self.CopyInGradOutput(*steps[0])
         gathers = self.GatherOps(*steps[0]) if t.need_x else None
         self.Interleave(gathers, None)
-        for i, (tile, ch) in enumerate(steps):
+        # a step repeats two tiles later (the index buffers alternate by tile); a partial tile,
+        # its neighbour and the last step are steps of their own kind
+        points = [self._tile(tile)[2] for tile, _ in steps] + [0]
+        for i in Loop(len(steps), key=lambda i: (points[i], points[i + 1]), period=2 * t.nch):
+            tile, ch = steps[i]
             nxt = steps[i + 1] if i + 1 < len(steps) else None
             last = ch == t.nch - 1
             if last and nxt is not None:

@@ -4,10 +4,11 @@ pad pixels the corner runs may touch). The zero fills are ops/common.py's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from simulator.kernel import (GM_ADDR, Cast, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx,
+from simulator.kernel import (GM_ADDR, Cast, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx, Loop,
                               GlobalTensor, PipeBarrier, PIPE_ALL, RoundMode, TBuf, TPipe, TPosition, TQue,
                               Transpose, TransposeParamsExt, TransposeType)
 from simulator.arith import align_up, ceil_div
@@ -90,6 +91,11 @@ def _transpose_queues(src: GM_ADDR, dst: GM_ADDR, t: LayoutTiling, calc_dtype):
     return inQ, outQ, calc, srcGm, dstGm
 
 
+def _tile_points(t: LayoutTiling, tile: int) -> int:
+    """A tile's pixel count: tiles with as many pixels cost the same (fast mode's Loop key)."""
+    return min(t.T, t.HW - tile % t.tiles_per_n * t.T)
+
+
 def nchw_to_nhwc_kernel(src: GM_ADDR, dst: GM_ADDR, t: LayoutTiling):
     """TransposeToNHWC: per tile of T pixels and Cc channels, MTE2 brings the channel rows
     (strided DataCopyPad), the vector pipe casts to the compute dtype and transposes, MTE3 writes
@@ -107,7 +113,7 @@ def nchw_to_nhwc_kernel(src: GM_ADDR, dst: GM_ADDR, t: LayoutTiling):
         _pad_write(dstGm, z, nb, osz, T * Ccp * osz)
         _pad_write(dstGm[(t.pad + t.N * HW) * C], z, nb, osz, T * Ccp * osz)
         outQ.FreeTensor(z)
-    for tile in range(first, end):
+    for tile in Loop(range(first, end), key=partial(_tile_points, t), period=2):
         n, j = divmod(tile, t.tiles_per_n)
         p0 = j * T
         cnt = min(T, HW - p0)
@@ -141,7 +147,7 @@ def nhwc_to_nchw_kernel(src: GM_ADDR, dst: GM_ADDR, t: LayoutTiling):
     isz, osz = t.src.itemsize, t.dst.itemsize
     inQ, outQ, calc, srcGm, dstGm = _transpose_queues(src, dst, t, calc_dtype=t.src)
     first, end = t.blocks[GetBlockIdx()]
-    for tile in range(first, end):
+    for tile in Loop(range(first, end), key=partial(_tile_points, t), period=2):
         n, j = divmod(tile, t.tiles_per_n)
         p0 = j * T
         cnt = min(T, HW - p0)

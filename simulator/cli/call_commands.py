@@ -14,6 +14,7 @@ from ..enums import AclnnError
 from ..profile import list_socs, load_profile
 from .. import studies
 from ..studies import Call, TensorSpec
+from ..acl import MODES
 from .common import (SEED, CliError, EXIT_OK, budget_args, check_budget, chip_profile, insight_args, int_in,
                      profile_args, save_trace, text_table, trace_path, what_if_overrides)
 
@@ -276,8 +277,9 @@ def _add_run(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     call_args(r)
     profile_args(r)
-    r.add_argument("--mode", default="functional", choices=["functional", "timing"],
-                   help="functional computes the outputs; timing skips the data (same cycles)")
+    r.add_argument("--mode", default="functional", choices=MODES,
+                   help="functional computes the outputs; timing skips the data (same cycles); fast also "
+                        "fast-forwards declared loops, within the bound it reports")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("--trace", help="where to write the Chrome trace (default out/<op>_<soc>.trace.json)")
     r.add_argument("--no-trace", action="store_true", help="do not write a trace")

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..enums import AclnnError, KernelError
 from ..studies import one_line
 from .call_commands import describe
+from ..acl import MODES
 from .common import (CliError, EXIT_OK, EXIT_REJECTED, Rejected, chip_profile, insight_args, int_in, profile_args,
                      save_trace, trace_path)
 
@@ -177,7 +178,7 @@ def _add_kernel(sub) -> None:
     k.add_argument("file", help="your kernel file (.py)")
     profile_args(k)
     k.add_argument("--entry", default="launch", help="the launch function's name (default launch)")
-    k.add_argument("--mode", default="functional", choices=["functional", "timing"])
+    k.add_argument("--mode", default="functional", choices=MODES)
     k.add_argument("--json", action="store_true")
     k.add_argument("--trace", help="where to write the Chrome trace (default out/<file>_<soc>.trace.json)")
     k.add_argument("--no-trace", action="store_true")

@@ -14,6 +14,7 @@ from ..profile import DEFAULT_SOC
 from .. import studies
 from ..studies.whatif import MAX_SWEEP_POINTS
 from .call_commands import call_args, call_from_args
+from ..acl import MODES
 from .common import (SEED, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, Rejected, budget_args, check_budget,
                      check_soc, exec_args, exec_kw, float_in, fmt_cycles, int_in, load_workload, profile_args,
                      rows_table, summary_line, text_table, what_if_overrides)
@@ -310,7 +311,8 @@ def _add_replay(sub) -> None:
     rp.add_argument("trace", help="workload trace (.yaml, .json or .jsonl)")
     profile_args(rp)
     rp.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
-    rp.add_argument("--mode", default="timing", choices=["functional", "timing"])
+    rp.add_argument("--mode", default="timing", choices=MODES,
+                    help="timing (default), functional, or fast: loops fast-forwarded within a stated bound")
     rp.add_argument("--seed", type=SEED, default=0)
     rp.add_argument("-o", "--output", help="write the rows (.csv, .json or .jsonl); each row is also "
                                             "journaled as it finishes in OUTPUT.partial.jsonl")
@@ -362,7 +364,8 @@ def _add_sweep(sub) -> None:
     sw.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
     sw.add_argument("-o", "--output", help="rows file: .csv, .json or .jsonl (default out/sweep_<name>.csv)")
     sw.add_argument("--plot", help="plot file: .png or .svg (cycles vs parameter, pipe breakdown, roofline)")
-    sw.add_argument("--mode", default="timing", choices=["functional", "timing"])
+    sw.add_argument("--mode", default="timing", choices=MODES,
+                    help="timing (default), functional, or fast: loops fast-forwarded within a stated bound")
     sw.add_argument("--seed", type=SEED, default=0)
     sw.add_argument("--max-points", type=int_in(1, 10 ** 7), default=MAX_SWEEP_POINTS,
                     help=f"the sweep's budget: refuse a grid of more points (default {MAX_SWEEP_POINTS:,})")

@@ -1,0 +1,84 @@
+"""Fast mode against the exact engine, call by call: cycles, error, stated bound, speed.
+
+    python benchmarks/fast_mode.py                       # every call of every shipped trace, Ascend910B1 and Ascend910A
+    python benchmarks/fast_mode.py --soc Ascend910B1 --trace traces/silu_smoke.jsonl --calls 0-2
+    python benchmarks/fast_mode.py --skip-exact          # fast only, the exact cycles from the traces' baselines
+
+For each call: the exact engine's cycles (timing mode, or the trace's recorded baseline with
+--skip-exact), fast mode's, the error |fast - exact| / exact, the bound fast mode states, the
+share of instructions it simulated, and both wall times measured here, one after the other, in
+this process (their ratio is the speed-up). The exact runs of the DETR encoder calls take minutes
+each. Runs from any directory.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))      # this checkout's simulator, not the installed one
+
+import simulator  # noqa: E402
+from simulator import studies  # noqa: E402
+from simulator.profile import load_profile  # noqa: E402
+
+TRACES = ("silu_smoke.jsonl", "efficientnet_b0_silu_backward.yaml", "resnet50_conv_backward.yaml",
+          "fconv_wmt_en_de_conv_tbc_backward.yaml", "deformable_detr_grid_sample_backward.yaml")
+
+
+def timed(call, soc: str, mode: str):
+    t = time.perf_counter()
+    r = simulator.run(call.op, soc, mode=mode, trace=False, tiling=call.tiling,
+                      **studies.build_inputs(call, data=False))
+    return r.report, time.perf_counter() - t
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--soc", action="append", help="chip (repeatable; default Ascend910B1 and Ascend910A)")
+    ap.add_argument("--trace", action="append", help="trace file (repeatable; default every shipped trace)")
+    ap.add_argument("--calls", help="only these calls, e.g. 0-3,7")
+    ap.add_argument("--skip-exact", action="store_true", help="take the exact cycles from the trace's baselines")
+    args = ap.parse_args()
+    socs = args.soc or ["Ascend910B1", "Ascend910A"]
+    traces = args.trace or [str(ROOT / "traces" / t) for t in TRACES]
+    print(f"{'call':<52} {'exact':>14} {'fast':>14} {'error':>8} {'bound':>7} {'sim':>6} "
+          f"{'exact s':>8} {'fast s':>7} {'x':>6}")
+    worst = (0.0, "")
+    outside = 0
+    for soc in socs:
+        profile = load_profile(soc)
+        for path in traces:
+            w = studies.load_trace(path)
+            baselines = (w.baselines.get(soc) or {}).get("calls")
+            for i in w.select(args.calls):
+                call = w.calls[i]
+                tag = f"{Path(path).stem[:30]}[{i}] {call.op[:12]}@{soc}"
+                if not profile.supports(call.op):
+                    continue
+                fast, t_fast = timed(call, soc, "fast")
+                if args.skip_exact:
+                    if not baselines:
+                        print(f"{tag:<52} no baseline on this chip")
+                        continue
+                    exact_cycles, t_exact = baselines[i], float("nan")
+                else:
+                    exact, t_exact = timed(call, soc, "timing")
+                    exact_cycles = exact.cycles
+                err = abs(fast.cycles - exact_cycles) / exact_cycles if exact_cycles else 0.0
+                f = fast.fast
+                if abs(fast.cycles - exact_cycles) > f["bound_cycles"] + 1e-6 * exact_cycles:
+                    outside += 1
+                if err > worst[0]:
+                    worst = (err, tag)
+                print(f"{tag:<52} {exact_cycles:>14,.0f} {fast.cycles:>14,.0f} {err:>8.3%} "
+                      f"{f['bound_fraction']:>7.2%} {f['simulated_fraction']:>6.1%} {t_exact:>8.2f} {t_fast:>7.2f} "
+                      f"{t_exact / t_fast:>6.1f}", flush=True)
+    print(f"worst error {worst[0]:.3%} ({worst[1]}); {outside} call(s) outside their stated bound")
+    return 1 if outside else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

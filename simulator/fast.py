@@ -1,0 +1,264 @@
+"""Fast mode: a declared loop's steady state is measured, and the rest of it fast-forwarded.
+
+A kernel declares its loops with `Loop` (simulator.kernel). In the exact modes a `Loop` is its
+iterations, nothing more. In fast mode it splits them into runs of interchangeable iterations (the
+same `key`) and, in a run long enough, records only:
+
+    warm-up | window 1 | window 2 | (skipped: a whole number of periods) | tail
+
+Each window is one `period` of iterations (the loop's buffer rotation: 2 for a double-buffered
+loop, so that the iterations before and after the skip alternate their buffers as the whole loop
+would). Three marks go into the program (`MARK` instructions): at each window's start and at the
+skip. Every actor of the block (the scalar unit and each pipe) snapshots its own figures where
+it meets a mark (a pipe meets it in its queue's order, so what it has done before it belongs to
+the iterations before it), and at the skip adds the skipped periods times its figures over
+window 2 to what it will report: time, busy cycles, instructions, bytes per path, L2 lines. The
+block then ends that much later than its simulated part did. Nested loops work the same way: an
+actor's figures at a mark include what inner skips already added.
+
+What this cannot see, and so what the bound is made of:
+* a steady state that is not one: window 2's duration against window 1's, times the periods
+  skipped (per actor; the block takes the largest);
+* the skipped iterations' traffic: the L2 does not hold their lines and the channels do not carry
+  their bytes while the other cores run. Where every core fast-forwards alike (blocks of one
+  launch), the contention each window measured is the contention of the whole run; the bound
+  adds `unmeasured` (a share of the fast-forwarded time) for what differs.
+The stated bound is checked against the exact engine by tests/test_fast_mode.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .program import Instr, Rows
+
+
+@dataclass(frozen=True)
+class FastSchedule:
+    """How much of a run of interchangeable iterations fast mode simulates."""
+    warmup_periods: int = 1      # periods before the first window (the pipeline fills)
+    tail_periods: int = 0        # periods after the skip (the seam is itself an ordinary step: none needed)
+    unmeasured: float = 0.01     # bound added per fast-forwarded cycle (L2 and channel state)
+
+    def split(self, length: int, period: int) -> tuple[int, int] | None:
+        """(iterations simulated before the skip, iterations skipped) for a run of `length`
+        interchangeable iterations, or None when the run is too short to be worth a skip."""
+        head = (self.warmup_periods + 2) * period
+        skip = length - head - self.tail_periods * period
+        skip -= skip % period
+        if skip < max(head, 2):          # a short run: its transient would weigh too much
+            return None
+        return head, skip
+
+
+DEFAULT_SCHEDULE = FastSchedule()
+
+
+class Meter:
+    """One actor's figures at a loop's marks, and what its fast-forwards have added."""
+    __slots__ = ("marks", "extra")
+
+    def __init__(self):
+        self.marks: dict[int, list[dict]] = {}   # loop token -> its figures at the windows' starts
+        self.extra: dict = {}                    # figure -> added by fast-forwards so far
+
+    def virtual(self, figures: dict) -> dict:
+        """The figures as the whole run would have them by now (the skips' additions included)."""
+        extra = self.extra
+        return {k: v + extra.get(k, 0) for k, v in figures.items()}
+
+    def mark(self, token: int, phase: int, skip: int, period: int, figures: dict) -> Window | None:
+        """The actor meets mark `phase` (0, 1: a window starts; 2: the skip) of loop `token`;
+        at the skip, its windows (and its figures gain the skipped periods')."""
+        now = self.virtual(figures)
+        if phase < 2:
+            self.marks.setdefault(token, []).append(now)
+            return None
+        start1, start2 = self.marks.pop(token)
+        periods = skip / period
+        extra = self.extra
+        for k, v in now.items():
+            step = v - start2.get(k, 0)
+            if step:
+                extra[k] = extra.get(k, 0) + periods * step
+        return Window(periods, start2["time"] - start1["time"], now["time"] - start2["time"],
+                      now.get("busy", 0.0) - start2.get("busy", 0.0))
+
+
+@dataclass(frozen=True)
+class Window:
+    """One actor's two measured windows of a fast-forwarded loop run (cycles per period)."""
+    periods: float               # periods skipped
+    first: float
+    second: float                # what each skipped period was taken to cost
+    busy: float                  # the actor's busy cycles in the second window
+
+
+def skip_bound(windows: list[Window]) -> tuple[float, float]:
+    """A loop run's (bound, fast-forwarded cycles) from its pipes' windows. In a steady state
+    every pipe that works in the loop keeps one pace (the busiest pipe's) and the pace repeats:
+    the bound is the skipped periods times the larger of the spread of the working pipes' second
+    windows and the change of the busiest pipe's window from the first to the second."""
+    active = [w for w in windows if w.busy > 0] or windows
+    if not active:
+        return 0.0, 0.0
+    pace = max(active, key=lambda w: w.busy)
+    spread = pace.second - min(w.second for w in active)
+    drift = abs(pace.second - pace.first)
+    return pace.periods * max(spread, drift), pace.periods * pace.second
+
+
+@dataclass
+class FastRecord:
+    """What fast mode did in a task: instructions simulated and fast-forwarded, and the bound."""
+    skipped: int = 0             # instructions fast-forwarded (estimated from the windows)
+    # (launch, core) -> bound cycles of the blocks that core ran in that launch
+    bounds: dict[tuple[int, str], float] = field(default_factory=dict)
+    fast_forwarded: dict[tuple[int, str], float] = field(default_factory=dict)   # same key: cycles
+
+    def add_block(self, launch: int, core: str, bound: float, skipped_time: float) -> None:
+        key = (launch, core)
+        self.bounds[key] = self.bounds.get(key, 0.0) + bound
+        self.fast_forwarded[key] = self.fast_forwarded.get(key, 0.0) + skipped_time
+
+    def bound_cycles(self) -> float:
+        """The task's bound: per launch, the core with the largest (its blocks run one after
+        another; the cores run side by side), summed over the launches (one after another)."""
+        worst: dict[int, float] = {}
+        for (launch, _), b in self.bounds.items():
+            worst[launch] = max(worst.get(launch, 0.0), b)
+        return sum(worst.values())
+
+    def to_dict(self, cycles: float, instructions: int) -> dict:
+        """The report's `fast` entry: `instructions` is the task's count, fast-forwarded included."""
+        bound = self.bound_cycles()
+        simulated = instructions - self.skipped
+        return {"simulated_instructions": simulated, "fast_forwarded_instructions": self.skipped,
+                "simulated_fraction": simulated / instructions if instructions else 1.0,
+                "bound_cycles": bound, "bound_fraction": bound / cycles if cycles else 0.0,
+                "exact": bound == 0.0 and self.skipped == 0}
+
+
+def _first_address(gm) -> int | None:
+    if type(gm) is Rows:
+        return gm.start
+    return gm[0][0] if gm else None
+
+
+def skipped_ranges(window1: list[Instr], window2: list[Instr], periods: int,
+                   keep: int) -> list[tuple[tuple, bool]]:
+    """The GM ranges the last `keep` of `periods` skipped periods would have touched, each
+    instruction's addresses extrapolated from window 1 to window 2 (one period apart): per
+    period, its reads and its writes as (ranges, write), oldest period first (what the L2 would
+    hold after the skip). Windows of different shapes give nothing (the loop was not periodic
+    in its transfers)."""
+    if len(window1) != len(window2) or keep <= 0:
+        return []
+    moves = []                                  # (ranges of window 2, step per period, write)
+    for a, b in zip(window1, window2):
+        sa, sb = _first_address(a.gm), _first_address(b.gm)
+        if sa is not None and sb is not None:
+            moves.append((tuple(b.gm), sb - sa, b.gm_write))
+    out = []
+    for j in range(periods - keep + 1, periods + 1):
+        for write in (False, True):
+            ranges = tuple((addr + j * step, n) for gm, step, w in moves if w == write for addr, n in gm)
+            if ranges:
+                out.append((ranges, write))
+    return out
+
+
+def kept_periods(window2: list[Instr], periods: int, l2_bytes: int, cores: int) -> int:
+    """How many of the last skipped periods can still be in the L2 after the skip: as many as
+    the L2 holds of what `cores` cores running this loop move per period (LRU keeps the newest)."""
+    per_period = sum(i.chan_bytes for i in window2) * max(cores, 1)
+    if per_period <= 0:
+        return 0
+    return min(periods, -(-l2_bytes // per_period))
+
+
+# ---- one block's fast-forwards (block_run.BlockRun owns one in fast mode) ---------------------
+class BlockFastForward:
+    """What a block's actors noted at its loops' marks, what their skips added, and the L2
+    touches and the bound that follow. The block calls it where an actor meets a mark."""
+
+    def __init__(self, schedule: FastSchedule, gm_path, pipes: tuple[str, ...], cores: int):
+        self.schedule, self.gm_path, self.pipes, self.cores = schedule, gm_path, pipes, cores
+        self.scalar = Meter()
+        self.pipe_meters: dict[str, Meter] = {p: Meter() for p in pipes}
+        self.windows: dict[int, list[Window]] = {}   # loop run -> its pipes' measured windows
+        self.skips_met: dict[int, int] = {}          # loop run -> pipes that have met its skip
+        self.marks = 0                               # marks seen (they are no instructions)
+
+    def scalar_mark(self, mark: Instr, clock: float, busy: float) -> None:
+        """The scalar unit meets a mark (the block then puts it in every pipe's queue)."""
+        self.marks += 1
+        run, phase, skip, period, _ = mark.flag
+        self.scalar.mark(run, phase, skip, period, {"time": clock, "busy": busy, "issued": mark.index - self.marks})
+
+    def pipe_mark(self, pipe, mark: Instr, now: float, busy: float, work: float, executed: int) -> None:
+        """A pipe (block_run.PipeRun) meets a mark in its queue: all before it has been taken."""
+        run, phase, skip, period, windows = mark.flag
+        window = self.pipe_meters[pipe.pipe].mark(run, phase, skip, period,
+                                                  _pipe_figures(pipe, now, busy, work, executed))
+        if window is None:
+            return
+        self.windows.setdefault(run, []).append(window)
+        met = self.skips_met[run] = self.skips_met.get(run, 0) + 1
+        if met == len(self.pipes):         # every window's transfers have reached the L2
+            del self.skips_met[run]
+            self._touch_skipped(*windows, skip // period)
+
+    def pipe_finished(self, pipe, now: float, busy: float, work: float,
+                      executed: int) -> tuple[float, float, float, int]:
+        """A pipe's figures with what its skips added: its bytes, L2 lines and path cycles in
+        place, and (now, busy, work, executed) returned."""
+        extra = self.pipe_meters[pipe.pipe].extra
+        for key, v in extra.items():
+            if type(key) is tuple:
+                what, sub = key
+                if what == "l2":
+                    pipe.l2_lines[sub] += round(v)
+                elif what == "bytes":
+                    pipe.block_bytes[sub] = pipe.block_bytes.get(sub, 0) + round(v)
+                    pipe.rec.path_bytes[sub] = pipe.rec.path_bytes.get(sub, 0) + round(v)
+                else:
+                    pipe.path_cycles[sub] = pipe.path_cycles.get(sub, 0.0) + v
+        pipe.l2_bytes += round(extra.get("l2_bytes", 0))
+        pipe.hbm_bytes += round(extra.get("hbm_bytes", 0))
+        return (now + extra.get("time", 0.0), busy + extra.get("busy", 0.0), work + extra.get("work", 0.0),
+                executed + round(extra.get("executed", 0)))
+
+    def scalar_busy(self) -> float:
+        """The scalar unit's busy cycles its skips added."""
+        return self.scalar.extra.get("busy", 0.0)
+
+    def totals(self) -> tuple[float, float, int]:
+        """Once the block has ended: (its bound, its cycles fast-forwarded, the instructions its
+        scalar unit fast-forwarded)."""
+        bound = skipped_time = 0.0
+        for windows in self.windows.values():
+            b, s = skip_bound(windows)
+            bound += b
+            skipped_time += s
+        bound += self.schedule.unmeasured * skipped_time
+        return bound, skipped_time, round(self.scalar.extra.get("issued", 0))
+
+    def _touch_skipped(self, window1: list[Instr], window2: list[Instr], periods: int) -> None:
+        """The L2 takes what a loop run's skipped periods would have left in it."""
+        gm_path = self.gm_path
+        keep = kept_periods(window2, periods, gm_path.l2.capacity * gm_path.l2.line, self.cores)
+        for ranges, write in skipped_ranges(window1, window2, periods, keep):
+            gm_path.touch(ranges, write)
+
+
+def _pipe_figures(pipe, now: float, busy: float, work: float, executed: int) -> dict:
+    """What a pipe has done so far, as a loop's marks compare it."""
+    figures = {"time": now, "busy": busy, "work": work, "executed": executed,
+               "l2_bytes": pipe.l2_bytes, "hbm_bytes": pipe.hbm_bytes}
+    for i, n in enumerate(pipe.l2_lines):
+        figures["l2", i] = n
+    for path, n in pipe.block_bytes.items():
+        figures["bytes", path] = n
+    for path, c in pipe.path_cycles.items():
+        figures["cycles", path] = c
+    return figures

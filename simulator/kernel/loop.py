@@ -1,0 +1,64 @@
+"""`Loop`: a kernel loop the engine can see, so that fast mode can fast-forward it.
+
+    for tile in Loop(tiles, period=2):          # a double-buffered loop over tiles
+        ...
+    for item in Loop(items, key=lambda it: it.rows):   # items of different shapes
+
+In the exact modes (functional, timing) `Loop` is its iterations, nothing more: the program is
+what the plain `for` would record. In fast mode a run of interchangeable iterations (consecutive
+ones with the same `key`; all of them without one) is recorded only in part: a warm-up, two
+measured windows of `period` iterations and a tail, with the iterations between them never run
+at all, and the engine adds what they would have cost (simulator/fast.py). `period` is the loop's
+buffer rotation (2 where iterations alternate two buffers or event ids), so that the iterations
+around the skip alternate as in the whole loop. Iterations must be interchangeable in cost: the
+same instructions on operands of the same sizes (their addresses may differ). A loop whose
+iterations differ (a partial last tile, a first iteration that waits for something) gives them a
+`key` that tells them apart, or runs them outside the Loop.
+"""
+from __future__ import annotations
+
+from typing import Callable, Hashable, Iterable, Iterator, TypeVar
+
+from ..recorder import current_context
+
+T = TypeVar("T")
+
+
+def Loop(iterations: int | Iterable[T], key: Callable[[T], Hashable] | None = None,
+         period: int = 1) -> Iterable[T]:
+    """The iterations (an int n means range(n)) of a loop that fast mode may fast-forward."""
+    items = range(iterations) if isinstance(iterations, int) else iterations
+    if period < 1:
+        raise ValueError(f"Loop: period must be >= 1, got {period}")
+    ctx = current_context()
+    if ctx.fast is None:
+        return items
+    return _fast_forwarded(ctx, list(items), key, period)
+
+
+def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
+    """Fast mode: each run of interchangeable iterations, with its middle fast-forwarded."""
+    n, i = len(items), 0
+    while i < n:
+        j = i + 1
+        if key is None:
+            j = n
+        else:
+            k = key(items[i])
+            while j < n and key(items[j]) == k:
+                j += 1
+        split = ctx.fast.split(j - i, period)
+        if split is None:
+            yield from items[i:j]
+        else:
+            head, skip = split
+            run = None
+            for r in range(head):
+                if r == head - 2 * period:
+                    run = ctx.loop_mark(None, 0)
+                elif r == head - period:
+                    ctx.loop_mark(run, 1)
+                yield items[i + r]
+            ctx.loop_mark(run, 2, skip, period)
+            yield from items[i + head + skip:j]
+        i = j

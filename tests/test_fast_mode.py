@@ -1,0 +1,113 @@
+"""Fast mode against the exact engine: the bound it states must hold.
+
+Every case runs a call twice, in `timing` mode (the exact engine, the reference) and in `fast`
+mode, and asserts |fast - exact| <= the bound fast mode reports (and <= 2 % of exact, the
+product's promise), that the instruction count it reports matches the exact run's within the
+same share, and that it is deterministic. Calls are drawn at random (seeded) over shapes, dtypes,
+chips and what-if profiles with few cores or small buffers, sized so that the loops are long
+enough to be fast-forwarded; the test also checks that most cases did fast-forward something, so
+that it cannot pass by simulating everything.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import simulator
+from simulator import TensorLayout
+from simulator.profile import load_profile
+
+CASES = 24
+PROMISE = 0.02          # |fast - exact| / exact on every call (issue 29)
+SOCS = ("Ascend910B1", "Ascend910A", "Ascend310P3", "Ascend910B4")
+
+
+def _what_if(rng: np.random.Generator, soc: str):
+    """The chip, or a what-if of it with few vector cores and/or a smaller UB."""
+    base = load_profile(soc)
+    changes = {}
+    vector = next(name for name, k in base.cores.items() if "vector" in k.units)
+    if rng.random() < 0.85:
+        changes[f"cores.{vector}.count"] = int(rng.integers(1, 5))
+    if rng.random() < 0.3:
+        ub = base.cores[vector].buffers["UB"]
+        changes[f"cores.{vector}.buffers.UB"] = ub // 2
+    return base.override(changes) if changes else base, changes
+
+
+def _silu_case(rng: np.random.Generator, soc: str):
+    dtype = rng.choice([np.float16, np.float32])
+    rows = int(rng.integers(1, 64))
+    cols = int(rng.integers(2000, 60000))
+    shape = (rows, cols)
+    return "SiluBackward", dict(gradOutput=TensorLayout(shape, dtype), self=TensorLayout(shape, dtype))
+
+
+def _grid_case(rng: np.random.Generator, soc: str):
+    n, c = int(rng.integers(1, 3)), int(rng.choice([4, 16, 32, 64]))
+    h, w = int(rng.integers(8, 40)), int(rng.integers(8, 40))
+    ho, wo = int(rng.integers(16, 64)), int(rng.integers(16, 64))
+    mode = int(rng.integers(0, 2))          # bilinear, nearest
+    return "GridSampler2DBackward", dict(
+        gradOutput=TensorLayout((n, c, ho, wo), np.float32), input=TensorLayout((n, c, h, w), np.float32),
+        grid=TensorLayout((n, ho, wo, 2), np.float32), interpolationMode=mode,
+        paddingMode=int(rng.integers(0, 3)), alignCorners=bool(rng.integers(0, 2)), outputMask=[True, True])
+
+
+OPS = {_silu_case: "SiluBackward", _grid_case: "GridSampler2DBackward"}
+
+
+def _cases():
+    rng = np.random.default_rng(29)
+    out = []
+    for i in range(CASES):
+        soc = SOCS[i % len(SOCS)]
+        makes = [_silu_case, _grid_case] if i % 2 == 0 else [_grid_case, _silu_case]
+        make = next((m for m in makes if load_profile(soc).supports(OPS[m])), None)
+        if make is None:
+            continue
+        op, kw = make(rng, soc)
+        profile, changes = _what_if(rng, soc)
+        out.append(pytest.param(op, soc, profile, kw, id=f"{i}-{op}-{soc}-{'-'.join(f'{k}={v}' for k, v in changes.items())}"))
+    return out
+
+
+FORWARDED: list[bool] = []
+
+
+CASE_LIST = _cases()
+
+
+@pytest.mark.parametrize("op, soc, profile, kw", CASE_LIST)
+def test_fast_mode_stays_inside_its_bound(op, soc, profile, kw):
+    exact = simulator.run(op, soc, mode="timing", profile=profile, trace=False, **kw).report
+    fast = simulator.run(op, soc, mode="fast", profile=profile, trace=False, **kw).report
+    again = simulator.run(op, soc, mode="fast", profile=profile, trace=False, **kw).report
+    assert fast.mode == "fast" and exact.fast is None
+    assert again.cycles == fast.cycles, "fast mode must be deterministic"
+    f = fast.fast
+    err = abs(fast.cycles - exact.cycles)
+    assert err <= f["bound_cycles"] + 1e-6 * exact.cycles, (
+        f"{op} on {soc}: fast {fast.cycles:.1f} vs exact {exact.cycles:.1f} (error {err:.1f} cycles) "
+        f"outside the stated bound {f['bound_cycles']:.1f}")
+    assert err <= PROMISE * exact.cycles
+    assert abs(fast.instructions - exact.instructions) <= PROMISE * exact.instructions
+    assert f["simulated_instructions"] + f["fast_forwarded_instructions"] == fast.instructions
+    FORWARDED.append(f["fast_forwarded_instructions"] > 0)
+
+
+def test_most_cases_fast_forwarded_something():
+    """The bound test above would pass by simulating everything: most of its cases must not."""
+    if len(FORWARDED) < len(CASE_LIST):
+        pytest.skip("runs after the bound cases (run the module whole)")
+    assert sum(FORWARDED) >= 0.6 * len(FORWARDED), f"only {sum(FORWARDED)} of {len(FORWARDED)} cases fast-forwarded"
+
+
+def test_exact_modes_are_untouched_by_loops():
+    """A declared Loop records in the exact modes what a plain for would: same program, same
+    cycles with and without the fast schedule's marks being possible."""
+    kw = dict(gradOutput=TensorLayout((4, 50000), np.float16), self=TensorLayout((4, 50000), np.float16))
+    profile = load_profile("Ascend910B1").override({"cores.aiv.count": 2})
+    r = simulator.run("SiluBackward", "Ascend910B1", mode="timing", profile=profile, trace=True, **kw)
+    assert not any(row[2] == "LoopMark" for row in r.report.trace.rows())
+    assert r.report.fast is None
