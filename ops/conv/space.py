@@ -29,11 +29,11 @@ def cube_candidates(default: dict, cores: int, positions: int, dx_channels: int,
     - gradWeight L0 tile (dwBaseM x dwBaseN): up to 3 row sizes (16..256) x 4 column sizes
       (64..512) within `dw_rows` / `dw_cols`: <= 12 pairs;
     - dxBaseK / dwBaseK a half and a quarter of the default's: <= 4;
-    - dwKSplit 1, 2, 4, 8 (the default's left out): <= 3;
+    - dwKSplit 1, 2, 4, 8 (the default's left out): <= 4;
     - blockDim a quarter, a half and three quarters of the Cube cores: <= 3;
     - doubleBuffer off: 1.
 
-    At most 38 candidates before the planner drops the ones that do not fit (an L0C tile of
+    At most 39 candidates before the planner drops the ones that do not fit (an L0C tile of
     1024 x 256 FP32 does not, on any chip) and those that plan as another does."""
     out: list[dict] = []
     dx, dw = default.get("gradInput"), default.get("gradWeight")
