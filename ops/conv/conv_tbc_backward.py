@@ -33,6 +33,7 @@ from simulator.enums import aclFormat, dtype_name, param_invalid
 from .convolution_backward import TILING_FIELDS, cube_compute_dtype, promote
 from .geometry import ConvGeometry
 from .plan import ConvBackwardCall, plan_convolution_backward
+from .space import conv_tbc_space
 
 OP = "ConvTbcBackward"
 TBC_FORMATS = (aclFormat.ACL_FORMAT_ND, aclFormat.ACL_FORMAT_NCL)
@@ -140,4 +141,4 @@ register(OpDef(OP, [Param("self", "tensor"), Param("input", "tensor"), Param("we
                     Param("bias", "tensor"), Param("pad", "int"), Param("cubeMathType", "int"),
                     Param("gradInput", "tensor", output=True), Param("gradWeight", "tensor", output=True),
                     Param("gradBias", "tensor", output=True)],
-               check, plan, infer_outputs, tiling_fields=TILING_FIELDS))
+               check, plan, infer_outputs, conv_tbc_space, TILING_FIELDS))

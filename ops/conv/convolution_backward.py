@@ -45,6 +45,7 @@ from simulator.enums import aclFormat, dtype_name, param_invalid, param_nullptr
 
 from .geometry import ConvGeometry
 from .plan import ConvBackwardCall, plan_convolution_backward
+from .space import convolution_space
 
 OP = "ConvolutionBackward"
 
@@ -421,4 +422,4 @@ PARAMS = [Param("gradOutput", "tensor"), Param("input", "tensor"), Param("weight
           Param("gradInput", "tensor", output=True), Param("gradWeight", "tensor", output=True),
           Param("gradBias", "tensor", output=True)]
 
-register(OpDef(OP, PARAMS, check, plan, infer_outputs, tiling_fields=TILING_FIELDS))
+register(OpDef(OP, PARAMS, check, plan, infer_outputs, convolution_space, TILING_FIELDS))

@@ -121,7 +121,8 @@ def _l0_k_room(what: str, cc: CubeCaps, nb: int, isz: int, m: int, n: int, kstep
     """The deepest K step (a multiple of kstep) that nb buffers of an m x K tile in L0A and a
     K x n tile in L0B leave room for, with the m x n FP32 result in L0C; None if this (m, n)
     does not fit. A forced baseK (o_k) is checked and returned (rounded up to kstep); a forced
-    tile that does not fit is a tiling error saying what does not fit."""
+    tile that does not fit is a tiling error saying what does not fit; a searched tile that
+    leaves no room for the forced baseK is skipped (None), as any tile that does not fit is."""
     m16, n16 = align_up(m, 16), align_up(n, 16)
     if m16 * n16 * 4 > cc.L0C:
         if forced:
@@ -132,6 +133,8 @@ def _l0_k_room(what: str, cc: CubeCaps, nb: int, isz: int, m: int, n: int, kstep
         k = align_up(o_k, kstep)
         for b, v in (("L0A", nb * m16 * k * isz), ("L0B", nb * k * n16 * isz)):
             if v > getattr(cc, b):
+                if not forced:
+                    return None
                 raise tiling_error(f"ConvolutionBackward {what} tiling: {v} B of {b} (baseM {m}, baseN {n}, "
                                    f"baseK {o_k}, {nb} buffers) does not fit: {b} holds {getattr(cc, b)} B")
         return k

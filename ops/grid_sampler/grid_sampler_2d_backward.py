@@ -72,10 +72,12 @@ from simulator.aclnn import (OpDef, Param, Plan, Workspace, check_tensor_view, r
                              require_support)
 from simulator.enums import NUMPY_OF, aclDataType, dtype_name, param_invalid
 from simulator.program import KernelLaunch
-from ..common import tensor_arg, view_copy_launch, workspace_arg, zero_fill_launch
+from simulator.arith import align_up, ceil_div
+from ..common import tensor_arg, vector_core_count, view_copy_launch, workspace_arg, zero_fill_launch
+from ..tiling_space import distinct_accepted
 from .kernel import grid_sampler2d_grad_kernel
 from .layout_kernels import nchw_to_nhwc_kernel, nhwc_to_nchw_kernel, plan_layout
-from .tiling import BILINEAR, NEAREST, OP, PADDING_MODES, TILING_FIELDS, plan_main
+from .tiling import BILINEAR, NEAREST, OP, P_ALIGN, P_MAX, PADDING_MODES, TILING_FIELDS, plan_main
 
 
 def _mask(a: dict):
@@ -317,9 +319,40 @@ def infer_outputs(inputs: dict) -> dict:
     return out
 
 
+CHANNEL_SPLITS = (1, 2, 4, 8)          # channelsPerChunk: C over these (aligned to 32 B of the compute dtype)
+CORE_FRACTIONS = (4, 2, 1)            # blockDim: all the vector cores, half, a quarter
+
+
+def tiling_space(inputs: dict, profile) -> list[dict]:
+    """Candidate tilings of the main kernel (`ascend-sim tune`), the full product of:
+
+    - pointsPerTile: every multiple of 16 up to 64 (its maximum) and the call's points rounded
+      up to 16 (at most 4 values);
+    - channelsPerChunk: C, C/2, C/4, C/8, each rounded up to 32 bytes of the compute dtype (at
+      most 4 values; fewer channels per pass for less UB, more passes);
+    - blockDim: all, a half and a quarter of the vector cores (3 values).
+
+    At most 48 candidates; phase 1 drops those that do not fit UB (561002) and those that plan
+    as the default or an earlier candidate does (e.g. a call whose kernel the plan skips: all of
+    them)."""
+    x, grid = inputs["input"], inputs["grid"]
+    C, points = int(x.shape[1]), int(grid.shape[1]) * int(grid.shape[2])
+    cblk = 32 // (8 if np.dtype(x.dtype) == np.float64 else 4)
+    p_cap = min(P_MAX, align_up(points, P_ALIGN))
+    tiles = range(p_cap, 0, -P_ALIGN)
+    chunks = sorted({min(C, align_up(ceil_div(C, d), cblk)) for d in CHANNEL_SPLITS}, reverse=True)
+    cores = vector_core_count(profile)
+    blocks = sorted({max(1, cores * q // 4) for q in CORE_FRACTIONS}, reverse=True)
+
+    def propose(_default):
+        return [{"pointsPerTile": p, "channelsPerChunk": c, "blockDim": b}
+                for p in tiles for c in chunks for b in blocks]
+    return distinct_accepted(OP, inputs, profile, propose)
+
+
 register(OpDef(OP,
                [Param("gradOutput", "tensor"), Param("input", "tensor"), Param("grid", "tensor", init="uniform(-1,1)"),
                 Param("interpolationMode", "int"), Param("paddingMode", "int"),
                 Param("alignCorners", "bool"), Param("outputMask", "bool_array"),
                 Param("inputGrad", "tensor", output=True), Param("gridGrad", "tensor", output=True)],
-               check, plan, infer_outputs, tiling_fields=TILING_FIELDS))
+               check, plan, infer_outputs, tiling_space, TILING_FIELDS))

@@ -94,13 +94,15 @@ def main_buffers(t: GridSamplerGradTiling) -> list[int]:
     return out
 
 
-TILING_FIELDS = {"pointsPerTile": "int", "channelsPerChunk": "int"}
+TILING_FIELDS = {"pointsPerTile": "int", "channelsPerChunk": "int", "blockDim": "int"}
+MAX_BLOCK_DIM = 65535
 
 
 def plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, need_in, need_gg, profile, override=None):
     """The main kernel's tiling: grid points per tile P (a multiple of P_ALIGN, at most P_MAX) and
     channels per pass Cc, the largest that fit UB (P first). `override` forces pointsPerTile and /
-    or channelsPerChunk; one that cannot work, or a call no tiling fits, is 561002."""
+    or channelsPerChunk, and blockDim the number of blocks the tiles are dealt over (default:
+    one per vector core); one that cannot work, or a call no tiling fits, is 561002."""
     K, runs, pad = geometry(interp, padding)
     need_x = need_gg and interp != NEAREST
     esz = cdt.itemsize
@@ -111,6 +113,9 @@ def plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, need_in, need
     p_cap = min(P_MAX, align_up(HoWo, P_ALIGN))
     override = override or {}
     o_p, o_c = override.get("pointsPerTile"), override.get("channelsPerChunk")
+    o_b = override.get("blockDim")
+    if o_b is not None and o_b > MAX_BLOCK_DIM:
+        raise tiling_error(f"{OP} tiling: blockDim {o_b} exceeds {MAX_BLOCK_DIM}")
     if o_p is not None and (o_p % P_ALIGN or o_p > P_MAX):
         raise tiling_error(f"{OP} tiling: pointsPerTile {o_p} must be a multiple of {P_ALIGN}, at most {P_MAX}")
     if o_c is not None and o_c > C:
@@ -135,5 +140,5 @@ def plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, need_in, need
         Cc = align_up(ceil_div(Cc, 2), cblk)
     t = best
     t.tiles_per_n = ceil_div(HoWo, t.P)
-    t.blocks = split_evenly(N * t.tiles_per_n, vector_core_count(profile))
+    t.blocks = split_evenly(N * t.tiles_per_n, o_b or vector_core_count(profile))
     return t
