@@ -7,7 +7,8 @@
     geometry.py              the normalised convolution (ConvGeometry), img2col families, map layouts,
                              space-to-depth (how the Cube sees it)
     tiling.py                L0 / L1 tiles and units of the two GEMMs, costed and balanced
-    prologue.py              vector launch: TransData to NC1HWC0, W' packing, accumulator zeroing
+    prologue.py              vector launch: TransData to NC1HWC0, accumulator zeroing, casts
+    packing.py               the prologue's W' pass: the weight packed as gradInput's right operand
     cube_kernel.py           Cube launch: the img2col GEMMs, double-buffered with explicit flags
     epilogue.py              vector launch: phase grids and gradWeight tiles back to NCHW / weight
     vector_pipeline.py       the pass helpers the vector launches share (UB slots, pipelined loops)

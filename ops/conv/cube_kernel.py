@@ -19,7 +19,7 @@ from simulator.kernel.cube import (CFG_NZ, BlockMode, DataCopyEnhancedParams, De
                                    SetHF32Mode)
 from simulator.arith import align_up, ceil_div
 from .geometry import F16, CubeGeometry, axis_window
-from .prologue import PackWeight
+from .packing import PackWeight
 from .tiling import DwTiling, DxTiling
 from .vector_pipeline import align32, sub_tensor
 

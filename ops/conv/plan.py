@@ -26,8 +26,9 @@ from .cube_kernel import CubeJob, cube_body
 from .epilogue import (Epilogue, SpaceToDepthOut, epilogue_body, dw_out_items, dx_out_items, plan_dw_out,
                        plan_dx_out, plan_space_to_depth_out, space_to_depth_out_items)
 from .geometry import F32, STORAGE, ConvGeometry, CubeGeometry, check_load3d_limits, make_cube_geometry
-from .prologue import (Prologue, SpaceToDepthMap, prologue_body, cast_items, gap_items, plan_packw,
-                       plan_space_to_depth_map, plan_to5hd, space_to_depth_items, to5hd_items, zero_items)
+from .packing import plan_packw
+from .prologue import (Prologue, SpaceToDepthMap, prologue_body, cast_items, gap_items, plan_space_to_depth_map,
+                       plan_to5hd, space_to_depth_items, to5hd_items, zero_items)
 from .small_launches import bias_launch
 from .tiling import CubeCaps, DwTiling, DxTiling, balance, cube_caps, plan_dw, plan_dx
 from .vector_pipeline import align32

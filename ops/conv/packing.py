@@ -1,0 +1,270 @@
+"""The weight packed into gradInput's right operand (W'): the prologue's pass that turns the
+NCHW (or transposed) weight into the Cube's FRACTAL_Z layout, a UB slot per item.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from typing import NamedTuple
+
+import numpy as np
+
+from simulator.kernel import Cast, DataCopyExtParams, DataCopyPad, Duplicate
+from simulator.kernel.vector import Transpose, TransposeParamsExt
+from simulator.arith import align_up, ceil_div
+from ..common import tiling_error
+from .geometry import CubeGeometry
+from .vector_pipeline import NCHW2NHWC, VecBlock, align32, copy_runs, nhwc2nchw, round_mode, slot_pass, zero_lanes
+
+
+class PackItem(NamedTuple):
+    """nci input channels from ci0 (inside n-tile ntile) of group g: of output-channel plane co1
+    (non-transposed weights), or of every plane (co1 None: transposed weights)."""
+    g: int
+    co1: int | None
+    ntile: int
+    ci0: int
+    nci: int
+
+
+class PackRegions(NamedTuple):
+    """A packing chunk's place in its slot: its sizes (elements) and region offsets (bytes)."""
+    packed: int           # elements packed
+    held: int             # elements as loaded
+    cast: int             # the loaded chunk cast to the compute dtype
+    scratch: int          # the first transpose's output
+    out: int              # the packed chunk, read by the store
+
+
+@dataclass
+class PackWeight:
+    """Weight -> WP: per phase q, [g][n-tile j][kd tap][co1][hw tap][n16_j][c0]: for each L1
+    stage (a run of co1) and n-tile one contiguous block, and inside it the L0B zN fractals of
+    B = W'^T (rows: (co1, kh, kw) of the phase's taps, flipped; columns: input channels)."""
+    G: int
+    Cout: int             # per group (K side channels)
+    Cin: int              # per group (N side)
+    KD: int
+    KH: int
+    KW: int
+    c0: int
+    transposed: bool
+    src_dtype: np.dtype   # the weight's dtype in GM
+    compute_dtype: np.dtype
+    ntiles: list          # (n0, width)
+    phases: list          # per phase q: (base, kd taps, hw taps (orig kh, kw) in img2col order) or None
+    size: int             # elements
+    slot: int = 0
+    chunk: int = 0
+    held_max: int = 0     # elements of the largest chunk as loaded: fixes every region of a slot
+    items: list = field(default_factory=list)
+
+    @property
+    def C1(self) -> int:
+        return ceil_div(self.Cout, self.c0)
+
+    @property
+    def taps(self) -> int:
+        return self.KD * self.KH * self.KW
+
+    def padded(self, n: int) -> bool:
+        """A chunk of n input channels whose rows (n x taps elements of one output channel) are
+        not whole 32-B blocks: DataCopyPad lands each row 32-B aligned in UB, so the rows are
+        closed up (two transposes) before the packing's own."""
+        return not self.transposed and n != self.Cin and n * self.taps * self.src_dtype.itemsize % 32 != 0
+
+    def held(self, n: int) -> int:
+        """Elements of a chunk of n channels as loaded (rows padded to 32 B if they must be)."""
+        taps, isz_s = self.taps, self.src_dtype.itemsize
+        return self.c0 * align_up(n * taps * isz_s, 32) // isz_s if self.padded(n) else self.c0 * n * taps
+
+    def regions(self, b: int, n: int) -> PackRegions:
+        """A chunk of n channels in the slot at b (non-transposed weights). The offsets are those
+        of the largest chunk for every chunk: the next load into this slot (which waits for this
+        chunk's compute, not its store) must not land where this chunk's store still reads."""
+        isz_s, isz = self.src_dtype.itemsize, self.compute_dtype.itemsize
+        most = self.held_max
+        cast = b + align_up(most * isz_s, 32)
+        scratch = cast + (align_up(most * isz, 32) if self.src_dtype != self.compute_dtype else 0)
+        return PackRegions(self.c0 * n * self.taps, self.held(n), cast, scratch, scratch + align_up(most * isz, 32))
+
+    def transposed_regions(self, b: int, n: int) -> PackRegions:
+        """A chunk of n channels in the slot at b (transposed weights: every C1 plane at once)."""
+        isz_s, isz = self.src_dtype.itemsize, self.compute_dtype.itemsize
+        held = n * self.Cout * self.taps
+        packed = n * self.C1 * self.c0 * self.taps
+        cast = b + align32(held * isz_s)
+        scratch = cast + (align32(held * isz) if self.src_dtype != self.compute_dtype else 0)
+        return PackRegions(packed, held, cast, scratch, scratch + align32(packed * isz))
+
+    def slot_bytes(self) -> int:
+        """The slot the largest chunk needs (32-B aligned, so the second slot is too)."""
+        out = self.regions(0, self.chunk).out
+        return align_up(out + self.c0 * self.chunk * self.taps * self.compute_dtype.itemsize, 32)
+
+    @property
+    def n16(self) -> list:
+        return [align_up(w, 16) for _, w in self.ntiles]
+
+    @property
+    def n16tot(self) -> int:
+        return sum(self.n16)
+
+    def off(self, g, q, kdt, co1, j, t) -> int:
+        base, kds, hws = self.phases[q]
+        Thw = len(hws)
+        n16 = self.n16
+        # [g][n-tile j][kd][co1][hw tap][n16_j][c0]: a stage's run of co1 is one contiguous block
+        KDq = len(kds)
+        return base + (g * KDq * self.C1 * Thw * self.n16tot + KDq * self.C1 * Thw * sum(n16[:j])
+                       + ((kdt * self.C1 + co1) * Thw + t) * n16[j]) * self.c0
+
+    def tile_col(self, it: PackItem) -> int:
+        """The chunk's first column inside its n-tile, in elements of a c0 row."""
+        n0, _ = self.ntiles[it.ntile]
+        return (it.ci0 - n0) * self.c0
+
+
+def plan_packw(geo: CubeGeometry, w_dtype, compute_dtype, c0, ntiles, ub_bytes: int) -> PackWeight:
+    KD, KH, KW = geo.k
+    phases, base = [], 0
+    C1 = ceil_div(geo.Cout, c0)
+    n16tot = sum(align_up(w, 16) for _, w in ntiles)
+    for f in geo.phases:
+        if f is None:
+            phases.append(None)
+            continue
+        hws = [(kh, kw) for kh in f.ax[1].taps for kw in f.ax[2].taps]
+        phases.append((base, f.ax[0].taps, hws))
+        base += geo.G * f.ax[0].K * C1 * len(hws) * n16tot * c0
+    t = PackWeight(geo.G, geo.Cout, geo.Cin, KD, KH, KW, c0, geo.transposed, np.dtype(w_dtype), compute_dtype,
+                   ntiles, phases, max(base, 1))
+    taps = t.taps
+    isz_s, isz = t.src_dtype.itemsize, compute_dtype.itemsize
+    cast = t.src_dtype != compute_dtype
+    room = ub_bytes // 2
+    # input channels per item: every item stays inside one n-tile
+    if not geo.transposed:
+        per_ci = c0 * taps * (isz_s + isz * (3 if cast else 2)) + 96
+    else:
+        per_ci = taps * (geo.Cout * (isz_s + (isz if cast else 0)) + 2 * C1 * c0 * isz) + 96
+    nci = room // per_ci
+    if 16 <= nci < geo.Cin and not geo.transposed:
+        nci = nci // 16 * 16          # whole 32-B rows in UB for the strided load, where 16 fit
+    while True:
+        if nci < 1:
+            raise tiling_error(f"weight packing: one input channel ({per_ci} B) does not fit in UB ({ub_bytes} B)")
+        chunks = []             # (n-tile, first channel, channels)
+        for j, (n0, nw) in enumerate(ntiles):
+            for ci0 in range(n0, n0 + nw, nci):
+                chunks.append((j, ci0, min(nci, n0 + nw - ci0)))
+        t.chunk = max(n for _, _, n in chunks)
+        t.held_max = max(t.held(n) for _, _, n in chunks)
+        # (a chunk whose width is not a multiple of 16 may have rows padded to 32 B in UB)
+        t.slot = align_up(max(t.chunk * per_ci, t.slot_bytes() if not geo.transposed else 0), 32)
+        if 2 * t.slot <= ub_bytes:
+            break
+        nci = nci - 16 if nci > 16 else nci - 1
+    if not geo.transposed:
+        t.items = [PackItem(g, co1, j, ci0, n) for g in range(geo.G) for co1 in range(C1) for (j, ci0, n) in chunks]
+    else:
+        t.items = [PackItem(g, None, j, ci0, n) for g in range(geo.G) for (j, ci0, n) in chunks]
+    return t
+
+
+def _pack_prezero(ub: VecBlock, t: PackWeight, b: int, it: PackItem) -> bool:
+    """A partial last co1 plane, or rows padded to 32 B, must read as zeros."""
+    c0 = t.c0
+    if min(c0, t.Cout - it.co1 * c0) == c0 and not t.padded(it.nci):
+        return False
+    z, cnt = zero_lanes(ub.raw[b], align32(t.held(it.nci) * t.src_dtype.itemsize))
+    Duplicate(z, 0.0, cnt)
+    return True
+
+
+def _pack_load(ub: VecBlock, t: PackWeight, sGm, b: int, it: PackItem):
+    """[co][ci][tap] rows of one co1 plane, nci channels each."""
+    c0, taps, isz_s, n = t.c0, t.taps, t.src_dtype.itemsize, it.nci
+    nco = min(c0, t.Cout - it.co1 * c0)
+    src = sGm[((it.g * t.Cout + it.co1 * c0) * t.Cin + it.ci0) * taps]
+    if n == t.Cin:
+        DataCopyPad(ub.at(b, t.src_dtype), src, DataCopyExtParams(1, nco * t.Cin * taps * isz_s, 0, 0))
+    else:
+        row = n * taps * isz_s          # (rows land 32-B aligned: padded when row % 32)
+        DataCopyPad(ub.at(b, t.src_dtype), src, DataCopyExtParams(nco, row, (t.Cin - n) * taps * isz_s, 0))
+
+
+def _pack_compute(ub: VecBlock, t: PackWeight, b: int, it: PackItem):
+    c0, taps, n, dt = t.c0, t.taps, it.nci, t.compute_dtype
+    r = t.regions(b, n)
+    src = ub.at(b, t.src_dtype)
+    if t.src_dtype != dt:
+        Cast(ub.at(r.cast, dt), src, round_mode(dt, t.src_dtype), r.held)
+        src = ub.at(r.cast, dt)
+    if r.held != r.packed:
+        # [co][row padded to 32 B] -> [padded row][co]; its first n x taps rows -> [co][ci][tap]
+        width = r.held // c0
+        Transpose(ub.at(r.scratch, dt), src, None, nhwc2nchw(1, c0, 1, width))
+        Transpose(ub.at(r.out, dt), ub.at(r.scratch, dt), None, TransposeParamsExt(1, n * taps, c0, 1, NCHW2NHWC))
+        src = ub.at(r.out, dt)
+    # [co][ci][tap] -> [tap][co][ci] -> [tap][ci][co]
+    Transpose(ub.at(r.scratch, dt), src, None, nhwc2nchw(1, c0 * n, 1, taps))
+    Transpose(ub.at(r.out, dt), ub.at(r.scratch, dt), None, TransposeParamsExt(taps, c0, n, 1, NCHW2NHWC))
+
+
+def _pack_store(ub: VecBlock, t: PackWeight, dGm, b: int, it: PackItem):
+    """Each tap's [ci][co] block to its place in every phase that uses the tap."""
+    n, c0 = it.nci, t.c0
+    runs = []
+    for q, ph in enumerate(t.phases):
+        if ph is None:
+            continue
+        _, kds, hws = ph
+        for kdt, kd in enumerate(kds):
+            for ti, (kh, kw) in enumerate(hws):
+                tap = (kd * t.KH + kh) * t.KW + kw
+                runs.append((t.off(it.g, q, kdt, it.co1, it.ntile, ti) + t.tile_col(it), tap * n * c0, n * c0))
+    copy_runs(dGm, ub.at(t.regions(b, n).out, t.compute_dtype), runs, t.compute_dtype.itemsize)
+
+
+def _pack_transposed_load(ub: VecBlock, t: PackWeight, sGm, b: int, it: PackItem):
+    held = t.transposed_regions(b, it.nci).held
+    DataCopyPad(ub.at(b, t.src_dtype), sGm[(it.g * t.Cin + it.ci0) * t.Cout * t.taps],
+                DataCopyExtParams(1, held * t.src_dtype.itemsize, 0, 0))
+
+
+def _pack_transposed_compute(ub: VecBlock, t: PackWeight, b: int, it: PackItem):
+    """[ci][co][tap] -> [co][tap][ci] -> [co1][tap][ci][c0] (channels past Cout zeroed first)."""
+    c0, taps, n, dt = t.c0, t.taps, it.nci, t.compute_dtype
+    r = t.transposed_regions(b, n)
+    src = ub.at(b, t.src_dtype)
+    if t.src_dtype != dt:
+        Cast(ub.at(r.cast, dt), src, round_mode(dt, t.src_dtype), r.held)
+        src = ub.at(r.cast, dt)
+    if t.Cout % c0:
+        z, cnt = zero_lanes(ub.raw[r.scratch], align32(r.packed * dt.itemsize))
+        Duplicate(z, 0.0, cnt)
+    Transpose(ub.at(r.scratch, dt), src, None, TransposeParamsExt(1, n, t.Cout * taps, 1, NCHW2NHWC))
+    Transpose(ub.at(r.out, dt), ub.at(r.scratch, dt), None, TransposeParamsExt(t.C1, c0, taps * n, 1, NCHW2NHWC))
+
+
+def _pack_transposed_store(ub: VecBlock, t: PackWeight, dGm, b: int, it: PackItem):
+    n, c0, taps = it.nci, t.c0, t.taps
+    _, kds, hws = t.phases[0]
+    runs = []
+    for co1 in range(t.C1):
+        for kdt, kd in enumerate(kds):
+            for ti, (kh, kw) in enumerate(hws):
+                tap = (kd * t.KH + kh) * t.KW + kw
+                runs.append((t.off(it.g, 0, kdt, co1, it.ntile, ti) + t.tile_col(it), ((co1 * taps + tap) * n) * c0,
+                             n * c0))
+    copy_runs(dGm, ub.at(t.transposed_regions(b, n).out, t.compute_dtype), runs, t.compute_dtype.itemsize)
+
+
+def pass_packw(ub: VecBlock, items, t: PackWeight, sGm, dGm):
+    if t.transposed:
+        slot_pass(ub, t.slot, items, partial(_pack_transposed_load, ub, t, sGm), partial(_pack_transposed_compute, ub, t),
+                  partial(_pack_transposed_store, ub, t, dGm))
+    else:
+        slot_pass(ub, t.slot, items, partial(_pack_load, ub, t, sGm), partial(_pack_compute, ub, t),
+                  partial(_pack_store, ub, t, dGm), partial(_pack_prezero, ub, t))
