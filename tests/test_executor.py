@@ -258,7 +258,7 @@ def test_runtime_calls_before_init_or_device():
         assert acl.aclrtCreateStream()[1] == ACL_ERROR_UNINITIALIZE
         assert acl.aclInit(None, soc="Ascend999Z") == ACL_ERROR_INVALID_PARAM
         assert "Ascend999Z" in acl.aclGetRecentErrMsg()
-        assert acl.aclInit(None, mode="fast") == ACL_ERROR_INVALID_PARAM
+        assert acl.aclInit(None, mode="turbo") == ACL_ERROR_INVALID_PARAM
         assert acl.aclInit(None) == ACL_SUCCESS
         assert acl.aclrtSetDevice(1) == ACL_ERROR_INVALID_PARAM             # one device: 0
         assert acl.aclrtSetDevice(0) == ACL_SUCCESS
