@@ -18,9 +18,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal, TypeVar
 
-import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WrapSerializer,
                       field_validator, model_validator)
+
+from .inputs import parse_yaml, read_text
 
 DEVICES_DIR = Path(__file__).resolve().parent.parent / "devices"
 DEFAULT_SOC = "Ascend910B1"
@@ -53,8 +54,11 @@ def _power_of_two(v: int) -> int:
 
 # The physical constraints every profile - a shipped one, a user's file, a what-if - must meet,
 # so that no value reaches the engine in a state it divides by or allocates with.
-Cycles = Annotated[float, Field(ge=0, allow_inf_nan=False)]                 # finite, >= 0
-Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]                   # finite, > 0
+# The upper bounds keep every time the engine adds up exact enough in float64 (a cycle count below
+# 2**53 with room to spare) and no rate so small against a clock that bytes per cycle reach zero.
+Cycles = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]         # finite, >= 0
+Rate = Annotated[float, Field(ge=1e-3, le=1e6, allow_inf_nan=False)]        # bytes/cycle, GB/s
+ClockMHz = Annotated[float, Field(ge=1, le=1e5, allow_inf_nan=False)]       # 1 MHz .. 100 GHz
 Count = Annotated[int, Field(ge=1, le=4096)]                                # cores, ids, ...
 BufferBytes = Annotated[int, Field(ge=32, le=1 << 30)]                      # on-chip, at most 1 GiB
 PowerOfTwo = Annotated[int, Field(ge=1, le=1 << 20), AfterValidator(_power_of_two)]
@@ -100,7 +104,7 @@ class CoreKind(_Frozen):
         description="which kernel kinds the launcher places on this core kind")
     pipes: tuple[Literal[PIPES], ...]  # type: ignore[valid-type]
     buffers: FrozenDict[Literal[BUFFERS], BufferBytes]  # type: ignore[valid-type]
-    clock_mhz: Rate | None = None
+    clock_mhz: ClockMHz | None = None
 
 
 class VectorUnit(_Frozen):
@@ -112,7 +116,7 @@ class VectorUnit(_Frozen):
 
 
 class CubeUnit(_Frozen):
-    macs_per_cycle: FrozenDict[str, Annotated[int, Field(ge=1)]]
+    macs_per_cycle: FrozenDict[str, Annotated[int, Field(ge=1, le=1 << 20)]]
     startup_cycles: Cycles
 
 
@@ -178,7 +182,7 @@ class Profile(_Frozen):
     soc_version: str
     series: Literal["training", "inference", "A2"]
     series_name: str
-    clock_mhz: Rate
+    clock_mhz: ClockMHz
     cores: FrozenDict[str, CoreKind]
     # the ISA's block and fractal sizes, which every Ascend C kernel is written against: not a
     # what-if (a kernel built for 32-byte UB blocks does not run on 64-byte ones)
@@ -207,6 +211,10 @@ class Profile(_Frozen):
     def _some_core(cls, v):
         if not v:
             raise ValueError("a chip needs at least one core kind")
+        for kernel_kind in ("vector", "cube", "mix"):       # every operator launches one of these
+            if not any(kernel_kind in kind.runs for kind in v.values()):
+                raise ValueError(f"no core kind runs {kernel_kind} kernels (each kind's 'runs' lists those "
+                                 f"it takes)")
         return v
 
     @model_validator(mode="after")
@@ -320,10 +328,7 @@ def _merge(base: dict, child: dict) -> dict:
 def _read_raw(path: Path, seen: tuple[str, ...] = ()) -> dict:
     if path.name in seen:
         raise ProfileError(f"{path}: inheritance cycle through {' -> '.join(seen)}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ProfileError(f"{path}: not valid YAML: {e}") from None
+    raw = parse_yaml(read_text(path, error=ProfileError), str(path), ProfileError)
     if not isinstance(raw, dict):
         raise ProfileError(f"{path}: a profile is a mapping of fields")
     parent = raw.pop("inherits", None)
@@ -344,6 +349,8 @@ def load_profile_file(path: str | Path) -> Profile:
     path = Path(path)
     if not path.exists():
         raise ProfileError(f"{path}: no such profile file")
+    if path.is_dir():
+        raise ProfileError(f"{path}: is a folder; give a profile file (.yaml)")
     return _validate(_read_raw(path), str(path))
 
 

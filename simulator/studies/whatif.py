@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from ..inputs import number
 from ..profile import Profile, ProfileError, load_profile
 from .trace import StudyError
 
@@ -103,8 +104,10 @@ def resolve_overrides(base: Profile, overrides: dict[str, Any]) -> dict[str, Any
         if isinstance(value, str):
             m = _RELATIVE.match(value)
             if m and isinstance(cur, (int, float)) and not isinstance(cur, bool):
-                f = float(m.group(2))
+                f = number(m.group(2), f"{key}={value}: the factor", lo=0, above=True, error=StudyError)
                 new = cur / f if m.group(1) == "/" else cur * f
+                if not math.isfinite(new):
+                    raise StudyError(f"{key}={value}: gives {new}, not a finite number")
                 value = int(round(new)) if isinstance(cur, int) and float(new).is_integer() else new
         out[key] = value
     return out
