@@ -14,7 +14,7 @@ from ..enums import AclnnError
 from ..profile import list_socs, load_profile
 from .. import studies
 from ..studies import Call, TensorSpec
-from .common import (SEED, CliError, EXIT_OK, budget_args, check_budget, chip_profile, insight_args, int_in,
+from .common import (MODES, a_path, SEED, CliError, EXIT_OK, budget_args, check_budget, chip_profile, insight_args, int_in,
                      profile_args, save_trace, text_table, trace_path, what_if_overrides)
 
 
@@ -276,10 +276,10 @@ def _add_run(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     call_args(r)
     profile_args(r)
-    r.add_argument("--mode", default="functional", choices=["functional", "timing"],
+    r.add_argument("--mode", default="functional", choices=MODES,
                    help="functional computes the outputs; timing skips the data (same cycles)")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
-    r.add_argument("--trace", help="where to write the Chrome trace (default out/<op>_<soc>.trace.json)")
+    r.add_argument("--trace", type=a_path, help="where to write the Chrome trace (default out/<op>_<soc>.trace.json)")
     r.add_argument("--no-trace", action="store_true", help="do not write a trace")
     insight_args(r)
     r.add_argument("--estimate", action="store_true",
