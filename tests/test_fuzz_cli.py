@@ -188,6 +188,13 @@ CLASSES = {
     "--trace in /proc": ({}, ["run", "SiluBackward", "--shape", "4,4", "--trace", "/proc/t.json"], 2),
     # what-ifs that pass their types but leave no core for a kernel kind
     "no core runs vector kernels": ({}, ["run", "SiluBackward", "--shape", "4,4", "--set", "cores.aiv.runs=[]"], 2),
+    "vector kernels on a core with no vector unit": ({}, ["run", "SiluBackward", "--shape", "4,4", "--set",
+                                                           "cores.aic.runs=[cube,mix,vector]"], 2),
+    "mix kernels on a core with no cube unit": ({}, ["run", "SiluBackward", "--shape", "4,4", "--set",
+                                                     "cores.aiv.runs=[vector,mix]"], 2),
+    "a list field given a word": ({}, ["run", "SiluBackward", "--shape", "4,4", "--set", "cores.aiv.runs=vector"], 2),
+    "a core without the pipe a copy needs": ({}, ["run", "SiluBackward", "--shape", "4,4", "--set",
+                                                  "cores.aiv.pipes=[PIPE_S]"], 1),
     "clock beyond physics": ({}, ["run", "SiluBackward", "--shape", "4,4", "--set", "clock_mhz=1e300"], 2),
     "bandwidth that rounds to nothing": ({}, ["run", "SiluBackward", "--shape", "4,4", "--set",
                                               "device_memory.bandwidth_GBps=1e-300"], 2),
@@ -349,7 +356,7 @@ def what_if(draw, soc: str):
     lo, hi = TIMING_FIELDS[key]
     kind = draw(st.sampled_from(["in range", "extreme", "bad", "relative", "bad factor", "unknown field"]))
     if kind == "in range":
-        return f"{key}={draw(st.floats(max(lo, 1e-3), hi, allow_nan=False)):r}", 0
+        return f"{key}={draw(st.floats(max(lo, 1e-3), hi, allow_nan=False))!r}", 0
     if kind == "extreme":
         v = draw(st.sampled_from([lo, hi]))
         return f"{key}={v!r}", (0 if v > 0 or key not in ("l2.miss_bandwidth_ratio",) else 2)

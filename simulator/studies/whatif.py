@@ -12,7 +12,7 @@ from typing import Any, Iterable
 import yaml
 
 from ..inputs import number
-from ..profile import Profile, ProfileError, load_profile
+from ..profile import Profile, ProfileError, load_profile, profile_key
 from .trace import StudyError
 
 
@@ -109,6 +109,10 @@ def resolve_overrides(base: Profile, overrides: dict[str, Any]) -> dict[str, Any
                 if not math.isfinite(new):
                     raise StudyError(f"{key}={value}: gives {new}, not a finite number")
                 value = int(round(new)) if isinstance(cur, int) and float(new).is_integer() else new
+        if isinstance(cur, (list, tuple)) and not isinstance(value, (list, tuple)):
+            shown = ", ".join(map(str, cur))
+            raise StudyError(f"{key} is a list ([{shown}] on {base.soc_version}): give one in brackets, "
+                             f"e.g. {key}=[{shown}], not {value!r}")
         out[key] = value
     return out
 
@@ -119,7 +123,7 @@ _PROFILE_CACHE: dict[str, Profile] = {}
 def make_profile(soc: str, overrides: dict[str, Any] | None = None) -> Profile:
     """The SoC's profile with what-if overrides applied (dotted fields, relative values allowed).
     Unknown SoC / field or an invalid value raises ProfileError / StudyError with one line."""
-    key = json.dumps([soc, overrides or {}], sort_keys=True, default=str)
+    key = json.dumps([profile_key(soc), overrides or {}], sort_keys=True, default=str)
     if key in _PROFILE_CACHE:
         return _PROFILE_CACHE[key]
     base = load_profile(soc)
