@@ -154,7 +154,7 @@ def schema_error(e, origin: str, expected: dict[str, str] | None = None, data: A
         key = ".".join(loc)
         if key in parts:
             continue
-        shown = f" = {given!r}" if loc and not isinstance(given, (dict, list, tuple)) else ""
+        shown = f" = {given!r}"[:60] if loc and not isinstance(given, (dict, list, tuple)) else ""
         what = expected[loc[0]] if expected and loc and loc[0] in expected else err["msg"]
         parts[key] = f"field '{key}'{shown}: {what}" if loc else what
     return f"{origin}: " + "; ".join(parts.values())

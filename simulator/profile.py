@@ -323,7 +323,7 @@ def _validate(data: dict, origin: str) -> Profile:
         for err in e.errors():
             loc = ".".join(str(x) for x in err["loc"])
             given = err.get("input")
-            shown = f" = {given!r}" if loc and not isinstance(given, (dict, list, tuple)) else ""
+            shown = f" = {given!r}"[:60] if loc and not isinstance(given, (dict, list, tuple)) else ""
             lines.append(f"{origin}: field '{loc}'{shown}: {err['msg']}" if loc else f"{origin}: {err['msg']}")
         raise ProfileError("\n".join(lines)) from None
 

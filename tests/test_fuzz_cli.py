@@ -310,6 +310,8 @@ TRACE_DEFECTS = {
     "count 0": ("count", "0"),
     "count fractional": ("count", "1.5"),
     "count a word": ("count", "many"),
+    "count too large for a float": ("count", str(10 ** 400)),
+    "stream too large": ("stream", str(10 ** 30)),
     "stream negative": ("stream", "-1"),
     "tiling a list": ("tiling", "[1]"),
     "attrs a list": ("attrs", "[1]"),
@@ -345,7 +347,7 @@ TIMING_FIELDS = {
     "sync.scalar_issue_cycles": (0, 1e9),
     "vector.startup_cycles": (0, 1e9),
 }
-BAD_VALUES = ["nan", "inf", "-inf", "-1", "0x", "abc", "[]", "null", "1e400", "true", "{a: 1}", "''"]
+BAD_VALUES = ["nan", "inf", "-inf", "-1", "0x", "abc", "[]", "null", "1e400", "true", "{a: 1}", "''", str(10 ** 400)]
 
 
 @st.composite
@@ -393,7 +395,7 @@ def run_case(draw) -> Case:
         return Case(argv + ["--shape", ",".join(map(str, dims))], 0, "run: valid")
     argv += ["--shape", "4,64"]
     if kind == "shape":
-        bad = draw(st.sampled_from(["-1,4", "1.5", "abc", "2**40", "99999999999999999999999,4", "nan", "inf,1", ",,"]))
+        bad = draw(st.sampled_from(["-1,4", "1.5", "abc", "2**40", "99999999999999999999999,4", "nan", "inf,1", "4;4"]))
         return Case(argv[:-2] + ["--shape", bad], 2, f"run: shape {bad}")
     if kind == "what-if":
         item, want = draw(what_if(soc))
@@ -451,7 +453,7 @@ def trace_case(draw) -> Case:
         argv += ["--scheduler", addr]
         want, label = 2, f"--scheduler {addr}"
     if defect == "output" and want == 0 and command != "regress":
-        out = draw(st.sampled_from(["rows.txt", "t.yaml/x.csv", "folder", "/proc/rows.csv"]))
+        out = draw(st.sampled_from(["rows.txt", f"t{suffix}/x.csv", "folder", "/proc/rows.csv"]))
         files.setdefault("folder", None)
         argv += ["-o", out]
         want, label = 2, f"-o {out}"

@@ -242,14 +242,23 @@ def call_from_record(rec: Any, where: str, defaults: dict | None = None) -> Call
         raise StudyError(f"{where}: field 'attrs' is a mapping of parameter name -> value")
     stream = rec.get("stream", defaults.get("stream", 0))
     count = rec.get("count", 1)
-    if not isinstance(stream, int) or isinstance(stream, bool) or stream < 0:
-        raise StudyError(f"{where}: field 'stream' must be an integer >= 0, got {stream!r}")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise StudyError(f"{where}: field 'count' must be an integer >= 1, got {count!r}")
+    # a count weights cycle totals (floats): past 2**53 it is no longer a count a float holds
+    if not isinstance(stream, int) or isinstance(stream, bool) or not 0 <= stream <= MAX_COUNT:
+        raise StudyError(f"{where}: field 'stream' must be an integer in 0..2**53, got {_short(stream)}")
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_COUNT:
+        raise StudyError(f"{where}: field 'count' must be an integer in 1..2**53, got {_short(count)}")
     tiling = rec.get("tiling")
     if tiling is not None and not isinstance(tiling, dict):
         raise StudyError(f"{where}: field 'tiling' is a mapping of tiling field -> value")
     return Call(op, tensors, dict(attrs), stream, str(rec.get("label", "")), count, tiling)
+
+
+MAX_COUNT = 1 << 53
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _strides_of(raw, shape: tuple[int, ...], where: str) -> tuple[int, ...] | None:
