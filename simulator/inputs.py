@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -92,10 +93,26 @@ def parse_json(text: str, where: str, error: type[Exception] = InputError) -> An
     return check_depth(value, where, error)
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, reading 1e3 and 1e-9 as numbers as YAML 1.2 and JSON do (YAML 1.1
+    wants a dot, 1.0e-9, and reads the rest as text, which a number field then refuses)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
+def yaml_value(text: str) -> Any:
+    """One YAML value (a command-line value: 3200, 1e-9, true, [1, 2], text), read as files are."""
+    return yaml.load(text, Loader=_Loader)
+
+
 def parse_yaml(text: str, where: str, error: type[Exception] = InputError) -> Any:
     """YAML (safe: plain data only), nested at most MAX_DEPTH deep."""
     try:
-        value = yaml.safe_load(text)
+        value = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

@@ -414,7 +414,7 @@ def run_case(draw) -> Case:
 @st.composite
 def trace_case(draw) -> Case:
     """replay / regress / sweep over a trace that is valid, nearly valid or hostile."""
-    command = draw(st.sampled_from(["replay", "regress", "sweep"]))
+    command = draw(st.sampled_from(["replay", "regress", "sweep", "run --file"]))
     suffix = draw(st.sampled_from([".yaml", ".json", ".jsonl"]))
     defect = draw(st.sampled_from([None, None, "field", "file", "calls", "scheduler", "output"]))
     text, want, label = _small_trace(draw(st.integers(1, 2))), 0, "valid"
@@ -437,13 +437,17 @@ def trace_case(draw) -> Case:
             want, label = hostile, how
     files = {f"t{suffix}": contents}
     argv = [command, f"t{suffix}"]
-    if command == "regress":
+    if command == "run --file":
+        argv = ["run", "--file", f"t{suffix}", "--call", "0", "--no-trace", "--mode", draw(st.sampled_from(MODES))]
+    elif command == "regress":
         argv += ["--update"]
     else:
         argv += ["--mode", draw(st.sampled_from(MODES)), *FAST]
     if command == "sweep":
         argv += ["--param", f"clock_mhz={draw(st.sampled_from(['1000,1800', '1:100000:50000', '1000']))}", "-o", "rows.csv"]
     argv += FAST[:2] if command == "regress" else []
+    if command == "run --file" and defect in ("calls", "scheduler", "output"):
+        defect = None
     if defect == "calls" and want == 0:
         sel = draw(st.sampled_from(["5", "a", "1-", "0-99", "-1"]))
         argv += ["--calls", sel]
@@ -576,11 +580,17 @@ def compare_case(draw) -> Case:
 
 @st.composite
 def listing_case(draw) -> Case:
-    return draw(st.sampled_from([
+    case = draw(st.sampled_from([
         Case(["ops"], 0, "ops"), Case(["chips"], 0, "chips"), Case(["chip", "Ascend910B4"], 0, "chip"),
         Case(["diff", "Ascend910B1", "Ascend910A"], 0, "diff"), Case(["chip", "Ascend999"], 2, "chip: unknown"),
         Case(["nosuchcommand"], 2, "unknown command"), Case([], 2, "no command"),
-        Case(["run"], 2, "run: no operator"), Case(["run", "NoSuchOp", "--shape", "4"], 2, "run: unknown operator")]))
+        Case(["run"], 2, "run: no operator"), Case(["run", "NoSuchOp", "--shape", "4"], 2, "run: unknown operator"),
+        Case(["tune", "SiluBackward", "--shape", "4,64", "--space", "blockLength=256", *FAST], 0, "tune"),
+        Case(["tune", "SiluBackward", "--shape", "4,64", "--space", "blockLength=abc", *FAST], 2, "tune: bad space"),
+        Case(["tune", "SiluBackward", "--shape", "4,64", "--top", "0"], 2, "tune: --top 0"),
+        Case(["capture", "folder", "-o", "t.yaml"], 2, "capture: a folder"),
+        Case(["capture", "nothing.py", "-o", "t.yaml"], 2, "capture: no script")]))
+    return Case(list(case.argv), case.want, case.label, {"folder": None})
 
 
 def cases():

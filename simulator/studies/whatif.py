@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from ..inputs import number
+from ..inputs import number, yaml_value
 from ..profile import Profile, ProfileError, load_profile, profile_key
 from .trace import StudyError
 
@@ -24,8 +24,8 @@ def parse_value(text: str) -> Any:
     if _RELATIVE.match(text):
         return text.strip()
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return yaml_value(text)
+    except (yaml.YAMLError, RecursionError):
         return text
 
 
