@@ -257,7 +257,7 @@ from simulator.profile import load_profile                       # noqa: E402
 from conftest import examples                                    # noqa: E402
 
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "0"))
-EXAMPLES = 150            # measured: about 40 s on one loaded core
+EXAMPLES = 400            # measured: about 25 s on one loaded core
 SOCS = ["Ascend910B1", "Ascend910B4", "Ascend910A", "Ascend310P3"]
 MEMORY_GROWTH_BYTES = 3 << 29      # no invocation may raise the process's peak RSS by more (1.5 GiB)
 FAST = ["--workers", "1", "--no-progress"]
@@ -593,9 +593,12 @@ def listing_case(draw) -> Case:
     return Case(list(case.argv), case.want, case.label, {"folder": None})
 
 
+FAMILIES = [run_case, trace_case, sweep_file_case, profile_case, kernel_case, compare_case, listing_case]
+
+
 def cases():
-    return st.one_of(run_case(), trace_case(), sweep_file_case(), profile_case(), kernel_case(), compare_case(),
-                     listing_case())
+    """A family drawn evenly first (one_of leans towards its first branches), then its case."""
+    return st.sampled_from(FAMILIES).flatmap(lambda family: family())
 
 
 HANG_LOG = Path(tempfile.gettempdir()) / "ascend-sim-fuzz-hang.txt"
@@ -641,3 +644,35 @@ def test_fuzz_every_command_ends_with_its_documented_exit(case, capsys):
     assert code == case.want, (case.label, case.argv, code, err)
     assert not Path("/ascend-sim-fuzz-root").exists()
     event(f"{case.label.split(':')[0]}: exit {code}")
+
+
+def test_an_edited_profile_file_is_read_again(tmp_path, monkeypatch):
+    """A profile file is cached by its content's identity, not its name: after an edit (or in
+    another folder under the same name) the new values are used."""
+    from simulator.studies import make_profile
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "mine.yaml"
+    p.write_text("inherits: Ascend910B1\nclock_mhz: 1000\n")
+    assert load_profile("mine.yaml").clock_mhz == 1000
+    assert make_profile("mine.yaml", {"cores.aiv.count": 8}).clock_mhz == 1000
+    p.write_text("inherits: Ascend910B1\nclock_mhz: 1234.5\n")
+    os.utime(p, ns=(time.time_ns() + 10 ** 9,) * 2)       # a later mtime even on a coarse clock
+    assert load_profile("mine.yaml").clock_mhz == 1234.5
+    assert make_profile("mine.yaml", {"cores.aiv.count": 8}).clock_mhz == 1234.5
+
+
+def test_a_kernel_body_error_names_the_users_line():
+    """simulator.run_kernel: an exception of the body's own is KernelBodyError (a KernelError)
+    with the exception and the body's line; a machine fault stays a plain KernelError."""
+    import inspect
+    import numpy as np
+    from simulator import run_kernel
+    from simulator.api import KernelBodyError
+
+    def body(x, n):
+        return n / 0
+
+    line = inspect.getsourcelines(body)[1] + 1
+    with pytest.raises(KernelBodyError) as e:
+        run_kernel(body, 2, {"x": np.ones(8, np.float16), "n": 8})
+    assert str(e.value) == f"ZeroDivisionError: division by zero (at {Path(__file__).name}:{line})"
