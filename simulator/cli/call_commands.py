@@ -14,8 +14,8 @@ from ..enums import AclnnError
 from ..profile import list_socs, load_profile
 from .. import studies
 from ..studies import Call, TensorSpec
-from .common import (MODES, a_path, SEED, CliError, EXIT_OK, budget_args, check_budget, chip_profile, insight_args, int_in,
-                     profile_args, save_trace, text_table, trace_path, what_if_overrides)
+from .common import (MODES, SEED, CliError, EXIT_OK, a_path, budget_args, check_budget, chip_profile, insight_args,
+                     int_in, profile_args, save_trace, text_table, trace_path, what_if_overrides)
 
 
 def _named(items: list[str], flag: str) -> tuple[str | None, dict[str, str]]:

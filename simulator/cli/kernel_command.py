@@ -18,8 +18,8 @@ from ..enums import AclnnError, KernelError
 from ..inputs import number, read_text
 from ..studies import one_line
 from .call_commands import describe
-from .common import (MODES, a_path, DEFAULT_BUDGET_SECONDS, float_in, CliError, EXIT_OK, EXIT_REJECTED, Rejected, chip_profile, insight_args, int_in, profile_args,
-                     save_trace, trace_path)
+from .common import (DEFAULT_BUDGET_SECONDS, EXIT_OK, EXIT_REJECTED, MODES, CliError, Rejected, a_path, chip_profile,
+                     float_in, insight_args, int_in, profile_args, save_trace, trace_path)
 
 
 KERNEL_CONVENTION = """\

@@ -14,8 +14,8 @@ from ..profile import DEFAULT_SOC
 from .. import studies
 from ..studies.whatif import MAX_SWEEP_POINTS
 from .call_commands import call_args, call_from_args
-from .common import (MODES, SEED, CliError, a_path, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, Rejected, budget_args, check_budget,
-                     check_soc, exec_args, exec_kw, float_in, fmt_cycles, int_in, load_workload, profile_args,
+from .common import (MODES, SEED, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, Rejected, a_path, budget_args,
+                     check_budget, check_soc, exec_args, exec_kw, float_in, fmt_cycles, int_in, load_workload, profile_args,
                      rows_table, summary_line, text_table, what_if_overrides)
 
 
