@@ -388,6 +388,54 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
         return RunResult(op, outputs, ws_size, report.cycles, report.time_us, report, report.trace)
 
 
+class KernelBodyError(KernelError):
+    """A user's kernel body raised an exception of its own (a wrong argument, a division by
+    zero): the user's error, not a fault the machine found. The message names the exception and
+    the line of the user's code it came from."""
+
+
+class _UserBody:
+    """A user's kernel body as the engine calls it: an exception it raises (SystemExit included)
+    is kept, with the innermost line of the user's code it passed through, and the block ends as
+    a KernelBodyError; the machine's own faults (KernelError) and its unwinding pass through."""
+
+    def __init__(self, body):
+        self.body = body
+        self.__name__ = getattr(body, "__name__", "kernel")
+        self.error: str | None = None
+
+    def __call__(self, *args):
+        try:
+            return self.body(*args)
+        except KernelError:
+            raise
+        except (Exception, SystemExit) as e:
+            if self.error is None:
+                self.error = f"{type(e).__name__}: {one_line(str(e))}{_user_line(e)}"
+            raise KernelBodyError(self.error) from None
+
+
+def _abandon(rt) -> None:
+    """Best effort, after an interruption that may have come mid-handoff between the engine and
+    a body it records: the run is given up either way, and the interruption is what to report."""
+    try:
+        if rt.device is not None:
+            rt.device.abandon_recordings()
+    except Exception:
+        pass
+
+
+def _user_line(e: BaseException) -> str:
+    """' (at file.py:12)': the innermost frame of the traceback outside the simulator package."""
+    import traceback
+    from .program import LIBRARY
+    where = ""
+    for fr in traceback.extract_tb(e.__traceback__):
+        if not fr.filename.startswith(LIBRARY):
+            where = f" (at {Path(fr.filename).name}:{fr.lineno})"
+    return where
+
+
 @dataclass
 class KernelResult:
     """What run_kernel returns: every array argument as it is after the kernel (copies; the
@@ -413,7 +461,8 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
     'vector' (AIV on A2), 'cube' (AIC on A2) or 'mix'; on the coupled chips all run on AI cores.
     `warmup` runs the kernel that many times first (the arrays are copied in again after them), so
     the reported run finds its data warm in L2, as a board run does after its host-to-device copies.
-    Raises KernelError with the core, pipe and instruction at fault."""
+    Raises KernelError with the core, pipe and instruction at fault, KernelBodyError (a
+    KernelError) with the line of `body` for an exception the body itself raised."""
     from .kernel import GM_ADDR
     from .program import KernelLaunch
     with _private_device(soc, mode, profile, trace) as rt:
@@ -432,6 +481,7 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
             else:
                 values.append(v)
         label = name or getattr(body, "__name__", "kernel")
+        body = _UserBody(body)
         box: dict[str, Report] = {}
 
         def done(rec):
@@ -443,7 +493,13 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
                     if a.nbytes:
                         acl.aclrtMemcpy(ptr, a.nbytes, a, a.nbytes, acl.aclrtMemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
             acl.enqueue(rt.default_stream, label, [KernelLaunch(label, body, block_dim, kind, tuple(values))], done)
-            ret = acl.aclrtSynchronizeStream(None)
+            try:
+                ret = acl.aclrtSynchronizeStream(None)
+            except BaseException:          # interrupted (Ctrl-C, a time budget): unwind the bodies too
+                _abandon(rt)
+                raise
+            if ret and body.error is not None:
+                raise KernelBodyError(body.error)
             if ret:
                 raise KernelError(acl.aclGetRecentErrMsg() or "kernel fault (no message was recorded)")
         outputs = {}

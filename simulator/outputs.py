@@ -17,7 +17,9 @@ class OutputError(ValueError):
 
 def check_output(path: str | Path, what: str, suffixes: Sequence[str] | None = None) -> Path:
     """The path, if a file can be written there: its suffix is one of `suffixes`, it is not a
-    folder, and its folder exists or can be created (no file stands in the way, writable)."""
+    folder, and its folder exists or can be created (no file stands in the way, not at the root
+    of the filesystem, writable). Writability is tried, not asked: os.access says yes to root
+    for folders it cannot write (a read-only mount, an immutable folder)."""
     path = Path(path)
     if suffixes and path.suffix.lower() not in suffixes:
         raise OutputError(f"{what}: '{path}' must end in {', '.join(suffixes)}")
@@ -29,11 +31,32 @@ def check_output(path: str | Path, what: str, suffixes: Sequence[str] | None = N
         probe = probe.parent
     if not probe.is_dir():
         raise OutputError(f"{what}: cannot write '{path}': '{probe}' is a file, not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise OutputError(f"{what}: cannot write '{path}': '{probe}' is not writable")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise OutputError(f"{what}: cannot write '{path}': the file is read-only")
+    if probe != folder and probe.resolve() == Path(probe.resolve().anchor):
+        raise OutputError(f"{what}: cannot write '{path}': its folder '{folder}' would be made at the root of "
+                          f"the filesystem; make it first if that is meant")
+    if path.exists():
+        if not path.is_file():
+            raise OutputError(f"{what}: cannot write '{path}': not a regular file")
+        try:
+            with path.open("ab"):          # opens for writing, changes nothing
+                pass
+        except OSError as e:
+            raise OutputError(f"{what}: cannot write '{path}': {e.strerror or e}") from None
+    why = _cannot_write_in(probe)
+    if why:
+        raise OutputError(f"{what}: cannot write '{path}': '{probe}' is not writable ({why})")
     return path
+
+
+def _cannot_write_in(folder: Path) -> str | None:
+    """Why no file can be made in `folder` (None if one can): a real attempt, removed at once."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".ascend-sim-probe-", dir=folder)
+    except OSError as e:
+        return e.strerror or str(e)
+    os.close(fd)
+    os.unlink(tmp)
+    return None
 
 
 @contextmanager

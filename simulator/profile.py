@@ -18,9 +18,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal, TypeVar
 
-import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WrapSerializer,
                       field_validator, model_validator)
+
+from .inputs import parse_yaml, read_text
 
 DEVICES_DIR = Path(__file__).resolve().parent.parent / "devices"
 DEFAULT_SOC = "Ascend910B1"
@@ -53,11 +54,15 @@ def _power_of_two(v: int) -> int:
 
 # The physical constraints every profile - a shipped one, a user's file, a what-if - must meet,
 # so that no value reaches the engine in a state it divides by or allocates with.
-Cycles = Annotated[float, Field(ge=0, allow_inf_nan=False)]                 # finite, >= 0
-Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]                   # finite, > 0
-Count = Annotated[int, Field(ge=1, le=4096)]                                # cores, ids, ...
-BufferBytes = Annotated[int, Field(ge=32, le=1 << 30)]                      # on-chip, at most 1 GiB
-PowerOfTwo = Annotated[int, Field(ge=1, le=1 << 20), AfterValidator(_power_of_two)]
+# Numbers are strict (never true, never text). The upper bounds keep every time the engine adds
+# up exact in float64 (a cycle count far below 2**53) and no rate so small against a clock that
+# bytes per cycle reach zero.
+Cycles = Annotated[float, Field(strict=True, ge=0, le=1e9, allow_inf_nan=False)]         # finite, >= 0
+Rate = Annotated[float, Field(strict=True, ge=1e-3, le=1e6, allow_inf_nan=False)]        # bytes/cycle, GB/s
+ClockMHz = Annotated[float, Field(strict=True, ge=1, le=1e5, allow_inf_nan=False)]       # 1 MHz .. 100 GHz
+Count = Annotated[int, Field(strict=True, ge=1, le=4096)]                                # cores, ids, ...
+BufferBytes = Annotated[int, Field(strict=True, ge=32, le=1 << 30)]                      # on-chip, at most 1 GiB
+PowerOfTwo = Annotated[int, Field(strict=True, ge=1, le=1 << 20), AfterValidator(_power_of_two)]
 
 
 class _Frozen(BaseModel):
@@ -74,10 +79,10 @@ class PathCost(_Frozen):
     latency_cycles: Cycles
     bytes_per_cycle: Rate
     burst_bytes_per_cycle: Rate | None = None
-    min_burst_bytes: int = Field(default=32, ge=1, le=1 << 20)
+    min_burst_bytes: int = Field(strict=True, default=32, ge=1, le=1 << 20)
     # transfers the engine keeps in flight on this path: the next one starts once this one's
     # bytes have streamed out (its latency, and a miss's, overlap the next transfers)
-    in_flight: int = Field(default=1, ge=1, le=64)
+    in_flight: int = Field(strict=True, default=1, ge=1, le=64)
 
     def latency(self, nbytes: int, extra_latency: float = 0.0) -> float:
         """The part of cycles(nbytes) that overlaps later transfers when in_flight > 1."""
@@ -100,7 +105,7 @@ class CoreKind(_Frozen):
         description="which kernel kinds the launcher places on this core kind")
     pipes: tuple[Literal[PIPES], ...]  # type: ignore[valid-type]
     buffers: FrozenDict[Literal[BUFFERS], BufferBytes]  # type: ignore[valid-type]
-    clock_mhz: Rate | None = None
+    clock_mhz: ClockMHz | None = None
 
 
 class VectorUnit(_Frozen):
@@ -112,11 +117,16 @@ class VectorUnit(_Frozen):
 
 
 class CubeUnit(_Frozen):
-    macs_per_cycle: FrozenDict[str, Annotated[int, Field(ge=1)]]
+    macs_per_cycle: FrozenDict[str, Annotated[int, Field(strict=True, ge=1, le=1 << 20)]]
     startup_cycles: Cycles
 
 
 SCALAR_CLASSES = ("copy", "vector", "cube", "flag")
+
+# what a core kind must have to run each kernel kind: its unit and the buffers that code uses
+# (a mix kernel's cube side on the A2 chips; its vector side runs on the AIV cores of the group)
+KERNEL_NEEDS = {"vector": ("vector", ("UB",)), "cube": ("cube", ("L1", "L0A", "L0B", "L0C")),
+                "mix": ("cube", ("L1", "L0A", "L0B", "L0C"))}
 
 
 class ScalarUnit(_Frozen):
@@ -135,28 +145,28 @@ class ScalarUnit(_Frozen):
 
 
 class L2Cache(_Frozen):
-    bytes: int = Field(ge=1 << 10, le=1 << 34)
+    bytes: int = Field(strict=True, ge=1 << 10, le=1 << 34)
     # 32..512 B: the L2 model keeps a line's 32-byte sectors and its dirty bit in one 32-bit word
     line_bytes: Annotated[PowerOfTwo, Field(ge=32, le=512)]
     read_latency_cycles: Cycles
     write_latency_cycles: Cycles
     miss_latency_cycles: Cycles = Field(description="extra latency of a transfer that misses")
     # device-memory bandwidth / L2 bandwidth, chip-wide: a miss streams at this fraction of a hit
-    miss_bandwidth_ratio: float = Field(gt=0, le=1, allow_inf_nan=False)
+    miss_bandwidth_ratio: float = Field(strict=True, gt=0, le=1, allow_inf_nan=False)
 
 
 class DeviceMemory(_Frozen):
     kind: str
-    bytes: int = Field(ge=1 << 20, le=1 << 50)
+    bytes: int = Field(strict=True, ge=1 << 20, le=1 << 50)
     bandwidth_GBps: Rate
 
 
 class SyncLimits(_Frozen):
     # the operator kernels here hold up to 4 event ids per pipe pair at once (real chips have 8):
     # a what-if below that is refused here rather than faulting inside a kernel
-    event_ids: int = Field(ge=4, le=4096)
-    cross_core_flag_ids: int = Field(ge=0, le=4096)
-    cross_core_counter_limit: int = Field(ge=0, le=1 << 20)
+    event_ids: int = Field(strict=True, ge=4, le=4096)
+    cross_core_flag_ids: int = Field(strict=True, ge=0, le=4096)
+    cross_core_counter_limit: int = Field(strict=True, ge=0, le=1 << 20)
     pipe_queue_depth: Count
     scalar_issue_cycles: Cycles
 
@@ -178,7 +188,7 @@ class Profile(_Frozen):
     soc_version: str
     series: Literal["training", "inference", "A2"]
     series_name: str
-    clock_mhz: Rate
+    clock_mhz: ClockMHz
     cores: FrozenDict[str, CoreKind]
     # the ISA's block and fractal sizes, which every Ascend C kernel is written against: not a
     # what-if (a kernel built for 32-byte UB blocks does not run on 64-byte ones)
@@ -207,6 +217,17 @@ class Profile(_Frozen):
     def _some_core(cls, v):
         if not v:
             raise ValueError("a chip needs at least one core kind")
+        for kernel_kind in ("vector", "cube", "mix"):       # every operator launches one of these
+            if not any(kernel_kind in kind.runs for kind in v.values()):
+                raise ValueError(f"no core kind runs {kernel_kind} kernels (each kind's 'runs' lists those "
+                                 f"it takes)")
+        for name, kind in v.items():        # a kernel kind needs the unit and buffers its code uses
+            for kernel_kind in kind.runs:
+                unit, buffers = KERNEL_NEEDS[kernel_kind]
+                missing = ([f"the {unit} unit"] if unit not in kind.units else []) + \
+                    [b for b in buffers if b not in kind.buffers]
+                if missing:
+                    raise ValueError(f"{name} runs {kernel_kind} kernels but lacks {', '.join(missing)}")
         return v
 
     @model_validator(mode="after")
@@ -302,7 +323,7 @@ def _validate(data: dict, origin: str) -> Profile:
         for err in e.errors():
             loc = ".".join(str(x) for x in err["loc"])
             given = err.get("input")
-            shown = f" = {given!r}" if loc and not isinstance(given, (dict, list, tuple)) else ""
+            shown = f" = {given!r}"[:60] if loc and not isinstance(given, (dict, list, tuple)) else ""
             lines.append(f"{origin}: field '{loc}'{shown}: {err['msg']}" if loc else f"{origin}: {err['msg']}")
         raise ProfileError("\n".join(lines)) from None
 
@@ -320,10 +341,7 @@ def _merge(base: dict, child: dict) -> dict:
 def _read_raw(path: Path, seen: tuple[str, ...] = ()) -> dict:
     if path.name in seen:
         raise ProfileError(f"{path}: inheritance cycle through {' -> '.join(seen)}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ProfileError(f"{path}: not valid YAML: {e}") from None
+    raw = parse_yaml(read_text(path, error=ProfileError), str(path), ProfileError)
     if not isinstance(raw, dict):
         raise ProfileError(f"{path}: a profile is a mapping of fields")
     parent = raw.pop("inherits", None)
@@ -344,6 +362,8 @@ def load_profile_file(path: str | Path) -> Profile:
     path = Path(path)
     if not path.exists():
         raise ProfileError(f"{path}: no such profile file")
+    if path.is_dir():
+        raise ProfileError(f"{path}: is a folder; give a profile file (.yaml)")
     return _validate(_read_raw(path), str(path))
 
 
@@ -351,9 +371,25 @@ def list_socs(directory: Path = DEVICES_DIR) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.yaml") if not p.stem.startswith("_"))
 
 
-@lru_cache(maxsize=None)
+def profile_key(soc: str) -> str:
+    """What identifies the profile `soc` names: a shipped SoC's name, or a file's resolved path
+    with its size and modification time (an edited file is a new profile, not a cached one)."""
+    if not soc.endswith((".yaml", ".yml")):
+        return soc
+    try:
+        st = Path(soc).stat()
+        return f"{Path(soc).resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        return soc
+
+
 def load_profile(soc: str = DEFAULT_SOC) -> Profile:
     """The profile of a SoC by its CANN name (`Ascend910B1`), or of a YAML file by path."""
+    return _load_profile(soc, profile_key(soc))
+
+
+@lru_cache(maxsize=None)
+def _load_profile(soc: str, key: str) -> Profile:
     if soc.endswith((".yaml", ".yml")):
         return load_profile_file(soc)
     path = DEVICES_DIR / f"{soc}.yaml"

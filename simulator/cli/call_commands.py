@@ -14,9 +14,8 @@ from ..enums import AclnnError
 from ..profile import list_socs, load_profile
 from .. import studies
 from ..studies import Call, TensorSpec
-from ..acl import MODES
-from .common import (SEED, CliError, EXIT_OK, budget_args, check_budget, chip_profile, insight_args, int_in,
-                     profile_args, save_trace, text_table, trace_path, what_if_overrides)
+from .common import (MODES, SEED, CliError, EXIT_OK, a_path, budget_args, check_budget, chip_profile, insight_args,
+                     int_in, profile_args, save_trace, text_table, trace_path, what_if_overrides)
 
 
 def _named(items: list[str], flag: str) -> tuple[str | None, dict[str, str]]:
@@ -281,7 +280,7 @@ def _add_run(sub) -> None:
                    help="functional computes the outputs; timing skips the data (same cycles); fast also "
                         "fast-forwards declared loops, within the bound it reports")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
-    r.add_argument("--trace", help="where to write the Chrome trace (default out/<op>_<soc>.trace.json)")
+    r.add_argument("--trace", type=a_path, help="where to write the Chrome trace (default out/<op>_<soc>.trace.json)")
     r.add_argument("--no-trace", action="store_true", help="do not write a trace")
     insight_args(r)
     r.add_argument("--estimate", action="store_true",

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import acl
 from ..outputs import check_output
 from ..profile import DEFAULT_SOC, ProfileError, load_profile
 from .. import studies
@@ -16,6 +17,10 @@ from ..studies import one_line
 
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_REGRESSION = 0, 1, 2, 3
+
+# the simulation modes every command's --mode offers (functional computes the data, timing only the
+# cycles, fast fast-forwards declared loops: the runtime's list)
+MODES = acl.MODES
 
 
 class CliError(Exception):
@@ -62,6 +67,14 @@ def float_in(lo: float, hi: float):
 SEED = int_in(0, 2 ** 63 - 1)
 
 
+def a_path(text: str) -> str:
+    """An argparse type: a file or folder path, never empty (an empty one would mean the current
+    folder, or the default, without saying so)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a file or folder name")
+    return text
+
+
 def check_soc(soc: str) -> str:
     try:
         load_profile(soc)
@@ -96,7 +109,7 @@ def insight_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace-layout", choices=["core", "pipe"], default="core",
                    help="core: a process per core (default); pipe: a process per pipe with flag arrows, "
                         "as msprof op simulator draws it")
-    p.add_argument("--msprof-out", metavar="DIR",
+    p.add_argument("--msprof-out", metavar="DIR", type=a_path,
                    help="also write msprof's files for the run there (OPPROF_*/ per launch, op_summary, "
                         "msKPP's Pipe_statistic.csv; docs/OUTPUTS.md)")
     p.add_argument("--lines", type=int_in(1, 1000), nargs="?", const=10, default=0, metavar="N",
@@ -118,6 +131,7 @@ def exec_args(p: argparse.ArgumentParser) -> None:
 def exec_kw(args) -> dict[str, Any]:
     if args.workers is not None and args.workers < 1:
         raise CliError(f"--workers must be >= 1, got {args.workers}")
+    studies.check_scheduler(args.scheduler)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     return {"workers": args.workers, "scheduler": args.scheduler, "progress": progress}
 

@@ -7,16 +7,19 @@ import contextlib
 import importlib.util
 import inspect
 import json
+import signal
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 
 from ..enums import AclnnError, KernelError
+from ..inputs import number, read_text
 from ..studies import one_line
 from .call_commands import describe
-from ..acl import MODES
-from .common import (CliError, EXIT_OK, EXIT_REJECTED, Rejected, chip_profile, insight_args, int_in, profile_args,
-                     save_trace, trace_path)
+from .common import (DEFAULT_BUDGET_SECONDS, EXIT_OK, EXIT_REJECTED, MODES, CliError, Rejected, a_path, chip_profile,
+                     float_in, insight_args, int_in, profile_args, save_trace, trace_path)
 
 
 KERNEL_CONVENTION = """\
@@ -34,10 +37,9 @@ See examples/kernels/axpy.py and examples/kernels/add_sample.py."""
 
 
 def _load_kernel_file(path: Path):
-    if not path.exists():
-        raise CliError(f"{path}: no such file")
     if path.suffix != ".py":
         raise CliError(f"{path}: a kernel file is a Python file (.py)")
+    read_text(path, error=CliError)         # a folder, a device, binary: one line before Python sees it
     name = f"ascend_sim_user_kernel_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
@@ -47,7 +49,7 @@ def _load_kernel_file(path: Path):
         spec.loader.exec_module(mod)
     except SyntaxError as e:
         raise CliError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         raise CliError(f"{path}: importing it raised {_user_error(e, path)}") from None
     finally:
         sys.path.pop(0)
@@ -64,21 +66,26 @@ def _user_error(e: BaseException, path: Path) -> str:
 
 
 def cmd_kernel(args) -> int:
-    from ..api import run_kernel
+    from ..api import KernelBodyError, run_kernel
     path = Path(args.file)
     profile = chip_profile(args)
     trace_file = trace_path(args, f"{path.stem}_{profile.soc_version}")
     mod = _load_kernel_file(path)
     spec, kind, block_dim = _launch_spec(mod, profile, path, args)
     try:
-        with _quiet(args):
+        with _quiet(args), _time_budget(args.budget_seconds):
             res = run_kernel(spec["body"], block_dim, spec["args"], kind=kind, profile=profile,
                              mode=args.mode, name=spec.get("name"),
                              trace=trace_file is not None or bool(args.lines) or bool(args.msprof_out),
                              warmup=args.warmup, msprof_out=args.msprof_out)
+    except _OutOfTime:
+        raise CliError(f"{path}: the kernel ran past the budget of {args.budget_seconds:g} s of simulation and "
+                       f"was stopped: give --budget-seconds to allow more (does its body end?)") from None
+    except KernelBodyError as e:
+        raise Rejected(f"{path}: the kernel raised {e}") from None
     except (KernelError, AclnnError):
         raise
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         raise Rejected(f"{path}: the kernel raised {_user_error(e, path)}") from None
     checked, why = _run_check(mod, res, path, args)
     if args.json:
@@ -98,6 +105,38 @@ def cmd_kernel(args) -> int:
     return EXIT_REJECTED if checked is False else EXIT_OK
 
 
+# the launcher's limit: CANN's blockDim is at most 65535
+MAX_BLOCK_DIM = 65535
+
+
+class _OutOfTime(BaseException):
+    """Raised in the main thread when the kernel's time budget is spent: a BaseException, so
+    that neither the engine nor a user's `except Exception` takes it for a fault of theirs."""
+
+
+@contextlib.contextmanager
+def _time_budget(seconds: float):
+    """A wall-clock limit on what runs inside (SIGALRM; without it - not the main thread, no
+    signals - the run is unlimited, as the API's is)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def out_of_time(signum, frame):
+        raise _OutOfTime()
+    old_handler = signal.signal(signal.SIGALRM, out_of_time)
+    # repeating: the engine may take the first for a block's failure and go on with the next block
+    old_delay, _ = signal.setitimer(signal.ITIMER_REAL, seconds, 0.25)
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)
+        if old_delay:                     # an outer timer keeps what it had left
+            signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - started), 1e-3))
+
+
 def _quiet(args):
     """With --json, what the user's code prints goes to stderr so that stdout stays JSON."""
     return contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
@@ -113,7 +152,7 @@ def _launch_spec(mod, profile, path: Path, args) -> tuple[dict, str, int]:
         nparams = len(inspect.signature(launch).parameters)
         with _quiet(args):
             spec = launch(profile) if nparams >= 1 else launch()
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         raise Rejected(f"{path}: {args.entry}() raised {_user_error(e, path)}") from None
     if not isinstance(spec, dict) or not {"body", "block_dim", "args"} <= set(spec):
         raise CliError(f"{path}: {args.entry}() must return a dict with 'body', 'block_dim' and 'args' "
@@ -128,12 +167,8 @@ def _launch_spec(mod, profile, path: Path, args) -> tuple[dict, str, int]:
     kind = spec.get("kind", "vector")
     if kind not in ("vector", "cube", "mix"):
         raise CliError(f"{path}: 'kind' must be vector, cube or mix, not {kind!r}")
-    try:
-        block_dim = int(spec["block_dim"])
-    except (TypeError, ValueError):
-        raise CliError(f"{path}: 'block_dim' must be an integer, got {spec['block_dim']!r}") from None
-    if block_dim < 1:
-        raise CliError(f"{path}: 'block_dim' must be >= 1, got {block_dim}")
+    block_dim = number(spec["block_dim"], f"{path}: 'block_dim'", lo=1, hi=MAX_BLOCK_DIM, integral=True,
+                       error=CliError)
     return spec, kind, block_dim
 
 
@@ -148,7 +183,7 @@ def _run_check(mod, res, path: Path, args) -> tuple[bool | None, str]:
         return ok is not False, "check() returned False"
     except AssertionError as e:
         return False, one_line(str(e)) or "assertion failed"
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         return False, _user_error(e, path)
 
 
@@ -180,10 +215,13 @@ def _add_kernel(sub) -> None:
     k.add_argument("--entry", default="launch", help="the launch function's name (default launch)")
     k.add_argument("--mode", default="functional", choices=MODES)
     k.add_argument("--json", action="store_true")
-    k.add_argument("--trace", help="where to write the Chrome trace (default out/<file>_<soc>.trace.json)")
+    k.add_argument("--trace", type=a_path, help="where to write the Chrome trace (default out/<file>_<soc>.trace.json)")
     k.add_argument("--no-trace", action="store_true")
     insight_args(k)
     k.add_argument("--warmup", type=int_in(0, 16), default=0,
                    help="run the kernel this many times first and report the run after them: its data is then "
                         "warm in L2, as on the board after the host-to-device copies that precede a kernel")
+    k.add_argument("--budget-seconds", type=float_in(0.001, 1e9), default=DEFAULT_BUDGET_SECONDS, metavar="S",
+                   help=f"stop the kernel (exit 2) once it has run this long (default {DEFAULT_BUDGET_SECONDS:g} s): "
+                        f"a body that never ends, or far more blocks than meant")
     k.set_defaults(func=cmd_kernel)

@@ -14,9 +14,8 @@ from ..profile import DEFAULT_SOC
 from .. import studies
 from ..studies.whatif import MAX_SWEEP_POINTS
 from .call_commands import call_args, call_from_args
-from ..acl import MODES
-from .common import (SEED, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, Rejected, budget_args, check_budget,
-                     check_soc, exec_args, exec_kw, float_in, fmt_cycles, int_in, load_workload, profile_args,
+from .common import (MODES, SEED, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, Rejected, a_path, budget_args,
+                     check_budget, check_soc, exec_args, exec_kw, float_in, fmt_cycles, int_in, load_workload, profile_args,
                      rows_table, summary_line, text_table, what_if_overrides)
 
 
@@ -113,7 +112,9 @@ def cmd_regress(args) -> int:
             td = 0.0 if abs(res.total_drift) < 5e-5 else res.total_drift
             print(f"total: baseline {res.total_baseline:,.0f}  current {res.total_current:,.0f}  drift {td:+.2%}")
         for d in res.drifts:
-            if d.status == "ERROR":
+            if d.status == "ERROR" and d.note:
+                print(f"call {d.call}: {d.note}")
+            elif d.status == "ERROR":
                 r = next(r for r in res.rows if r["call"] == d.call)
                 print(f"call {d.call}: {r['status']}: {r.get('message', '')}")
         if res.updated:
@@ -142,12 +143,9 @@ def cmd_sweep(args) -> int:
     src = Path(args.workload)
     fmt, raw = studies.read_structured(src)
     if isinstance(raw, dict) and "workload" in raw:          # a sweep file
-        bad = set(raw) - {"workload", "socs", "set", "parameters", "calls", "output", "plot"}
-        if bad:
-            raise CliError(f"{src}: unknown sweep field(s) {', '.join(sorted(bad))} "
-                           f"(workload, socs, set, parameters, calls, output, plot)")
-        spec = raw
-        wpath = Path(raw["workload"])
+        sweep_file = studies.read_sweep_file(src, raw)
+        spec = sweep_file.model_dump(exclude_none=True)
+        wpath = Path(sweep_file.workload)
         if not wpath.is_absolute() and not wpath.exists():
             wpath = src.parent / wpath
         w = load_workload(str(wpath))
@@ -179,10 +177,11 @@ def cmd_sweep(args) -> int:
         studies.make_profile(pt.soc, pt.overrides)
     _check_study_budget(w, calls, studies.make_profile(points[0].soc, points[0].overrides), args,
                         repeat=len(points))
+    execution = exec_kw(args)                  # a bad --scheduler fails here, before any work
     print(f"sweep: {w.name}, {len(calls)} calls x {len(points)} points"
           + (f" on Dask {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
     rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, desc="sweep",
-                            journal=journal, resume=args.resume, **exec_kw(args))
+                            journal=journal, resume=args.resume, **execution)
     _finish_rows(rows, output, journal)
     params = list(grid)
     totals = studies.point_totals(rows)
@@ -244,21 +243,8 @@ def cmd_tune(args) -> int:
 def cmd_compare(args) -> int:
     from ..studies import compare as cmp
     path = Path(args.measured)
-    try:
-        report = json.loads(Path(args.report).read_text())
-    except FileNotFoundError:
-        raise CliError(f"--report {args.report}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CliError(f"--report {args.report}: not a JSON report ({studies.one_line(str(e))}); save one "
-                       f"with 'ascend-sim kernel FILE --json > out/r.json' or 'ascend-sim run ... --json'") from None
-    if not isinstance(report, dict) or not {"cores", "launches", "clock_mhz", "soc", "op"} <= set(report):
-        raise CliError(f"--report {args.report}: not a simulator report (no cores / launches / clock_mhz)")
-    try:
-        with path.open("rb") as f:
-            head = f.readline().decode("utf-8-sig", "replace")
-    except OSError as e:
-        raise CliError(f"{path}: cannot read it ({e.strerror or e})") from None
-    if "block_id" in head:
+    report = cmp.read_report(args.report)
+    if cmp.is_pipe_utilization(path):
         measured = cmp.read_pipe_utilization(path)
     else:
         measured = cmp.select(cmp.read_op_summary(path), args.op_name)
@@ -314,12 +300,12 @@ def _add_replay(sub) -> None:
     rp.add_argument("--mode", default="timing", choices=MODES,
                     help="timing (default), functional, or fast: loops fast-forwarded within a stated bound")
     rp.add_argument("--seed", type=SEED, default=0)
-    rp.add_argument("-o", "--output", help="write the rows (.csv, .json or .jsonl); each row is also "
+    rp.add_argument("-o", "--output", type=a_path, help="write the rows (.csv, .json or .jsonl); each row is also "
                                             "journaled as it finishes in OUTPUT.partial.jsonl")
     rp.add_argument("--resume", action="store_true",
                     help="keep the rows an interrupted run journaled for -o and run only the rest")
     rp.add_argument("--json", action="store_true", help="print the rows as JSON")
-    rp.add_argument("--msprof-out", metavar="DIR",
+    rp.add_argument("--msprof-out", metavar="DIR", type=a_path,
                     help="also write msprof's files for each call under DIR/call<N>/ (the calls run once "
                          "more, in this process; docs/OUTPUTS.md)")
     budget_args(rp)
@@ -362,8 +348,8 @@ def _add_sweep(sub) -> None:
     sw.add_argument("--param", action="append", default=[], metavar="FIELD=V1,V2,...",
                     help="a swept profile field and its values, repeatable")
     sw.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
-    sw.add_argument("-o", "--output", help="rows file: .csv, .json or .jsonl (default out/sweep_<name>.csv)")
-    sw.add_argument("--plot", help="plot file: .png or .svg (cycles vs parameter, pipe breakdown, roofline)")
+    sw.add_argument("-o", "--output", type=a_path, help="rows file: .csv, .json or .jsonl (default out/sweep_<name>.csv)")
+    sw.add_argument("--plot", type=a_path, help="plot file: .png or .svg (cycles vs parameter, pipe breakdown, roofline)")
     sw.add_argument("--mode", default="timing", choices=MODES,
                     help="timing (default), functional, or fast: loops fast-forwarded within a stated bound")
     sw.add_argument("--seed", type=SEED, default=0)
@@ -410,7 +396,7 @@ def _add_compare(sub) -> None:
                                "  ascend-sim compare tests/fixtures/msprof/add_sample_op_summary.csv --report out/add.json",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     cp.add_argument("measured", help="msprof's op_summary_*.csv or msprof op's PipeUtilization.csv")
-    cp.add_argument("--report", required=True, help="the simulated report: JSON from 'run --json' or 'kernel --json'")
+    cp.add_argument("--report", type=a_path, required=True, help="the simulated report: JSON from 'run --json' or 'kernel --json'")
     cp.add_argument("--op-name", help="the op_summary row to use (its Op Name or OP Type) when there are several")
     cp.add_argument("--json", action="store_true", help="print the rows as JSON")
     cp.set_defaults(func=cmd_compare)
@@ -430,6 +416,6 @@ def _add_capture(sub) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ca.add_argument("script", help="the Python script to run (as python SCRIPT ARGS would); its own "
                                    "arguments go after --")
-    ca.add_argument("-o", "--output", help="the trace to write (.yaml, .jsonl or .json; default out/<script>.yaml)")
+    ca.add_argument("-o", "--output", type=a_path, help="the trace to write (.yaml, .jsonl or .json; default out/<script>.yaml)")
     ca.add_argument("--name", help="the trace's name (default: the script's)")
     ca.set_defaults(func=cmd_capture)

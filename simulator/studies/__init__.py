@@ -29,9 +29,9 @@ from .whatif import (parse_value, parse_assignments, parse_sweep_values, profile
                      make_profile)  # noqa: F401
 from .calls import (opdef_for, available_ops, coerce_attr, NotAvailable, validate_call, build_inputs, estimate_call,
                     light_inputs, compute_cores, run_call, one_line)  # noqa: F401
-from .distribute import Task, execute_task, map_tasks  # noqa: F401
-from .sweep import (Point, ROW_HEAD, evaluate, replay, grid_points, sweep, total_cycles, point_totals,
-                    read_rows, write_rows, ROW_SUFFIXES, task_key)  # noqa: F401
+from .distribute import Task, check_scheduler, execute_task, map_tasks  # noqa: F401
+from .sweep import (Point, SweepFile, read_sweep_file, ROW_HEAD, evaluate, replay, grid_points, sweep, total_cycles,
+                    point_totals, read_rows, write_rows, ROW_SUFFIXES, task_key)  # noqa: F401
 from .regress import Drift, RegressResult, regress  # noqa: F401
 from .tune import TuneResult, tiling_space, tune  # noqa: F401
 from .plot import PLOT_SUFFIXES, check_plot, r0_soc, plot_sweep  # noqa: F401

@@ -277,9 +277,9 @@ def run_script(path: str | Path, argv: list[str] | None = None, name: str | None
     """Run a user's Python script under capture() (as `python script.py argv...` would)."""
     import runpy
     import sys
+    from ..inputs import read_text
     path = Path(path)
-    if not path.is_file():
-        raise StudyError(f"{path}: no such script")
+    read_text(path, error=StudyError)        # missing, a folder, binary: one line before Python runs it
     old = sys.argv
     sys.argv = [str(path)] + list(argv or [])
     try:

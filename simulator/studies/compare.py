@@ -17,9 +17,15 @@ pipe over the cores of that kind the call used.
 from __future__ import annotations
 
 import csv
+import io
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..inputs import parse_json, read_text, schema_error
 from .trace import StudyError
 
 # our pipe -> msprof's column stem
@@ -51,9 +57,10 @@ def _number(raw) -> float | None:
     if not raw or raw.upper() in ("N/A", "NA", "-"):
         return None
     try:
-        return float(raw)
+        v = float(raw)
     except ValueError:
         return None
+    return v if math.isfinite(v) else None       # inf / nan: not a figure msprof writes
 
 
 def _first(row: dict, names) -> float | None:
@@ -90,16 +97,59 @@ def _side_times(row: dict) -> tuple[dict[str, dict[str, float]], dict[str, float
 
 
 def _rows(path: Path) -> list[dict]:
+    text = read_text(path, error=StudyError)
     try:
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            rows = [{(k or "").strip(): v for k, v in r.items()} for r in csv.DictReader(f)]
-    except FileNotFoundError:
-        raise StudyError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        rows = [{(k or "").strip(): v for k, v in r.items()} for r in csv.DictReader(io.StringIO(text, newline=""))]
+    except csv.Error as e:
         raise StudyError(f"{path}: not a readable CSV file ({e})") from None
     if not rows:
         raise StudyError(f"{path}: no rows")
     return rows
+
+
+def is_pipe_utilization(path: str | Path) -> bool:
+    """Whether the CSV is msprof op's PipeUtilization.csv (per block) rather than an op_summary."""
+    text = read_text(path, error=StudyError)
+    return "block_id" in (text.splitlines() or [""])[0]
+
+
+Figure = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class _Side(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    cycles: Figure
+    busy: dict[str, Figure]
+
+
+class _Launch(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    core_cycles: Figure
+    sides: dict[str, _Side] | None = None
+
+
+class SimulatedReport(BaseModel):
+    """The fields of a report (Report.to_dict(), `--json`) that compare reads."""
+    model_config = ConfigDict(extra="allow")
+    soc: str
+    op: str
+    mode: str = "timing"
+    clock_mhz: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    cores: Any
+    launches: list[_Launch]
+
+
+def read_report(path: str | Path) -> dict:
+    """A simulator report saved with --json, checked for what compare needs."""
+    where = f"--report {path}"
+    raw = parse_json(read_text(path, "--report", StudyError), where, StudyError)
+    if not isinstance(raw, dict) or not {"cores", "launches", "clock_mhz", "soc", "op"} <= set(raw):
+        raise StudyError(f"{where}: not a simulator report (no cores / launches / clock_mhz); save one with "
+                         f"'ascend-sim kernel FILE --json > out/r.json' or 'ascend-sim run ... --json'")
+    try:
+        return SimulatedReport.model_validate(raw).model_dump()
+    except ValidationError as e:
+        raise StudyError(schema_error(e, where)) from None
 
 
 def read_op_summary(path: str | Path) -> list[Measured]:

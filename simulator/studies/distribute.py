@@ -45,11 +45,38 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="call", file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
+MAX_LOCAL_WORKERS = 256      # processes a LocalCluster may start (each holds a whole simulator)
+
+
+def check_scheduler(scheduler: str | None) -> None:
+    """A --scheduler address that can be used (checked before any work): local:N with N in
+    range, or an address dask.distributed parses."""
+    if scheduler is None:
+        return
+    m = re.fullmatch(r"local(?::(\d+))?", scheduler)
+    if m:
+        if not 1 <= int(m.group(1) or 1) <= MAX_LOCAL_WORKERS:
+            raise StudyError(f"--scheduler {scheduler}: a LocalCluster of 1 to {MAX_LOCAL_WORKERS} workers")
+        return
+    try:
+        from distributed.comm import parse_address, parse_host_port
+    except ImportError:
+        raise StudyError("--scheduler needs dask.distributed: pip install 'ascend-sim[dask]'") from None
+    try:
+        scheme, loc = parse_address(scheduler)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(loc)
+    except (ValueError, TypeError) as e:
+        raise StudyError(f"--scheduler: '{scheduler}' is not a Dask scheduler address "
+                         f"(tcp://host:8786, or local:N): {one_line(str(e))}") from None
+
+
 def _dask_client(scheduler: str):
     try:
         from distributed import Client, LocalCluster
     except ImportError:
         raise StudyError("--scheduler needs dask.distributed: pip install 'ascend-sim[dask]'") from None
+    check_scheduler(scheduler)
     m = re.fullmatch(r"local(?::(\d+))?", scheduler)
     if m:
         import logging
@@ -61,6 +88,9 @@ def _dask_client(scheduler: str):
         return Client(cluster), cluster
     try:
         return Client(scheduler, timeout="10s"), None
+    except ValueError as e:            # the address does not parse
+        raise StudyError(f"--scheduler: '{scheduler}' is not a Dask scheduler address "
+                         f"(tcp://host:8786, or local:N): {one_line(str(e))}") from None
     except (OSError, TimeoutError) as e:
         raise StudyError(f"--scheduler: cannot reach a Dask scheduler at {scheduler}: {one_line(str(e))}") from None
 

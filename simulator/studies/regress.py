@@ -20,6 +20,7 @@ class Drift:
     current: float | None
     drift: float | None
     status: str            # ok | DRIFT | ERROR | skipped | new | expected (refused as recorded)
+    note: str = ""         # why an ERROR is one, when the row's own status does not say it
 
 
 @dataclass
@@ -70,7 +71,9 @@ def regress(w: Workload, soc: str, tolerance: float = 0.02, update: bool = False
             continue
         if isinstance(b, str):            # the call was recorded as refused: it must still be
             ok = r["status"] == b
-            drifts.append(Drift(i, r["label"], r["op"], None, cur, None, "expected" if ok else "ERROR"))
+            now = f"now runs ({cur:,.0f} cycles)" if cur is not None else f"now {r['status']}"
+            drifts.append(Drift(i, r["label"], r["op"], None, cur, None, "expected" if ok else "ERROR",
+                                "" if ok else f"recorded as '{b}', {now}"))
             continue
         if cur is None:
             drifts.append(Drift(i, r["label"], r["op"], b, None, None, "ERROR"))

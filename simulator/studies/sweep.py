@@ -8,13 +8,53 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Annotated, Any, Iterable, Sequence, Union
 
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
+
+from ..inputs import parse_json, read_text, schema_error
 from ..outputs import atomic_path, check_output, write_text
 from ..profile import PIPES
 from .distribute import Task, map_tasks
 from .trace import StudyError, Workload
 from .whatif import MAX_SWEEP_POINTS, make_profile
+
+
+Name = Annotated[str, Field(min_length=1, strict=True)]
+# a what-if value as a profile field takes it: a number, a word, true/false, or a list of those
+Scalar = Union[StrictInt, StrictFloat, StrictStr, bool]
+Value = Union[Scalar, list[Scalar]]
+
+
+class SweepFile(BaseModel):
+    """A sweep file (traces/sweeps/): the workload, chips, fixed what-ifs, the swept parameters
+    (each a value or a non-empty list of values), the calls and where the rows and plot go."""
+    model_config = ConfigDict(extra="forbid")
+    workload: Name
+    socs: Union[Name, Annotated[list[Name], Field(min_length=1)], None] = None
+    set: dict[Name, Value] | None = None
+    parameters: dict[Name, Union[Scalar, Annotated[list[Value], Field(min_length=1)]]] | None = None
+    calls: Union[StrictStr, list[Annotated[int, Field(ge=0, strict=True)]], None] = None
+    output: Name | None = None
+    plot: Name | None = None
+
+
+SWEEP_FIELDS = {
+    "workload": "the trace's path (text)",
+    "socs": "a SoC name or a non-empty list of SoC names",
+    "set": "a mapping of profile field -> value (a number, a word, true/false or a list of those)",
+    "parameters": "a mapping of profile field -> a value or a non-empty list of values",
+    "calls": "call indices: text like '0-3,7' or a list of integers >= 0",
+    "output": "the rows' file path (text)",
+    "plot": "the plot's file path (text)",
+}
+
+
+def read_sweep_file(path: Path, raw: dict) -> SweepFile:
+    try:
+        return SweepFile.model_validate(raw)
+    except ValidationError as e:
+        raise StudyError(schema_error(e, f"{path}: sweep file", SWEEP_FIELDS, raw)) from None
 
 
 @dataclass
@@ -75,7 +115,7 @@ def read_journal(path: Path) -> dict[str, dict]:
     """The rows a journal holds, by task key; a line cut short by an interruption is ignored."""
     done: dict[str, dict] = {}
     if path.exists():
-        for line in path.read_text().splitlines():
+        for line in read_text(path, "journal", StudyError).splitlines():
             try:
                 entry = json.loads(line)
                 done[entry["key"]] = entry["row"]
@@ -175,8 +215,9 @@ def read_rows(path: str | Path) -> list[dict]:
                 out.append(row)
         return out
     if path.suffix.lower() == ".jsonl":
-        return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
-    return json.loads(path.read_text())
+        return [parse_json(l, str(path), StudyError) for l in read_text(path, error=StudyError).splitlines()
+                if l.strip()]
+    return parse_json(read_text(path, error=StudyError), str(path), StudyError)
 
 
 def write_rows(rows: Sequence[dict], path: str | Path) -> Path:

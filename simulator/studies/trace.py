@@ -7,11 +7,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence, Union
 
 import numpy as np
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..inputs import number, parse_json, parse_yaml, read_text, schema_error
 from ..outputs import write_text
 
 
@@ -154,19 +156,31 @@ def parse_selection(selection: str | Sequence[int] | None, n: int) -> list[int]:
     return sorted(set(out))
 
 
+# No chip holds more than 2**50 bytes of device memory (profile.DeviceMemory): a tensor of more
+# elements cannot be placed anywhere, and numpy refuses far smaller ones.
+MAX_ELEMENTS = 1 << 50
+
+
 def shape_of(value: Any, where: str) -> tuple[int, ...]:
     text = value
     if isinstance(value, str):
         value = [d for d in re.split(r"[,x\s]+", value.strip("[]() ")) if d]
     if not isinstance(value, (list, tuple)):
         raise StudyError(f"{where}: a shape is a list of integers, got {value!r}")
-    try:
-        dims = tuple(int(d) for d in value)
-    except (TypeError, ValueError):
-        raise StudyError(f"{where}: {text!r} is not a list of integers") from None
-    if any(isinstance(d, bool) for d in value) or any(d < 0 for d in dims):
-        raise StudyError(f"{where}: dimensions must be integers >= 0, got {list(value)}")
-    return dims
+    if len(value) > 64:
+        raise StudyError(f"{where}: {len(value)} dimensions; a tensor has at most 64 (aclTensor: 8 in practice)")
+    dims = []
+    for d in value:
+        try:
+            dims.append(number(d, where, lo=0, hi=MAX_ELEMENTS, integral=True, error=StudyError))
+        except StudyError:
+            raise StudyError(f"{where}: {text!r} is not a list of integers >= 0 (each at most 2**50)") from None
+    size = 1
+    for d in dims:
+        size *= d
+    if size > MAX_ELEMENTS:
+        raise StudyError(f"{where}: {list(dims)} has {size:.3g} elements; no chip holds more than 2**50")
+    return tuple(dims)
 
 
 def check_init(init: str, where: str) -> str:
@@ -228,14 +242,23 @@ def call_from_record(rec: Any, where: str, defaults: dict | None = None) -> Call
         raise StudyError(f"{where}: field 'attrs' is a mapping of parameter name -> value")
     stream = rec.get("stream", defaults.get("stream", 0))
     count = rec.get("count", 1)
-    if not isinstance(stream, int) or isinstance(stream, bool) or stream < 0:
-        raise StudyError(f"{where}: field 'stream' must be an integer >= 0, got {stream!r}")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise StudyError(f"{where}: field 'count' must be an integer >= 1, got {count!r}")
+    # a count weights cycle totals (floats): past 2**53 it is no longer a count a float holds
+    if not isinstance(stream, int) or isinstance(stream, bool) or not 0 <= stream <= MAX_COUNT:
+        raise StudyError(f"{where}: field 'stream' must be an integer in 0..2**53, got {_short(stream)}")
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_COUNT:
+        raise StudyError(f"{where}: field 'count' must be an integer in 1..2**53, got {_short(count)}")
     tiling = rec.get("tiling")
     if tiling is not None and not isinstance(tiling, dict):
         raise StudyError(f"{where}: field 'tiling' is a mapping of tiling field -> value")
     return Call(op, tensors, dict(attrs), stream, str(rec.get("label", "")), count, tiling)
+
+
+MAX_COUNT = 1 << 53
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _strides_of(raw, shape: tuple[int, ...], where: str) -> tuple[int, ...] | None:
@@ -243,16 +266,17 @@ def _strides_of(raw, shape: tuple[int, ...], where: str) -> tuple[int, ...] | No
     if raw is None:
         return None
     if (not isinstance(raw, (list, tuple)) or len(raw) != len(shape)
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in raw)):
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_ELEMENTS for v in raw)):
         raise StudyError(f"{where}: a list of {len(shape)} integers >= 0 (elements, one per dimension), "
                          f"got {raw!r}")
     return tuple(raw)
 
 
 def read_structured(path: Path) -> tuple[str, Any]:
-    if not path.exists():
-        raise StudyError(f"{path}: no such file")
-    text = path.read_text()
+    """A trace, sweep file or call record: ('jsonl' | 'json' | 'yaml', its data); one StudyError
+    line for a file that is missing, a folder, binary, malformed or nested absurdly deep."""
+    path = Path(path)
+    text = read_text(path, error=StudyError)
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         header: dict[str, Any] = {}
@@ -260,10 +284,7 @@ def read_structured(path: Path) -> tuple[str, Any]:
         for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip() or line.lstrip().startswith("//"):
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise StudyError(f"{path}: line {lineno}: not valid JSON: {e.msg} (column {e.colno})") from None
+            obj = parse_json(line, f"{path}: line {lineno}", StudyError)
             if not isinstance(obj, dict):
                 raise StudyError(f"{path}: line {lineno}: each line is a JSON object")
             if "op" in obj:
@@ -277,17 +298,44 @@ def read_structured(path: Path) -> tuple[str, Any]:
         if baselines:
             header["baselines"] = baselines
         return "jsonl", header
-    try:
-        if suffix == ".json":
-            return "json", json.loads(text)
-        return "yaml", yaml.safe_load(text)
-    except json.JSONDecodeError as e:
-        raise StudyError(f"{path}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise StudyError(f"{path}: not valid YAML: {problem}{at}") from None
+    if suffix == ".json":
+        return "json", parse_json(text, str(path), StudyError)
+    return "yaml", parse_yaml(text, str(path), StudyError)
+
+
+CycleCount = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
+# a call recorded as refused: the status its row had ('rejected 161002', 'kernel fault', 'invalid')
+RecordedStatus = Annotated[str, Field(strict=True, pattern=r"^(rejected \d+|kernel fault|invalid)$")]
+
+
+class Baseline(BaseModel):
+    """One chip's baselines in a trace: a cycle count per call (a recorded refusal, or null
+    for a call not available), their count-weighted total and what recorded them."""
+    model_config = ConfigDict(extra="forbid")
+    calls: list[Union[CycleCount, RecordedStatus, None]]
+    total: CycleCount | None = None
+    recorded: Annotated[str, Field(strict=True)] | None = None
+
+
+def read_baselines(raw: Any, path: Path, n_calls: int) -> dict[str, dict]:
+    """A trace's `baselines`, checked: SoC name -> Baseline, one entry per call."""
+    if not isinstance(raw, dict):
+        raise StudyError(f"{path}: field 'baselines' is a mapping of SoC -> {{total, recorded, calls}}")
+    for soc, b in raw.items():
+        if not isinstance(soc, str) or not soc:
+            raise StudyError(f"{path}: baselines: {soc!r} is not a SoC name")
+        try:
+            Baseline.model_validate(b)
+        except ValidationError as e:
+            raise StudyError(schema_error(e, f"{path}: baselines.{soc}", {
+                "calls": "a list of one cycle count (a finite number >= 0) per call, a recorded status "
+                         "('rejected 161002', 'kernel fault', 'invalid') or null",
+                "total": "the count-weighted total cycles, a finite number >= 0",
+                "recorded": "text saying what recorded them"}, b)) from None
+        if len(b["calls"]) != n_calls:
+            raise StudyError(f"{path}: baselines.{soc}.calls has {len(b['calls'])} entries for "
+                             f"{n_calls} calls (re-record with `ascend-sim regress {path} --soc {soc} --update`)")
+    return raw
 
 
 def load_trace(path: str | Path) -> Workload:
@@ -314,21 +362,7 @@ def load_trace(path: str | Path) -> Workload:
         line = rec.pop("__line__", None) if isinstance(rec, dict) else None
         where = f"{path}: call {i}" + (f" (line {line})" if line else "")
         calls.append(call_from_record(rec, where, defaults))
-    baselines = raw.get("baselines") or {}
-    if not isinstance(baselines, dict):
-        raise StudyError(f"{path}: field 'baselines' is a mapping of SoC -> {{total, calls}}")
-    for soc, b in baselines.items():
-        if not isinstance(b, dict) or not isinstance(b.get("calls"), list):
-            raise StudyError(f"{path}: baselines.{soc} needs a 'calls' list (one cycle count per call, null to skip)")
-        if len(b["calls"]) != len(calls):
-            raise StudyError(f"{path}: baselines.{soc}.calls has {len(b['calls'])} entries for "
-                             f"{len(calls)} calls (re-record with `ascend-sim regress {path} --soc {soc} --update`)")
-        for j, c in enumerate(b["calls"]):
-            if c is None or (isinstance(c, str) and re.fullmatch(r"rejected \d+|kernel fault|invalid", c)):
-                continue
-            if isinstance(c, bool) or not isinstance(c, (int, float)):
-                raise StudyError(f"{path}: baselines.{soc}.calls[{j}] is {c!r}, not a cycle count, "
-                                 f"a recorded status ('rejected 161002') or null")
+    baselines = read_baselines(raw.get("baselines") or {}, path, len(calls))
     extra = {k: raw[k] for k in ("defaults", "notes") if k in raw}
     return Workload(str(raw.get("name") or path.stem), calls, str(raw.get("description") or ""),
                     str(raw.get("source") or ""), baselines, path, extra)

@@ -11,7 +11,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from ..profile import Profile, ProfileError, load_profile
+from ..inputs import number, yaml_value
+from ..profile import Profile, ProfileError, load_profile, profile_key
 from .trace import StudyError
 
 
@@ -23,8 +24,8 @@ def parse_value(text: str) -> Any:
     if _RELATIVE.match(text):
         return text.strip()
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return yaml_value(text)
+    except (yaml.YAMLError, RecursionError):
         return text
 
 
@@ -103,9 +104,15 @@ def resolve_overrides(base: Profile, overrides: dict[str, Any]) -> dict[str, Any
         if isinstance(value, str):
             m = _RELATIVE.match(value)
             if m and isinstance(cur, (int, float)) and not isinstance(cur, bool):
-                f = float(m.group(2))
+                f = number(m.group(2), f"{key}={value}: the factor", lo=0, above=True, error=StudyError)
                 new = cur / f if m.group(1) == "/" else cur * f
+                if not math.isfinite(new):
+                    raise StudyError(f"{key}={value}: gives {new}, not a finite number")
                 value = int(round(new)) if isinstance(cur, int) and float(new).is_integer() else new
+        if isinstance(cur, (list, tuple)) and not isinstance(value, (list, tuple)):
+            shown = ", ".join(map(str, cur))
+            raise StudyError(f"{key} is a list ([{shown}] on {base.soc_version}): give one in brackets, "
+                             f"e.g. {key}=[{shown}], not {value!r}")
         out[key] = value
     return out
 
@@ -116,7 +123,7 @@ _PROFILE_CACHE: dict[str, Profile] = {}
 def make_profile(soc: str, overrides: dict[str, Any] | None = None) -> Profile:
     """The SoC's profile with what-if overrides applied (dotted fields, relative values allowed).
     Unknown SoC / field or an invalid value raises ProfileError / StudyError with one line."""
-    key = json.dumps([soc, overrides or {}], sort_keys=True, default=str)
+    key = json.dumps([profile_key(soc), overrides or {}], sort_keys=True, default=str)
     if key in _PROFILE_CACHE:
         return _PROFILE_CACHE[key]
     base = load_profile(soc)
