@@ -102,7 +102,7 @@ def skip_bound(windows: list[Window]) -> tuple[float, float]:
     if not active:
         return 0.0, 0.0
     pace = max(active, key=lambda w: w.busy)
-    spread = pace.second - min(w.second for w in active)
+    spread = max(w.second for w in active) - min(w.second for w in active)
     drift = abs(pace.second - pace.first)
     return pace.periods * max(spread, drift), pace.periods * pace.second
 
