@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .program import Instr, Rows
 
 
@@ -144,27 +146,55 @@ def _first_address(gm) -> int | None:
     return gm[0][0] if gm else None
 
 
-def skipped_ranges(window1: list[Instr], window2: list[Instr], periods: int,
-                   keep: int) -> list[tuple[tuple, bool]]:
+def _gm_arrays(gm) -> tuple[np.ndarray, np.ndarray]:
+    """An instruction's GM ranges as (addresses, lengths)."""
+    if type(gm) is Rows:
+        return (gm.start + gm.pitch * np.arange(gm.count, dtype=np.int64),
+                np.full(gm.count, gm.n, dtype=np.int64))
+    r = np.asarray(gm, dtype=np.int64).reshape(-1, 2)
+    return r[:, 0], r[:, 1]
+
+
+# skipped periods' ranges are made this many at a time (bounded memory)
+_TOUCH_CHUNK = 1 << 21
+
+
+def skipped_touches(window1: list[Instr], window2: list[Instr], periods: int, keep: int, spans):
     """The GM ranges the last `keep` of `periods` skipped periods would have touched, each
-    instruction's addresses extrapolated from window 1 to window 2 (one period apart): per
-    period, its reads and its writes as (ranges, write), oldest period first (what the L2 would
-    hold after the skip). Windows of different shapes give nothing (the loop was not periodic
-    in its transfers)."""
+    instruction's addresses extrapolated from window 1 to window 2 (one period apart), in chunks
+    of (addresses, lengths, write flags, allocation bases), oldest period first and in each
+    period its reads before its writes (the order the L2 should take them in). A range outside
+    every allocation (an extrapolated address past a tensor's end) is left out. Windows of
+    different shapes give nothing (the loop was not periodic in its transfers). `spans` are the
+    device allocations' (first byte, past the last byte), ascending."""
     if len(window1) != len(window2) or keep <= 0:
-        return []
-    moves = []                                  # (ranges of window 2, step per period, write)
+        return
+    parts = []                 # per instruction: (write, addresses, lengths, step per period)
     for a, b in zip(window1, window2):
         sa, sb = _first_address(a.gm), _first_address(b.gm)
         if sa is not None and sb is not None:
-            moves.append((tuple(b.gm), sb - sa, b.gm_write))
-    out = []
-    for j in range(periods - keep + 1, periods + 1):
-        for write in (False, True):
-            ranges = tuple((addr + j * step, n) for gm, step, w in moves if w == write for addr, n in gm)
-            if ranges:
-                out.append((ranges, write))
-    return out
+            addr, n = _gm_arrays(b.gm)
+            parts.append((b.gm_write, addr, n, sb - sa))
+    if not parts:
+        return
+    parts.sort(key=lambda p: p[0])           # reads first (a stable sort keeps program order)
+    sizes = [len(p[1]) for p in parts]
+    addr = np.concatenate([p[1] for p in parts])
+    n = np.concatenate([p[2] for p in parts])
+    step = np.repeat(np.array([p[3] for p in parts], dtype=np.int64), sizes)
+    write = np.repeat(np.array([p[0] for p in parts], dtype=bool), sizes)
+    bases, limits = spans
+    per_chunk = max(1, _TOUCH_CHUNK // len(addr))
+    for j0 in range(periods - keep + 1, periods + 1, per_chunk):
+        j = np.arange(j0, min(j0 + per_chunk, periods + 1), dtype=np.int64)[:, None]
+        at = (addr + j * step).ravel()       # period-major
+        owner = np.searchsorted(bases, at, side="right") - 1
+        ok = owner >= 0
+        owner[~ok] = 0
+        reps = j.shape[0]
+        nn, ww = np.tile(n, reps), np.tile(write, reps)
+        ok &= at + nn <= limits[owner]
+        yield at[ok], nn[ok], ww[ok], bases[owner[ok]]
 
 
 def kept_periods(window2: list[Instr], periods: int, l2_bytes: int, cores: int) -> int:
@@ -181,8 +211,9 @@ class BlockFastForward:
     """What a block's actors noted at its loops' marks, what their skips added, and the L2
     touches and the bound that follow. The block calls it where an actor meets a mark."""
 
-    def __init__(self, schedule: FastSchedule, gm_path, pipes: tuple[str, ...], cores: int):
-        self.schedule, self.gm_path, self.pipes, self.cores = schedule, gm_path, pipes, cores
+    def __init__(self, schedule: FastSchedule, gm_path, memory, pipes: tuple[str, ...], cores: int):
+        self.schedule, self.gm_path, self.memory = schedule, gm_path, memory
+        self.pipes, self.cores = pipes, cores
         self.scalar = Meter()
         self.pipe_meters: dict[str, Meter] = {p: Meter() for p in pipes}
         self.windows: dict[int, list[Window]] = {}   # loop run -> its pipes' measured windows
@@ -245,10 +276,10 @@ class BlockFastForward:
 
     def _touch_skipped(self, window1: list[Instr], window2: list[Instr], periods: int) -> None:
         """The L2 takes what a loop run's skipped periods would have left in it."""
-        gm_path = self.gm_path
-        keep = kept_periods(window2, periods, gm_path.l2.capacity * gm_path.l2.line, self.cores)
-        for ranges, write in skipped_ranges(window1, window2, periods, keep):
-            gm_path.touch(ranges, write)
+        l2 = self.gm_path.l2
+        keep = kept_periods(window2, periods, l2.capacity * l2.line, self.cores)
+        for addr, n, write, base in skipped_touches(window1, window2, periods, keep, self.memory.spans()):
+            l2.touch(addr, n, write, base)
 
 
 def _pipe_figures(pipe, now: float, busy: float, work: float, executed: int) -> dict:

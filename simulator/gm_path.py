@@ -57,20 +57,3 @@ class GmPath:
             lat = self._latencies[key] = self.profile.path(instr.path).latency(
                 instr.chan_bytes, self.miss_latency if missed else 0.0)
         return lat
-
-    def touch(self, ranges, write: bool) -> None:
-        """Fast mode: the L2's tags take `ranges` as a transfer would, with no time and no
-        channel (the fast-forwarded iterations' time is counted apart); ranges outside every
-        allocation (an extrapolated address past a tensor's end) are left out."""
-        find = self.l2.find
-        if type(ranges) is Rows:
-            a = find(ranges.start)
-            if a is None or ranges.extent()[1] > a.addr + a.size:
-                return
-        else:
-            ranges = tuple((addr, n) for addr, n in ranges
-                           if (a := find(addr)) is not None and addr + n <= a.addr + a.size)
-            if not ranges:
-                return
-        self.l2.access(ranges, write)     # (what it evicts went back to memory during the skipped time)
-

@@ -175,6 +175,47 @@ class L2Cache:
         self._count(hits, lines)
         return fetch
 
+    def touch(self, addr: np.ndarray, n: np.ndarray, write: np.ndarray, base: np.ndarray) -> None:
+        """Fast mode: the tags take the ranges (addresses, lengths, write flags, the base of the
+        allocation each lies in) as transfers in this order would, with no time: what a
+        fast-forwarded loop's skipped iterations leave in the L2. Taken in one batch, then one
+        eviction: the newest lines stay, as LRU keeps them (what is evicted went back to memory
+        during the skipped time)."""
+        line, sector = self.line, self.SECTOR
+        keep = n > 0
+        addr, n, write, base = addr[keep], n[keep], write[keep], base[keep]
+        stamps = self.clock + np.arange(addr.size, dtype=np.int64)
+        self.clock += int(addr.size)
+        for b in np.unique(base):
+            sel = base == b
+            region = self._region(int(b))
+            if region is None:
+                continue
+            _, _, mask, stamp = region
+            rel = addr[sel] - int(b)
+            end = rel + n[sel]
+            l0, l1 = rel // line, (end - 1) // line + 1
+            counts = l1 - l0
+            first = np.cumsum(counts) - counts
+            lines = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(l0 - first, counts)
+            want = np.full(lines.size, self.full, np.uint32)
+            lo = ((rel - l0 * line) // sector).astype(np.uint32)
+            want[first] &= (self.full >> lo) << lo
+            hi = (-(-(end - (l1 - 1) * line) // sector)).astype(np.uint32)
+            want[first + counts - 1] &= (np.uint32(1) << hi) - np.uint32(1)
+            want |= np.repeat(np.where(write[sel], self.dirty, np.uint32(0)), counts)
+            held, at = np.unique(lines, return_inverse=True)
+            add = np.zeros(held.size, np.uint32)
+            np.bitwise_or.at(add, at, want)
+            newest = np.zeros(held.size, np.int64)
+            np.maximum.at(newest, at, np.repeat(stamps[sel], counts))
+            old = mask[held]
+            self.resident += int(np.count_nonzero(old == 0))
+            mask[held] = old | add
+            stamp[held] = newest
+        if self.resident > self.capacity:
+            self._evict()
+
     def _access_few_rows(self, rows: Rows, write: bool) -> int | None:
         """A few rows that each lie inside one line, in one allocation (a gather's corners):
         _access_each's one-line step, without making the rows' pairs. Returns the bytes to

@@ -29,6 +29,7 @@ class DeviceMemory:
         self._next = BASE_ADDRESS
         self._bases: list[int] = []
         self._allocs: dict[int, Allocation] = {}
+        self._spans: tuple[np.ndarray, np.ndarray] | None = None
 
     def malloc(self, size: int) -> int | None:
         size = max(int(size), 1)
@@ -40,6 +41,7 @@ class DeviceMemory:
         data = np.zeros(size, dtype=np.uint8) if self.functional else None
         self._allocs[addr] = Allocation(addr, size, data)
         bisect.insort(self._bases, addr)
+        self._spans = None
         self.used += padded
         return addr
 
@@ -48,8 +50,17 @@ class DeviceMemory:
         if a is None:
             return False
         self._bases.remove(addr)
+        self._spans = None
         self.used -= -(-a.size // ALLOC_ALIGN) * ALLOC_ALIGN
         return True
+
+    def spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """(first byte, past the last byte) of every allocation, ascending: for finding many
+        addresses' allocations at once."""
+        if self._spans is None:
+            bases = np.array(self._bases, dtype=np.int64)
+            self._spans = bases, bases + np.array([self._allocs[b].size for b in self._bases], dtype=np.int64)
+        return self._spans
 
     def find(self, addr: int) -> Allocation | None:
         """The allocation holding address `addr`, if any."""
