@@ -204,3 +204,44 @@ def test_a_freed_allocation_is_not_found_through_the_remembered_regions():
             with pytest.raises(ValueError, match="in no allocation"):
                 c.access(ranges, False)
         assert c.access([(other, 64)], False) == (0, 0)      # the live one is still found, a hit
+
+
+def test_fast_mode_touch_matches_a_plain_model():
+    """touch() (fast mode: a skipped loop's ranges in one batch) leaves each line the sectors, the
+    dirty bit and the newest stamp the plain per-range rule gives, and counts residency, for
+    ranges that overlap, repeat and hop between allocations; the clock moves on once per range."""
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        c = L2Cache(1 << 30, 512, _find)          # no eviction: the model has none
+        state = {"masks": {}, "stamps": {}, "hits": 0, "misses": 0, "clock": 0}
+        for _ in range(6):
+            ranges, writes = [], []
+            for _ in range(int(rng.integers(1, 40))):
+                al = ALLOCS[rng.integers(2)]
+                n = int(rng.integers(0, 3000))
+                start = al.addr + int(rng.integers(0, al.size - n))
+                ranges.append((start, n))
+                writes.append(bool(rng.integers(2)))
+            for r, w in zip(ranges, writes):
+                _reference_access(state, [r], w)
+            addr = np.array([a for a, _ in ranges], dtype=np.int64)
+            base = np.array([_find(a).addr for a in addr], dtype=np.int64)
+            c.touch(addr, np.array([n for _, n in ranges], dtype=np.int64), np.array(writes), base)
+        for (b, ln), (sectors, dirty) in state["masks"].items():
+            mask, stamp = c.tags[b]
+            assert int(mask[ln]) == sum(1 << s for s in sectors) | (int(c.dirty) if dirty else 0)
+            assert int(stamp[ln]) == state["stamps"][(b, ln)]
+        held = sum(int(np.count_nonzero(m)) for m, _ in c.tags.values())
+        assert held == len(state["masks"]) == c.resident
+        assert c.clock == state["clock"]
+
+
+def test_fast_mode_touch_keeps_the_newest_lines():
+    """Past the capacity, the batch's eviction keeps the most recently touched lines (LRU)."""
+    c = L2Cache(64 * 1024, 512, _find)           # 128 lines
+    addr = np.arange(0, 300 * 512, 512, dtype=np.int64)
+    c.touch(addr, np.full(addr.size, 512), np.zeros(addr.size, bool), np.zeros(addr.size, np.int64))
+    mask, _ = c.tags[0]
+    held = np.flatnonzero(mask)
+    assert c.resident <= c.capacity and held.size == c.resident
+    assert held.min() >= 300 - c.capacity and held.max() == 299     # the newest survive

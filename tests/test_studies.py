@@ -304,3 +304,54 @@ def test_no_call_beats_its_roofline(trace, calls, soc):
         except simulator.AclnnError:
             continue                        # a call the chip does not support
         assert r.report.cycles >= r.report.roofline_cycles * (1 - 1e-12), (trace, i, soc)
+
+
+def test_fast_mode_baselines_live_beside_the_exact_ones(tmp_path):
+    """regress --mode fast records and checks fast mode's own baselines under '<SoC>:fast'; the
+    exact baselines stay as they were, and each mode is checked against its own."""
+    t = tmp_path / "smoke.jsonl"
+    shutil.copy(TRACES / "silu_smoke.jsonl", t)
+    exact = studies.load_trace(t).baselines["Ascend910B1"]
+    p = cli("regress", str(t), "--soc", "Ascend910B1", "--mode", "fast", "--update", "--workers", "1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "fast-mode baselines for Ascend910B1 written" in p.stdout
+    w = studies.load_trace(t)
+    assert w.baselines["Ascend910B1"] == exact
+    fast = w.baselines["Ascend910B1:fast"]
+    assert "fast mode" in fast["recorded"]
+    # fast mode is within its stated bound of the exact engine, call by call (the GridSampler
+    # call fast-forwards its loops; the SiLU calls are too short to)
+    rows = studies.replay(w, "Ascend910B1", mode="fast")
+    for r, e, f in zip(rows, exact["calls"], fast["calls"]):
+        assert f == pytest.approx(r["cycles"], abs=1e-3)
+        assert abs(f - e) <= r["error_bound_cycles"] + 1e-6 * e
+    assert any(r["simulated_fraction"] < 1 for r in rows)
+    for mode in ("fast", "timing"):
+        p = cli("regress", str(t), "--soc", "Ascend910B1", "--mode", mode, "--workers", "1")
+        assert p.returncode == 0 and "regress: PASS" in p.stdout, p.stdout + p.stderr
+    # a fast baseline 5 % off fails fast mode's check, not the exact one's
+    w.baselines["Ascend910B1:fast"]["calls"][4] *= 1.05
+    assert not studies.regress(w, "Ascend910B1", 0.02, mode="fast").passed
+    assert studies.regress(w, "Ascend910B1", 0.02, mode="timing", calls=[4]).passed
+    p = cli("regress", str(t), "--soc", "Ascend910A", "--mode", "fast", "--workers", "1")
+    assert p.returncode != 0 and "no fast-mode baselines for Ascend910A" in p.stdout + p.stderr
+
+
+def test_sweep_and_tune_default_to_fast_mode_with_the_bound_in_every_row(tmp_path):
+    out = tmp_path / "rows.csv"
+    p = cli("sweep", "traces/silu_smoke.jsonl", "--calls", "4", "--param", "cores.aiv.count=8,16",
+            "-o", str(out), "--workers", "1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = studies.read_rows(out)
+    assert len(rows) == 2
+    for r in rows:
+        assert r["simulated_fraction"] < 1 and r["error_bound_cycles"] > 0
+        assert r["error_bound_fraction"] == pytest.approx(r["error_bound_cycles"] / r["cycles"])
+    p = cli("sweep", "traces/silu_smoke.jsonl", "--calls", "4", "--param", "cores.aiv.count=8",
+            "-o", str(out), "--workers", "1", "--mode", "timing")
+    assert p.returncode == 0, p.stdout + p.stderr
+    (r,) = studies.read_rows(out)
+    assert (r["simulated_fraction"], r["error_bound_cycles"]) == (1, 0)
+    p = cli("tune", "SiluBackward", "--shape", "32,20000", "--dtype", "FLOAT16", "--top", "2")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "vs exact" in p.stdout and "confirm the winner with --mode timing" in p.stdout

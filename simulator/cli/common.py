@@ -213,7 +213,14 @@ def text_table(rows: list[list[str]], head: list[str], right: set[int] = frozens
     return "\n".join([fmt(head), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows])
 
 
+def error_bound(row: dict) -> str:
+    """A row's fast-mode bound as '±x.xx%' ('exact' where nothing was fast-forwarded)."""
+    b = row.get("error_bound_fraction") or 0.0
+    return f"±{b:.2%}" if b or (row.get("simulated_fraction") or 1.0) < 1.0 else "exact"
+
+
 def rows_table(rows: list[dict]) -> str:
+    fast = any(r.get("simulated_fraction") is not None and r["simulated_fraction"] < 1.0 for r in rows)
     out = []
     for r in rows:
         status = "" if r["status"] == "ok" else r["status"]
@@ -223,13 +230,17 @@ def rows_table(rows: list[dict]) -> str:
         out.append([r["call"], (r["label"] or "")[:40], r["op"], shown[:60], r["count"],
                     fmt_cycles(r.get("cycles")),
                     f"{r['time_us']:,.2f}" if r.get("time_us") is not None else "-",
-                    r.get("bound", "") or "", status])
-    return text_table(out, ["#", "label", "op", "shapes", "n", "cycles", "us", "bound", "status"], right={0, 4, 5, 6})
+                    r.get("bound", "") or ""] + ([error_bound(r) if r["status"] == "ok" else ""] if fast else [])
+                   + [status])
+    head = ["#", "label", "op", "shapes", "n", "cycles", "us", "bound"] + (["vs exact"] if fast else []) + ["status"]
+    return text_table(out, head, right={0, 4, 5, 6})
 
 
 def summary_line(rows: list[dict], soc: str) -> str:
     tot = studies.point_totals(rows)[0]
     us = tot["time_us"]
-    return (f"total: {tot['cycles']:,.0f} cycles = {us:,.1f} us on {soc} over {tot['ok']} calls"
+    within = (f" (fast mode: within ±{tot['error_bound_cycles']:,.0f} cycles of the exact engine)"
+              if tot["error_bound_cycles"] else "")
+    return (f"total: {tot['cycles']:,.0f} cycles = {us:,.1f} us on {soc}{within} over {tot['ok']} calls"
             + (f"; {tot['skipped']} not available" if tot["skipped"] else "")
             + (f"; {tot['failed']} FAILED" if tot["failed"] else "") + " (count-weighted, calls run one after another)")

@@ -15,8 +15,8 @@ from .. import studies
 from ..studies.whatif import MAX_SWEEP_POINTS
 from .call_commands import call_args, call_from_args
 from .common import (MODES, SEED, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, Rejected, a_path, budget_args,
-                     check_budget, check_soc, exec_args, exec_kw, float_in, fmt_cycles, int_in, load_workload, profile_args,
-                     rows_table, summary_line, text_table, what_if_overrides)
+                     check_budget, check_soc, error_bound, exec_args, exec_kw, float_in, fmt_cycles, int_in, load_workload,
+                     profile_args, rows_table, summary_line, text_table, what_if_overrides)
 
 
 def _journal(output: str | None, resume: bool) -> Path | None:
@@ -96,7 +96,7 @@ def cmd_regress(args) -> int:
     calls = w.select(args.calls)
     if args.update:
         check_output(w.path, "--update (the trace file)")
-    res = studies.regress(w, soc, args.tolerance, args.update, calls=calls, **exec_kw(args))
+    res = studies.regress(w, soc, args.tolerance, args.update, calls=calls, mode=args.mode, **exec_kw(args))
     if args.json:
         print(json.dumps({"soc": soc, "tolerance": args.tolerance, "passed": res.passed, "updated": res.updated,
                           "total_baseline": res.total_baseline, "total_current": res.total_current,
@@ -106,7 +106,7 @@ def cmd_regress(args) -> int:
         rows = [[d.call, (d.label or "")[:40], d.op, fmt_cycles(d.baseline), fmt_cycles(d.current),
                  "-" if d.drift is None else f"{(0.0 if abs(d.drift) < 5e-5 else d.drift):+.2%}",
                  _regress_status(d, res.rows)] for d in res.drifts]
-        print(f"{w.name} on {soc}, tolerance ±{args.tolerance:.1%}")
+        print(f"{w.name} on {soc}{' (fast mode)' if args.mode == 'fast' else ''}, tolerance ±{args.tolerance:.1%}")
         print(text_table(rows, ["#", "label", "op", "baseline", "current", "drift", "status"], right={0, 3, 4, 5}))
         if res.total_baseline:
             td = 0.0 if abs(res.total_drift) < 5e-5 else res.total_drift
@@ -118,7 +118,7 @@ def cmd_regress(args) -> int:
                 r = next(r for r in res.rows if r["call"] == d.call)
                 print(f"call {d.call}: {r['status']}: {r.get('message', '')}")
         if res.updated:
-            print(f"regress: baselines for {soc} written to {w.path}")
+            print(f"regress: {'fast-mode ' if args.mode == 'fast' else ''}baselines for {soc} written to {w.path}")
         elif res.passed:
             n = sum(d.status in ("ok", "expected") for d in res.drifts)
             td = 0.0 if abs(res.total_drift) < 5e-5 else res.total_drift
@@ -211,7 +211,7 @@ def cmd_tune(args) -> int:
             space[k] = vals
     if studies.opdef_for(call.op) is None:
         raise CliError(f"unknown operator '{call.op}'")
-    res = studies.tune(call, soc, what_if_overrides(args), space=space, top=args.top, mode="timing",
+    res = studies.tune(call, soc, what_if_overrides(args), space=space, top=args.top, mode=args.mode,
                        max_points=args.max_points, **exec_kw(args))
     d = res.default
     if args.json:
@@ -222,13 +222,16 @@ def cmd_tune(args) -> int:
     fields = sorted({k for r in res.ranked for k in r["candidate"]})
     print(f"tune {call.op} {call.shapes()} on {soc}: {res.space_size} candidates, "
           f"{len(res.invalid)} rejected by the planner (561002) and skipped")
+    fast = args.mode == "fast"
     rows = [["default"] + [str(dt.get(k, "")) for k in fields]
-            + [fmt_cycles(d["cycles"]), f"{d['time_us']:,.2f}", "1.00x", d["bound"], "(planner)"]]
+            + [fmt_cycles(d["cycles"]), f"{d['time_us']:,.2f}", "1.00x", d["bound"]]
+            + ([error_bound(d)] if fast else []) + ["(planner)"]]
     for i, r in enumerate(res.ranked, 1):
         rows.append([f"#{i}"] + [str(r["candidate"].get(k, "")) for k in fields]
-                    + [fmt_cycles(r["cycles"]), f"{r['time_us']:,.2f}", f"{d['cycles'] / r['cycles']:.2f}x", r["bound"],
-                       "= default" if r.get("is_default") else ""])
-    print(text_table(rows, ["", *fields, "cycles", "us", "vs default", "bound", ""], right=set(range(1, len(fields) + 4))))
+                    + [fmt_cycles(r["cycles"]), f"{r['time_us']:,.2f}", f"{d['cycles'] / r['cycles']:.2f}x", r["bound"]]
+                    + ([error_bound(r)] if fast else []) + ["= default" if r.get("is_default") else ""])
+    head = ["", *fields, "cycles", "us", "vs default", "bound"] + (["vs exact"] if fast else []) + [""]
+    print(text_table(rows, head, right=set(range(1, len(fields) + 4))))
     best = res.best
     if best and best["cycles"] < d["cycles"]:
         args_txt = " ".join(f"--tiling {k}={v}" for k, v in best["candidate"].items())
@@ -237,6 +240,9 @@ def cmd_tune(args) -> int:
               f"ascend-sim run {call.op} ... {args_txt}")
     else:
         print("best: the default plan is already the fastest of the candidates")
+    if fast:
+        print("fast mode: each row's cycles are within its 'vs exact' bound of the exact engine's; "
+              "confirm the winner with --mode timing")
     return EXIT_OK
 
 
@@ -326,6 +332,9 @@ def _add_regress(sub) -> None:
                     help="relative drift allowed (default 0.02 = 2%%)")
     rg.add_argument("--update", action="store_true", help="rewrite the baselines for this SoC")
     rg.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
+    rg.add_argument("--mode", default="timing", choices=MODES,
+                    help="timing (default: the exact engine's baselines, under the SoC's name) or fast (fast "
+                         "mode's own baselines, under '<SoC>:fast'); functional checks the exact baselines too")
     rg.add_argument("--json", action="store_true")
     exec_args(rg)
     rg.set_defaults(func=cmd_regress)
@@ -350,8 +359,9 @@ def _add_sweep(sub) -> None:
     sw.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
     sw.add_argument("-o", "--output", type=a_path, help="rows file: .csv, .json or .jsonl (default out/sweep_<name>.csv)")
     sw.add_argument("--plot", type=a_path, help="plot file: .png or .svg (cycles vs parameter, pipe breakdown, roofline)")
-    sw.add_argument("--mode", default="timing", choices=MODES,
-                    help="timing (default), functional, or fast: loops fast-forwarded within a stated bound")
+    sw.add_argument("--mode", default="fast", choices=MODES,
+                    help="fast (default: loops fast-forwarded, each row with its stated error bound), or "
+                         "timing to force the exact engine, or functional")
     sw.add_argument("--seed", type=SEED, default=0)
     sw.add_argument("--max-points", type=int_in(1, 10 ** 7), default=MAX_SWEEP_POINTS,
                     help=f"the sweep's budget: refuse a grid of more points (default {MAX_SWEEP_POINTS:,})")
@@ -378,6 +388,9 @@ def _add_tune(sub) -> None:
     tn.add_argument("--top", type=int_in(1, 10 ** 6), default=5, help="how many of the best to show (default 5)")
     tn.add_argument("--max-points", type=int_in(1, 10 ** 7), default=MAX_SWEEP_POINTS,
                     help=f"refuse a --space of more candidates (default {MAX_SWEEP_POINTS:,})")
+    tn.add_argument("--mode", default="fast", choices=("fast", "timing"),
+                    help="fast (default: loops fast-forwarded, each candidate with its stated error bound) or "
+                         "timing to force the exact engine")
     tn.add_argument("--json", action="store_true")
     exec_args(tn)
     tn.set_defaults(func=cmd_tune)

@@ -186,8 +186,14 @@ def compute_cores(profile: Profile, pipe: str) -> int:
 
 
 def _row_from_report(report, profile: Profile) -> dict[str, Any]:
+    fast = report.fast or {}
     row: dict[str, Any] = {"status": "ok", "cycles": report.cycles, "time_us": report.time_us,
-                           "bound": report.bound, "workspace_bytes": report.workspace_bytes,
+                           "bound": report.bound,
+                           # how far the cycles may be from the exact engine's (0: they are its)
+                           "error_bound_cycles": fast.get("bound_cycles", 0.0),
+                           "error_bound_fraction": fast.get("bound_fraction", 0.0),
+                           "simulated_fraction": fast.get("simulated_fraction", 1.0),
+                           "workspace_bytes": report.workspace_bytes,
                            "device_bytes": report.device_memory["bytes"],
                            "device_GBps": report.device_memory["GBps"],
                            "roofline_cycles": report.roofline_cycles,

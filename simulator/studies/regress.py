@@ -46,19 +46,30 @@ class RegressResult:
         return self.updated or (not self.failures and abs(self.total_drift) <= self.tolerance)
 
 
+def baseline_key(soc: str, mode: str = "timing") -> str:
+    """Where a trace keeps a chip's baselines: under the SoC's name for the exact engine (timing
+    and functional mode give the same cycles), under '<SoC>:fast' for fast mode's."""
+    return f"{soc}:fast" if mode == "fast" else soc
+
+
 def regress(w: Workload, soc: str, tolerance: float = 0.02, update: bool = False,
             calls: Sequence[int] | None = None, **kw) -> RegressResult:
-    """Compare the current cycles of a trace's calls with its baselines on `soc`. Each call and
-    the count-weighted total must stay within ±tolerance. `update=True` records the current
-    cycles as the baselines (in the file) instead."""
+    """Compare the current cycles of a trace's calls with its baselines on `soc` (fast mode's
+    with mode="fast", the exact engine's otherwise). Each call and the count-weighted total must
+    stay within ±tolerance. `update=True` records the current cycles as the baselines (in the
+    file) instead."""
     if tolerance < 0:
         raise StudyError(f"--tolerance must be >= 0, got {tolerance}")
     make_profile(soc)
-    base = w.baselines.get(soc)
+    mode = kw.get("mode", "timing")
+    key = baseline_key(soc, mode)
+    base = w.baselines.get(key)
     if base is None and not update:
         have = ", ".join(sorted(w.baselines)) or "none"
-        raise StudyError(f"{w.path or w.name}: no baselines for {soc} (has: {have}); record them with "
-                         f"`ascend-sim regress {w.path or 'TRACE'} --soc {soc} --update`")
+        flag = " --mode fast" if mode == "fast" else ""
+        raise StudyError(f"{w.path or w.name}: no {'fast-mode ' if mode == 'fast' else ''}baselines for {soc} "
+                         f"(has: {have}); record them with "
+                         f"`ascend-sim regress {w.path or 'TRACE'} --soc {soc}{flag} --update`")
     rows = replay(w, soc, calls=calls, **kw)
     drifts: list[Drift] = []
     tb = tc = 0.0
@@ -95,8 +106,8 @@ def regress(w: Workload, soc: str, tolerance: float = 0.02, update: bool = False
             st = r["status"]
             old[r["call"]] = round(r["cycles"], 3) if st == "ok" else (None if st == "not available" else st)
         total = sum(c * w.calls[i].count for i, c in enumerate(old) if isinstance(c, (int, float)))
-        w.baselines[soc] = {"total": round(total, 3),
-                            "recorded": f"ascend-sim {version}, {kw.get('mode', 'timing')} mode",
+        w.baselines[key] = {"total": round(total, 3),
+                            "recorded": f"ascend-sim {version}, {mode} mode",
                             "calls": old}
         if w.path is not None:
             write_baselines(w)

@@ -66,7 +66,7 @@ class Point:
 
 ROW_SUFFIXES = (".csv", ".json", ".jsonl")
 ROW_HEAD = ["soc", "point", "call", "label", "op", "stream", "count", "shapes", "status", "cycles",
-            "time_us", "bound", "workspace_bytes", "device_bytes", "device_GBps", "roofline_cycles",
+            "time_us", "bound", "error_bound_cycles", "error_bound_fraction", "simulated_fraction", "workspace_bytes", "device_bytes", "device_GBps", "roofline_cycles",
             "roofline_efficiency", "compute_pipe", "compute_work_cycles", "compute_cores",
             "device_bytes_per_cycle"] + [f"busy_{p}" for p in PIPES] + ["tiling", "message"]
 
@@ -180,13 +180,15 @@ def total_cycles(rows: Iterable[dict]) -> float:
 
 
 def point_totals(rows: Sequence[dict]) -> list[dict]:
-    """Per point: the count-weighted total cycles and time of the calls that ran."""
+    """Per point: the count-weighted total cycles and time of the calls that ran, and how far
+    the total may be from the exact engine's (the calls' fast-mode bounds, summed)."""
     out: dict[int, dict] = {}
     for r in rows:
         t = out.setdefault(r["point"], {"point": r["point"], "soc": r["soc"], "cycles": 0.0, "time_us": 0.0,
-                                        "ok": 0, "skipped": 0, "failed": 0})
+                                        "error_bound_cycles": 0.0, "ok": 0, "skipped": 0, "failed": 0})
         if r["status"] == "ok":
             t["cycles"] += r["cycles"] * r["count"]
+            t["error_bound_cycles"] += (r.get("error_bound_cycles") or 0.0) * r["count"]
             t["time_us"] += r["time_us"] * r["count"]
             t["ok"] += 1
         elif r["status"] == "not available":
