@@ -52,6 +52,21 @@ class FastSchedule:
         return head, skip
 
 
+    def within_l2(self, skip: int, period: int, windows: list[list[Instr]], l2_bytes: int, line: int,
+                  cores: int) -> int:
+        """The skip, cut to a whole number of periods in which the lines the loop newly touches
+        (per period: those of window 2 that window 1 did not touch, on every core running it)
+        fit in the L2. Past that the L2 may change regime (it fills, and its evictions start to
+        cost) where the windows cannot see it: the rest of the run is measured again."""
+        if len(windows) < 2:
+            return skip
+        new = np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True).size
+        per_period = new * line * max(cores, 1)
+        if per_period <= 0:
+            return skip
+        fit = l2_bytes // per_period
+        return min(skip, fit * period)
+
 DEFAULT_SCHEDULE = FastSchedule()
 
 
@@ -153,6 +168,19 @@ def _gm_arrays(gm) -> tuple[np.ndarray, np.ndarray]:
                 np.full(gm.count, gm.n, dtype=np.int64))
     r = np.asarray(gm, dtype=np.int64).reshape(-1, 2)
     return r[:, 0], r[:, 1]
+
+
+def _lines(window: list[Instr], line: int) -> np.ndarray:
+    """The L2 lines (address // line) a window's GM transfers touch, distinct, ascending."""
+    if not window:
+        return np.empty(0, np.int64)
+    addr, n = (np.concatenate(a) for a in zip(*(_gm_arrays(instr.gm) for instr in window)))
+    keep = n > 0
+    first, last = addr[keep] // line, (addr[keep] + n[keep] - 1) // line
+    counts = last - first + 1
+    starts = np.cumsum(counts) - counts
+    lines = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(first - starts, counts)
+    return np.unique(lines)
 
 
 # skipped periods' ranges are made this many at a time (bounded memory)

@@ -4,7 +4,7 @@ Every case runs a call twice, in `timing` mode (the exact engine, the reference)
 mode, and asserts |fast - exact| <= the bound fast mode reports (and <= 2 % of exact, the
 product's promise), that the instruction count it reports matches the exact run's within the
 same share, and that it is deterministic. Calls are drawn at random (seeded) over shapes, dtypes,
-chips and what-if profiles with few cores or small buffers, sized so that the loops are long
+chips and what-if profiles with few cores, small buffers or a small L2, sized so that the loops are long
 enough to be fast-forwarded; the test also checks that most cases did fast-forward something, so
 that it cannot pass by simulating everything.
 """
@@ -32,6 +32,8 @@ def _what_if(rng: np.random.Generator, soc: str):
     if rng.random() < 0.3:
         ub = base.cores[vector].buffers["UB"]
         changes[f"cores.{vector}.buffers.UB"] = ub // 2
+    if rng.random() < 0.3:          # an L2 the call overflows part-way (its regime changes)
+        changes["l2.bytes"] = int(rng.choice([256, 512, 1024])) << 10
     return base.override(changes) if changes else base, changes
 
 

@@ -37,8 +37,11 @@ def Loop(iterations: int | Iterable[T], key: Callable[[T], Hashable] | None = No
 
 
 def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
-    """Fast mode: each run of interchangeable iterations, with its middle fast-forwarded."""
+    """Fast mode: each run of interchangeable iterations, with its middle fast-forwarded (in
+    segments, each measured anew, where the L2 could fill during one skip)."""
     n, i = len(items), 0
+    l2 = ctx.profile.l2
+    cores = min(ctx.block_num, ctx.core.kind.count)
     while i < n:
         j = i + 1
         if key is None:
@@ -47,10 +50,12 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
             k = key(items[i])
             while j < n and key(items[j]) == k:
                 j += 1
-        split = ctx.fast.split(j - i, period)
-        if split is None:
-            yield from items[i:j]
-        else:
+        while i < j:
+            split = ctx.fast.split(j - i, period)
+            if split is None:
+                yield from items[i:j]
+                i = j
+                break
             head, skip = split
             run = None
             for r in range(head):
@@ -59,6 +64,6 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
                 elif r == head - period:
                     ctx.loop_mark(run, 1)
                 yield items[i + r]
+            skip = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2.bytes, l2.line_bytes, cores)
             ctx.loop_mark(run, 2, skip, period)
-            yield from items[i + head + skip:j]
-        i = j
+            i += head + skip
