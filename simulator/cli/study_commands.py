@@ -48,38 +48,133 @@ def _finish_rows(rows, output: str, journal: Path | None) -> None:
 
 def cmd_replay(args) -> int:
     w = load_workload(args.trace)
-    soc = check_soc(args.soc)
+    socs = [check_soc(s) for s in (args.soc or [DEFAULT_SOC])]
     calls = w.select(args.calls)
     overrides = what_if_overrides(args)
-    studies.make_profile(soc, overrides)           # a bad --set fails here, before any work
+    for soc in socs:
+        studies.make_profile(soc, overrides)       # a bad --set fails here, before any work
+    if args.msprof_out and len(socs) > 1:
+        raise CliError("--msprof-out takes one --soc (the files are one chip's)")
     journal = _journal(args.output, args.resume)
-    _check_study_budget(w, calls, studies.make_profile(soc, overrides), args, repeat=1)
-    rows = studies.replay(w, soc, overrides, calls=calls, mode=args.mode, seed=args.seed,
-                          journal=journal, resume=args.resume, **exec_kw(args))
+    _check_study_budget(w, calls, studies.make_profile(socs[0], overrides), args, repeat=len(socs))
+    # the estimated part belongs to the whole step: a --calls subset is not one
+    with_estimate = bool(w.estimated) and args.calls is None and not args.simulated_only
+    points = [studies.Point(soc, dict(overrides), {}) for soc in socs]
+    rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, journal=journal,
+                            resume=args.resume, estimated=with_estimate, desc=f"replay on {', '.join(socs)}",
+                            **exec_kw(args))
     if args.output:
         _finish_rows(rows, args.output, journal)
+    totals = studies.point_totals(rows)              # one point per --soc, in order
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps({"steps": [_step_record(t, w, with_estimate) for t in totals], "rows": rows}, indent=1))
     else:
-        print(f"{w.name}: {len(calls)} calls on {soc}" + (f" with {', '.join(args.set)}" if args.set else ""))
-        print(rows_table(rows))
-        print(summary_line(rows, soc))
-        for r in rows:
-            if r["status"] == "not available":
-                print(f"call {r['call']}: {r['op']} not available in this simulator: skipped")
-            elif r["status"] != "ok":
-                print(f"call {r['call']}: {r['status']}: {r.get('message', '')}")
+        for k, soc in enumerate(socs):
+            if k:
+                print()
+            _print_replay(w, soc, calls, [r for r in rows if r["point"] == k], totals[k], args, with_estimate)
+        if len(socs) > 1:
+            print()
+            print(step_comparison(rows, socs, totals))
         if args.output:
             print(f"rows: {args.output}")
     if args.msprof_out:
         # the files need each call's whole record: the calls run once more, here, one by one
         for i in calls:
-            studies.run_call(w.calls[i], soc, overrides, mode=args.mode, seed=args.seed, trace=True,
+            studies.run_call(w.calls[i], socs[0], overrides, mode=args.mode, seed=args.seed, trace=True,
                              msprof_out=str(Path(args.msprof_out) / f"call{i:03d}"))
         if not args.json:
             print(f"msprof files: {args.msprof_out}/call<N>/ (docs/OUTPUTS.md)")
-    failed = [r for r in rows if r["status"] not in ("ok", "not available")]
+    failed = [r for r in rows if r["status"] not in ("ok", "not available", "estimated")]
     return EXIT_REJECTED if failed else EXIT_OK
+
+
+def _step_record(t: dict, w, with_estimate: bool) -> dict:
+    """One chip's step for --json: the simulated part, the estimated part, their sum and share."""
+    return {"soc": t["soc"], "simulated_us": t["time_us"], "simulated_cycles": t["cycles"],
+            "estimated_us": t["estimated_us"] if with_estimate else None,
+            "step_us": t["step_us"] if with_estimate else None,
+            "simulated_share": t["simulated_share"] if with_estimate else None,
+            "simulated_calls": t["ok"], "estimated_calls": t["estimated"], "not_available": t["skipped"],
+            "failed": t["failed"], "estimate_left_out": bool(w.estimated) and not with_estimate}
+
+
+def _print_replay(w, soc: str, calls, rows: list[dict], total: dict, args, with_estimate: bool) -> None:
+    sim = [r for r in rows if r["kind"] == "simulated"]
+    est = [r for r in rows if r["kind"] == "estimated"]
+    print(f"{w.name}: {len(calls)} simulated calls on {soc}" + (f" with {', '.join(args.set)}" if args.set else ""))
+    print(rows_table(sim))
+    print(summary_line(sim, soc))
+    for r in sim:
+        if r["status"] == "not available":
+            print(f"call {r['call']}: {r['op']} not available in this simulator: skipped")
+        elif r["status"] != "ok":
+            print(f"call {r['call']}: {r['status']}: {r.get('message', '')}")
+    if est:
+        print(estimated_table(est, top=args.top_estimated))
+    if with_estimate:
+        print(step_line(total, soc))
+    elif w.estimated:
+        why = "--calls selects simulated calls" if args.calls is not None else "--simulated-only"
+        print(f"step: the trace's {sum(e.count for e in w.estimated)} estimated calls are left out ({why}); "
+              f"the total above is the simulated part only")
+
+
+def estimated_table(est: list[dict], top: int = 10) -> str:
+    """The estimated calls that cost the most (count-weighted), labelled as estimates."""
+    ranked = sorted(est, key=lambda r: -r["time_us"] * r["count"])
+    out = [[r["call"], (r["label"] or "")[:34], r["op"][:34], r["unit"], r["dtype"], r["shapes"][:22], r["count"],
+            f"{r['time_us']:,.2f}", f"{r['time_us'] * r['count']:,.1f}", r["bound"], "estimated"]
+           for r in ranked[:top]]
+    n = sum(r["count"] for r in est)
+    head = (f"estimated: {n} calls ({len(est)} distinct), a roofline each from the profile (docs/STEP.md); "
+            f"the {min(top, len(est))} that cost the most:")
+    lines = [head, text_table(out, ["#", "label", "op", "unit", "dtype", "shape", "n", "us", "us x n", "bound",
+                                    "status"], right={0, 6, 7, 8})]
+    if len(est) > top:
+        lines.append(f"... and {len(est) - top} more (all in --json and -o rows)")
+    return "\n".join(lines)
+
+
+def step_line(t: dict, soc: str) -> str:
+    """The step on one chip: simulated + estimated = total, and the share simulated."""
+    left = []
+    if t["skipped"]:
+        left.append(f"{t['skipped']} distinct call(s) not available")
+    if t["failed"]:
+        left.append(f"{t['failed']} distinct call(s) refused or failed")
+    return (f"step on {soc}: simulated {t['time_us']:,.1f} us + estimated {t['estimated_us']:,.1f} us = "
+            f"{t['step_us']:,.1f} us ({t['simulated_share']:.1%} simulated)"
+            + (f"; left out: {', '.join(left)}" if left else ""))
+
+
+def step_comparison(rows: list[dict], socs: list[str], totals: list[dict]) -> str:
+    """Where a step's time moves between chips: per part (simulated operator, estimated aten op)
+    the count-weighted time on each chip and its change against the first, largest change first."""
+    groups: dict[tuple[str, str], dict[str, float]] = {}
+    for r in rows:
+        if r["status"] not in ("ok", "estimated"):
+            continue
+        g = groups.setdefault((r["kind"], r["op"]), {})
+        g[r["soc"]] = g.get(r["soc"], 0.0) + r["time_us"] * r["count"]
+    base = socs[0]
+    ranked = sorted(groups.items(), key=lambda kv: -max(abs(kv[1].get(s, 0.0) - kv[1].get(base, 0.0)) for s in socs))
+    out = []
+    for (kind, op), us in ranked:
+        out.append([kind, op[:40]] + [f"{us.get(s, 0.0):,.1f}" if s in us else "-" for s in socs]
+                   + [_delta(us.get(s), us.get(base)) for s in socs[1:]])
+    out.append(["step", "total"] + [f"{t['step_us']:,.1f}" for t in totals]
+               + [_delta(t["step_us"], totals[0]["step_us"]) for t in totals[1:]])
+    head = ["part", "op"] + [f"{s} us" for s in socs] + [f"{s} vs {base}" for s in socs[1:]]
+    return ("where the step's time moves (count-weighted us per part; simulated parts are simulated, "
+            "estimated parts a roofline):\n" + text_table(out, head, right=set(range(2, len(head)))))
+
+
+def _delta(v: float | None, base: float | None) -> str:
+    if v is None or base is None:
+        return "-"
+    d = v - base
+    return f"{d:+,.1f} us" + (f" ({d / base:+.0%})" if base else "")
 
 
 def _regress_status(d, rows) -> str:
@@ -290,13 +385,25 @@ def register(sub) -> None:
 
 def _add_replay(sub) -> None:
     """`replay`: every call of a trace on one chip."""
-    rp = sub.add_parser("replay", help="replay a workload trace on a chip",
+    rp = sub.add_parser("replay", help="replay a workload trace (a whole training step) on one chip or several",
                         description="Replay every call of a workload trace (traces/README.md) on any SoC, with "
                                     "optional what-if overrides, in timing mode. Calls of operators not in this "
-                                    "simulator are skipped with a 'not available' line.")
+                                    "simulator are skipped with a 'not available' line. A trace with estimated "
+                                    "calls (captured from a whole step) also gets their roofline estimate on the "
+                                    "profile, labelled 'estimated', and the step's split: simulated + estimated = "
+                                    "total. Several --soc compare the step across chips (docs/STEP.md).",
+                        epilog="examples:\n  ascend-sim replay traces/resnet50_conv_backward.yaml --soc Ascend910B1\n"
+                               "  ascend-sim replay traces/resnet50_conv_backward.yaml --soc Ascend910A --soc Ascend910B1\n"
+                               "  ascend-sim replay traces/resnet50_conv_backward.yaml --set device_memory.bandwidth_GBps=x0.5",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     rp.add_argument("trace", help="workload trace (.yaml, .json or .jsonl)")
-    profile_args(rp)
-    rp.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
+    profile_args(rp, many_socs=True)
+    rp.add_argument("--calls", metavar="SEL", help="only these simulated calls, e.g. 0-5,9 (the estimated part, "
+                                                   "which belongs to the whole step, is then left out)")
+    rp.add_argument("--simulated-only", action="store_true",
+                    help="leave out the trace's estimated calls: the simulated part alone")
+    rp.add_argument("--top-estimated", type=int_in(0, 10 ** 6), default=10, metavar="N",
+                    help="how many estimated calls to list, those that cost the most first (default 10)")
     rp.add_argument("--mode", default="timing", choices=MODES,
                     help="timing (default), functional, or fast: loops fast-forwarded within a stated bound")
     rp.add_argument("--seed", type=SEED, default=0)
