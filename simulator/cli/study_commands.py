@@ -275,24 +275,43 @@ def cmd_sweep(args) -> int:
     execution = exec_kw(args)                  # a bad --scheduler fails here, before any work
     print(f"sweep: {w.name}, {len(calls)} calls x {len(points)} points"
           + (f" on Dask {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
+    with_estimate = bool(w.estimated) and calls_given(args, spec) is None and not args.simulated_only
     rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, desc="sweep",
-                            journal=journal, resume=args.resume, **execution)
+                            journal=journal, resume=args.resume, estimated=with_estimate, **execution)
     _finish_rows(rows, output, journal)
     params = list(grid)
     totals = studies.point_totals(rows)
-    base = totals[0]["cycles"] or 1.0
+    key = "step_us" if with_estimate else "time_us"
+    base = totals[0][key] or 1.0
     table = []
     for t in totals:
         r0 = next(r for r in rows if r["point"] == t["point"])
-        table.append([t["point"], r0["soc"]] + [str(r0[k]) for k in params]
-                     + [f"{t['cycles']:,.0f}", f"{t['time_us']:,.1f}", f"{base / t['cycles']:.2f}x" if t["cycles"] else "-"]
+        figures = [f"{t['cycles']:,.0f}", f"{t['time_us']:,.1f}"]
+        if with_estimate:
+            figures += [f"{t['estimated_us']:,.1f}", f"{t['step_us']:,.1f}", f"{t['simulated_share']:.0%}"]
+        table.append([t["point"], r0["soc"]] + [str(r0[k]) for k in params] + figures
+                     + [f"{base / t[key]:.2f}x" if t[key] else "-"]
                      + ([f"{t['skipped']} skipped"] if t["skipped"] else []) + ([f"{t['failed']} failed"] if t["failed"] else []))
-    print(text_table(table, ["point", "soc"] + params + ["cycles", "us", "speed-up"], right={0}))
+    head = ["point", "soc"] + params + (["sim cycles", "sim us", "est us", "step us", "simulated", "speed-up"]
+                                        if with_estimate else ["cycles", "us", "speed-up"])
+    print(text_table(table, head, right={0}))
+    if with_estimate:
+        print("step = simulated calls + estimated calls (a roofline each from the point's profile, labelled "
+              "'estimated' in the rows; docs/STEP.md)")
+    elif w.estimated:
+        print(f"the trace's {sum(e.count for e in w.estimated)} estimated calls are left out "
+              f"({'--calls selects simulated calls' if calls_given(args, spec) is not None else '--simulated-only'}): "
+              f"cycles are the simulated part only")
     print(f"rows: {output} ({len(rows)} rows: one per point per call)")
     if plot:
         studies.plot_sweep(rows, params, plot, title=f"{w.name}: sweep")
         print(f"plot: {plot}")
     return EXIT_OK
+
+
+def calls_given(args, spec: dict):
+    """The --calls selection of a sweep (the command line's, else the sweep file's), or None."""
+    return args.calls if args.calls is not None else spec.get("calls")
 
 
 def cmd_tune(args) -> int:
@@ -454,7 +473,9 @@ def _add_sweep(sub) -> None:
     sw.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="fixed override at every point")
     sw.add_argument("--param", action="append", default=[], metavar="FIELD=V1,V2,...",
                     help="a swept profile field and its values, repeatable")
-    sw.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
+    sw.add_argument("--calls", metavar="SEL", help="only these simulated calls, e.g. 0-5,9 (the estimated part, "
+                                                   "which belongs to the whole step, is then left out)")
+    sw.add_argument("--simulated-only", action="store_true", help="leave out the trace's estimated calls")
     sw.add_argument("-o", "--output", type=a_path, help="rows file: .csv, .json or .jsonl (default out/sweep_<name>.csv)")
     sw.add_argument("--plot", type=a_path, help="plot file: .png or .svg (cycles vs parameter, pipe breakdown, roofline)")
     sw.add_argument("--mode", default="timing", choices=MODES,

@@ -20,7 +20,8 @@ and a tensor that requires grad (the forward's first layer), or at the first map
 ends with the block. What runs before it in the block (building the model: `empty`, weight init
 such as `uniform_` under no_grad, `_to_copy` casts of the parameters, creating the inputs) is
 set-up: reported, not counted. Inside the step, views and allocations (`detach`, `view`,
-`expand`, `empty`, ...) run no kernel and move no bytes. FLOPs are 2 x multiply-adds, from our own
+`expand`, `empty`, ...) run no kernel and move no bytes; `ones_like` and its kind write their
+result and read nothing. FLOPs are 2 x multiply-adds, from our own
 formula for convolution and its backward (torch's `flop_counter` ignores `groups` in the weight
 gradient) and ConvTBC, from `torch.utils.flop_counter` for the other matmul-like ops; elementwise
 ops have none. Bytes are every tensor argument and result (a strided view counts the memory it
@@ -117,6 +118,10 @@ NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_str
              "sym_numel", "sym_storage_offset", "_local_scalar_dense", "set_", "resize_"}
 
 
+# factories shaped like their argument: they read its shape, not its data
+LIKE_FACTORIES = {"zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like"}
+
+
 @dataclass
 class OpStats:
     calls: int = 0
@@ -147,7 +152,12 @@ class Capture:
     def record(self, func, args: tuple, kwargs: dict, out) -> None:
         name = self.inside or func._overloadpacket.__name__
         kernel = not (func.is_view or name in NO_KERNEL)
-        nbytes = _tensor_bytes(args) + _tensor_bytes(kwargs) + _tensor_bytes(out) if kernel else 0
+        if not kernel:
+            nbytes = 0
+        elif name in LIKE_FACTORIES:
+            nbytes = _tensor_bytes(out)
+        else:
+            nbytes = _tensor_bytes(args) + _tensor_bytes(kwargs) + _tensor_bytes(out)
         if not self.started:
             torch = _torch()
             if name in MAPPED or (torch.is_grad_enabled() and _requires_grad(args, kwargs)):
@@ -232,8 +242,9 @@ class Capture:
         return {"flops": map_f / tot_f if tot_f else 0.0, "bytes": map_b / tot_b if tot_b else 0.0}
 
     def unmapped(self) -> list[tuple[str, OpStats]]:
-        """The ops the trace estimates (or, for views, leaves out), by share of FLOPs, then of bytes."""
-        rest = [(n, s) for n, s in self.ops.items() if n not in MAPPED]
+        """The ops the trace estimates, by share of FLOPs, then of bytes (views and allocations,
+        which run no kernel, are left out)."""
+        rest = [(n, s) for n, s in self.ops.items() if n not in MAPPED and not (n in self.no_kernel and not s.bytes)]
         return sorted(rest, key=lambda kv: (-kv[1].flops, -kv[1].bytes, kv[0]))
 
     def workload(self, name: str | None = None, description: str = "", simulate=None) -> Workload:
