@@ -113,7 +113,7 @@ def _print_replay(w, soc: str, calls, rows: list[dict], total: dict, args, with_
     if est:
         print(estimated_table(est, top=args.top_estimated))
     if with_estimate:
-        print(step_line(total, soc))
+        print(step_line(total, soc, rows))
     elif w.estimated:
         why = "--calls selects simulated calls" if args.calls is not None else "--simulated-only"
         print(f"step: the trace's {sum(e.count for e in w.estimated)} estimated calls are left out ({why}); "
@@ -136,16 +136,23 @@ def estimated_table(est: list[dict], top: int = 10) -> str:
     return "\n".join(lines)
 
 
-def step_line(t: dict, soc: str) -> str:
-    """The step on one chip: simulated + estimated = total, and the share simulated."""
+def step_line(t: dict, soc: str, rows: list[dict] | None = None) -> str:
+    """The step on one chip: simulated + estimated = total, the share simulated, and what it
+    leaves out (calls not available in this simulator, refused on this chip, or failed)."""
+    refused = [r for r in rows or [] if r["kind"] == "simulated" and r["status"].startswith("rejected")
+               and "not supported on" in r.get("message", "")]
     left = []
     if t["skipped"]:
-        left.append(f"{t['skipped']} distinct call(s) not available")
-    if t["failed"]:
-        left.append(f"{t['failed']} distinct call(s) refused or failed")
+        left.append(f"{t['skipped']} distinct call(s) not available in this simulator")
+    if refused:
+        n = sum(r["count"] for r in refused)
+        ops = ", ".join(sorted({r["op"] for r in refused}))
+        left.append(f"{n} call(s) of {ops} not supported on {soc} (rejected 161002, as CANN refuses them)")
+    if t["failed"] > len(refused):
+        left.append(f"{t['failed'] - len(refused)} distinct call(s) refused or failed")
     return (f"step on {soc}: simulated {t['time_us']:,.1f} us + estimated {t['estimated_us']:,.1f} us = "
             f"{t['step_us']:,.1f} us ({t['simulated_share']:.1%} simulated)"
-            + (f"; left out: {', '.join(left)}" if left else ""))
+            + (f"; left out: {'; '.join(left)}" if left else ""))
 
 
 def step_comparison(rows: list[dict], socs: list[str], totals: list[dict]) -> str:
@@ -163,11 +170,15 @@ def step_comparison(rows: list[dict], socs: list[str], totals: list[dict]) -> st
     for (kind, op), us in ranked:
         out.append([kind, op[:40]] + [f"{us.get(s, 0.0):,.1f}" if s in us else "-" for s in socs]
                    + [_delta(us.get(s), us.get(base)) for s in socs[1:]])
-    out.append(["step", "total"] + [f"{t['step_us']:,.1f}" for t in totals]
-               + [_delta(t["step_us"], totals[0]["step_us"]) for t in totals[1:]])
+    partial = [bool(t["skipped"] or t["failed"]) for t in totals]
+    out.append(["step", "total"] + [f"{t['step_us']:,.1f}" + (" *" if p else "") for t, p in zip(totals, partial)]
+               + ["- *" if partial[0] or p else _delta(t["step_us"], totals[0]["step_us"])
+                  for t, p in zip(totals[1:], partial[1:])])
     head = ["part", "op"] + [f"{s} us" for s in socs] + [f"{s} vs {base}" for s in socs[1:]]
+    note = ("\n* leaves out calls that did not run there (its step line says which): its total is not the "
+            "whole step, so not compared" if any(partial) else "")
     return ("where the step's time moves (count-weighted us per part; simulated parts are simulated, "
-            "estimated parts a roofline):\n" + text_table(out, head, right=set(range(2, len(head)))))
+            "estimated parts a roofline):\n" + text_table(out, head, right=set(range(2, len(head)))) + note)
 
 
 def _delta(v: float | None, base: float | None) -> str:
