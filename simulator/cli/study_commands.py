@@ -48,7 +48,7 @@ def _finish_rows(rows, output: str, journal: Path | None) -> None:
 
 def cmd_replay(args) -> int:
     w = load_workload(args.trace)
-    socs = [check_soc(s) for s in (args.soc or [DEFAULT_SOC])]
+    socs = list(dict.fromkeys(check_soc(s) for s in (args.soc or [DEFAULT_SOC])))
     calls = w.select(args.calls)
     overrides = what_if_overrides(args)
     for soc in socs:
@@ -284,7 +284,9 @@ def cmd_sweep(args) -> int:
     _check_study_budget(w, calls, studies.make_profile(points[0].soc, points[0].overrides), args,
                         repeat=len(points))
     execution = exec_kw(args)                  # a bad --scheduler fails here, before any work
-    print(f"sweep: {w.name}, {len(calls)} calls x {len(points)} points"
+    n_est = len(w.estimated) if (w.estimated and calls_given(args, spec) is None and not args.simulated_only) else 0
+    print(f"sweep: {w.name}, {len(calls)} calls" + (f" (+ {n_est} estimated)" if n_est else "")
+          + f" x {len(points)} points"
           + (f" on Dask {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
     with_estimate = bool(w.estimated) and calls_given(args, spec) is None and not args.simulated_only
     rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, desc="sweep",

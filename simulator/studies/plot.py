@@ -77,8 +77,8 @@ def _point_label(r0: dict, params: Sequence[str], with_soc: bool) -> str:
 
 def _cycles_panel(ax, totals: list[dict], first: dict[int, dict], params: Sequence[str]) -> None:
     """Workload cycles against the first swept parameter: a line per SoC and other parameters;
-    with an estimated part, the simulated part (solid), the estimated part (dotted) and the
-    step, their sum (dashed), in the same colour."""
+    with an estimated part, the step's time in us (chips' clocks differ) as the simulated part
+    (solid), the estimated part (dotted) and the step, their sum (dashed), in the same colour."""
     xparam = params[0] if params else None
     with_estimate = any(t.get("estimated") for t in totals)
     series: dict[str, list[tuple[Any, float, float]]] = {}
@@ -87,7 +87,8 @@ def _cycles_panel(ax, totals: list[dict], first: dict[int, dict], params: Sequen
         others = [f"{_short(k)}={r0[k]}" for k in params[1:]]
         name = " ".join([r0["soc"]] + others)
         x = r0[xparam] if xparam else r0["soc"]
-        series.setdefault(name, []).append((x, t["cycles"], t.get("estimated_cycles", 0.0)))
+        figures = (t["time_us"], t["estimated_us"]) if with_estimate else (t["cycles"], 0.0)
+        series.setdefault(name, []).append((x, *figures))
     numeric = xparam is not None and all(isinstance(x, (int, float)) for s in series.values() for x, _, _ in s)
     for k, (name, pts) in enumerate(series.items()):
         if numeric:
@@ -101,9 +102,9 @@ def _cycles_panel(ax, totals: list[dict], first: dict[int, dict], params: Sequen
         ax.plot(xs, [p[2] for p in pts], marker="s", ls=":", color=color, label=f"{name} estimated")
         ax.plot(xs, [p[1] + p[2] for p in pts], marker="^", ls="--", color=color, label=f"{name} step")
     ax.set_xlabel(xparam or "SoC")
-    ax.set_ylabel("cycles (count-weighted): simulated, estimated, step" if with_estimate
+    ax.set_ylabel("us (count-weighted): simulated, estimated, step" if with_estimate
                   else "workload cycles (sum over calls, count-weighted)")
-    ax.set_title(("step " if with_estimate else "") + "cycles vs " + (xparam or "SoC"))
+    ax.set_title(("step time" if with_estimate else "cycles") + " vs " + (xparam or "SoC"))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
 
@@ -160,6 +161,6 @@ def _roofline_panel(ax, cmap, rows: Sequence[dict], totals: list[dict], by_point
         ax.set_xlim(lo, hi)
     ax.set_xlabel("intensity: compute-pipe work cycles per device-memory byte")
     ax.set_ylabel("compute-pipe utilisation (fraction of chip peak)")
-    ax.set_title("simulated calls on the roofline (dashed: min(1, intensity / ridge))")
+    ax.set_title("simulated calls (dashed roof: min(1, intensity / ridge))")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="best")
