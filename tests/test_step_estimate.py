@@ -329,3 +329,15 @@ def test_shipped_estimated_part_is_the_capture_of_the_model(name):
     shipped = studies.load_trace(TRACES / f"{name}.yaml")
     assert [e.to_record() for e in w.estimated] == [e.to_record() for e in shipped.estimated]
     assert sum(s.calls for s in cap.setup.values()) > 0 and not any(n in cap.ops for n in ("uniform_", "normal_"))
+
+
+def test_a_chip_that_refuses_a_simulated_call_says_its_step_is_not_whole(step_trace):
+    """The Atlas inference chip 310P3 has no SiluBackward (CANN refuses it with 161002): its step
+    names what it leaves out, and the comparison does not set its partial total against a whole one."""
+    p = cli("replay", str(step_trace), "--soc", "Ascend910B1", "--soc", "Ascend310P3", "--workers", "1",
+            "--no-progress")
+    assert p.returncode == 1, p.stderr
+    assert ("left out: 2 call(s) of SiluBackward not supported on Ascend310P3 (rejected 161002, as CANN "
+            "refuses them)") in p.stdout
+    total = next(l for l in p.stdout.splitlines() if l.startswith("step ") and "total" in l)
+    assert total.rstrip().endswith("- *") and "not the whole step" in p.stdout
