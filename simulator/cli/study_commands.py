@@ -401,7 +401,8 @@ def cmd_capture(args) -> int:
         raise Rejected(f"{script}: the script raised {type(e).__name__}: {studies.one_line(str(e))}") from None
     path = cap.save(out, args.name)
     print(cap.summary())
-    print(f"trace: {path} ({sum(c.count for c in cap.calls)} calls, {len(cap.calls)} distinct)")
+    print(f"trace: {path} ({sum(c.count for c in cap.calls)} simulated calls, {len(cap.calls)} distinct; "
+          f"{sum(e.count for e in cap.estimated)} estimated, {len(cap.estimated)} distinct)")
     return EXIT_OK
 
 
@@ -549,9 +550,13 @@ def _add_capture(sub) -> None:
                         description="Run a Python script (a PyTorch model's forward and backward) under "
                                     "simulator.capture(): the aten calls that map to our operators "
                                     "(convolution_backward, silu_backward, grid_sampler_2d_backward, "
-                                    "conv_tbc_backward) become a workload trace for replay, sweep and regress; "
-                                    "the summary ranks the calls it could not map by their share of FLOPs "
-                                    "and bytes. Needs torch.",
+                                    "conv_tbc_backward) become the simulated calls of a workload trace for "
+                                    "replay, sweep and regress, and every other kernel of the step an "
+                                    "estimated call (a roofline on replay), so the trace is the whole step. "
+                                    "The step begins at the first call autograd records; what runs before it "
+                                    "(building the model, init, casts) is set-up and not counted (docs/STEP.md). "
+                                    "The summary ranks the estimated ops by their share of FLOPs and bytes. "
+                                    "Needs torch.",
                         epilog="example:\n  ascend-sim capture my_train_step.py -o traces/my_model.yaml -- --batch 8\n"
                                "  ascend-sim replay traces/my_model.yaml --soc Ascend910B1",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
