@@ -341,3 +341,20 @@ def test_a_chip_that_refuses_a_simulated_call_says_its_step_is_not_whole(step_tr
             "refuses them)") in p.stdout
     total = next(l for l in p.stdout.splitlines() if l.startswith("step ") and "total" in l)
     assert total.rstrip().endswith("- *") and "not the whole step" in p.stdout
+
+
+@needs_torch
+def test_conv_tbc_flops_against_a_hand_count():
+    import torch
+    import simulator
+    x = torch.randn(5, 2, 3, requires_grad=True)           # T=5, B=2, C_in=3
+    w = torch.randn(3, 3, 4, requires_grad=True)           # k=3, C_in=3, C_out=4
+    b = torch.zeros(4, requires_grad=True)
+    with simulator.capture() as cap:
+        torch.conv_tbc(x, w, b, 1).sum().backward()
+    fwd = 2 * 5 * 2 * 3 * 4 * 3                            # T_out = 5 + 2 x 1 - 3 + 1 = 5
+    assert cap.ops["conv_tbc"].flops == fwd
+    assert cap.ops["conv_tbc_backward"].flops == 2 * fwd    # input and weight gradients
+    (call,) = cap.calls
+    assert call.op == "ConvTbcBackward" and "mm" not in cap.ops          # its parts are its own
+    assert cap.coverage()["flops"] == pytest.approx(2 / 3)
