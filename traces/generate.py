@@ -1,6 +1,7 @@
 """Writes the shipped workload traces from the models' published layer tables.
 
-    python traces/generate.py            # rewrites the .yaml traces here (baselines are kept)
+    python traces/generate.py            # rewrites the .yaml traces' calls here (baselines and the
+                                         # estimated part of the step are kept)
 
 Each trace is what one training step's backward pass of the model asks of the operator, at the
 batch size given, in backward order (the last layer first) or, for the convolution workloads, as
@@ -24,7 +25,10 @@ def _flow(rec: dict) -> str:
 
 
 def write(path: Path, header: dict, comment: str, calls: list[dict]) -> None:
-    old = studies.load_trace(path).baselines if path.exists() else {}
+    """Write the trace's calls; the baselines and the estimated part of the step
+    (traces/torch_models.py --estimate) already in the file are kept."""
+    previous = studies.load_trace(path) if path.exists() else None
+    old = previous.baselines if previous else {}
     lines = [f"# {l}".rstrip() for l in comment.strip().splitlines()]
     lines.append(f"format: {studies.FORMAT}")
     for k, v in header.items():
@@ -32,7 +36,7 @@ def write(path: Path, header: dict, comment: str, calls: list[dict]) -> None:
     lines.append("calls:")
     for c in calls:
         lines.append(f"  - {_flow(c)}")
-    text = "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n" + (studies.estimated_yaml(previous.estimated) if previous else "")
     path.write_text(text)
     w = studies.load_trace(path)              # validates what we wrote
     keep = {soc: b for soc, b in old.items() if len(b["calls"]) == len(w.calls)}

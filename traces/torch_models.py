@@ -4,9 +4,13 @@
     python traces/torch_models.py              # capture each at full size (meta device: no compute,
                                                # seconds) and compare with the shipped trace
     python traces/torch_models.py --write NAME # rewrite a shipped trace from its capture
+    python traces/torch_models.py --estimate NAME|all
+                                               # write the step's other calls into a shipped trace's
+                                               # `estimated:` block (its calls and baselines untouched)
 
-Each function runs one training step's forward and backward of the model (what the trace holds);
-the layer tables are the same published ones traces/generate.py cites. Needs torch (no
+Each function builds the model and its inputs (set-up, which the capture leaves out) and runs one
+training step's forward and backward (what the trace holds: the calls we simulate, and every other
+kernel as an estimated call); the layer tables are the same published ones traces/generate.py cites. Needs torch (no
 torchvision: the models are built here from torch.nn layers).
 """
 from __future__ import annotations
@@ -163,12 +167,12 @@ def deformable_detr(N: int = 4, heads: int = 8, d_model: int = 256, points: int 
     shapes = [(-(-H // s), -(-W // s)) for s in (8, 16, 32, 64)]
     S = sum(h * w for h, w in shapes)
     D = d_model // heads
-    outs = []
+    inputs = []                 # every layer's inputs first: set-up, not the step
     for lq in [S] * layers + [queries] * layers:
-        value = torch.randn(N, S, heads, D, device=device, dtype=dtype, requires_grad=True)
-        loc = torch.rand(N, lq, heads, len(shapes), points, 2, device=device, dtype=dtype, requires_grad=True)
-        aw = torch.rand(N, lq, heads, len(shapes), points, device=device, dtype=dtype, requires_grad=True)
-        outs.append(ms_deform_attn_core_pytorch(value, shapes, loc, aw).sum())
+        inputs.append((torch.randn(N, S, heads, D, device=device, dtype=dtype, requires_grad=True),
+                       torch.rand(N, lq, heads, len(shapes), points, 2, device=device, dtype=dtype, requires_grad=True),
+                       torch.rand(N, lq, heads, len(shapes), points, device=device, dtype=dtype, requires_grad=True)))
+    outs = [ms_deform_attn_core_pytorch(value, shapes, loc, aw).sum() for value, loc, aw in inputs]
     torch.stack(outs).sum().backward()
 
 
@@ -207,12 +211,36 @@ def differences(a, b) -> list[str]:
     return out
 
 
+def step_workload(name: str, **kw):
+    """The shipped trace with the step's estimated part from a fresh capture: the simulated calls
+    stay the shipped ones (their operators only); every other kernel of the step, the calls of
+    our other operators included, is estimated. Refused when the capture's simulated calls differ
+    from the shipped ones (rewrite them with --write first)."""
+    calls, cap, shipped = captured(name, **kw)
+    diff = differences(calls, shipped.calls)
+    if diff:
+        raise SystemExit(f"{name}: the capture's simulated calls differ from the shipped trace's "
+                         f"({diff[0][:200]}); rewrite it with --write {name} first")
+    step = cap.workload(name, simulate={c.op for c in shipped.calls})
+    shipped.estimated = step.estimated
+    return shipped, cap
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", metavar="NAME", help="rewrite this shipped trace from its capture")
+    ap.add_argument("--estimate", metavar="NAME", help="write the estimated part of this shipped trace's step "
+                                                      "(or 'all') from its capture")
     args = ap.parse_args()
     status = 0
     for name in MODELS:
+        if args.estimate in (name, "all"):
+            from simulator import studies
+            w, cap = step_workload(name)
+            studies.write_estimated(w)
+            print(f"{name}: {sum(e.count for e in w.estimated)} estimated calls ({len(w.estimated)} distinct) "
+                  f"written to traces/{name}.yaml")
+            continue
         calls, cap, shipped = captured(name)
         diff = differences(calls, shipped.calls)
         print(f"{name}: {'same calls as the shipped trace' if not diff else f'{len(diff)} differences'}; "
@@ -221,8 +249,7 @@ def main() -> int:
             print("   ", d[:300])
         if args.write == name:
             from simulator import studies
-            w = cap.workload(name, shipped.description)
-            w.calls = [c for c in w.calls if c.op in {s.op for s in shipped.calls}]
+            w = cap.workload(name, shipped.description, simulate={s.op for s in shipped.calls})
             w.source = f"captured from torch.nn models with simulator.capture() (traces/torch_models.py); {shipped.source}"
             w.extra = dict(shipped.extra)
             for c, old in zip(w.calls, shipped.calls):

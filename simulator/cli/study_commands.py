@@ -48,38 +48,144 @@ def _finish_rows(rows, output: str, journal: Path | None) -> None:
 
 def cmd_replay(args) -> int:
     w = load_workload(args.trace)
-    soc = check_soc(args.soc)
+    socs = list(dict.fromkeys(check_soc(s) for s in (args.soc or [DEFAULT_SOC])))
     calls = w.select(args.calls)
     overrides = what_if_overrides(args)
-    studies.make_profile(soc, overrides)           # a bad --set fails here, before any work
+    for soc in socs:
+        studies.make_profile(soc, overrides)       # a bad --set fails here, before any work
+    if args.msprof_out and len(socs) > 1:
+        raise CliError("--msprof-out takes one --soc (the files are one chip's)")
     journal = _journal(args.output, args.resume)
-    _check_study_budget(w, calls, studies.make_profile(soc, overrides), args, repeat=1)
-    rows = studies.replay(w, soc, overrides, calls=calls, mode=args.mode, seed=args.seed,
-                          journal=journal, resume=args.resume, **exec_kw(args))
+    _check_study_budget(w, calls, studies.make_profile(socs[0], overrides), args, repeat=len(socs))
+    # the estimated part belongs to the whole step: a --calls subset is not one
+    with_estimate = bool(w.estimated) and args.calls is None and not args.simulated_only
+    points = [studies.Point(soc, dict(overrides), {}) for soc in socs]
+    rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, journal=journal,
+                            resume=args.resume, estimated=with_estimate, desc=f"replay on {', '.join(socs)}",
+                            **exec_kw(args))
     if args.output:
         _finish_rows(rows, args.output, journal)
+    totals = studies.point_totals(rows)              # one point per --soc, in order
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps({"steps": [_step_record(t, w, with_estimate) for t in totals], "rows": rows}, indent=1))
     else:
-        print(f"{w.name}: {len(calls)} calls on {soc}" + (f" with {', '.join(args.set)}" if args.set else ""))
-        print(rows_table(rows))
-        print(summary_line(rows, soc))
-        for r in rows:
-            if r["status"] == "not available":
-                print(f"call {r['call']}: {r['op']} not available in this simulator: skipped")
-            elif r["status"] != "ok":
-                print(f"call {r['call']}: {r['status']}: {r.get('message', '')}")
+        for k, soc in enumerate(socs):
+            if k:
+                print()
+            _print_replay(w, soc, calls, [r for r in rows if r["point"] == k], totals[k], args, with_estimate)
+        if len(socs) > 1:
+            print()
+            print(step_comparison(rows, socs, totals))
         if args.output:
             print(f"rows: {args.output}")
     if args.msprof_out:
         # the files need each call's whole record: the calls run once more, here, one by one
         for i in calls:
-            studies.run_call(w.calls[i], soc, overrides, mode=args.mode, seed=args.seed, trace=True,
+            studies.run_call(w.calls[i], socs[0], overrides, mode=args.mode, seed=args.seed, trace=True,
                              msprof_out=str(Path(args.msprof_out) / f"call{i:03d}"))
         if not args.json:
             print(f"msprof files: {args.msprof_out}/call<N>/ (docs/OUTPUTS.md)")
-    failed = [r for r in rows if r["status"] not in ("ok", "not available")]
+    failed = [r for r in rows if r["status"] not in ("ok", "not available", "estimated")]
     return EXIT_REJECTED if failed else EXIT_OK
+
+
+def _step_record(t: dict, w, with_estimate: bool) -> dict:
+    """One chip's step for --json: the simulated part, the estimated part, their sum and share."""
+    return {"soc": t["soc"], "simulated_us": t["time_us"], "simulated_cycles": t["cycles"],
+            "estimated_us": t["estimated_us"] if with_estimate else None,
+            "step_us": t["step_us"] if with_estimate else None,
+            "simulated_share": t["simulated_share"] if with_estimate else None,
+            "simulated_calls": t["ok"], "estimated_calls": t["estimated"], "not_available": t["skipped"],
+            "failed": t["failed"], "estimate_left_out": bool(w.estimated) and not with_estimate}
+
+
+def _print_replay(w, soc: str, calls, rows: list[dict], total: dict, args, with_estimate: bool) -> None:
+    sim = [r for r in rows if r["kind"] == "simulated"]
+    est = [r for r in rows if r["kind"] == "estimated"]
+    print(f"{w.name}: {len(calls)} simulated calls on {soc}" + (f" with {', '.join(args.set)}" if args.set else ""))
+    print(rows_table(sim))
+    print(summary_line(sim, soc))
+    for r in sim:
+        if r["status"] == "not available":
+            print(f"call {r['call']}: {r['op']} not available in this simulator: skipped")
+        elif r["status"] != "ok":
+            print(f"call {r['call']}: {r['status']}: {r.get('message', '')}")
+    if est:
+        print(estimated_table(est, top=args.top_estimated))
+    if with_estimate:
+        print(step_line(total, soc, rows))
+    elif w.estimated:
+        why = "--calls selects simulated calls" if args.calls is not None else "--simulated-only"
+        print(f"step: the trace's {sum(e.count for e in w.estimated)} estimated calls are left out ({why}); "
+              f"the total above is the simulated part only")
+
+
+def estimated_table(est: list[dict], top: int = 10) -> str:
+    """The estimated calls that cost the most (count-weighted), labelled as estimates."""
+    ranked = sorted(est, key=lambda r: -r["time_us"] * r["count"])
+    out = [[r["call"], (r["label"] or "")[:34], r["op"][:34], r["unit"], r["dtype"], r["shapes"][:22], r["count"],
+            f"{r['time_us']:,.2f}", f"{r['time_us'] * r['count']:,.1f}", r["bound"], "estimated"]
+           for r in ranked[:top]]
+    n = sum(r["count"] for r in est)
+    head = (f"estimated: {n} calls ({len(est)} distinct), a roofline each from the profile (docs/STEP.md); "
+            f"the {min(top, len(est))} that cost the most:")
+    lines = [head, text_table(out, ["#", "label", "op", "unit", "dtype", "shape", "n", "us", "us x n", "bound",
+                                    "status"], right={0, 6, 7, 8})]
+    if len(est) > top:
+        lines.append(f"... and {len(est) - top} more (all in --json and -o rows)")
+    return "\n".join(lines)
+
+
+def step_line(t: dict, soc: str, rows: list[dict] | None = None) -> str:
+    """The step on one chip: simulated + estimated = total, the share simulated, and what it
+    leaves out (calls not available in this simulator, refused on this chip, or failed)."""
+    refused = [r for r in rows or [] if r["kind"] == "simulated" and r["status"].startswith("rejected")
+               and "not supported on" in r.get("message", "")]
+    left = []
+    if t["skipped"]:
+        left.append(f"{t['skipped']} distinct call(s) not available in this simulator")
+    if refused:
+        n = sum(r["count"] for r in refused)
+        ops = ", ".join(sorted({r["op"] for r in refused}))
+        left.append(f"{n} call(s) of {ops} not supported on {soc} (rejected 161002, as CANN refuses them)")
+    if t["failed"] > len(refused):
+        left.append(f"{t['failed'] - len(refused)} distinct call(s) refused or failed")
+    return (f"step on {soc}: simulated {t['time_us']:,.1f} us + estimated {t['estimated_us']:,.1f} us = "
+            f"{t['step_us']:,.1f} us ({t['simulated_share']:.1%} simulated)"
+            + (f"; left out: {'; '.join(left)}" if left else ""))
+
+
+def step_comparison(rows: list[dict], socs: list[str], totals: list[dict]) -> str:
+    """Where a step's time moves between chips: per part (simulated operator, estimated aten op)
+    the count-weighted time on each chip and its change against the first, largest change first."""
+    groups: dict[tuple[str, str], dict[str, float]] = {}
+    for r in rows:
+        if r["status"] not in ("ok", "estimated"):
+            continue
+        g = groups.setdefault((r["kind"], r["op"]), {})
+        g[r["soc"]] = g.get(r["soc"], 0.0) + r["time_us"] * r["count"]
+    base = socs[0]
+    ranked = sorted(groups.items(), key=lambda kv: -max(abs(kv[1].get(s, 0.0) - kv[1].get(base, 0.0)) for s in socs))
+    out = []
+    for (kind, op), us in ranked:
+        out.append([kind, op[:40]] + [f"{us.get(s, 0.0):,.1f}" if s in us else "-" for s in socs]
+                   + [_delta(us.get(s), us.get(base)) for s in socs[1:]])
+    partial = [bool(t["skipped"] or t["failed"]) for t in totals]
+    out.append(["step", "total"] + [f"{t['step_us']:,.1f}" + (" *" if p else "") for t, p in zip(totals, partial)]
+               + ["- *" if partial[0] or p else _delta(t["step_us"], totals[0]["step_us"])
+                  for t, p in zip(totals[1:], partial[1:])])
+    head = ["part", "op"] + [f"{s} us" for s in socs] + [f"{s} vs {base}" for s in socs[1:]]
+    note = ("\n* leaves out calls that did not run there (its step line says which): its total is not the "
+            "whole step, so not compared" if any(partial) else "")
+    return ("where the step's time moves (count-weighted us per part; simulated parts are simulated, "
+            "estimated parts a roofline):\n" + text_table(out, head, right=set(range(2, len(head)))) + note)
+
+
+def _delta(v: float | None, base: float | None) -> str:
+    if v is None or base is None:
+        return "-"
+    d = v - base
+    return f"{d:+,.1f} us" + (f" ({d / base:+.0%})" if base else "")
 
 
 def _regress_status(d, rows) -> str:
@@ -178,26 +284,47 @@ def cmd_sweep(args) -> int:
     _check_study_budget(w, calls, studies.make_profile(points[0].soc, points[0].overrides), args,
                         repeat=len(points))
     execution = exec_kw(args)                  # a bad --scheduler fails here, before any work
-    print(f"sweep: {w.name}, {len(calls)} calls x {len(points)} points"
+    n_est = len(w.estimated) if (w.estimated and calls_given(args, spec) is None and not args.simulated_only) else 0
+    print(f"sweep: {w.name}, {len(calls)} calls" + (f" (+ {n_est} estimated)" if n_est else "")
+          + f" x {len(points)} points"
           + (f" on Dask {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
+    with_estimate = bool(w.estimated) and calls_given(args, spec) is None and not args.simulated_only
     rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, desc="sweep",
-                            journal=journal, resume=args.resume, **execution)
+                            journal=journal, resume=args.resume, estimated=with_estimate, **execution)
     _finish_rows(rows, output, journal)
     params = list(grid)
     totals = studies.point_totals(rows)
-    base = totals[0]["cycles"] or 1.0
+    key = "step_us" if with_estimate else "time_us"
+    base = totals[0][key] or 1.0
     table = []
     for t in totals:
         r0 = next(r for r in rows if r["point"] == t["point"])
-        table.append([t["point"], r0["soc"]] + [str(r0[k]) for k in params]
-                     + [f"{t['cycles']:,.0f}", f"{t['time_us']:,.1f}", f"{base / t['cycles']:.2f}x" if t["cycles"] else "-"]
+        figures = [f"{t['cycles']:,.0f}", f"{t['time_us']:,.1f}"]
+        if with_estimate:
+            figures += [f"{t['estimated_us']:,.1f}", f"{t['step_us']:,.1f}", f"{t['simulated_share']:.0%}"]
+        table.append([t["point"], r0["soc"]] + [str(r0[k]) for k in params] + figures
+                     + [f"{base / t[key]:.2f}x" if t[key] else "-"]
                      + ([f"{t['skipped']} skipped"] if t["skipped"] else []) + ([f"{t['failed']} failed"] if t["failed"] else []))
-    print(text_table(table, ["point", "soc"] + params + ["cycles", "us", "speed-up"], right={0}))
+    head = ["point", "soc"] + params + (["sim cycles", "sim us", "est us", "step us", "simulated", "speed-up"]
+                                        if with_estimate else ["cycles", "us", "speed-up"])
+    print(text_table(table, head, right={0}))
+    if with_estimate:
+        print("step = simulated calls + estimated calls (a roofline each from the point's profile, labelled "
+              "'estimated' in the rows; docs/STEP.md)")
+    elif w.estimated:
+        print(f"the trace's {sum(e.count for e in w.estimated)} estimated calls are left out "
+              f"({'--calls selects simulated calls' if calls_given(args, spec) is not None else '--simulated-only'}): "
+              f"cycles are the simulated part only")
     print(f"rows: {output} ({len(rows)} rows: one per point per call)")
     if plot:
         studies.plot_sweep(rows, params, plot, title=f"{w.name}: sweep")
         print(f"plot: {plot}")
     return EXIT_OK
+
+
+def calls_given(args, spec: dict):
+    """The --calls selection of a sweep (the command line's, else the sweep file's), or None."""
+    return args.calls if args.calls is not None else spec.get("calls")
 
 
 def cmd_tune(args) -> int:
@@ -280,7 +407,8 @@ def cmd_capture(args) -> int:
         raise Rejected(f"{script}: the script raised {type(e).__name__}: {studies.one_line(str(e))}") from None
     path = cap.save(out, args.name)
     print(cap.summary())
-    print(f"trace: {path} ({sum(c.count for c in cap.calls)} calls, {len(cap.calls)} distinct)")
+    print(f"trace: {path} ({sum(c.count for c in cap.calls)} simulated calls, {len(cap.calls)} distinct; "
+          f"{sum(e.count for e in cap.estimated)} estimated, {len(cap.estimated)} distinct)")
     return EXIT_OK
 
 
@@ -296,13 +424,25 @@ def register(sub) -> None:
 
 def _add_replay(sub) -> None:
     """`replay`: every call of a trace on one chip."""
-    rp = sub.add_parser("replay", help="replay a workload trace on a chip",
+    rp = sub.add_parser("replay", help="replay a workload trace (a whole training step) on one chip or several",
                         description="Replay every call of a workload trace (traces/README.md) on any SoC, with "
                                     "optional what-if overrides, in timing mode. Calls of operators not in this "
-                                    "simulator are skipped with a 'not available' line.")
+                                    "simulator are skipped with a 'not available' line. A trace with estimated "
+                                    "calls (captured from a whole step) also gets their roofline estimate on the "
+                                    "profile, labelled 'estimated', and the step's split: simulated + estimated = "
+                                    "total. Several --soc compare the step across chips (docs/STEP.md).",
+                        epilog="examples:\n  ascend-sim replay traces/resnet50_conv_backward.yaml --soc Ascend910B1\n"
+                               "  ascend-sim replay traces/resnet50_conv_backward.yaml --soc Ascend910A --soc Ascend910B1\n"
+                               "  ascend-sim replay traces/resnet50_conv_backward.yaml --set device_memory.bandwidth_GBps=x0.5",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     rp.add_argument("trace", help="workload trace (.yaml, .json or .jsonl)")
-    profile_args(rp)
-    rp.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
+    profile_args(rp, many_socs=True)
+    rp.add_argument("--calls", metavar="SEL", help="only these simulated calls, e.g. 0-5,9 (the estimated part, "
+                                                   "which belongs to the whole step, is then left out)")
+    rp.add_argument("--simulated-only", action="store_true",
+                    help="leave out the trace's estimated calls: the simulated part alone")
+    rp.add_argument("--top-estimated", type=int_in(0, 10 ** 6), default=10, metavar="N",
+                    help="how many estimated calls to list, those that cost the most first (default 10)")
     rp.add_argument("--mode", default="timing", choices=MODES,
                     help="timing (default), functional, or fast: loops fast-forwarded within a stated bound")
     rp.add_argument("--seed", type=SEED, default=0)
@@ -356,7 +496,9 @@ def _add_sweep(sub) -> None:
     sw.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="fixed override at every point")
     sw.add_argument("--param", action="append", default=[], metavar="FIELD=V1,V2,...",
                     help="a swept profile field and its values, repeatable")
-    sw.add_argument("--calls", metavar="SEL", help="only these calls, e.g. 0-5,9")
+    sw.add_argument("--calls", metavar="SEL", help="only these simulated calls, e.g. 0-5,9 (the estimated part, "
+                                                   "which belongs to the whole step, is then left out)")
+    sw.add_argument("--simulated-only", action="store_true", help="leave out the trace's estimated calls")
     sw.add_argument("-o", "--output", type=a_path, help="rows file: .csv, .json or .jsonl (default out/sweep_<name>.csv)")
     sw.add_argument("--plot", type=a_path, help="plot file: .png or .svg (cycles vs parameter, pipe breakdown, roofline)")
     sw.add_argument("--mode", default="fast", choices=MODES,
@@ -421,9 +563,13 @@ def _add_capture(sub) -> None:
                         description="Run a Python script (a PyTorch model's forward and backward) under "
                                     "simulator.capture(): the aten calls that map to our operators "
                                     "(convolution_backward, silu_backward, grid_sampler_2d_backward, "
-                                    "conv_tbc_backward) become a workload trace for replay, sweep and regress; "
-                                    "the summary ranks the calls it could not map by their share of FLOPs "
-                                    "and bytes. Needs torch.",
+                                    "conv_tbc_backward) become the simulated calls of a workload trace for "
+                                    "replay, sweep and regress, and every other kernel of the step an "
+                                    "estimated call (a roofline on replay), so the trace is the whole step. "
+                                    "The step begins at the first call autograd records; what runs before it "
+                                    "(building the model, init, casts) is set-up and not counted (docs/STEP.md). "
+                                    "The summary ranks the estimated ops by their share of FLOPs and bytes. "
+                                    "Needs torch.",
                         epilog="example:\n  ascend-sim capture my_train_step.py -o traces/my_model.yaml -- --batch 8\n"
                                "  ascend-sim replay traces/my_model.yaml --soc Ascend910B1",
                         formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,4 +1,5 @@
-"""Studies (a package: trace, whatif, calls, distribute, sweep, regress, tune, plot): workload traces, replay, cycle regression, what-if sweeps and tiling search.
+"""Studies (a package: trace, whatif, calls, estimate, distribute, sweep, regress, tune, plot): workload
+traces, replay of a whole step (simulated and estimated), cycle regression, what-if sweeps and tiling search.
 
 This is the logic behind `ascend-sim replay / regress / sweep / tune`; the command line in
 simulator/cli/ only parses arguments and prints. Everything here is plain Python and usable
@@ -24,7 +25,9 @@ from __future__ import annotations
 
 from .trace import (FORMAT, TOP_LEVEL_KEYS, CALL_KEYS, TENSOR_KEYS, PARAM_KINDS, DTYPE_ALIASES, StudyError,
                     numpy_dtype, canonical_dtype, TensorSpec, Call, Workload, parse_selection, shape_of,
-                    check_init, call_from_record, read_structured, load_trace, save_trace, write_baselines)  # noqa: F401
+                    check_init, call_from_record, read_structured, load_trace, save_trace, write_baselines,
+                    EstimatedCall, estimated_from_record, estimated_yaml, write_estimated)  # noqa: F401
+from .estimate import Roofline, unit_rate, roofline, estimated_row  # noqa: F401
 from .whatif import (parse_value, parse_assignments, parse_sweep_values, profile_fields, resolve_overrides,
                      make_profile)  # noqa: F401
 from .calls import (opdef_for, available_ops, coerce_attr, NotAvailable, validate_call, build_inputs, estimate_call,

@@ -1,19 +1,31 @@
-"""Capture a workload from a real PyTorch model: the aten calls of its forward and backward that
-map to our operators become a workload trace that `replay`, `sweep` and `regress` take as it is.
+"""Capture a training step from a real PyTorch model: the aten calls of its forward and backward
+that map to our operators become the simulated calls of a workload trace; every other call that
+runs a kernel becomes an estimated call (simulator/studies/estimate.py), so that `replay`, `sweep`
+and `regress` take the trace as a whole step.
 
     with simulator.capture() as cap:
         loss = model(x).sum()
         loss.backward()
     cap.save("traces/my_model.yaml")
-    print(cap.summary())          # what the trace covers, and the ops it could not map
+    print(cap.summary())          # what the trace simulates, what it estimates, and the set-up left out
 
 A `TorchDispatchMode` sees every aten call below autograd, forward and backward. The calls we map
 (`convolution_backward` -> ConvolutionBackward, `silu_backward` -> SiluBackward,
 `grid_sampler_2d_backward` -> GridSampler2DBackward, `conv_tbc_backward` -> ConvTbcBackward) keep
 their shapes, dtypes and strides (a non-contiguous view stays one) and identical calls are counted
-(`count`), in the order they first ran. Every other call is counted with its FLOPs (PyTorch's own
-FLOP formulas, `torch.utils.flop_counter`) and bytes (its tensors' sizes), so the summary can say
-how much of the step the trace covers. torch is optional: without it this says how to install it.
+(`count`), in the order they first ran.
+
+The captured region is the step: it begins at the first aten call made with autograd recording
+and a tensor that requires grad (the forward's first layer), or at the first mapped call, and
+ends with the block. What runs before it in the block (building the model: `empty`, weight init
+such as `uniform_` under no_grad, `_to_copy` casts of the parameters, creating the inputs) is
+set-up: reported, not counted. Inside the step, views and allocations (`detach`, `view`,
+`expand`, `empty`, ...) run no kernel and move no bytes; `ones_like` and its kind write their
+result and read nothing. FLOPs are 2 x multiply-adds, from our own
+formula for convolution and its backward (torch's `flop_counter` ignores `groups` in the weight
+gradient) and ConvTBC, from `torch.utils.flop_counter` for the other matmul-like ops; elementwise
+ops have none. Bytes are every tensor argument and result (a strided view counts the memory it
+spans). torch is optional: without it this says how to install it.
 """
 from __future__ import annotations
 
@@ -22,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .trace import Call, StudyError, TensorSpec, Workload, default_init, save_trace
+from .trace import Call, EstimatedCall, StudyError, TensorSpec, Workload, default_init, save_trace
 
 TORCH_DTYPES = {"float32": "FLOAT", "float16": "FLOAT16", "bfloat16": "BF16", "float64": "DOUBLE",
                 "int8": "INT8", "uint8": "UINT8", "int16": "INT16", "int32": "INT32", "int64": "INT64",
@@ -92,6 +104,24 @@ MAPPED: dict[str, tuple[str, Callable]] = {
 }
 
 
+# ops on the Cube (matmul and convolution); every other op's estimate is on the vector unit
+CUBE_OPS = {"convolution", "_convolution", "convolution_backward", "conv_tbc", "conv_tbc_backward",
+            "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "_addmm_activation",
+            "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention_backward",
+            "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward",
+            "_scaled_mm"}
+# calls that run no kernel and move no data besides the views (func.is_view): allocations, and
+# view-like ops whose schema does not say so
+NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "_unsafe_view",
+             "lift_fresh", "is_same_size", "_has_compatible_shallow_copy_type", "sym_size", "sym_stride",
+             "sym_numel", "sym_storage_offset", "_local_scalar_dense", "set_", "resize_"}
+
+
+# factories shaped like their argument: they read its shape, not its data
+LIKE_FACTORIES = {"zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like"}
+
+
 @dataclass
 class OpStats:
     calls: int = 0
@@ -100,31 +130,70 @@ class OpStats:
 
 
 class Capture:
-    """What a capture saw: the mapped calls (deduplicated, counted) and every aten op's calls,
-    FLOPs and bytes."""
+    """What a capture saw: the mapped calls (deduplicated, counted), the estimated calls (every
+    other call that runs a kernel, identical ones counted), every aten op's calls, FLOPs and bytes
+    in the step, and the set-up before it."""
 
     def __init__(self, name: str = "captured", merge: bool = True):
         self.name, self.merge = name, merge
         self.calls: list[Call] = []
         self._index: dict[str, int] = {}
-        self.ops: dict[str, OpStats] = {}          # aten op name -> stats (mapped ones included)
+        self.estimated: list[EstimatedCall] = []
+        self._est_index: dict[tuple, int] = {}
+        self._mapped_estimated: list[EstimatedCall] = []     # per entry of self.calls
+        self.ops: dict[str, OpStats] = {}          # aten op name -> stats in the step (mapped ones included)
+        self.setup: dict[str, OpStats] = {}        # aten op name -> stats of the set-up before the step
+        self.no_kernel: dict[str, int] = {}        # views and allocations in the step: calls
+        self.started = False                       # the step has begun (see the module's docstring)
         self._flops = None
         self.inside: str | None = None             # a composite mapped op running: its parts are its own
 
     # ---- recording (called by the dispatch mode) ----
     def record(self, func, args: tuple, kwargs: dict, out) -> None:
         name = self.inside or func._overloadpacket.__name__
+        kernel = not (func.is_view or name in NO_KERNEL)
+        if not kernel:
+            nbytes = 0
+        elif name in LIKE_FACTORIES:
+            nbytes = _tensor_bytes(out)
+        else:
+            nbytes = _tensor_bytes(args) + _tensor_bytes(kwargs) + _tensor_bytes(out)
+        if not self.started:
+            torch = _torch()
+            if name in MAPPED or (torch.is_grad_enabled() and _requires_grad(args, kwargs)):
+                self.started = True
+            else:
+                st = self.setup.setdefault(name, OpStats())
+                st.calls += 1
+                st.bytes += nbytes
+                return
         stats = self.ops.setdefault(name, OpStats())
-        stats.flops += self._count_flops(func, args, kwargs, out)
-        stats.bytes += _tensor_bytes(args) + _tensor_bytes(kwargs) + _tensor_bytes(out)
-        if self.inside:
+        stats.bytes += nbytes
+        if self.inside:                 # the composite's own FLOPs were counted when it began
             return
+        flops = self._count_flops(func, args, kwargs, out)
+        stats.flops += flops
         stats.calls += 1
         if name in MAPPED:
-            self.add(name, _flat_args(func, args, kwargs))
+            self.add(name, _flat_args(func, args, kwargs), _as_estimated(name, flops, nbytes, args, kwargs, out,
+                                                                        self.ops[name].calls))
+        elif kernel:
+            self.add_estimated(_as_estimated(name, flops, nbytes, args, kwargs, out, self.ops[name].calls))
+        else:
+            self.no_kernel[name] = self.no_kernel.get(name, 0) + 1
 
-    def add(self, name: str, args: list) -> None:
-        """A mapped call (aten op `name` with its schema-order arguments) into the trace."""
+    def add_estimated(self, est: EstimatedCall) -> None:
+        """A call we do not simulate, as the estimate needs it (identical ones counted)."""
+        key = est.key()
+        if key in self._est_index:
+            self.estimated[self._est_index[key]].count += 1
+        else:
+            self._est_index[key] = len(self.estimated)
+            self.estimated.append(est)
+
+    def add(self, name: str, args: list, as_estimated: EstimatedCall) -> None:
+        """A mapped call (aten op `name` with its schema-order arguments) into the trace, with its
+        estimated form (for a trace that leaves its operator out of the simulated part)."""
         op, fn = MAPPED[name]
         tensors, attrs = fn(args)
         call = Call(op, {k: _spec(op, k, t) for k, t in tensors.items() if t is not None}, attrs,
@@ -135,10 +204,14 @@ class Capture:
         else:
             self._index[key] = len(self.calls)
             self.calls.append(call)
+            self._mapped_estimated.append(as_estimated)
 
     def _count_flops(self, func, args, kwargs, out) -> int:
-        if func._overloadpacket.__name__ == "conv_tbc":      # torch's registry has no formula for it
+        name = func._overloadpacket.__name__
+        if name == "conv_tbc":                               # torch's registry has no formula for it
             return _conv_tbc_flops(args[0], args[1], out)
+        if name in ("convolution", "_convolution", "convolution_backward"):
+            return _convolution_flops(name, _flat_args(func, args, kwargs), out)
         if self._flops is None:
             try:
                 from torch.utils.flop_counter import flop_registry
@@ -154,28 +227,46 @@ class Capture:
             return 0
 
     # ---- results ----
-    def coverage(self) -> dict[str, float]:
-        """The share of the step's FLOPs and bytes in calls the trace holds."""
+    def _simulated(self, simulate=None) -> set[str]:
+        """The aten ops the trace simulates: every mapped one, or those of the operators `simulate`."""
+        return {n for n, (op, _) in MAPPED.items() if simulate is None or op in simulate}
+
+    def coverage(self, simulate=None) -> dict[str, float]:
+        """The share of the step's FLOPs and bytes in the calls the trace simulates (all mapped
+        calls, or those of the operators in `simulate`)."""
+        sim = self._simulated(simulate)
         tot_f = sum(s.flops for s in self.ops.values())
         tot_b = sum(s.bytes for s in self.ops.values())
-        map_f = sum(s.flops for n, s in self.ops.items() if n in MAPPED)
-        map_b = sum(s.bytes for n, s in self.ops.items() if n in MAPPED)
+        map_f = sum(s.flops for n, s in self.ops.items() if n in sim)
+        map_b = sum(s.bytes for n, s in self.ops.items() if n in sim)
         return {"flops": map_f / tot_f if tot_f else 0.0, "bytes": map_b / tot_b if tot_b else 0.0}
 
     def unmapped(self) -> list[tuple[str, OpStats]]:
-        """The ops the trace does not hold, by share of FLOPs, then of bytes."""
-        rest = [(n, s) for n, s in self.ops.items() if n not in MAPPED]
+        """The ops the trace estimates, by share of FLOPs, then of bytes (views and allocations,
+        which run no kernel, are left out)."""
+        rest = [(n, s) for n, s in self.ops.items() if n not in MAPPED and not (n in self.no_kernel and not s.bytes)]
         return sorted(rest, key=lambda kv: (-kv[1].flops, -kv[1].bytes, kv[0]))
 
-    def workload(self, name: str | None = None, description: str = "") -> Workload:
-        cov = self.coverage()
-        return Workload(name or self.name, [Call(c.op, dict(c.tensors), dict(c.attrs), c.stream, c.label,
-                                                c.count, c.tiling) for c in self.calls],
+    def workload(self, name: str | None = None, description: str = "", simulate=None) -> Workload:
+        """The trace: the mapped calls simulated (all, or those of the operators in `simulate`;
+        the others join the estimated part), every other kernel estimated."""
+        cov = self.coverage(simulate)
+        calls, estimated = [], []
+        for c, e in zip(self.calls, self._mapped_estimated):
+            if simulate is None or c.op in simulate:
+                calls.append(Call(c.op, dict(c.tensors), dict(c.attrs), c.stream, c.label, c.count, c.tiling))
+            else:
+                estimated.append(EstimatedCall(e.op, e.unit, e.dtype, e.flops, e.bytes, c.count, c.label, e.shape))
+        estimated += [EstimatedCall(e.op, e.unit, e.dtype, e.flops, e.bytes, e.count, e.label, e.shape)
+                      for e in self.estimated]
+        return Workload(name or self.name, calls,
                         description=description or (
-                            f"Captured from PyTorch with simulator.capture(): {sum(c.count for c in self.calls)} "
-                            f"calls ({len(self.calls)} distinct) covering {cov['flops']:.1%} of the step's FLOPs "
-                            f"and {cov['bytes']:.1%} of its bytes"),
-                        source="simulator.capture() (aten calls through a TorchDispatchMode)")
+                            f"Captured from PyTorch with simulator.capture(): {sum(c.count for c in calls)} "
+                            f"simulated calls ({len(calls)} distinct) covering {cov['flops']:.1%} of the "
+                            f"step's FLOPs and {cov['bytes']:.1%} of its bytes; "
+                            f"{sum(e.count for e in estimated)} estimated calls ({len(estimated)} distinct)"),
+                        source="simulator.capture() (aten calls through a TorchDispatchMode)",
+                        estimated=estimated)
 
     def save(self, path: str | Path, name: str | None = None) -> Path:
         if not self.calls:
@@ -190,15 +281,63 @@ class Capture:
         lines = [f"captured {sum(c.count for c in self.calls)} calls ({len(self.calls)} distinct) of "
                  f"{', '.join(sorted(set(c.op for c in self.calls))) or 'no operator we simulate'}: "
                  f"{cov['flops']:.1%} of the step's FLOPs, {cov['bytes']:.1%} of its bytes"]
+        lines.append(f"estimated (not simulated; a roofline on replay): {sum(e.count for e in self.estimated)} "
+                     f"calls ({len(self.estimated)} distinct)")
+        if self.no_kernel:
+            lines.append(f"views and allocations (no kernel, no bytes): {sum(self.no_kernel.values())} calls")
+        if self.setup:
+            top_setup = sorted(self.setup.items(), key=lambda kv: -kv[1].calls)[:4]
+            lines.append(f"set-up before the step (not counted): {sum(s.calls for s in self.setup.values())} calls "
+                         f"({', '.join(f'{n} x{s.calls}' for n, s in top_setup)}"
+                         f"{', ...' if len(self.setup) > 4 else ''})")
         rest = self.unmapped()
         if rest:
-            lines.append(f"not mapped ({len(rest)} aten ops), by share of FLOPs, then bytes:")
+            lines.append(f"not simulated ({len(rest)} aten ops), by share of FLOPs, then bytes:")
             lines.append(f"  {'aten op':<36} {'calls':>7} {'FLOPs':>8} {'bytes':>8}")
             for n, s in rest[:top]:
                 lines.append(f"  {n:<36} {s.calls:>7} {s.flops / tot_f:>8.1%} {s.bytes / tot_b:>8.1%}")
             if len(rest) > top:
                 lines.append(f"  ... and {len(rest) - top} more")
         return "\n".join(lines)
+
+
+def _as_estimated(name: str, flops: int, nbytes: int, args, kwargs, out, nth: int) -> EstimatedCall:
+    """A call as the estimate takes it: its unit, dtype, work and bytes."""
+    tensors = _tensors(out) + _tensors(args) + _tensors(kwargs)
+    unit = "cube" if name in CUBE_OPS else "vector"
+    if unit == "vector":            # one operation per element of the largest tensor
+        flops = max([flops] + [int(t.numel()) for t in tensors])
+    floating = [t for t in tensors if t.dtype.is_floating_point]
+    first = (floating or tensors or [None])[0]
+    dtype = TORCH_DTYPES.get(str(first.dtype).replace("torch.", ""), "FLOAT") if first is not None else "FLOAT"
+    outs = _tensors(out)
+    shape = tuple(int(d) for d in outs[0].shape) if outs else ()
+    return EstimatedCall(f"aten.{name}", unit, dtype, int(flops), int(nbytes), 1, f"aten.{name} #{nth}", shape)
+
+
+def _convolution_flops(name: str, a: list, out) -> int:
+    """2 x multiply-adds of a convolution (forward) or of its backward's requested gradients.
+    One output element of a convolution takes C_in / groups x prod(kernel) multiply-adds, so a
+    forward makes N x C_out x prod(out spatial) x (C_in / groups) x prod(kernel) of them; the
+    weight shape [C_out, C_in / groups, k...] carries the groups. A transposed convolution is the
+    adjoint of the forward one its weight describes: the same count with input and output
+    swapped. gradInput and gradWeight each take as many multiply-adds as the forward (the
+    gradient of a bilinear map); gradBias (a sum) is not counted, as the forward's bias is not."""
+    if name == "convolution_backward":
+        go, inp, w = a[0], a[1], a[2]
+        transposed, mask = bool(a[7]), a[10]
+        y, x = go, inp
+        n_grads = int(bool(mask[0])) + int(bool(mask[1]))
+    else:
+        inp, w = a[0], a[1]
+        transposed = bool(a[6])
+        y, x = out, inp
+        n_grads = 1
+    wide = x if transposed else y          # the side whose channels are the weight's first dimension
+    macs = int(wide.shape[0]) * int(w.shape[0]) * int(w.shape[1])
+    for d in list(wide.shape[2:]) + list(w.shape[2:]):
+        macs *= int(d)
+    return 2 * macs * n_grads
 
 
 def _conv_tbc_flops(inp, w, out) -> int:
@@ -218,15 +357,32 @@ def _flat_args(func, args: tuple, kwargs: dict) -> list:
     return out
 
 
-def _tensor_bytes(x) -> int:
+def _tensors(x) -> list:
+    """The tensors in an argument, result, list or mapping, in order."""
     torch = _torch()
     if isinstance(x, torch.Tensor):
-        return int(x.numel()) * x.element_size()
+        return [x]
     if isinstance(x, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in x)
+        return [t for v in x for t in _tensors(v)]
     if isinstance(x, dict):
-        return sum(_tensor_bytes(v) for v in x.values())
-    return 0
+        return [t for v in x.values() for t in _tensors(v)]
+    return []
+
+
+def _tensor_bytes(x) -> int:
+    """Bytes of the tensors: the elements of a contiguous one, the memory a strided view spans
+    (an expanded scalar is one element, however large its shape)."""
+    total = 0
+    for t in _tensors(x):
+        n = int(t.numel())
+        if n and not t.is_contiguous():
+            n = min(n, 1 + sum((int(d) - 1) * abs(int(s)) for d, s in zip(t.shape, t.stride())))
+        total += n * t.element_size()
+    return total
+
+
+def _requires_grad(args, kwargs) -> bool:
+    return any(t.requires_grad for t in _tensors(args) + _tensors(kwargs))
 
 
 @contextlib.contextmanager
@@ -257,10 +413,17 @@ def capture(name: str = "captured", merge: bool = True):
                 pad = args[3] if len(args) > 3 else kwargs.get("pad", 0)
 
                 def pre(grad_outputs, inp=inp, w=w, b=b, pad=pad):
+                    cap.started = True
                     st = cap.ops.setdefault("conv_tbc_backward", OpStats())
                     st.calls += 1
-                    st.flops += 2 * _conv_tbc_flops(inp, w, grad_outputs[0])
-                    cap.add("conv_tbc_backward", [grad_outputs[0], inp, w, b, pad])
+                    flops = 2 * _conv_tbc_flops(inp, w, grad_outputs[0])
+                    st.flops += flops
+                    # gradOutput read, the three inputs read and their gradients written
+                    nbytes = _tensor_bytes(grad_outputs[0]) + 2 * _tensor_bytes([inp, w, b])
+                    cap.add("conv_tbc_backward", [grad_outputs[0], inp, w, b, pad],
+                            EstimatedCall("aten.conv_tbc_backward", "cube", TORCH_DTYPES.get(
+                                str(w.dtype).replace("torch.", ""), "FLOAT"), flops, nbytes, 1,
+                                f"aten.conv_tbc_backward #{st.calls}", tuple(int(d) for d in inp.shape)))
                     cap.inside = "conv_tbc_backward"
 
                 def post(grad_inputs, grad_outputs):
@@ -292,4 +455,4 @@ def run_script(path: str | Path, argv: list[str] | None = None, name: str | None
     return cap
 
 
-__all__ = ["capture", "Capture", "OpStats", "MAPPED", "run_script", "INSTALL"]
+__all__ = ["capture", "Capture", "OpStats", "MAPPED", "CUBE_OPS", "NO_KERNEL", "run_script", "INSTALL"]

@@ -40,7 +40,8 @@ def check_plot(path: str | Path) -> Path:
 
 def plot_sweep(rows: Sequence[dict], params: Sequence[str], path: str | Path, title: str = "") -> Path:
     """Three panels: total cycles against the first swept parameter (a line per SoC and other
-    parameters), the per-pipe busy breakdown per point, and a roofline with every call placed on
+    parameters; the simulated, estimated and step totals when the rows have an estimated part),
+    the per-pipe busy breakdown per point, and a roofline with every simulated call placed on
     it. PNG or SVG by the file's extension (matplotlib, Agg backend)."""
     import matplotlib
     matplotlib.use("Agg")
@@ -75,32 +76,42 @@ def _point_label(r0: dict, params: Sequence[str], with_soc: bool) -> str:
 
 
 def _cycles_panel(ax, totals: list[dict], first: dict[int, dict], params: Sequence[str]) -> None:
-    """Workload cycles against the first swept parameter: a line per SoC and other parameters."""
+    """Workload cycles against the first swept parameter: a line per SoC and other parameters;
+    with an estimated part, the step's time in us (chips' clocks differ) as the simulated part
+    (solid), the estimated part (dotted) and the step, their sum (dashed), in the same colour."""
     xparam = params[0] if params else None
-    series: dict[str, list[tuple[Any, float]]] = {}
+    with_estimate = any(t.get("estimated") for t in totals)
+    series: dict[str, list[tuple[Any, float, float]]] = {}
     for t in totals:
         r0 = first[t["point"]]
         others = [f"{_short(k)}={r0[k]}" for k in params[1:]]
         name = " ".join([r0["soc"]] + others)
         x = r0[xparam] if xparam else r0["soc"]
-        series.setdefault(name, []).append((x, t["cycles"]))
-    numeric = xparam is not None and all(isinstance(x, (int, float)) for s in series.values() for x, _ in s)
-    for name, pts in series.items():
+        figures = (t["time_us"], t["estimated_us"]) if with_estimate else (t["cycles"], 0.0)
+        series.setdefault(name, []).append((x, *figures))
+    numeric = xparam is not None and all(isinstance(x, (int, float)) for s in series.values() for x, _, _ in s)
+    for k, (name, pts) in enumerate(series.items()):
         if numeric:
             pts = sorted(pts)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-        else:
-            ax.plot([str(p[0]) for p in pts], [p[1] for p in pts], marker="o", label=name)
+        xs = [p[0] if numeric else str(p[0]) for p in pts]
+        color = f"C{k % 10}"
+        if not with_estimate:
+            ax.plot(xs, [p[1] for p in pts], marker="o", color=color, label=name)
+            continue
+        ax.plot(xs, [p[1] for p in pts], marker="o", color=color, label=f"{name} simulated")
+        ax.plot(xs, [p[2] for p in pts], marker="s", ls=":", color=color, label=f"{name} estimated")
+        ax.plot(xs, [p[1] + p[2] for p in pts], marker="^", ls="--", color=color, label=f"{name} step")
     ax.set_xlabel(xparam or "SoC")
-    ax.set_ylabel("workload cycles (sum over calls, count-weighted)")
-    ax.set_title("cycles vs " + (xparam or "SoC"))
+    ax.set_ylabel("us (count-weighted): simulated, estimated, step" if with_estimate
+                  else "workload cycles (sum over calls, count-weighted)")
+    ax.set_title(("step time" if with_estimate else "cycles") + " vs " + (xparam or "SoC"))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
 
 
 def _pipes_panel(ax, rows: Sequence[dict], totals: list[dict], by_point: dict[int, list[dict]],
                  labels: list[str]) -> None:
-    """Per-pipe busy fraction per point, cycle-weighted over the point's calls."""
+    """Per-pipe busy fraction per point, cycle-weighted over the point's simulated calls."""
     pipes = [p for p in PIPES if any(r.get(f"busy_{p}", 0) for r in rows if r.get("status") == "ok")]
     fracs: dict[str, list[float]] = {p: [] for p in pipes}
     for t in totals:
@@ -123,7 +134,8 @@ def _pipes_panel(ax, rows: Sequence[dict], totals: list[dict], by_point: dict[in
 
 def _roofline_panel(ax, cmap, rows: Sequence[dict], totals: list[dict], by_point: dict[int, list[dict]],
                     labels: list[str]) -> None:
-    """Every call on a roofline in the compute pipe's units, a dashed roof per distinct ridge."""
+    """Every simulated call on a roofline in the compute pipe's units, a dashed roof per distinct
+    ridge (estimated calls sit on their roofline by construction: not drawn)."""
     roofs = {}
     for k, t in enumerate(totals):
         rs = [r for r in by_point[t["point"]] if r["status"] == "ok" and r.get("device_bytes")]
@@ -149,6 +161,6 @@ def _roofline_panel(ax, cmap, rows: Sequence[dict], totals: list[dict], by_point
         ax.set_xlim(lo, hi)
     ax.set_xlabel("intensity: compute-pipe work cycles per device-memory byte")
     ax.set_ylabel("compute-pipe utilisation (fraction of chip peak)")
-    ax.set_title("roofline (dashed: min(1, intensity / ridge))")
+    ax.set_title("simulated calls (dashed roof: min(1, intensity / ridge))")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="best")

@@ -16,6 +16,7 @@ from ..inputs import parse_json, read_text, schema_error
 from ..outputs import atomic_path, check_output, write_text
 from ..profile import PIPES
 from .distribute import Task, map_tasks
+from .estimate import estimated_row
 from .trace import StudyError, Workload
 from .whatif import MAX_SWEEP_POINTS, make_profile
 
@@ -65,8 +66,10 @@ class Point:
 
 
 ROW_SUFFIXES = (".csv", ".json", ".jsonl")
-ROW_HEAD = ["soc", "point", "call", "label", "op", "stream", "count", "shapes", "status", "cycles",
-            "time_us", "bound", "error_bound_cycles", "error_bound_fraction", "simulated_fraction", "workspace_bytes", "device_bytes", "device_GBps", "roofline_cycles",
+ROW_HEAD = ["soc", "point", "kind", "call", "label", "op", "stream", "count", "shapes", "status", "cycles",
+            "time_us", "bound", "error_bound_cycles", "error_bound_fraction", "simulated_fraction",
+            "unit", "dtype", "flops", "bytes", "compute_us", "memory_us", "launch_us", "memory",
+            "rate_dtype", "workspace_bytes", "device_bytes", "device_GBps", "roofline_cycles",
             "roofline_efficiency", "compute_pipe", "compute_work_cycles", "compute_cores",
             "device_bytes_per_cycle"] + [f"busy_{p}" for p in PIPES] + ["tiling", "message"]
 
@@ -74,11 +77,14 @@ ROW_HEAD = ["soc", "point", "call", "label", "op", "stream", "count", "shapes", 
 def evaluate(w: Workload, points: Sequence[Point], *, calls: Sequence[int] | None = None,
              workers: int | None = 1, scheduler: str | None = None, progress: bool = False,
              mode: str = "timing", seed: int = 0, desc: str = "simulating",
-             journal: str | Path | None = None, resume: bool = False) -> list[dict]:
+             journal: str | Path | None = None, resume: bool = False, estimated: bool = False) -> list[dict]:
     """Rows for every (point, call): identical calls of a point are simulated once. With a
     `journal` file, each call's row is appended to it the moment it finishes, so an interrupted
     study keeps what it finished; `resume` takes the rows already there instead of running
-    those calls again (a row counts only for the very same call, profile, mode and seed)."""
+    those calls again (a row counts only for the very same call, profile, mode and seed).
+    With `estimated`, each point also has a row per estimated call of the workload (kind
+    "estimated", status "estimated": a roofline on the point's profile, studies/estimate.py);
+    every row's `kind` says which part of the step it is."""
     idx = list(calls) if calls is not None else list(range(len(w.calls)))
     for p in points:                      # fail fast, in this process, on a bad SoC or field
         make_profile(p.soc, p.overrides)
@@ -99,9 +105,19 @@ def evaluate(w: Workload, points: Sequence[Point], *, calls: Sequence[int] | Non
             r = results[slot[(pi, c.key())]]
             row: dict[str, Any] = {"soc": p.soc, "point": pi}
             row.update(p.params)
-            row.update({"call": ci, "label": c.label, "op": c.op, "stream": c.stream, "count": c.count})
+            row.update({"kind": "simulated", "call": ci, "label": c.label, "op": c.op, "stream": c.stream,
+                        "count": c.count})
             row.update(r)
             rows.append(row)
+        if estimated and w.estimated:
+            prof = make_profile(p.soc, p.overrides)
+            for ei, e in enumerate(w.estimated):
+                row = {"soc": p.soc, "point": pi}
+                row.update(p.params)
+                row.update({"kind": "estimated", "call": ei, "label": e.label, "op": e.op, "stream": 0,
+                            "count": e.count})
+                row.update(estimated_row(e, prof))
+                rows.append(row)
     return rows
 
 
@@ -145,7 +161,8 @@ def _run_journaled(tasks: list[Task], journal, resume: bool, **kw) -> list[dict]
 
 
 def replay(w: Workload, soc: str, overrides: dict | None = None, **kw) -> list[dict]:
-    """Every call of a workload on one SoC (with optional what-if overrides): one row per call."""
+    """Every call of a workload on one SoC (with optional what-if overrides): one row per call
+    (with estimated=True, the estimated calls' rows too: the whole step)."""
     return evaluate(w, [Point(soc, dict(overrides or {}), {})], desc=f"replay on {soc}", **kw)
 
 
@@ -176,25 +193,36 @@ def sweep(w: Workload, socs: Sequence[str], grid: dict[str, list], fixed: dict |
 
 
 def total_cycles(rows: Iterable[dict]) -> float:
+    """The simulated calls' count-weighted cycles (estimated rows are not counted)."""
     return sum(r["cycles"] * r.get("count", 1) for r in rows if r.get("status") == "ok")
 
 
 def point_totals(rows: Sequence[dict]) -> list[dict]:
-    """Per point: the count-weighted total cycles and time of the calls that ran, and how far
-    the total may be from the exact engine's (the calls' fast-mode bounds, summed)."""
+    """Per point: the count-weighted cycles and time of the simulated calls that ran (`cycles`,
+    `time_us`) and how far they may be from the exact engine's (`error_bound_cycles`: the calls'
+    fast-mode bounds, summed), of the estimated calls (`estimated_cycles`, `estimated_us`), the
+    step's time (`step_us`, their sum) and the share of it that is simulated (`simulated_share`)."""
     out: dict[int, dict] = {}
     for r in rows:
         t = out.setdefault(r["point"], {"point": r["point"], "soc": r["soc"], "cycles": 0.0, "time_us": 0.0,
-                                        "error_bound_cycles": 0.0, "ok": 0, "skipped": 0, "failed": 0})
+                                        "error_bound_cycles": 0.0, "ok": 0, "skipped": 0, "failed": 0,
+                                        "estimated_cycles": 0.0, "estimated_us": 0.0, "estimated": 0})
         if r["status"] == "ok":
             t["cycles"] += r["cycles"] * r["count"]
             t["error_bound_cycles"] += (r.get("error_bound_cycles") or 0.0) * r["count"]
             t["time_us"] += r["time_us"] * r["count"]
             t["ok"] += 1
+        elif r["status"] == "estimated":
+            t["estimated_cycles"] += r["cycles"] * r["count"]
+            t["estimated_us"] += r["time_us"] * r["count"]
+            t["estimated"] += 1
         elif r["status"] == "not available":
             t["skipped"] += 1
         else:
             t["failed"] += 1
+    for t in out.values():
+        t["step_us"] = t["time_us"] + t["estimated_us"]
+        t["simulated_share"] = t["time_us"] / t["step_us"] if t["step_us"] else 0.0
     return [out[k] for k in sorted(out)]
 
 

@@ -20,7 +20,7 @@ from ..outputs import write_text
 FORMAT = "ascend-sim/workload-trace/1"
 
 
-TOP_LEVEL_KEYS = {"format", "name", "description", "source", "defaults", "calls", "baselines", "notes"}
+TOP_LEVEL_KEYS = {"format", "name", "description", "source", "defaults", "calls", "estimated", "baselines", "notes"}
 
 
 CALL_KEYS = {"op", "tensors", "attrs", "stream", "label", "count", "tiling", "dtype"}
@@ -120,8 +120,78 @@ class Call:
                    for v in self.tensors.values())
 
 
+UNITS = ("cube", "vector")
+
+
+@dataclass
+class EstimatedCall:
+    """A call of the step that we do not simulate: an aten op with what a roofline needs (the unit
+    it runs on, its dtype, its work and the bytes it moves). `flops` is the unit's work: for the
+    Cube 2 x multiply-adds; for the vector unit one operation per element of the call's largest
+    tensor (or the FLOP formula's count where it is larger). simulator/studies/estimate.py turns it
+    into a time on any profile."""
+    op: str                        # the aten op, e.g. "aten.native_batch_norm"
+    unit: str                      # "cube" | "vector"
+    dtype: str
+    flops: int
+    bytes: int
+    count: int = 1
+    label: str = ""
+    shape: tuple[int, ...] = ()    # its output's shape, for tables (not used by the estimate)
+
+    def key(self) -> tuple:
+        return (self.op, self.unit, self.dtype, self.flops, self.bytes, self.shape)
+
+    def to_record(self) -> dict:
+        rec: dict[str, Any] = {"op": self.op}
+        if self.label:
+            rec["label"] = self.label
+        rec.update({"unit": self.unit, "dtype": self.dtype, "flops": self.flops, "bytes": self.bytes})
+        if self.shape:
+            rec["shape"] = list(self.shape)
+        if self.count != 1:
+            rec["count"] = self.count
+        return rec
+
+    def shapes(self) -> str:
+        return "x".join(map(str, self.shape)) if self.shape else "scalar"
+
+
+class _EstimatedRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    op: Annotated[str, Field(strict=True, min_length=1)]
+    label: Annotated[str, Field(strict=True)] = ""
+    unit: Annotated[str, Field(strict=True, pattern=r"^(cube|vector)$")]
+    dtype: Annotated[str, Field(strict=True)]
+    flops: Annotated[int, Field(strict=True, ge=0)]
+    bytes: Annotated[int, Field(strict=True, ge=0)]
+    shape: list[Annotated[int, Field(strict=True, ge=0)]] = []
+    count: Annotated[int, Field(strict=True, ge=1, le=1 << 53)] = 1
+
+
+ESTIMATED_FIELDS = {
+    "op": "the aten op's name (text)", "label": "text", "unit": "cube or vector",
+    "dtype": "a dtype name (FLOAT16, FLOAT, ...)", "flops": "the unit's work, an integer >= 0",
+    "bytes": "bytes moved, an integer >= 0", "shape": "a list of integers >= 0",
+    "count": "an integer in 1..2**53"}
+
+
+def estimated_from_record(rec: Any, where: str) -> EstimatedCall:
+    """An EstimatedCall from a trace's `estimated:` entry; errors name `where` and the field."""
+    if not isinstance(rec, dict):
+        raise StudyError(f"{where}: an estimated call is a mapping with op, unit, dtype, flops, bytes")
+    try:
+        r = _EstimatedRecord.model_validate(rec)
+    except ValidationError as e:
+        raise StudyError(schema_error(e, where, ESTIMATED_FIELDS, rec)) from None
+    return EstimatedCall(r.op, r.unit, canonical_dtype(r.dtype, f"{where}: dtype"), r.flops, r.bytes, r.count,
+                         r.label, tuple(r.shape))
+
+
 @dataclass
 class Workload:
+    """A trace: the calls we simulate (`calls`, with their baselines) and, for a whole step, the
+    calls we estimate (`estimated`)."""
     name: str
     calls: list[Call]
     description: str = ""
@@ -129,6 +199,7 @@ class Workload:
     baselines: dict[str, dict] = field(default_factory=dict)
     path: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)     # defaults, notes: kept on save
+    estimated: list[EstimatedCall] = field(default_factory=list)
 
     def select(self, selection: str | Sequence[int] | None) -> list[int]:
         return parse_selection(selection, len(self.calls))
@@ -280,7 +351,7 @@ def read_structured(path: Path) -> tuple[str, Any]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         header: dict[str, Any] = {}
-        calls, baselines = [], {}
+        calls, baselines, estimated = [], {}, []
         for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip() or line.lstrip().startswith("//"):
                 continue
@@ -292,9 +363,13 @@ def read_structured(path: Path) -> tuple[str, Any]:
                 calls.append(obj)
             elif "baselines" in obj and len(obj) == 1:
                 baselines = obj["baselines"]
+            elif "estimated" in obj and len(obj) == 1:
+                estimated.append(obj["estimated"])
             else:
                 header.update(obj)
         header["calls"] = calls
+        if estimated:
+            header["estimated"] = estimated
         if baselines:
             header["baselines"] = baselines
         return "jsonl", header
@@ -363,9 +438,20 @@ def load_trace(path: str | Path) -> Workload:
         where = f"{path}: call {i}" + (f" (line {line})" if line else "")
         calls.append(call_from_record(rec, where, defaults))
     baselines = read_baselines(raw.get("baselines") or {}, path, len(calls))
+    est_raw = raw.get("estimated") or []
+    if not isinstance(est_raw, list):
+        raise StudyError(f"{path}: field 'estimated' is a list of estimated calls (op, unit, dtype, flops, bytes)")
+    estimated = [estimated_from_record(rec, f"{path}: estimated call {i}") for i, rec in enumerate(est_raw)]
     extra = {k: raw[k] for k in ("defaults", "notes") if k in raw}
     return Workload(str(raw.get("name") or path.stem), calls, str(raw.get("description") or ""),
-                    str(raw.get("source") or ""), baselines, path, extra)
+                    str(raw.get("source") or ""), baselines, path, extra, estimated)
+
+
+def estimated_yaml(estimated: list[EstimatedCall]) -> str:
+    """The `estimated:` block of a YAML trace, one flow mapping per line."""
+    if not estimated:
+        return ""
+    return "estimated:\n" + "".join(f"  - {json.dumps(e.to_record())}\n" for e in estimated)
 
 
 def _baseline_yaml(baselines: dict[str, dict], calls: list[Call]) -> str:
@@ -395,17 +481,21 @@ def save_trace(w: Workload, path: str | Path | None = None) -> Path:
     head.update(w.extra)
     if path.suffix.lower() == ".jsonl":
         lines = [json.dumps(head)] + [json.dumps(c.to_record()) for c in w.calls]
+        lines += [json.dumps({"estimated": e.to_record()}) for e in w.estimated]
         if w.baselines:
             lines.append(json.dumps({"baselines": w.baselines}))
         write_text(path, "\n".join(lines) + "\n", "trace file")
     elif path.suffix.lower() == ".json":
         d = dict(head, calls=[c.to_record() for c in w.calls])
+        if w.estimated:
+            d["estimated"] = [e.to_record() for e in w.estimated]
         if w.baselines:
             d["baselines"] = w.baselines
         write_text(path, json.dumps(d, indent=1) + "\n", "trace file")
     else:
         text = yaml.safe_dump(head, sort_keys=False, width=100)
         text += "calls:\n" + "".join(f"  - {json.dumps(c.to_record())}\n" for c in w.calls)
+        text += estimated_yaml(w.estimated)
         if w.baselines:
             text += _baseline_yaml(w.baselines, w.calls)
         write_text(path, text, "trace file")
@@ -430,3 +520,23 @@ def write_baselines(w: Workload) -> Path:
     end = next((i for i in range(start + 1, len(lines))
                 if re.match(r"[A-Za-z_]", lines[i])), len(lines))
     return write_text(path, "".join(lines[:start]) + block + "".join(lines[end:]), "baselines")
+
+
+def write_estimated(w: Workload) -> Path:
+    """Rewrite the trace file's estimated calls only. In a YAML trace the `estimated:` block is
+    replaced in place, or put before `baselines:` (the calls, their comments and the baselines
+    stay byte for byte); JSON files are rewritten whole."""
+    assert w.path is not None
+    path = w.path
+    if path.suffix.lower() in (".jsonl", ".json"):
+        return save_trace(w, path)
+    lines = path.read_text().splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    block = estimated_yaml(w.estimated)
+    start = next((i for i, l in enumerate(lines) if re.match(r"estimated\s*:", l)), None)
+    if start is not None:
+        end = next((i for i in range(start + 1, len(lines)) if re.match(r"[A-Za-z_#]", lines[i])), len(lines))
+    else:
+        start = end = next((i for i, l in enumerate(lines) if re.match(r"baselines\s*:", l)), len(lines))
+    return write_text(path, "".join(lines[:start]) + block + "".join(lines[end:]), "estimated calls")
