@@ -114,7 +114,7 @@ def test_an_interrupted_sweep_resumes_from_its_journal(tmp_path, capsys):
     import json
     rows = {(r["point"], r["call"]): r for r in simulator.studies.read_rows(fresh)}
     journal = tmp_path / "resumed.csv.partial.jsonl"
-    task = Task(w.calls[0], "Ascend910B1", {"clock_mhz": 1000}, "timing", 0)
+    task = Task(w.calls[0], "Ascend910B1", {"clock_mhz": 1000}, "fast", 0)     # (sweep's default mode)
     done = {k: v for k, v in rows[(0, 0)].items() if k not in ("soc", "point", "clock_mhz", "call", "label",
                                                                 "stream", "count")}
     done["cycles"] = -1.0                          # marks the row that came from the journal
