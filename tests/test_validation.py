@@ -44,3 +44,19 @@ def test_quick_figure_keeps_its_recorded_ratio(fig):
         f"and update docs/CALIBRATION.md if the move is intended)"
     # the verdict in the docs' table follows from the recorded ratio
     assert r.within == (abs(exp - 1) <= fig["bound"])
+
+
+@pytest.mark.parametrize("op", ["exp", "sigmoid"])
+def test_elementwise_kernel_computes_its_operator(op):
+    """The kernel behind the torch.exp / Sigmoid figures computes them (fp32, float64 reference)."""
+    import numpy as np
+    import simulator
+    sys.path.insert(0, str(ROOT / "examples"))
+    from elementwise_kernel import elementwise_kernel, elementwise_tiling
+    x = np.random.default_rng(3).uniform(-8, 8, 4 * 2048).astype(np.float32)
+    t = elementwise_tiling(x.size, 4, op)
+    r = simulator.run_kernel(elementwise_kernel, 4, {"x": x, "y": np.zeros_like(x), "tiling": t},
+                             soc="Ascend910B2")
+    x64 = x.astype(np.float64)
+    ref = np.exp(x64) if op == "exp" else 1 / (1 + np.exp(-x64))
+    np.testing.assert_allclose(r["y"], ref, rtol=1e-5)
