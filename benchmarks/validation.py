@@ -76,23 +76,24 @@ def _add_sample(fig, spec):
 
 
 def _gemm(fig, spec):
-    """examples/gemm_kernel.py at size^3, timing-only; TFLOPS over the call's time (plus the
+    """examples/gemm_kernel.py at size^3 (or mnk), timing-only; TFLOPS over the call's time (plus the
     framework's per-call dispatch for a torch.mm figure)."""
     from gemm_kernel import DTYPES, gemm_kernel, gemm_tiling
     from hardware_measurements import run_warm
-    soc, dtype, size = fig["chip"], spec["dtype"], spec["size"]
+    soc, dtype = fig["chip"], spec["dtype"]
+    M, N, K = spec["mnk"] if "mnk" in spec else (spec["size"],) * 3
     in_t, out_t = DTYPES[dtype]
-    t = gemm_tiling(size, size, size, dtype, soc, np.dtype(in_t).itemsize == 4)
-    buffers = {"a": (in_t, size * size), "b": (in_t, size * size), "c": (out_t, size * size)}
+    t = gemm_tiling(M, N, K, dtype, soc, np.dtype(in_t).itemsize == 4)
+    buffers = {"a": (in_t, M * K), "b": (in_t, K * N), "c": (out_t, M * N)}
     rep = run_warm(gemm_kernel, t.usedCoreNum, buffers, (t,), kind="cube", soc=soc, runs=1)
     extra = fig["_reproduction"].get("torch_call_overhead_us", 0.0) if spec.get("call") == "torch.mm" else 0.0
-    return 2.0 * size ** 3 / ((rep.time_us + extra) * 1e-6) / 1e12, \
+    return 2.0 * M * N * K / ((rep.time_us + extra) * 1e-6) / 1e12, \
         f"kernel {rep.time_us:.1f} us + call {extra} us, {t.baseM}x{t.baseN}x{t.baseK} tiles, bound by {rep.bound}"
 
 
 def _unary(fig, spec):
     """examples/elementwise_kernel.py on every vector core, cold; input bytes over the call's time
-    (the published figure's own definition)."""
+    (the published figure's own definition), or over `launches` such calls."""
     from elementwise_kernel import elementwise_kernel, elementwise_tiling
     from hardware_measurements import run_warm
     p = load_profile(fig["chip"])
@@ -101,7 +102,8 @@ def _unary(fig, spec):
     t = elementwise_tiling(n, kind.count, spec["op"], kind.buffers["UB"])
     rep = run_warm(elementwise_kernel, kind.count, {"x": (np.float32, n), "y": (np.float32, n)}, (t,),
                    kind="vector", soc=fig["chip"], runs=1)
-    return 4.0 * n / (rep.time_us * 1e-6) / 1e9, f"bound by {rep.bound}"
+    launches = spec.get("launches", 1)
+    return 4.0 * n / (launches * rep.time_us * 1e-6) / 1e9, f"{launches} x {rep.time_us:.1f} us, bound by {rep.bound}"
 
 
 def _stream(fig, spec):
@@ -133,8 +135,21 @@ def _mmad_peak(fig, spec):
     return kind.count * per_core / 1e12, f"{kind.count} cores x {per_core / 1e12:.2f}"
 
 
+def _cube_loop(fig, spec):
+    """examples/cube_throughput_kernel.py (AIbench's harness: matmuls from L1, each loading L0A /
+    L0B and running one Mmad) on one core, times the chip's cube cores."""
+    from cube_throughput_kernel import cube_loop_macs_per_cycle
+    p = load_profile(fig["chip"])
+    _, kind = p.core_kind_for("cube")
+    rate = cube_loop_macs_per_cycle(fig["chip"], spec["m"], spec["n"], spec["k"], l0_buffers=spec["l0_buffers"])
+    best = kind.count * 2 * p.cube.macs_per_cycle["FLOAT16"] * p.clock_mhz * 1e6 / 1e12
+    return kind.count * 2 * rate * p.clock_mhz * 1e6 / 1e12, \
+        f"{rate / p.cube.macs_per_cycle['FLOAT16']:.1%} of the Cube per core, {spec['l0_buffers']} L0 buffer(s); " \
+        f"peak {best:.1f}"
+
+
 REPRODUCERS = {"add_sample": _add_sample, "gemm": _gemm, "unary": _unary, "stream": _stream,
-               "mmad_peak": _mmad_peak}
+               "mmad_peak": _mmad_peak, "cube_loop": _cube_loop}
 
 
 def simulate(fig: dict) -> Result:
