@@ -121,20 +121,6 @@ def _stream(fig, spec):
         f"profile device memory {p.device_memory.bandwidth_GBps:,.0f} GB/s"
 
 
-def _mmad_peak(fig, spec):
-    """Back-to-back Mmads from L0 on one cube core (benchmarks/calibration.py's loop), times the
-    chip's cube cores: nothing is shared between cores in this loop."""
-    from calibration import mmad_loop, run_device
-    p = load_profile(fig["chip"])
-    _, kind = p.core_kind_for("cube")
-    m, n, k, iters = spec["m"], spec["n"], spec["k"], 64
-    _, rec, _ = run_device(mmad_loop(m, n, k, iters), 1, {"g": (np.uint8, 32)}, kind="cube", soc=fig["chip"])
-    mm = [e for e in rec.trace if e[2] == "Mmad"]
-    span = mm[-1][3] + mm[-1][4] - mm[0][3]
-    per_core = 2.0 * iters * m * n * k / (span / (p.clock_mhz * 1e6))
-    return kind.count * per_core / 1e12, f"{kind.count} cores x {per_core / 1e12:.2f}"
-
-
 def _cube_loop(fig, spec):
     """examples/cube_throughput_kernel.py (AIbench's harness: matmuls from L1, each loading L0A /
     L0B and running one Mmad) on one core, times the chip's cube cores."""
@@ -149,7 +135,7 @@ def _cube_loop(fig, spec):
 
 
 REPRODUCERS = {"add_sample": _add_sample, "gemm": _gemm, "unary": _unary, "stream": _stream,
-               "mmad_peak": _mmad_peak, "cube_loop": _cube_loop}
+               "cube_loop": _cube_loop}
 
 
 def simulate(fig: dict) -> Result:
