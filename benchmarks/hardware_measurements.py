@@ -1,7 +1,9 @@
-"""The simulator against measured hardware: every figure a real chip has published for a whole
-kernel, beside what we simulate for the same kernel on the same chip, with the ratio
-(simulated / measured). docs/CALIBRATION.md ("Against measured hardware") holds the table this
-prints and says, row by row, why a ratio is what it is.
+"""The first published whole-kernel figures (the add sample and torch.mm on a 910B2) beside what we
+simulate, with the ratio (simulated / measured), and the helpers (run_warm, FIXTURE) that
+benchmarks/validation.py uses. The full set, split into calibration and held-out validation, is
+benchmarks/validation.py with benchmarks/published_figures.yaml; docs/CALIBRATION.md ("Against
+measured hardware") holds its tables. The torch.mm rows here are the kernel alone (no per-call
+dispatch), so they read higher than validation.py's.
 
     python benchmarks/hardware_measurements.py            # every row (under a minute)
     python benchmarks/hardware_measurements.py --quick    # without the 4096^3 GEMMs

@@ -8,8 +8,11 @@ Copy it to start a cube kernel. The shape of the code is Ascend C's cube samples
     Aggregate  L0C -> UB     coupled chips only: DataCopy with DataCopyEnhancedParams (PIPE_V), CO2
     CopyOut    -> GM         Fixpipe from L0C on A2 (PIPE_FIX); DataCopy UB -> GM elsewhere (MTE3)
 
-Tiling (host side, `gemm_tiling`): each block owns output tiles of baseM x (stepN * baseN) (tile
-t goes to block t % blocks, so neighbouring blocks share rows of A in L2). A tile's K loop moves
+Tiling (host side, `gemm_tiling`): by default CANN's template MatMul on A2 (catlass
+examples/00_basic_matmul: L1 tiles 128 x 256 x 256, L0 tiles 128 x 256 x 64). Each block owns
+output tiles of baseM x (stepN * baseN); tile t goes to block t % blocks, in catlass's swizzled
+order (windows of 3 tile rows, every second one walked backwards), so the blocks working at one
+time share panels of A and B in L2. A tile's K loop moves
 L1 tiles of l1K = stepK * baseK: the A1 tile (baseM x l1K) feeds stepK L0A tiles and is reused by
 all stepN sub-tiles; the B1 tile (l1K x stepN*baseN) feeds stepK x stepN L0B tiles. L1, L0A and
 L0B are double-buffered (BUFFER_NUM = 2) and the next L1 tile is copied in while the current one
@@ -67,6 +70,8 @@ class GemmTiling:
     usedCoreNum: int
     splitAByK: bool       # load A2 one k column of fractals per instruction (needs load2d dstGap)
     fixpipe: bool         # L0C -> GM by Fixpipe (A2); else L0C -> UB -> GM (coupled chips)
+    swizzleOffset: int = 3      # output-tile order: catlass GemmIdentityBlockSwizzle<3, direction>
+    swizzleDirection: int = 0   # 0: windows of 3 tile rows walked along N (M >= N); 1: along M
 
     @property
     def l1K(self) -> int:
@@ -74,9 +79,11 @@ class GemmTiling:
 
 
 def gemm_tiling(M: int, N: int, K: int, dtype: str = "FLOAT16", soc: str = "Ascend910B1",
-                trans_b: bool = False, profile=None, baseM: int = 128, baseN: int = 128) -> GemmTiling:
-    """Pick tiles that fit the chip's L1 / L0A / L0B / L0C (double-buffered) and use all its
-    cube cores."""
+                trans_b: bool = False, profile=None, baseM: int = 128, baseN: int = 256) -> GemmTiling:
+    """Pick tiles that fit the chip's L1 / L0A / L0B (double-buffered) and L0C, and use all its
+    cube cores. The defaults give CANN's template MatMul on A2 for 16-bit types (catlass
+    examples/00_basic_matmul: L1 tile 128 x 256 x 256, L0 tile 128 x 256 x 64, L0A / L0B ping-pong,
+    GemmIdentityBlockSwizzle<3, 0> for M >= N and <3, 1> otherwise)."""
     p = profile or load_profile(soc)
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
@@ -106,7 +113,24 @@ def gemm_tiling(M: int, N: int, K: int, dtype: str = "FLOAT16", soc: str = "Asce
     return GemmTiling(M=M, N=N, K=K, dtype=dtype, transB=trans_b, baseM=bm, baseN=bn, baseK=bk,
                       stepK=step_k, stepN=step_n, mTiles=m_tiles, nTiles=n_tiles,
                       kTiles=_ceil(K, bk * step_k), usedCoreNum=min(kind.count, m_tiles * n_tiles),
-                      splitAByK=p.series != "training", fixpipe="PIPE_FIX" in kind.pipes)
+                      splitAByK=p.series != "training", fixpipe="PIPE_FIX" in kind.pipes,
+                      swizzleDirection=0 if M >= N else 1)
+
+
+def swizzled_tile(task: int, m_tiles: int, n_tiles: int, offset: int, direction: int) -> tuple[int, int]:
+    """(tile row, tile column) of output tile `task`, in catlass's GemmIdentityBlockSwizzle order:
+    windows of `offset` tile rows (direction 0) or columns (1), each walked across the other
+    axis, every second window backwards, so the cores working at one time share panels of A and
+    B in L2."""
+    if direction == 0:
+        window, inner = divmod(task, offset * n_tiles)
+        rows = min(offset, m_tiles - window * offset)
+        mt, nt = window * offset + inner % rows, inner // rows
+        return mt, (n_tiles - nt - 1 if window % 2 else nt)
+    window, inner = divmod(task, offset * m_tiles)
+    cols = min(offset, n_tiles - window * offset)
+    mt, nt = inner // cols, window * offset + inner % cols
+    return (m_tiles - mt - 1 if window % 2 else mt), nt
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,7 +179,7 @@ class KernelGemm:
     # -- tile geometry ----------------------------------------------------------------------
     def _tile(self, tile: int, kt: int):
         t = self.t
-        mt, nt = divmod(tile, t.nTiles)
+        mt, nt = swizzled_tile(tile, t.mTiles, t.nTiles, t.swizzleOffset, t.swizzleDirection)
         m0, n0, k0 = mt * t.baseM, nt * t.stepN * t.baseN, kt * t.l1K
         return (m0, min(t.baseM, t.M - m0), n0, min(t.stepN * t.baseN, t.N - n0),
                 k0, min(t.l1K, t.K - k0))
