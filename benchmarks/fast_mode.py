@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))      # this checkout's simulator, not the installe
 
 import simulator  # noqa: E402
 from simulator import studies  # noqa: E402
+from simulator.enums import AclnnError  # noqa: E402
 from simulator.profile import load_profile  # noqa: E402
 
 TRACES = ("silu_smoke.jsonl", "efficientnet_b0_silu_backward.yaml", "resnet50_conv_backward.yaml",
@@ -58,7 +59,11 @@ def main() -> int:
                 tag = f"{Path(path).stem[:30]}[{i}] {call.op[:12]}@{soc}"
                 if not profile.supports(call.op):
                     continue
-                fast, t_fast = timed(call, soc, "fast")
+                try:
+                    fast, t_fast = timed(call, soc, "fast")
+                except AclnnError as e:          # the chip refuses the call (a dtype it lacks)
+                    print(f"{tag:<52} refused: {e.status}")
+                    continue
                 if args.skip_exact:
                     if not baselines:
                         print(f"{tag:<52} no baseline on this chip")
