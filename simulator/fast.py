@@ -57,7 +57,8 @@ class FastSchedule:
         """The skip, cut to a whole number of periods in which the lines the loop newly touches
         (per period: those of window 2 that window 1 did not touch, on every core running it)
         fit in the L2. Past that the L2 may change regime (it fills, and its evictions start to
-        cost) where the windows cannot see it: the rest of the run is measured again."""
+        cost) where the windows cannot see it: the rest of the run is measured again, and from
+        then on the L2 holds the loop's own newest lines (the regime stays)."""
         if len(windows) < 2:
             return skip
         new = np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True).size

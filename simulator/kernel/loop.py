@@ -37,8 +37,9 @@ def Loop(iterations: int | Iterable[T], key: Callable[[T], Hashable] | None = No
 
 
 def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
-    """Fast mode: each run of interchangeable iterations, with its middle fast-forwarded (in
-    segments, each measured anew, where the L2 could fill during one skip)."""
+    """Fast mode: each run of interchangeable iterations, with its middle fast-forwarded (in two
+    segments, each measured, where the loop's new lines would fill the L2 during one skip: the
+    first up to the fill, the second in the regime after it)."""
     n, i = len(items), 0
     l2 = ctx.profile.l2
     cores = min(ctx.block_num, ctx.core.kind.count)
@@ -50,6 +51,7 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
             k = key(items[i])
             while j < n and key(items[j]) == k:
                 j += 1
+        filled = False          # a segment of this run has filled the L2 with its own lines
         while i < j:
             split = ctx.fast.split(j - i, period)
             if split is None:
@@ -64,6 +66,8 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
                 elif r == head - period:
                     ctx.loop_mark(run, 1)
                 yield items[i + r]
-            skip = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2.bytes, l2.line_bytes, cores)
+            if not filled:      # (once filled, the L2 holds this loop's newest lines: no new regime)
+                cut = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2.bytes, l2.line_bytes, cores)
+                filled, skip = cut < skip, cut
             ctx.loop_mark(run, 2, skip, period)
             i += head + skip
