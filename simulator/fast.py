@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .l2_cache import range_lines
 from .program import Instr, Rows
 
 
@@ -51,7 +52,6 @@ class FastSchedule:
             return None
         return head, skip
 
-
     def within_l2(self, skip: int, period: int, windows: list[list[Instr]], l2_bytes: int, line: int,
                   cores: int) -> int:
         """The skip, cut to a whole number of periods in which the lines the loop newly touches
@@ -67,6 +67,7 @@ class FastSchedule:
             return skip
         fit = l2_bytes // per_period
         return min(skip, fit * period)
+
 
 DEFAULT_SCHEDULE = FastSchedule()
 
@@ -177,11 +178,7 @@ def _lines(window: list[Instr], line: int) -> np.ndarray:
         return np.empty(0, np.int64)
     addr, n = (np.concatenate(a) for a in zip(*(_gm_arrays(instr.gm) for instr in window)))
     keep = n > 0
-    first, last = addr[keep] // line, (addr[keep] + n[keep] - 1) // line
-    counts = last - first + 1
-    starts = np.cumsum(counts) - counts
-    lines = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(first - starts, counts)
-    return np.unique(lines)
+    return np.unique(range_lines(addr[keep] // line, (addr[keep] + n[keep] - 1) // line + 1)[0])
 
 
 # skipped periods' ranges are made this many at a time (bounded memory)
@@ -240,8 +237,8 @@ class BlockFastForward:
     """What a block's actors noted at its loops' marks, what their skips added, and the L2
     touches and the bound that follow. The block calls it where an actor meets a mark."""
 
-    def __init__(self, schedule: FastSchedule, gm_path, memory, pipes: tuple[str, ...], cores: int):
-        self.schedule, self.gm_path, self.memory = schedule, gm_path, memory
+    def __init__(self, schedule: FastSchedule, l2, memory, pipes: tuple[str, ...], cores: int):
+        self.schedule, self.l2, self.memory = schedule, l2, memory
         self.pipes, self.cores = pipes, cores
         self.scalar = Meter()
         self.pipe_meters: dict[str, Meter] = {p: Meter() for p in pipes}
@@ -305,7 +302,7 @@ class BlockFastForward:
 
     def _touch_skipped(self, window1: list[Instr], window2: list[Instr], periods: int) -> None:
         """The L2 takes what a loop run's skipped periods would have left in it."""
-        l2 = self.gm_path.l2
+        l2 = self.l2
         keep = kept_periods(window2, periods, l2.capacity * l2.line, self.cores)
         for addr, n, write, base in skipped_touches(window1, window2, periods, keep, self.memory.spans()):
             l2.touch(addr, n, write, base)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from .l2_cache import L2Cache
 from .memory import MemoryChannel
 from .profile import Profile
-from .program import Instr, Rows
+from .program import Instr
 
 
 class GmPath:

@@ -12,6 +12,14 @@ from .memory import Allocation
 from .program import Rows
 
 
+def range_lines(l0: np.ndarray, l1: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The lines [l0, l1) of each range, concatenated; where each range's lines start in them,
+    and how many it has."""
+    counts = l1 - l0
+    first = np.cumsum(counts) - counts
+    return np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(l0 - first, counts), first, counts
+
+
 class L2Cache:
     """Tags of the shared L2: LRU over lines, write-back, write-allocate without a fetch (a core's
     write fills its bytes). Each line remembers which 32-byte sectors it holds: a read fetches the
@@ -181,7 +189,7 @@ class L2Cache:
         fast-forwarded loop's skipped iterations leave in the L2. Taken in one batch, then one
         eviction: the newest lines stay, as LRU keeps them (what is evicted went back to memory
         during the skipped time)."""
-        line, sector = self.line, self.SECTOR
+        line = self.line
         keep = n > 0
         addr, n, write, base = addr[keep], n[keep], write[keep], base[keep]
         stamps = self.clock + np.arange(addr.size, dtype=np.int64)
@@ -194,15 +202,7 @@ class L2Cache:
             _, _, mask, stamp = region
             rel = addr[sel] - int(b)
             end = rel + n[sel]
-            l0, l1 = rel // line, (end - 1) // line + 1
-            counts = l1 - l0
-            first = np.cumsum(counts) - counts
-            lines = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(l0 - first, counts)
-            want = np.full(lines.size, self.full, np.uint32)
-            lo = ((rel - l0 * line) // sector).astype(np.uint32)
-            want[first] &= (self.full >> lo) << lo
-            hi = (-(-(end - (l1 - 1) * line) // sector)).astype(np.uint32)
-            want[first + counts - 1] &= (np.uint32(1) << hi) - np.uint32(1)
+            lines, _, counts, want = self._range_wants(rel, end, rel // line, (end - 1) // line + 1)
             want |= np.repeat(np.where(write[sel], self.dirty, np.uint32(0)), counts)
             held, at = np.unique(lines, return_inverse=True)
             add = np.zeros(held.size, np.uint32)
@@ -262,6 +262,18 @@ class L2Cache:
         self.miss_lines += lines - present
         self.resident += lines - present
 
+    def _range_wants(self, rel: np.ndarray, end: np.ndarray, l0: np.ndarray, l1: np.ndarray):
+        """Ranges [rel, end) of one allocation (lines [l0, l1) each): every line they touch, in
+        order, the sectors each touch wants, and per range its first touch and touch count."""
+        sector = self.SECTOR
+        lines, first, counts = range_lines(l0, l1)
+        want = np.full(lines.size, self.full, np.uint32)
+        lo = ((rel - l0 * self.line) // sector).astype(np.uint32)
+        want[first] &= (self.full >> lo) << lo
+        hi = (-(-(end - (l1 - 1) * self.line) // sector)).astype(np.uint32)
+        want[first + counts - 1] &= (np.uint32(1) << hi) - np.uint32(1)
+        return lines, first, counts, want
+
     def _access_disjoint(self, ranges, write: bool) -> int | None:
         """access() for many ranges in one allocation that touch ascending, disjoint sets of
         lines (a strided copy's rows): the same updates in one pass of array operations.
@@ -276,19 +288,12 @@ class L2Cache:
         rel, end = r[:, 0] - a.addr, r[:, 0] - a.addr + r[:, 1]
         if rel.min() < 0 or end.max() > a.size:
             return None
-        line, sector = self.line, self.SECTOR
+        line = self.line
         l0, l1 = rel // line, (end - 1) // line + 1
         if np.any(l0[1:] < l1[:-1]):
             return None
         _, _, mask, stamp = self._tags(int(r[0, 0]))
-        counts = l1 - l0
-        first = np.cumsum(counts) - counts
-        lines = np.arange(int(counts.sum())) + np.repeat(l0 - first, counts)
-        want = np.full(lines.size, self.full, np.uint32)
-        lo = ((rel - l0 * line) // sector).astype(np.uint32)
-        want[first] &= (self.full >> lo) << lo
-        hi = (-(-(end - (l1 - 1) * line) // sector)).astype(np.uint32)
-        want[first + counts - 1] &= (np.uint32(1) << hi) - np.uint32(1)
+        lines, _, counts, want = self._range_wants(rel, end, l0, l1)
         return self._touch(mask, stamp, lines, want, self.clock + np.repeat(np.arange(len(r)), counts),
                            len(r), write)
 
@@ -366,20 +371,13 @@ class L2Cache:
         held any sector before, the later ones always are; a read fetches the union of the sectors
         the touches want less what the line held; the line keeps the stamp of the last row that
         touched it."""
-        line, sector = self.line, self.SECTOR
+        line = self.line
         c, n = rows.count, rows.n
         rel = (rows.start - a.addr) + np.arange(c, dtype=np.int64) * rows.pitch
         end = rel + n
         l0, l1 = rel // line, (end - 1) // line + 1
-        counts = l1 - l0
-        first = np.cumsum(counts) - counts
-        touches = int(counts.sum())
-        lines = np.arange(touches, dtype=np.int64) + np.repeat(l0 - first, counts)
-        want = np.full(touches, self.full, np.uint32)
-        lo = ((rel - l0 * line) // sector).astype(np.uint32)
-        want[first] &= (self.full >> lo) << lo
-        hi = (-(-(end - (l1 - 1) * line) // sector)).astype(np.uint32)
-        want[first + counts - 1] &= (np.uint32(1) << hi) - np.uint32(1)
+        lines, _, counts, want = self._range_wants(rel, end, l0, l1)
+        touches = lines.size
         new = np.empty(touches, dtype=bool)
         new[0] = True
         np.not_equal(lines[1:], lines[:-1], out=new[1:])
