@@ -325,3 +325,28 @@ def test_a_forced_gradinput_n_tile_must_be_whole_16_channel_blocks():
         run_case(c, tiling={"baseN": 100})
     assert e.value.status == 561002 and "multiple of 16" in str(e.value)
     run_case(c, tiling={"baseN": 96})
+
+
+@pytest.mark.parametrize("soc", ["Ascend910B1", "Ascend910A"])
+def test_empty_batch_fills_a_strided_grad_bias_and_nothing_beside_it(soc):
+    """N == 0: gradBias (a sum over an empty batch) is zeros, also when it is a strided view,
+    whose dense stand-in must be written back; the elements between its strides keep theirs."""
+    x = np.zeros((0, 3, 5, 5), np.float16)
+    w = np.ones((4, 3, 3, 3), np.float16)
+    dy = np.zeros((0, 4, 3, 3), np.float16)
+    store = np.full((8,), 5, np.float16)
+    if soc == "Ascend910A":                 # no empty tensors on this series: a clear refusal
+        with pytest.raises(AclnnError) as e:
+            simulator.run("ConvolutionBackward", soc=soc, gradOutput=dy, input=x, weight=w,
+                          biasSizes=[4], stride=[1, 1], padding=[0, 0], dilation=[1, 1], transposed=False,
+                          outputPadding=[0, 0], groups=1, outputMask=[False, False, True], cubeMathType=1,
+                          gradBias=store[::2])
+        assert e.value.status == 161002 and "empty" in str(e.value)
+        assert (store == 5).all()
+        return
+    res = simulator.run("ConvolutionBackward", soc=soc, gradOutput=dy, input=x, weight=w,
+                        biasSizes=[4], stride=[1, 1], padding=[0, 0], dilation=[1, 1], transposed=False,
+                        outputPadding=[0, 0], groups=1, outputMask=[False, True, True], cubeMathType=1,
+                        gradWeight=np.full(w.shape, 5, np.float16), gradBias=store[::2])
+    assert (res.outputs["gradBias"] == 0).all() and (res.outputs["gradWeight"] == 0).all()
+    assert (store[::2] == 0).all() and (store[1::2] == 5).all()

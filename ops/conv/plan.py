@@ -505,14 +505,17 @@ def _write_back(outputs: _Outputs, name: str, profile, ws: int) -> KernelLaunch:
 
 def _grad_bias_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outputs: _Outputs, profile,
                         ws: int) -> list:
-    """gradBias, a reduction of gradOutput over N and the spatial dims, and its write-back."""
+    """gradBias, a reduction of gradOutput over N and the spatial dims (a zero fill wrote it
+    where N is 0), and its write-back."""
     gb, geom = call.grad_bias, work.cube_convolution
-    if not (work.computed[2] and gb.numel() and not (geom.N == 0)):
+    if not (work.computed[2] and gb.numel()):
         return []
-    grad_output = sources.arg("gradOutput", ws)
-    positions = int(np.prod(call.geometry.out_sp))      # every column, also those no window reads
-    launches = [bias_launch(grad_output, outputs.arg("gradBias", ws), geom.N, geom.Cout, positions,
-                            grad_output.dtype, gb.dtype, profile)]
+    launches = []
+    if geom.N:
+        grad_output = sources.arg("gradOutput", ws)
+        positions = int(np.prod(call.geometry.out_sp))      # every column, also those no window reads
+        launches.append(bias_launch(grad_output, outputs.arg("gradBias", ws), geom.N, geom.Cout, positions,
+                                    grad_output.dtype, gb.dtype, profile))
     if "gradBias" in outputs.dense:
         launches.append(_write_back(outputs, "gradBias", profile, ws))
     return launches
