@@ -176,8 +176,22 @@ def _cube_loop(fig, spec):
         f"peak {best:.1f}"
 
 
+def _vector_loop(fig, spec):
+    """examples/vector_throughput_kernel.py (AIbench's harness: 30 blocks, 100 x (two GM -> UB
+    copies, one vec_mul of `repeats` repeats, one UB -> GM copy)): multiplies over the Vector
+    pipe's busy cycles per core, times the chip's vector cores."""
+    from vector_throughput_kernel import vector_loop_rates
+    p = load_profile(fig["chip"])
+    _, kind = p.core_kind_for("vector")
+    on_unit, on_call, rep = vector_loop_rates(fig["chip"], spec["repeats"])
+    return kind.count * on_unit * p.clock_mhz / 1e3, \
+        f"{on_unit:.1f} multiplies per Vector-busy cycle per core (the pipe's peak " \
+        f"{p.vector.repeat_bytes // 2 / p.vector.cycles_per_repeat['mul']:g} at " \
+        f"{p.vector.cycles_per_repeat['mul']:g} cycles a repeat); over the whole loop {on_call:.1f}, bound by {rep.report.bound}"
+
+
 REPRODUCERS = {"add_sample": _add_sample, "gemm": _gemm, "unary": _unary, "stream": _stream,
-               "cube_loop": _cube_loop}
+               "cube_loop": _cube_loop, "vector_loop": _vector_loop}
 
 
 def simulate(fig: dict) -> Result:
