@@ -91,42 +91,6 @@ def _gemm(fig, spec):
         f"kernel {rep.time_us:.1f} us + call {extra} us, {t.baseM}x{t.baseN}x{t.baseK} tiles, bound by {rep.bound}"
 
 
-def _run_calls(soc: str, buffers: dict, launches: list, calls: int):
-    """`calls` calls back to back on one simulated device (timing-only), as a benchmark that times
-    repeated calls runs them: each call is the kernel launches [(body, block_dim, kind, buffer
-    names, extra args)] one after another, on device buffers (name -> (dtype, elements)) allocated
-    once, as a framework's caching allocator hands the same blocks to every call. Each call starts
-    with the L2 the previous one left, so the dirty lines it left there are written back to device
-    memory when later traffic evicts them. Returns the last call's report."""
-    from simulator import acl
-    from simulator.enums import KernelError
-    from simulator.kernel import GM_ADDR
-    from simulator.program import KernelLaunch
-    from simulator.report import Report
-    rt = acl.Runtime()
-    with acl.use_runtime(rt):
-        if acl.aclInit(None, soc=soc, mode="timing", trace=False):
-            raise RuntimeError(acl.aclGetRecentErrMsg())
-        acl.aclrtSetDevice(0)
-        gm = {}
-        for name, (dtype, count) in buffers.items():
-            nbytes = np.dtype(dtype).itemsize * count
-            ptr, ret = acl.aclrtMalloc(nbytes, 0)
-            if ret:
-                raise RuntimeError(acl.aclGetRecentErrMsg())
-            gm[name] = GM_ADDR(ptr, nbytes, np.dtype(dtype), name)
-        task = [KernelLaunch(body.__name__, body, blocks, kind, tuple(gm[n] for n in names) + tuple(extra))
-                for body, blocks, kind, names, extra in launches]
-        box = {}
-        for _ in range(calls):
-            def done(rec):
-                box["report"] = Report.from_task(rec, rt.profile, task[0].name, functional=False)
-            acl.enqueue(rt.default_stream, task[0].name, task, done)
-            if acl.aclrtSynchronizeStream(None):
-                raise KernelError(acl.aclGetRecentErrMsg())
-        return box["report"]
-
-
 def _unary(fig, spec):
     """examples/elementwise_kernel.py on every vector core; input bytes over one call's time (the
     published figure's own definition). `launches` > 1: the operator written as that many
@@ -135,13 +99,15 @@ def _unary(fig, spec):
     call repeated back to back on one device, the last one timed, as a benchmark with untimed
     warm-up calls and a timed loop runs it."""
     from elementwise_kernel import elementwise_kernel, elementwise_tiling
+    from hardware_measurements import run_calls
     p = load_profile(fig["chip"])
     _, kind = p.core_kind_for("vector")
     n, launches, calls = spec["elements"], spec.get("launches", 1), spec.get("calls", 1)
     t = elementwise_tiling(n, kind.count, spec["op"], kind.buffers["UB"])
     names = ["x"] + ["a", "b"] * ((launches + 1) // 2)
     passes = [(elementwise_kernel, kind.count, "vector", (names[i], names[i + 1]), (t,)) for i in range(launches)]
-    rep = _run_calls(fig["chip"], {b: (np.float32, n) for b in dict.fromkeys(names[:launches + 1])}, passes, calls)
+    rep = run_calls(passes, {b: (np.float32, n) for b in dict.fromkeys(names[:launches + 1])}, soc=fig["chip"],
+                    calls=calls)
     dm = rep.device_memory
     return 4.0 * n / (rep.time_us * 1e-6) / 1e9, \
         f"call {calls} of {calls}: {launches} launch(es), {rep.time_us:.1f} us, device memory " \
