@@ -1,5 +1,5 @@
 """The first published whole-kernel figures (the add sample and torch.mm on a 910B2) beside what we
-simulate, with the ratio (simulated / measured), and the helpers (run_warm, FIXTURE) that
+simulate, with the ratio (simulated / measured), and the helpers (run_warm, run_calls, FIXTURE) that
 benchmarks/validation.py uses. The full set, split into calibration and held-out validation, is
 benchmarks/validation.py with benchmarks/published_figures.yaml; docs/CALIBRATION.md ("Against
 measured hardware") holds its tables. The torch.mm rows here are the kernel alone (no per-call
@@ -46,31 +46,43 @@ TORCH_MM_910B2 = [("FLOAT16", 4096, 314.5), ("FLOAT16", 2048, 251.0), ("BF16", 4
 GEMM_BOUND, OTHER_BOUND = 0.10, 0.15
 
 
-def run_warm(body, block_dim: int, buffers: dict, extra: tuple, *, kind: str, soc: str, profile=None,
-             runs: int = 2) -> Report:
-    """Run a kernel `runs` times on one device, timing-only, with device buffers (name -> (dtype,
-    elements)); the L2 keeps what the earlier runs touched. Returns the last run's report."""
+def run_calls(launches: list, buffers: dict, *, soc: str, calls: int = 1, profile=None) -> Report:
+    """`calls` calls back to back on one simulated device (timing-only), as a benchmark that times
+    repeated calls runs them. A call is the kernel launches [(body, block_dim, kind, buffer names,
+    extra args)] one after another, on device buffers (name -> (dtype, elements)) allocated once,
+    as a framework's caching allocator hands the same blocks to every call: each call starts with
+    the L2 the previous one left, and the dirty lines it left there are written back to device
+    memory when later traffic evicts them. Returns the last call's report."""
     rt = acl.Runtime()
     with acl.use_runtime(rt):
         if acl.aclInit(None, soc=soc, mode="timing", trace=False, profile=profile):
             raise RuntimeError(acl.aclGetRecentErrMsg())
         acl.aclrtSetDevice(0)
-        args = []
+        gm = {}
         for name, (dtype, count) in buffers.items():
             nbytes = np.dtype(dtype).itemsize * count
             ptr, ret = acl.aclrtMalloc(max(nbytes, 1), 0)
             if ret:
                 raise RuntimeError(acl.aclGetRecentErrMsg())
-            args.append(GM_ADDR(ptr, nbytes, np.dtype(dtype), name))
+            gm[name] = GM_ADDR(ptr, nbytes, np.dtype(dtype), name)
+        task = [KernelLaunch(body.__name__, body, blocks, kind, tuple(gm[n] for n in names) + tuple(extra))
+                for body, blocks, kind, names, extra in launches]
         box = {}
-        for _ in range(runs):
+        for _ in range(calls):
             def done(rec):
-                box["report"] = Report.from_task(rec, rt.profile, body.__name__, functional=rt.functional)
-            acl.enqueue(rt.default_stream, body.__name__,
-                        [KernelLaunch(body.__name__, body, block_dim, kind, tuple(args) + tuple(extra))], done)
+                box["report"] = Report.from_task(rec, rt.profile, task[0].name, functional=rt.functional)
+            acl.enqueue(rt.default_stream, task[0].name, task, done)
             if acl.aclrtSynchronizeStream(None):
                 raise KernelError(acl.aclGetRecentErrMsg())
         return box["report"]
+
+
+def run_warm(body, block_dim: int, buffers: dict, extra: tuple, *, kind: str, soc: str, profile=None,
+             runs: int = 2) -> Report:
+    """Run a kernel `runs` times on one device, timing-only, with device buffers (name -> (dtype,
+    elements)); the L2 keeps what the earlier runs touched. Returns the last run's report."""
+    return run_calls([(body, block_dim, kind, tuple(buffers), extra)], buffers, soc=soc, calls=runs,
+                     profile=profile)
 
 
 def per_core(report: Report, pipe: str) -> float:

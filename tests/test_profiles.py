@@ -37,7 +37,7 @@ SPEC = {
                         bw=1600, events=8),
     "Ascend910B4": dict(series="A2", clock=1500, cube=20, vector=40, l2=96 * MiB, mem=32 * GiB,
                         l1=512 * KiB, l0=(64 * KiB, 64 * KiB, 128 * KiB), ub=192 * KiB, tflops="245.8",
-                        bw=1600, events=8),
+                        bw=800, events=8),      # the B4's own figure (two sources: devices/Ascend910B4.yaml)
 }
 
 
