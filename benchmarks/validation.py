@@ -156,8 +156,23 @@ def _vector_loop(fig, spec):
         f"{p.vector.cycles_per_repeat['mul']:g} cycles a repeat); over the whole loop {on_call:.1f}, bound by {rep.report.bound}"
 
 
+def _step(fig, spec):
+    """A whole training step captured from PyTorch (a shipped trace): the simulated calls of our
+    operators and a roofline for every other kernel (docs/STEP.md), replayed on the chip; images
+    per second at the trace's batch."""
+    from simulator import studies
+    w = studies.load_trace(HERE.parent / "traces" / spec["trace"])
+    rows = studies.replay(w, fig["chip"], workers=spec.get("workers", 2), estimated=True)
+    t = studies.point_totals(rows)[0]
+    if t["failed"] or t["skipped"]:
+        return None, f"{t['failed']} call(s) failed, {t['skipped']} not available"
+    return spec["batch"] / (t["step_us"] * 1e-6), \
+        f"step {t['time_us']:,.0f} + {t['estimated_us']:,.0f} us (simulated + estimated, " \
+        f"{t['simulated_share']:.0%} simulated)"
+
+
 REPRODUCERS = {"add_sample": _add_sample, "gemm": _gemm, "unary": _unary, "stream": _stream,
-               "cube_loop": _cube_loop, "vector_loop": _vector_loop}
+               "cube_loop": _cube_loop, "vector_loop": _vector_loop, "step": _step}
 
 
 def simulate(fig: dict) -> Result:
