@@ -3,7 +3,8 @@ hashes for the calls of the shipped traces, against tests/fixtures/cycle_pins.tx
 to the exact engine, a kernel or a profile that moves a cycle fails here with the call, the
 pinned and new cycles and the drift; a refactor that claims to move none must pass unchanged.
 
-The file pins every call of every trace in traces/ on every SoC in devices/ (a call the chip
+The file pins every call of the five workload traces in traces/ (benchmarks/engine_fingerprint.py's
+TRACES; the batch-256 ResNet-50 step is benchmarks/validation.py's) on every SoC in devices/ (a call the chip
 refuses is pinned as refused; HEAVY_NOT_YET_PINNED lists the DETR encoder calls still to record)
 and, after each, what it cost to record (CPU seconds on a loaded 2-core machine, without the
 per-instruction trace, as the suite runs it). The suite's budget is about a minute on one core
