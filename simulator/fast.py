@@ -22,7 +22,11 @@ What this cannot see, and so what the bound is made of:
 * the skipped iterations' traffic: the L2 does not hold their lines and the channels do not carry
   their bytes while the other cores run. Where every core fast-forwards alike (blocks of one
   launch), the contention each window measured is the contention of the whole run; the bound
-  adds `unmeasured` (a share of the fast-forwarded time) for what differs.
+  adds `unmeasured` (a share of the fast-forwarded time) for what differs;
+* the skipped periods' write-back: the dirty lines the L2 evicts as it takes their lines went
+  back to device memory in the skipped time, which the windows paid for only if they evicted
+  alike (where the L2 fills part-way, or its old clean lines run out, they did not): the bound
+  adds device memory's time for all of them, per launch.
 The stated bound is checked against the exact engine by tests/test_fast_mode.py.
 """
 from __future__ import annotations
@@ -133,19 +137,25 @@ class FastRecord:
     # (launch, core) -> bound cycles of the blocks that core ran in that launch
     bounds: dict[tuple[int, str], float] = field(default_factory=dict)
     fast_forwarded: dict[tuple[int, str], float] = field(default_factory=dict)   # same key: cycles
+    # launch -> device memory's cycles for the dirty lines its skips' L2 touches evicted: write-back
+    # of the skipped time that the windows' extrapolation may not have paid (the windows may have
+    # evicted clean lines, or none, where the skipped periods evicted dirty ones)
+    writeback: dict[int, float] = field(default_factory=dict)
 
-    def add_block(self, launch: int, core: str, bound: float, skipped_time: float) -> None:
+    def add_block(self, launch: int, core: str, bound: float, skipped_time: float, writeback: float = 0.0) -> None:
         key = (launch, core)
         self.bounds[key] = self.bounds.get(key, 0.0) + bound
         self.fast_forwarded[key] = self.fast_forwarded.get(key, 0.0) + skipped_time
+        self.writeback[launch] = self.writeback.get(launch, 0.0) + writeback
 
     def bound_cycles(self) -> float:
         """The task's bound: per launch, the core with the largest (its blocks run one after
-        another; the cores run side by side), summed over the launches (one after another)."""
-        worst: dict[int, float] = {}
+        another; the cores run side by side) and the launch's unpaid write-back, summed over the
+        launches (one after another)."""
+        per_core: dict[int, float] = {}
         for (launch, _), b in self.bounds.items():
-            worst[launch] = max(worst.get(launch, 0.0), b)
-        return sum(worst.values())
+            per_core[launch] = max(per_core.get(launch, 0.0), b)
+        return sum(per_core.values()) + sum(self.writeback.values())
 
     def to_dict(self, cycles: float, instructions: int) -> dict:
         """The report's `fast` entry: `instructions` is the task's count, fast-forwarded included."""
@@ -237,14 +247,15 @@ class BlockFastForward:
     """What a block's actors noted at its loops' marks, what their skips added, and the L2
     touches and the bound that follow. The block calls it where an actor meets a mark."""
 
-    def __init__(self, schedule: FastSchedule, l2, memory, pipes: tuple[str, ...], cores: int):
-        self.schedule, self.l2, self.memory = schedule, l2, memory
+    def __init__(self, schedule: FastSchedule, gm_path, memory, pipes: tuple[str, ...], cores: int):
+        self.schedule, self.l2, self.hbm, self.memory = schedule, gm_path.l2, gm_path.hbm, memory
         self.pipes, self.cores = pipes, cores
         self.scalar = Meter()
         self.pipe_meters: dict[str, Meter] = {p: Meter() for p in pipes}
         self.windows: dict[int, list[Window]] = {}   # loop run -> its pipes' measured windows
         self.skips_met: dict[int, int] = {}          # loop run -> pipes that have met its skip
         self.marks = 0                               # marks seen (they are no instructions)
+        self.unpaid_writeback = 0                    # dirty bytes its skips' L2 touches evicted
 
     def scalar_mark(self, mark: Instr, clock: float, busy: float) -> None:
         """The scalar unit meets a mark (the block then puts it in every pipe's queue)."""
@@ -291,7 +302,8 @@ class BlockFastForward:
 
     def totals(self) -> tuple[float, float, int]:
         """Once the block has ended: (its bound, its cycles fast-forwarded, the instructions its
-        scalar unit fast-forwarded)."""
+        scalar unit fast-forwarded). Its touches' write-back is writeback_cycles()'s: the
+        launch sums it over its blocks (one block's touch may evict for all)."""
         bound = skipped_time = 0.0
         for windows in self.windows.values():
             b, s = skip_bound(windows)
@@ -300,12 +312,19 @@ class BlockFastForward:
         bound += self.schedule.unmeasured * skipped_time
         return bound, skipped_time, round(self.scalar.extra.get("issued", 0))
 
+    def writeback_cycles(self) -> float:
+        """Device memory's cycles for the dirty lines this block's skips' L2 touches evicted."""
+        return self.unpaid_writeback / self.hbm.bytes_per_cycle
+
     def _touch_skipped(self, window1: list[Instr], window2: list[Instr], periods: int) -> None:
-        """The L2 takes what a loop run's skipped periods would have left in it."""
+        """The L2 takes what a loop run's skipped periods would have left in it. The dirty lines
+        that evicts went back to device memory during the skipped time, which the windows'
+        extrapolation may or may not have paid for (the windows may have evicted clean lines,
+        or none): the bound takes them."""
         l2 = self.l2
         keep = kept_periods(window2, periods, l2.capacity * l2.line, self.cores)
         for addr, n, write, base in skipped_touches(window1, window2, periods, keep, self.memory.spans()):
-            l2.touch(addr, n, write, base)
+            self.unpaid_writeback += l2.touch(addr, n, write, base)
 
 
 def _pipe_figures(pipe, now: float, busy: float, work: float, executed: int) -> dict:

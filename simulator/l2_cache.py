@@ -183,12 +183,12 @@ class L2Cache:
         self._count(hits, lines)
         return fetch
 
-    def touch(self, addr: np.ndarray, n: np.ndarray, write: np.ndarray, base: np.ndarray) -> None:
+    def touch(self, addr: np.ndarray, n: np.ndarray, write: np.ndarray, base: np.ndarray) -> int:
         """Fast mode: the tags take the ranges (addresses, lengths, write flags, the base of the
         allocation each lies in) as transfers in this order would, with no time: what a
         fast-forwarded loop's skipped iterations leave in the L2. Taken in one batch, then one
         eviction: the newest lines stay, as LRU keeps them (what is evicted went back to memory
-        during the skipped time)."""
+        during the skipped time). Returns the bytes of dirty lines it evicted."""
         line = self.line
         keep = n > 0
         addr, n, write, base = addr[keep], n[keep], write[keep], base[keep]
@@ -213,8 +213,7 @@ class L2Cache:
             self.resident += int(np.count_nonzero(old == 0))
             mask[held] = old | add
             stamp[held] = newest
-        if self.resident > self.capacity:
-            self._evict()
+        return self._evict() if self.resident > self.capacity else 0
 
     def _access_few_rows(self, rows: Rows, write: bool) -> int | None:
         """A few rows that each lie inside one line, in one allocation (a gather's corners):

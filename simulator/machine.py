@@ -230,7 +230,7 @@ class Device:
         bound, skipped_time, skipped = run.fast.totals()
         rec.instructions += skipped - run.fast.marks
         rec.fast.skipped += skipped
-        rec.fast.add_block(launch, core.name, bound, skipped_time)
+        rec.fast.add_block(launch, core.name, bound, skipped_time, run.fast.writeback_cycles())
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
                 core: CoreState) -> Iterator[list[Instr]]:
