@@ -363,3 +363,19 @@ def test_sweep_and_tune_default_to_fast_mode_with_the_bound_in_every_row(tmp_pat
     p = cli("tune", "SiluBackward", "--shape", "16,400000", "--dtype", "FLOAT16", "--top", "2")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "vs exact" in p.stdout and "confirm the winner with --mode timing" in p.stdout
+
+
+def test_efficientnet_fast_baseline_is_within_its_bound_of_the_exact_one():
+    """Every call of the EfficientNet SiLU trace (49 calls, 15 s in fast mode): fast mode's
+    recorded baseline is its cycles today, and lies within the bound it states of the exact
+    baseline. A change of the exact engine that re-records both baselines cannot leave a call
+    outside its bound unnoticed (call 45, which overflows the L2 mid-loop, once was)."""
+    w = studies.load_trace(ROOT / "traces" / "efficientnet_b0_silu_backward.yaml")
+    exact, fast = w.baselines["Ascend910B1"]["calls"], w.baselines["Ascend910B1:fast"]["calls"]
+    rows = studies.replay(w, "Ascend910B1", mode="fast")
+    assert len(rows) == len(exact) == len(fast)
+    for i, (r, e, f) in enumerate(zip(rows, exact, fast)):
+        assert f == pytest.approx(r["cycles"], abs=1e-3), f"call {i}: fast mode moved"
+        assert abs(f - e) <= r["error_bound_cycles"] + 1e-6 * e, (
+            f"call {i}: fast {f:,.0f} vs exact {e:,.0f} outside the bound {r['error_bound_cycles']:,.0f}")
+    assert any(r["simulated_fraction"] < 1 for r in rows)
