@@ -93,7 +93,8 @@ def _gemm(fig, spec):
 
 def _unary(fig, spec):
     """examples/elementwise_kernel.py on every vector core; input bytes over one call's time (the
-    published figure's own definition). `launches` > 1: the operator written as that many
+    published figure's own definition; `bytes_per_element` 8 counts input and output, for a figure
+    that counts both). `launches` > 1: the operator written as that many
     elementwise torch ops, each a pass over the whole vector into a new tensor (the caching
     allocator's two blocks in turn: x -> A -> B -> A -> B). `calls` (default 1: a cold L2): the
     call repeated back to back on one device, the last one timed, as a benchmark with untimed
@@ -109,7 +110,7 @@ def _unary(fig, spec):
     rep = run_calls(passes, {b: (np.float32, n) for b in dict.fromkeys(names[:launches + 1])}, soc=fig["chip"],
                     calls=calls)
     dm = rep.device_memory
-    return 4.0 * n / (rep.time_us * 1e-6) / 1e9, \
+    return spec.get("bytes_per_element", 4) * n / (rep.time_us * 1e-6) / 1e9, \
         f"call {calls} of {calls}: {launches} launch(es), {rep.time_us:.1f} us, device memory " \
         f"{dm['bytes'] / 2**20:,.0f} MiB at {dm['GBps']:,.0f} GB/s, L2 hits {rep.l2['hit_rate']:.0%}, bound by {rep.bound}"
 

@@ -65,6 +65,8 @@ N_CASES = int(os.environ.get("CONV_TBC_RANDOM_CASES", "120"))
 SPEC_TBC_DTYPES = {"training": (F32, F16), "inference": (), "A2": (F32, F16, BF16)}
 TBC_SOCS = [soc for soc, s in SERIES.items() if SPEC_TBC_DTYPES[s]]
 NO_TBC_SOCS = [soc for soc, s in SERIES.items() if not SPEC_TBC_DTYPES[s]]
+# profiles in devices/ beyond SPEC section 2 (each file cites its own sources): a few cases each
+BEYOND_SPEC_SOCS = sorted(set(simulator.list_socs()) - set(SERIES))
 C0_EDGES = (7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 47, 48, 49)
 TILE_EDGES = (63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 256, 257)   # the Cube's M / N tiles
 MAX_ELEMENTS = 24_000        # T * B * (Cin + Cout): keeps a case to a fraction of a second
@@ -456,12 +458,31 @@ def test_series_without_the_operator_refuses_it(soc):
         assert e.value.status == 161002, (case_id(c), e.value)
 
 
+@pytest.mark.parametrize("soc", BEYOND_SPEC_SOCS)
+def test_chip_beyond_spec_runs_or_refuses_the_operator(soc):
+    """A profile beyond SPEC section 2 runs the first drawn cases (calls valid on the training and
+    A2 series) against the formula reference if its series has the operator, else refuses them."""
+    support = simulator.load_profile(soc).supports("ConvTbcBackward")
+    for seed in range(3):
+        c = dict(draw_case(seed), soc=soc, seed=10**9 + seed)   # its own key in _RESULTS
+        if support is not None:
+            check_case(c)
+            continue
+        data = make_data(c)
+        with pytest.raises(AclnnError) as e:
+            simulator.run("ConvTbcBackward", soc=soc, **{n: data[n][1] for n in NAMES_IN},
+                          pad=c["pad"], cubeMathType=c["cm"])
+        assert e.value.status == 161002, (case_id(c), e.value)
+
+
 def test_every_chip_profile_is_covered():
-    """Every SoC profile in devices/ is either drawn here or checked to refuse the operator."""
+    """Every SoC profile in devices/ is either drawn here, checked to refuse the operator, or run by
+    the test above."""
     import pathlib
     devices = pathlib.Path(simulator.__file__).resolve().parent.parent / "devices"
     socs = {p.stem for p in devices.glob("*.yaml") if not p.stem.startswith("_")}
-    assert socs == set(TBC_SOCS) | set(NO_TBC_SOCS), socs
+    assert socs == set(TBC_SOCS) | set(NO_TBC_SOCS) | set(BEYOND_SPEC_SOCS), socs
+    assert set(BEYOND_SPEC_SOCS).isdisjoint(SERIES)
     if len(CASES) >= len(TBC_SOCS):
         assert {c["soc"] for c in CASES} == set(TBC_SOCS)
 

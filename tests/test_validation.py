@@ -27,7 +27,7 @@ def test_split_rule_and_coverage():
     cal = {f["source"] for f in FIGURES if SOURCES[f["source"]]["split"] == "calibration"}
     assert val and not (val & cal)
     assert len(FIGURES) >= 20 and len(SOURCES) >= 5
-    assert len({f["chip"] for f in FIGURES}) >= 3
+    assert len({f["chip"] for f in FIGURES}) >= 4
     for f in FIGURES:
         assert f["measured"] > 0 and 0 < f["bound"] <= 0.2 and "expected_ratio" in f, f["id"]
     ids = [f["id"] for f in FIGURES]
@@ -46,9 +46,10 @@ def test_quick_figure_keeps_its_recorded_ratio(fig):
     assert r.within == (abs(exp - 1) <= fig["bound"])
 
 
-@pytest.mark.parametrize("op", ["exp", "sigmoid"])
+@pytest.mark.parametrize("op", ["exp", "sigmoid", "muls"])
 def test_elementwise_kernel_computes_its_operator(op):
-    """The kernel behind the torch.exp / Sigmoid figures computes them (fp32, float64 reference)."""
+    """The kernel behind the torch.exp / Sigmoid / `x * 2.0` figures computes them (fp32, float64
+    reference)."""
     import numpy as np
     import simulator
     sys.path.insert(0, str(ROOT / "examples"))
@@ -58,7 +59,7 @@ def test_elementwise_kernel_computes_its_operator(op):
     r = simulator.run_kernel(elementwise_kernel, 4, {"x": x, "y": np.zeros_like(x), "tiling": t},
                              soc="Ascend910B2")
     x64 = x.astype(np.float64)
-    ref = np.exp(x64) if op == "exp" else 1 / (1 + np.exp(-x64))
+    ref = {"exp": np.exp(x64), "sigmoid": 1 / (1 + np.exp(-x64)), "muls": x64 * 2.0}[op]
     np.testing.assert_allclose(r["y"], ref, rtol=1e-5)
 
 
