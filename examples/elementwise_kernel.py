@@ -1,10 +1,12 @@
 """A one-input elementwise operator over FLOAT (fp32), as torch_npu's Exp, Sigmoid and Muls run it:
-y = exp(x), y = 1 / (1 + exp(-x)) or y = x * 2.0, split over every vector core, each block's slice in tiles
-that ping-pong through two UB buffers (BUFFER_NUM = 2): CopyIn (MTE2), Compute (V), CopyOut (MTE3).
+y = exp(x), y = 1 / (1 + exp(-x)) or y = x * 2.0 (or y = x, a device-memory copy through UB, as Huawei's
+ascend-dmi d2d test makes one), split over every vector core, each block's slice in tiles that
+ping-pong through two UB buffers (BUFFER_NUM = 2): CopyIn (MTE2), Compute (V), CopyOut (MTE3).
 
     python examples/elementwise_kernel.py [--soc Ascend910B2] [--op exp] [--n 1048576]
 
-benchmarks/validation.py uses it for the published torch.exp / torch.nn.Sigmoid / `x * 2.0` bandwidths.
+benchmarks/validation.py uses it for the published torch.exp / torch.nn.Sigmoid / `x * 2.0` / d2d copy
+bandwidths.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import simulator
 from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, DataCopy, Exp, GetBlockIdx, GlobalTensor, Muls,
                               Reciprocal, TPipe, TPosition, TQue, float32)
 
-OPS = ("exp", "sigmoid", "muls")
+OPS = ("exp", "sigmoid", "muls", "copy")
 
 
 @dataclass
@@ -61,6 +63,8 @@ class KernelElementwise:
             Exp(y, x, T)
         elif self.tiling.op == "muls":          # a tensor times a Python scalar
             Muls(y, x, 2.0, T)
+        elif self.tiling.op == "copy":          # a device-to-device copy, through UB
+            DataCopy(y, x, T)
         else:                                   # 1 / (1 + exp(-x))
             Muls(y, x, -1.0, T)
             Exp(y, y, T)
@@ -110,7 +114,7 @@ def main() -> None:
     t = elementwise_tiling(args.n, args.blocks, args.op)
     r = simulator.run_kernel(elementwise_kernel, args.blocks, {"x": x, "y": np.zeros_like(x), "tiling": t},
                              soc=args.soc)
-    ref = {"exp": np.exp(x), "sigmoid": 1 / (1 + np.exp(-x)), "muls": x * 2.0}[args.op]
+    ref = {"exp": np.exp(x), "sigmoid": 1 / (1 + np.exp(-x)), "muls": x * 2.0, "copy": x}[args.op]
     print(f"max |y - ref| / max |ref| = {np.abs(r['y'] - ref).max() / np.abs(ref).max():.2e}")
     print(r.report.summary())
 

@@ -159,6 +159,9 @@ class DeviceMemory(_Frozen):
     kind: str
     bytes: int = Field(strict=True, ge=1 << 20, le=1 << 50)
     bandwidth_GBps: Rate
+    # the share of bandwidth_GBps that streaming traffic gets on the chip (refresh, bank and bus
+    # turnarounds): a measured figure, where one is published; 1 where none is
+    efficiency: float = Field(default=1.0, strict=True, gt=0, le=1, allow_inf_nan=False)
 
 
 class SyncLimits(_Frozen):
@@ -250,13 +253,15 @@ class Profile(_Frozen):
 
     @property
     def device_bytes_per_cycle(self) -> float:
-        """Chip-wide device-memory bandwidth in bytes per core cycle."""
-        return self.device_memory.bandwidth_GBps * 1e9 / self.hz
+        """Chip-wide device-memory bandwidth in bytes per core cycle: what streaming traffic gets
+        (the nominal rate times device_memory.efficiency)."""
+        return self.device_memory.bandwidth_GBps * self.device_memory.efficiency * 1e9 / self.hz
 
     @property
     def l2_bytes_per_cycle(self) -> float:
-        """Chip-wide L2 bandwidth in bytes per core cycle (device memory's / miss ratio)."""
-        return self.device_bytes_per_cycle / self.l2.miss_bandwidth_ratio
+        """Chip-wide L2 bandwidth in bytes per core cycle (device memory's nominal / miss ratio:
+        the ratio is of the two rates msKPP measured, not of what a stream gets)."""
+        return self.device_memory.bandwidth_GBps * 1e9 / self.hz / self.l2.miss_bandwidth_ratio
 
     def core_kind_for(self, kernel_kind: str) -> tuple[str, CoreKind]:
         for name, kind in self.cores.items():

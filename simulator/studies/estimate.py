@@ -9,7 +9,7 @@ own figures (docs/STEP.md says what it leaves out).
   vector kernels, each kind at its own clock.
 - bandwidth: the L2's (`device_memory.bandwidth_GBps / l2.miss_bandwidth_ratio`) when the call's
   bytes fit in the L2 (`l2.bytes`: its operands can stay there between calls), device memory's
-  otherwise.
+  (`bandwidth_GBps x efficiency`) otherwise.
 - launch overhead: `runtime.launch_overhead_us`, once per call.
 
 A dtype the Cube has no rate for (FLOAT on the training series and 310P3, whose Cube is FP16 and
