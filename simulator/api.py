@@ -307,13 +307,14 @@ class Estimate:
 
 
 def estimate(op: str, soc: str | None = None, *, profile: Profile | None = None, format: aclFormat | None = None,
-             tiling: dict | None = None, **params) -> Estimate:
+             tiling: dict | None = None, mode: str = "timing", **params) -> Estimate:
     """The size of a call before it runs, as simulator.run takes it (arrays, or TensorLayouts:
-    no data is read). Raises AclnnError where phase 1 would, KernelError where a block's body
-    faults while it records."""
+    no data is read). `mode` "fast" counts the instructions fast mode simulates (its declared
+    loops' skipped iterations are not recorded); the exact modes count them all. Raises
+    AclnnError where phase 1 would, KernelError where a block's body faults while it records."""
     opdef = _check_params(op)
     layouts = {k: (TensorLayout(v.shape, v.dtype) if isinstance(v, np.ndarray) else v) for k, v in params.items()}
-    with _private_device(soc, "timing", profile, False) as rt:
+    with _private_device(soc, "fast" if mode == "fast" else "timing", profile, False) as rt:
         host, _, ws_size, executor, ws = _phase1(opdef, layouts, format, False, tiling)
         launches = [(la.name, la.block_dim, rt.device.count_launch(la)) for la in executor.plan.build(ws)]
         tensor_bytes = sum(h.arr.size * h.arr.dtype.itemsize for h in host.values())

@@ -119,6 +119,9 @@ class CountingContext(BlockContext):
                                   f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
         instr.index = self.count
         self.count += 1
+        if self.open_windows and instr.gm:         # fast mode: the skip's L2 cut reads them
+            for windows in self.open_windows:
+                windows[-1].append(instr)
         return instr
 
 

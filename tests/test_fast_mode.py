@@ -129,3 +129,18 @@ def test_exact_modes_are_untouched_by_loops():
     r = simulator.run("SiluBackward", "Ascend910B1", mode="timing", profile=profile, trace=True, **kw)
     assert not any(row[2] == "LoopMark" for row in r.report.trace.rows())
     assert r.report.fast is None
+
+
+def test_the_estimate_of_a_fast_run_counts_what_fast_mode_simulates():
+    """`simulator.estimate(..., mode="fast")` (what `replay`, `sweep` and `tune` weigh against the
+    time budget in fast mode) counts the instructions fast mode records, not the whole loop's:
+    otherwise a call fast mode runs in seconds is refused for what the exact engine would cost."""
+    shape = (32, 96, 112, 112)          # EfficientNet-B0's largest SiLU: long tile loops
+    kw = dict(gradOutput=TensorLayout(shape, np.float16), self=TensorLayout(shape, np.float16))
+    exact = simulator.estimate("SiluBackward", "Ascend910B1", **kw)
+    fast = simulator.estimate("SiluBackward", "Ascend910B1", mode="fast", **kw)
+    run = simulator.run("SiluBackward", "Ascend910B1", mode="fast", trace=False, **kw).report
+    assert exact.instructions == run.instructions       # the exact count: every block records alike
+    simulated = run.fast["simulated_instructions"]
+    assert simulated < exact.instructions / 4
+    assert simulated / 2 <= fast.instructions <= simulated * 2

@@ -118,7 +118,7 @@ def cmd_run(args) -> int:
     profile = chip_profile(args)
     soc = profile.soc_version
     trace_file = trace_path(args, f"{call.op}_{soc}")
-    est = studies.estimate_call(call, profile)
+    est = studies.estimate_call(call, profile, mode=args.mode)
     if args.estimate:
         return _print_estimate(call, soc, est, args.mode)
     check_budget([est], args.mode, args, fallback_bytes=call.nbytes())
@@ -161,9 +161,10 @@ def _print_estimate(call: Call, soc: str, est, mode: str) -> int:
     if est is None:
         raise CliError(f"{call.op}: no estimate: the call does not plan (run it to see why)")
     print(f"estimate of aclnn{call.op} {call.shapes()} on {soc} ({mode} mode), from its plan:")
+    what = "instructions simulated (fast mode records no skipped iteration)" if mode == "fast" else "instructions"
     for name, blocks, n in est.launches:
-        print(f"  {name}: {blocks} blocks, {n:,} instructions")
-    print(f"  total {est.instructions:,} instructions, about {est.seconds(mode):,.1f} s of simulation; "
+        print(f"  {name}: {blocks} blocks, {n:,} {what.split(' (')[0]}")
+    print(f"  total {est.instructions:,} {what}, about {est.seconds(mode):,.1f} s of simulation; "
           f"tensors {est.tensor_bytes:,} B, workspace {est.workspace_bytes:,} B, host memory "
           f"{est.host_bytes(mode):,} B")
     return EXIT_OK

@@ -36,7 +36,7 @@ def _check_study_budget(w, calls, profile, args, repeat: int) -> None:
     """The budget, from the estimates of the distinct calls on the study's first profile (a
     what-if point's sizes differ little; `repeat` scales to every point)."""
     distinct = {w.calls[i].key(): w.calls[i] for i in calls}
-    check_budget([studies.estimate_call(c, profile) for c in distinct.values()], args.mode, args, repeat,
+    check_budget([studies.estimate_call(c, profile, mode=args.mode) for c in distinct.values()], args.mode, args, repeat,
                  fallback_bytes=max((c.nbytes() for c in distinct.values()), default=0))
 
 

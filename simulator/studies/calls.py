@@ -209,14 +209,16 @@ def _row_from_report(report, profile: Profile) -> dict[str, Any]:
     return row
 
 
-def estimate_call(call: Call, profile: Profile, tiling: dict | None = None):
-    """The call's Estimate (simulator.estimate) from its layouts alone, or None where the call
-    would not run (not available, rejected, a fault): its row will say why."""
+def estimate_call(call: Call, profile: Profile, tiling: dict | None = None, mode: str = "timing"):
+    """The call's Estimate (simulator.estimate) from its layouts alone, in `mode` (fast mode
+    counts what it simulates), or None where the call would not run (not available, rejected,
+    a fault): its row will say why."""
     from ..api import estimate
     try:
         kw = build_inputs(call, data=False)
         with _RUN_LOCK:
-            return estimate(call.op, profile=profile, tiling=tiling if tiling is not None else call.tiling, **kw)
+            return estimate(call.op, profile=profile, tiling=tiling if tiling is not None else call.tiling,
+                            mode=mode, **kw)
     except (NotAvailable, StudyError, AclnnError, KernelError):
         return None
 
