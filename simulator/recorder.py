@@ -61,6 +61,12 @@ class BlockContext:
         # fast mode: per loop run being measured, its windows' GM transfers so far (innermost last)
         self.open_windows: list[list[list[Instr]]] = []
 
+    def keep_for_windows(self, instr: Instr) -> None:
+        """Fast mode: a GM transfer inside the windows being measured (the skip extrapolates their
+        addresses, and cuts where their new lines would fill the L2)."""
+        for windows in self.open_windows:
+            windows[-1].append(instr)
+
     def loop_mark(self, run: int | None, phase: int, skip: int = 0, period: int = 1) -> int:
         """Fast mode: mark `phase` of loop run `run` (0, 1: a window starts; 2: `skip`
         iterations are fast-forwarded here). Phase 0 starts a run: pass None, get its number.
@@ -93,8 +99,7 @@ class BlockContext:
         instr.index = self.taken + len(program)
         program.append(instr)
         if self.open_windows and instr.gm:         # fast mode: a measured window's GM transfer
-            for windows in self.open_windows:
-                windows[-1].append(instr)
+            self.keep_for_windows(instr)
         # what the chunk holds: instructions, and their byte ranges (a strided copy has thousands)
         self.weight += len(instr.gm) + len(instr.writes)
         if len(program) >= self.limit or self.weight >= self.ranges:
@@ -120,8 +125,7 @@ class CountingContext(BlockContext):
         instr.index = self.count
         self.count += 1
         if self.open_windows and instr.gm:         # fast mode: the skip's L2 cut reads them
-            for windows in self.open_windows:
-                windows[-1].append(instr)
+            self.keep_for_windows(instr)
         return instr
 
 

@@ -161,10 +161,11 @@ def _print_estimate(call: Call, soc: str, est, mode: str) -> int:
     if est is None:
         raise CliError(f"{call.op}: no estimate: the call does not plan (run it to see why)")
     print(f"estimate of aclnn{call.op} {call.shapes()} on {soc} ({mode} mode), from its plan:")
-    what = "instructions simulated (fast mode records no skipped iteration)" if mode == "fast" else "instructions"
+    what = "instructions simulated" if mode == "fast" else "instructions"
+    why = " (fast mode records no skipped iteration)" if mode == "fast" else ""
     for name, blocks, n in est.launches:
-        print(f"  {name}: {blocks} blocks, {n:,} {what.split(' (')[0]}")
-    print(f"  total {est.instructions:,} {what}, about {est.seconds(mode):,.1f} s of simulation; "
+        print(f"  {name}: {blocks} blocks, {n:,} {what}")
+    print(f"  total {est.instructions:,} {what}{why}, about {est.seconds(mode):,.1f} s of simulation; "
           f"tensors {est.tensor_bytes:,} B, workspace {est.workspace_bytes:,} B, host memory "
           f"{est.host_bytes(mode):,} B")
     return EXIT_OK
