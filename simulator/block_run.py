@@ -37,7 +37,7 @@ from simpy.events import NORMAL
 from .core_state import CoreState, Group
 from .gm_path import GmPath
 from .profile import PIPES
-from .fast import BlockFastForward, FastRecord
+from .fast import BlockFastForward
 from .program import BARRIER, END, GM_XFER, MARK, SET, WAIT, XSET, XWAIT, Instr
 from .records import TaskRecord
 from .sim_clock import Wakeup, call_at, succeed_at
@@ -122,12 +122,8 @@ class BlockRun:
         self.end = self.start
         self.scalar_busy = 0.0
         # fast mode (simulator/fast.py): the loops' marks, what their skips added, the bound
-        self.fast = None
-        if device.fast is not None:
-            if rec.fast is None:
-                rec.fast = FastRecord()
-            self.fast = BlockFastForward(device.fast, device.gm_path, device.memory, self.pipes, core.kind.count,
-                                         rec.fast.launch_writeback(group.record))
+        self.fast = (BlockFastForward(device.fast, device.gm_path, device.memory, self.pipes, core.kind.count)
+                     if device.fast is not None else None)
 
     # ---- the block's clock: callbacks from SimPy's event queue ---------------------------------
     def begin(self, finished: simpy.Event, on_end: Callable[[], None]) -> None:

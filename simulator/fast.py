@@ -25,9 +25,8 @@ What this cannot see, and so what the bound is made of:
   adds `unmeasured` (a share of the fast-forwarded time) for what differs;
 * the skipped periods' write-back: the dirty lines the L2 evicts as it takes their lines went
   back to device memory in the skipped time, which the windows paid for only if they evicted
-  alike (where the L2 fills part-way, or its old clean lines run out, they did not). The launch
-  is charged what device memory could not have carried beside the skipped periods' own traffic
-  once the L2's clean room ran out (LaunchWriteback); the bound adds the rest of it either way.
+  alike (where the L2 fills part-way, or its old clean lines run out, they did not): the bound
+  adds device memory's time for all of them, per launch.
 The stated bound is checked against the exact engine by tests/test_fast_mode.py.
 """
 from __future__ import annotations
@@ -132,76 +131,31 @@ def skip_bound(windows: list[Window]) -> tuple[float, float]:
 
 
 @dataclass
-class LaunchWriteback:
-    """One launch's skipped write-back, shared by its blocks. The touches that give the L2 the
-    skipped periods' lines evict dirty lines with no time; in the exact run their write-back
-    crosses device memory beside the loop's own traffic, from where the L2's clean room runs out
-    (its free lines and the clean lines LRU evicts first) to the skips' end. The windows measured
-    how busy the channel was and what write-back it already carried; what the channel's spare
-    share of that stretch could not carry delays the launch."""
-    cores: int = 0               # cores of the kind whose blocks skipped (their concurrency)
-    blocks: int = 0              # blocks that skipped
-    room: int | None = None      # the L2's clean room (lines) at the launch's first touch
-    added: int = 0               # lines the touches added to the L2
-    evicted: float = 0.0         # bytes of dirty lines the touches evicted
-    # over the blocks' skips, each window 2 times its skipped periods: scalar cycles, device
-    # memory's busy cycles and the write-back bytes it carried (device-wide figures)
-    cycles: float = 0.0
-    busy: float = 0.0
-    carried: float = 0.0
-
-    def charge(self, bytes_per_cycle: float) -> tuple[float, float]:
-        """(cycles the launch is delayed, bound cycles left for the write-back)."""
-        if self.evicted <= 0:
-            return 0.0, 0.0
-        unpaid = self.evicted / bytes_per_cycle
-        if self.cycles <= 0:
-            return 0.0, unpaid
-        share = min(self.busy / self.cycles, 1.0)
-        span = self.cycles / max(min(self.blocks, self.cores), 1)     # the skips' length
-        carried = self.carried / self.cycles * span
-        before_dirty = min(self.room / self.added, 1.0) if self.added and self.room is not None else 1.0
-        spare = (1.0 - share) * bytes_per_cycle * span * (1.0 - before_dirty)
-        delay = max(0.0, self.evicted - carried - spare) / bytes_per_cycle
-        return delay, max(delay, unpaid - delay)
-
-
-@dataclass
 class FastRecord:
     """What fast mode did in a task: instructions simulated and fast-forwarded, and the bound."""
     skipped: int = 0             # instructions fast-forwarded (estimated from the windows)
     # (launch, core) -> bound cycles of the blocks that core ran in that launch
     bounds: dict[tuple[int, str], float] = field(default_factory=dict)
     fast_forwarded: dict[tuple[int, str], float] = field(default_factory=dict)   # same key: cycles
-    # launch -> its skips' write-back (what the windows' extrapolation may not have paid)
-    writeback: dict[int, LaunchWriteback] = field(default_factory=dict)
-    # launch -> (cycles it was delayed for that write-back, bound cycles left for it)
-    charged: dict[int, tuple[float, float]] = field(default_factory=dict)
+    # launch -> device memory's cycles for the dirty lines its skips' L2 touches evicted: write-back
+    # of the skipped time that the windows' extrapolation may not have paid (the windows may have
+    # evicted clean lines, or none, where the skipped periods evicted dirty ones)
+    writeback: dict[int, float] = field(default_factory=dict)
 
-    def launch_writeback(self, launch: int) -> LaunchWriteback:
-        if launch not in self.writeback:
-            self.writeback[launch] = LaunchWriteback()
-        return self.writeback[launch]
-
-    def charge_writeback(self, launch: int, bytes_per_cycle: float) -> float:
-        """Once a launch's blocks have ended: the cycles its skipped write-back delays it."""
-        ledger = self.writeback.get(launch)
-        self.charged[launch] = ledger.charge(bytes_per_cycle) if ledger is not None else (0.0, 0.0)
-        return self.charged[launch][0]
-
-    def add_block(self, launch: int, core: str, bound: float, skipped_time: float) -> None:
+    def add_block(self, launch: int, core: str, bound: float, skipped_time: float, writeback: float = 0.0) -> None:
         key = (launch, core)
         self.bounds[key] = self.bounds.get(key, 0.0) + bound
         self.fast_forwarded[key] = self.fast_forwarded.get(key, 0.0) + skipped_time
+        self.writeback[launch] = self.writeback.get(launch, 0.0) + writeback
 
     def bound_cycles(self) -> float:
         """The task's bound: per launch, the core with the largest (its blocks run one after
-        another; the cores run side by side) and what is left of the launch's write-back,
-        summed over the launches (one after another)."""
+        another; the cores run side by side) and the launch's unpaid write-back, summed over the
+        launches (one after another)."""
         per_core: dict[int, float] = {}
         for (launch, _), b in self.bounds.items():
             per_core[launch] = max(per_core.get(launch, 0.0), b)
-        return sum(per_core.values()) + sum(b for _, b in self.charged.values())
+        return sum(per_core.values()) + sum(self.writeback.values())
 
     def to_dict(self, cycles: float, instructions: int) -> dict:
         """The report's `fast` entry: `instructions` is the task's count, fast-forwarded included."""
@@ -210,7 +164,6 @@ class FastRecord:
         return {"simulated_instructions": simulated, "fast_forwarded_instructions": self.skipped,
                 "simulated_fraction": simulated / instructions if instructions else 1.0,
                 "bound_cycles": bound, "bound_fraction": bound / cycles if cycles else 0.0,
-                "writeback_cycles": sum(d for d, _ in self.charged.values()),
                 "exact": bound == 0.0 and self.skipped == 0}
 
 
@@ -294,8 +247,7 @@ class BlockFastForward:
     """What a block's actors noted at its loops' marks, what their skips added, and the L2
     touches and the bound that follow. The block calls it where an actor meets a mark."""
 
-    def __init__(self, schedule: FastSchedule, gm_path, memory, pipes: tuple[str, ...], cores: int,
-                 writeback: LaunchWriteback):
+    def __init__(self, schedule: FastSchedule, gm_path, memory, pipes: tuple[str, ...], cores: int):
         self.schedule, self.l2, self.hbm, self.memory = schedule, gm_path.l2, gm_path.hbm, memory
         self.pipes, self.cores = pipes, cores
         self.scalar = Meter()
@@ -303,28 +255,12 @@ class BlockFastForward:
         self.windows: dict[int, list[Window]] = {}   # loop run -> its pipes' measured windows
         self.skips_met: dict[int, int] = {}          # loop run -> pipes that have met its skip
         self.marks = 0                               # marks seen (they are no instructions)
-        self.writeback = writeback                   # the launch's, shared by its blocks
-        self.channel_at: dict[int, tuple[float, float, int]] = {}   # loop run -> at window 2's start
-        self.skipped = False                         # the block has met a skip
+        self.unpaid_writeback = 0                    # dirty bytes its skips' L2 touches evicted
 
     def scalar_mark(self, mark: Instr, clock: float, busy: float) -> None:
-        """The scalar unit meets a mark (the block then puts it in every pipe's queue). Device
-        memory's figures over window 2 stand for its skipped periods' (LaunchWriteback)."""
+        """The scalar unit meets a mark (the block then puts it in every pipe's queue)."""
         self.marks += 1
         run, phase, skip, period, _ = mark.flag
-        hbm = self.hbm
-        if phase == 1:
-            self.channel_at[run] = (clock, hbm.busy_cycles, hbm.carried)
-        elif phase == 2:
-            t0, busy0, carried0 = self.channel_at.pop(run)
-            periods, ledger = skip // period, self.writeback
-            if not self.skipped:
-                self.skipped = True
-                ledger.blocks += 1
-                ledger.cores = max(ledger.cores, self.cores)
-            ledger.cycles += periods * (clock - t0)
-            ledger.busy += periods * (hbm.busy_cycles - busy0)
-            ledger.carried += periods * (hbm.carried - carried0)
         self.scalar.mark(run, phase, skip, period, {"time": clock, "busy": busy, "issued": mark.index - self.marks})
 
     def pipe_mark(self, pipe, mark: Instr, now: float, busy: float, work: float, executed: int) -> None:
@@ -366,8 +302,8 @@ class BlockFastForward:
 
     def totals(self) -> tuple[float, float, int]:
         """Once the block has ended: (its bound, its cycles fast-forwarded, the instructions its
-        scalar unit fast-forwarded). Its touches' write-back is the launch's (one block's touch
-        may evict for all)."""
+        scalar unit fast-forwarded). Its touches' write-back is writeback_cycles()'s: the
+        launch sums it over its blocks (one block's touch may evict for all)."""
         bound = skipped_time = 0.0
         for windows in self.windows.values():
             b, s = skip_bound(windows)
@@ -376,19 +312,19 @@ class BlockFastForward:
         bound += self.schedule.unmeasured * skipped_time
         return bound, skipped_time, round(self.scalar.extra.get("issued", 0))
 
+    def writeback_cycles(self) -> float:
+        """Device memory's cycles for the dirty lines this block's skips' L2 touches evicted."""
+        return self.unpaid_writeback / self.hbm.bytes_per_cycle
+
     def _touch_skipped(self, window1: list[Instr], window2: list[Instr], periods: int) -> None:
         """The L2 takes what a loop run's skipped periods would have left in it. The dirty lines
         that evicts went back to device memory during the skipped time, which the windows'
         extrapolation may or may not have paid for (the windows may have evicted clean lines,
-        or none): the launch's LaunchWriteback weighs them."""
-        l2, ledger = self.l2, self.writeback
+        or none): the bound takes them."""
+        l2 = self.l2
         keep = kept_periods(window2, periods, l2.capacity * l2.line, self.cores)
-        if ledger.room is None:
-            ledger.room = l2.clean_room()
         for addr, n, write, base in skipped_touches(window1, window2, periods, keep, self.memory.spans()):
-            evicted, added = l2.touch(addr, n, write, base)
-            ledger.evicted += evicted
-            ledger.added += added
+            self.unpaid_writeback += l2.touch(addr, n, write, base)
 
 
 def _pipe_figures(pipe, now: float, busy: float, work: float, executed: int) -> dict:

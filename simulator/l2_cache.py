@@ -188,13 +188,12 @@ class L2Cache:
         allocation each lies in) as transfers in this order would, with no time: what a
         fast-forwarded loop's skipped iterations leave in the L2. Taken in one batch, then one
         eviction: the newest lines stay, as LRU keeps them (what is evicted went back to memory
-        during the skipped time). Returns (bytes of dirty lines it evicted, lines it added)."""
+        during the skipped time). Returns the bytes of dirty lines it evicted."""
         line = self.line
         keep = n > 0
         addr, n, write, base = addr[keep], n[keep], write[keep], base[keep]
         stamps = self.clock + np.arange(addr.size, dtype=np.int64)
         self.clock += int(addr.size)
-        resident = self.resident
         for b in np.unique(base):
             sel = base == b
             region = self._region(int(b))
@@ -214,26 +213,7 @@ class L2Cache:
             self.resident += int(np.count_nonzero(old == 0))
             mask[held] = old | add
             stamp[held] = newest
-        added = self.resident - resident
-        return (self._evict() if self.resident > self.capacity else 0), added
-
-    def clean_room(self) -> int:
-        """Lines the cache can take before it evicts a dirty one: its free lines, and the
-        clean lines older than its oldest dirty line (LRU evicts those first)."""
-        dirty_stamps, stamps = [], []
-        for mask, stamp in self.tags.values():
-            idx = np.flatnonzero(mask)
-            if idx.size:
-                stamps.append(stamp[idx])
-                dirty_stamps.append(stamp[idx[(mask[idx] & self.dirty) != 0]])
-        room = self.capacity - self.resident
-        if not stamps:
-            return room
-        dirty = np.concatenate(dirty_stamps)
-        everything = np.concatenate(stamps)
-        if not dirty.size:
-            return room + everything.size
-        return room + int(np.count_nonzero(everything < dirty.min()))
+        return self._evict() if self.resident > self.capacity else 0
 
     def _access_few_rows(self, rows: Rows, write: bool) -> int | None:
         """A few rows that each lie inside one line, in one allocation (a gather's corners):

@@ -23,7 +23,7 @@ from .gm_path import GmPath
 from .l2_cache import L2Cache
 from .memory import DeviceMemory, MemoryChannel
 from .profile import PIPES, Profile
-from .fast import FastSchedule
+from .fast import FastRecord, FastSchedule
 from .program import BARRIER, COMPUTE, END, GM_XFER, MARK, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch
 from .recorder import (BlockContext, CountingContext, DeviceView, ProgramRecorder, count_instructions,
                        record_whole)
@@ -146,7 +146,6 @@ class Device:
         launch_id = self._launches
         lrec = LaunchRecord(launch.name, launch.block_dim, kind_name, start=self.env.now)
         rec.launches.append(lrec)
-        record = len(rec.launches) - 1
         yield self.env.timeout(self.launch_cycles)
         lrec.cores_start = self.env.now
         running = []
@@ -159,16 +158,12 @@ class Device:
             for pname, ratio in partners:
                 for sub in range(ratio):
                     members.append(((yield self.free_cores[pname].get()), sub))
-            group = Group(launch_id, b, [c for c, _ in members], participants, record)
+            group = Group(launch_id, b, [c for c, _ in members], participants, len(rec.launches) - 1)
             for c, sub in members:
                 running.append(self.env.process(self._block(c, launch, b, rec, group, sub, long_kinds)))
         self.dispatching.pop(launch_id, None)
         if running:
             yield simpy.AllOf(self.env, running)
-        if rec.fast is not None:            # fast mode: the write-back its skips did not pay
-            delay = rec.fast.charge_writeback(record, self.gm_path.hbm.bytes_per_cycle)
-            if delay > 0:
-                yield self.env.timeout(delay)
         lrec.end = self.env.now
 
     def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
@@ -230,10 +225,12 @@ class Device:
     def _fast_block(self, run: BlockRun, rec: TaskRecord, launch: int, core: CoreState) -> None:
         """Fast mode: a block's instructions counted as the whole run would have them (its marks
         are none), and its bound and fast-forwarded cycles booked to its launch and core."""
+        if rec.fast is None:
+            rec.fast = FastRecord()
         bound, skipped_time, skipped = run.fast.totals()
         rec.instructions += skipped - run.fast.marks
         rec.fast.skipped += skipped
-        rec.fast.add_block(launch, core.name, bound, skipped_time)
+        rec.fast.add_block(launch, core.name, bound, skipped_time, run.fast.writeback_cycles())
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
                 core: CoreState) -> Iterator[list[Instr]]:

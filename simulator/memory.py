@@ -95,14 +95,12 @@ class MemoryChannel:
         self.busy_cycles = 0.0
         self.bytes = 0
         self.pending = 0            # write-back bytes not yet carried
-        self.carried = 0            # write-back bytes carried so far
 
     def reserve(self, now: float, nbytes: int, drain: int = 0) -> tuple[float, int]:
         """Reserve nbytes, plus up to `drain` bytes of pending write-back, starting no earlier than
         now; returns (when they have passed, bytes moved). Nothing to move: (now, 0)."""
         carried = min(self.pending, drain)
         self.pending -= carried
-        self.carried += carried
         total = nbytes + carried
         if total <= 0:
             return now, 0

@@ -104,8 +104,7 @@ class Report:
         if mode == "fast":
             fast = (rec.fast.to_dict(cycles, rec.instructions) if rec.fast is not None else
                     {"simulated_instructions": rec.instructions, "fast_forwarded_instructions": 0,
-                     "simulated_fraction": 1.0, "bound_cycles": 0.0, "bound_fraction": 0.0,
-                     "writeback_cycles": 0.0, "exact": True})
+                     "simulated_fraction": 1.0, "bound_cycles": 0.0, "bound_fraction": 0.0, "exact": True})
         return cls(op=op, soc=profile.soc_version, mode=mode, fast=fast,
                    clock_mhz=profile.clock_mhz,
                    workspace_bytes=workspace_bytes, workspace_breakdown=ws,
@@ -172,9 +171,7 @@ class Report:
             f = self.fast
             lines.append(f"  fast mode  {f['simulated_fraction']:.1%} of {self.instructions:,} instructions simulated; "
                          + ("exact (nothing fast-forwarded)" if f["exact"] else
-                            f"cycles within +/-{f['bound_cycles']:,.0f} ({f['bound_fraction']:.2%}) of the exact engine")
-                         + (f"; {f['writeback_cycles']:,.0f} cycles charged for the skipped write-back"
-                            if f.get("writeback_cycles") else ""))
+                            f"cycles within +/-{f['bound_cycles']:,.0f} ({f['bound_fraction']:.2%}) of the exact engine"))
         lines += [
                  f"  workspace  {self.workspace_bytes:,} B"
                  + "".join(f"\n               {w['bytes']:>12,} B  {w['purpose']}" for w in self.workspace_breakdown),
