@@ -37,7 +37,7 @@ from simpy.events import NORMAL
 from .core_state import CoreState, Group
 from .gm_path import GmPath
 from .profile import PIPES
-from .fast import BlockFastForward
+from .fast import BlockFastForward, SkipBarrier
 from .program import BARRIER, END, GM_XFER, MARK, SET, WAIT, XSET, XWAIT, Instr
 from .records import TaskRecord
 from .sim_clock import Wakeup, call_at, succeed_at
@@ -92,7 +92,7 @@ class BlockRun:
     executed, bytes per path, L2 lines) and `scalar_busy` the scalar unit's cycles."""
 
     def __init__(self, device: SharedDevice, core: CoreState, group: Group, rec: TaskRecord,
-                 chunks: Iterator[list[Instr]]):
+                 chunks: Iterator[list[Instr]], barrier: SkipBarrier | None = None, skips: int | None = None):
         self.device, self.core, self.group, self.rec = device, core, group, rec
         self.env = env = device.env
         self.start = env.now
@@ -122,7 +122,8 @@ class BlockRun:
         self.end = self.start
         self.scalar_busy = 0.0
         # fast mode (simulator/fast.py): the loops' marks, what their skips added, the bound
-        self.fast = (BlockFastForward(device.fast, device.gm_path, device.memory, self.pipes, core.kind.count)
+        self.fast = (BlockFastForward(device.fast, device.gm_path, device.memory, self.pipes, core.kind.count,
+                                      barrier or SkipBarrier(), skips)
                      if device.fast is not None else None)
 
     # ---- the block's clock: callbacks from SimPy's event queue ---------------------------------

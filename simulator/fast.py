@@ -244,14 +244,58 @@ def kept_periods(window2: list[Instr], periods: int, l2_bytes: int, cores: int) 
     return min(periods, -(-l2_bytes // per_period))
 
 
+class SkipBarrier:
+    """A launch's blocks give the L2 their skipped periods' lines together. Their windows run
+    side by side, and the skipped periods come after all of them and before any block's tail: a
+    block that touched alone would change the L2 under the windows the others are still
+    measuring, one that waited for the rest of its own run would touch after its tail. So the
+    k-th skip of each block waits until every running block that has a k-th skip has reached it
+    (or ended); a block whose skips are not known before it runs (recorded in chunks) is not
+    waited for and touches at once."""
+
+    def __init__(self):
+        self.blocks: dict[BlockFastForward, list] = {}   # block -> [its skips (None: unknown), arrived]
+        self.pending: dict[int, list[tuple]] = {}        # k -> (block, window 1, window 2, periods)
+
+    def join(self, block: BlockFastForward, skips: int | None) -> None:
+        self.blocks[block] = [skips, 0]
+
+    def arrive(self, block: BlockFastForward, window1: list[Instr], window2: list[Instr], periods: int) -> None:
+        entry = self.blocks[block]
+        if entry[0] is None:
+            block._touch_skipped(window1, window2, periods)
+            return
+        k = entry[1]
+        entry[1] += 1
+        self.pending.setdefault(k, []).append((block, window1, window2, periods))
+        self._flush_ready()
+
+    def leave(self, block: BlockFastForward) -> None:
+        """The block has ended: it is waited for no more."""
+        self.blocks.pop(block, None)
+        self._flush_ready()
+
+    def _flush_ready(self) -> None:
+        for k in sorted(self.pending):
+            if any(skips is not None and skips > k and got <= k for skips, got in self.blocks.values()):
+                return
+            for block, window1, window2, periods in self.pending.pop(k):
+                block._touch_skipped(window1, window2, periods)
+
+
 # ---- one block's fast-forwards (block_run.BlockRun owns one in fast mode) ---------------------
 class BlockFastForward:
     """What a block's actors noted at its loops' marks, what their skips added, and the L2
     touches and the bound that follow. The block calls it where an actor meets a mark."""
 
-    def __init__(self, schedule: FastSchedule, gm_path, memory, pipes: tuple[str, ...], cores: int):
+    def __init__(self, schedule: FastSchedule, gm_path, memory, pipes: tuple[str, ...], cores: int,
+                 barrier: SkipBarrier, skips: int | None):
         self.schedule, self.l2, self.hbm, self.memory = schedule, gm_path.l2, gm_path.hbm, memory
         self.pipes, self.cores = pipes, cores
+        self.barrier = barrier
+        barrier.join(self, skips)
+        self.movers: dict[int, set[str]] = {}        # loop run -> pipes with GM transfers not yet past its windows
+        self.arrived: set[int] = set()               # loop runs handed to the barrier
         self.scalar = Meter()
         self.pipe_meters: dict[str, Meter] = {p: Meter() for p in pipes}
         self.windows: dict[int, list[Window]] = {}   # loop run -> its pipes' measured windows
@@ -274,9 +318,19 @@ class BlockFastForward:
             return
         self.windows.setdefault(run, []).append(window)
         met = self.skips_met[run] = self.skips_met.get(run, 0) + 1
-        if met == len(self.pipes):         # every window's transfers have reached the L2
-            del self.skips_met[run]
-            self._touch_skipped(*windows, skip // period)
+        movers = self.movers.get(run)
+        if movers is None:
+            movers = self.movers[run] = {i.pipe for i in windows[1]}
+        movers.discard(pipe.pipe)
+        if not movers and run not in self.arrived:
+            # every pipe that moves GM data is past the windows (an idle pipe may meet its mark
+            # only after the others have run the tail): the launch's SkipBarrier gives the L2
+            # the skipped periods' lines once the other blocks' windows are done too
+            self.arrived.add(run)
+            self.barrier.arrive(self, windows[0], windows[1], skip // period)
+        if met == len(self.pipes):
+            del self.skips_met[run], self.movers[run]
+            self.arrived.discard(run)
 
     def pipe_finished(self, pipe, now: float, busy: float, work: float,
                       executed: int) -> tuple[float, float, float, int]:

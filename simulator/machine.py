@@ -23,7 +23,7 @@ from .gm_path import GmPath
 from .l2_cache import L2Cache
 from .memory import DeviceMemory, MemoryChannel
 from .profile import PIPES, Profile
-from .fast import FastRecord, FastSchedule
+from .fast import FastRecord, FastSchedule, SkipBarrier
 from .program import BARRIER, COMPUTE, END, GM_XFER, MARK, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch
 from .recorder import (BlockContext, CountingContext, DeviceView, ProgramRecorder, count_instructions,
                        record_whole)
@@ -151,6 +151,7 @@ class Device:
         yield self.env.timeout(self.launch_cycles)
         lrec.cores_start = self.env.now
         running = []
+        barrier = SkipBarrier() if self.fast is not None else None   # fast mode: the blocks' skips meet
         long_kinds: set[str] = set()    # core kinds whose blocks outgrew a chunk in this launch
         for b in range(launch.block_dim):
             self.dispatching[launch_id] = (f"launch {launch.name}: block {b} of {launch.block_dim} "
@@ -162,14 +163,14 @@ class Device:
                     members.append(((yield self.free_cores[pname].get()), sub))
             group = Group(launch_id, b, [c for c, _ in members], participants, len(rec.launches) - 1)
             for c, sub in members:
-                running.append(self.env.process(self._block(c, launch, b, rec, group, sub, long_kinds)))
+                running.append(self.env.process(self._block(c, launch, b, rec, group, sub, long_kinds, barrier)))
         self.dispatching.pop(launch_id, None)
         if running:
             yield simpy.AllOf(self.env, running)
         lrec.end = self.env.now
 
     def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
-               sub: int, long_kinds: set[str]) -> Generator[simpy.Event, Any, None]:
+               sub: int, long_kinds: set[str], barrier: SkipBarrier | None = None) -> Generator[simpy.Event, Any, None]:
         """SimPy process: one block on one core. Its program is recorded (ProgramRecorder for a
         long one), then its scalar unit and pipes run as a BlockRun, which meets the shared
         clock only where the core touches something shared. Once a block of a launch has
@@ -191,7 +192,10 @@ class Device:
             recorder = ProgramRecorder(ctx, launch.body, launch.args)
             self.recorders.add(recorder)
         block_start = self.env.now
-        run = BlockRun(self, core, group, rec, self._chunks(program, recorder, rec, core))
+        skips = None                     # fast mode: the skips its program holds, if recorded whole
+        if barrier is not None and program is not None:
+            skips = sum(1 for i in program if i.kind == MARK and i.flag[1] == 2)
+        run = BlockRun(self, core, group, rec, self._chunks(program, recorder, rec, core), barrier, skips)
         del program
 
         def on_end():                     # at the block's end time: its records
@@ -229,6 +233,7 @@ class Device:
         are none), and its bound and fast-forwarded cycles booked to its launch and core."""
         if rec.fast is None:
             rec.fast = FastRecord()
+        run.fast.barrier.leave(run.fast)
         bound, skipped_time, skipped = run.fast.totals()
         rec.instructions += skipped - run.fast.marks
         rec.fast.skipped += skipped
