@@ -77,15 +77,21 @@ def _add_sample(fig, spec):
 
 def _gemm(fig, spec):
     """examples/gemm_kernel.py at size^3 (or mnk), timing-only; TFLOPS over the call's time (plus the
-    framework's per-call dispatch for a torch.mm figure)."""
+    framework's per-call dispatch for a torch.mm figure). `set`: the chip as a what-if of its
+    profile (field -> value); `tile`: the L0 tile's (baseM, baseN) where the published kernel's
+    is not CANN's A2 template; `trans_b`: B stored N x K (column-major), as the published call
+    had it (default: only for 32-bit types, which need it)."""
     from gemm_kernel import DTYPES, gemm_kernel, gemm_tiling
     from hardware_measurements import run_warm
     soc, dtype = fig["chip"], spec["dtype"]
+    profile = load_profile(soc).override(spec["set"]) if spec.get("set") else None
     M, N, K = spec["mnk"] if "mnk" in spec else (spec["size"],) * 3
     in_t, out_t = DTYPES[dtype]
-    t = gemm_tiling(M, N, K, dtype, soc, np.dtype(in_t).itemsize == 4)
+    tile = dict(zip(("baseM", "baseN"), spec.get("tile", ())))
+    trans_b = spec.get("trans_b", np.dtype(in_t).itemsize == 4)
+    t = gemm_tiling(M, N, K, dtype, soc, trans_b, profile=profile, **tile)
     buffers = {"a": (in_t, M * K), "b": (in_t, K * N), "c": (out_t, M * N)}
-    rep = run_warm(gemm_kernel, t.usedCoreNum, buffers, (t,), kind="cube", soc=soc, runs=1)
+    rep = run_warm(gemm_kernel, t.usedCoreNum, buffers, (t,), kind="cube", soc=soc, profile=profile, runs=1)
     extra = fig["_reproduction"].get("torch_call_overhead_us", 0.0) if spec.get("call") == "torch.mm" else 0.0
     return 2.0 * M * N * K / ((rep.time_us + extra) * 1e-6) / 1e12, \
         f"kernel {rep.time_us:.1f} us + call {extra} us, {t.baseM}x{t.baseN}x{t.baseK} tiles, bound by {rep.bound}"
