@@ -57,19 +57,17 @@ class FastSchedule:
         return head, skip
 
     def within_l2(self, skip: int, period: int, windows: list[list[Instr]], l2_bytes: int, line: int,
-                  cores: int, free: int) -> int:
+                  cores: int) -> int:
         """The skip, cut to a whole number of periods in which the lines the loop newly touches
         (per period: those of window 2 that window 1 did not touch, on every core running it)
         fit in the L2. Past that the L2 may change regime (it fills, and its evictions start to
         cost) where the windows cannot see it: the rest of the run is measured again, and from
-        then on the L2 holds the loop's own newest lines (the regime stays). An L2 that is full
-        as the loop is recorded (`free` bytes within the 1/16 it frees at each eviction) has no
-        fill ahead to cut at: its windows evict as the skipped periods will."""
+        then on the L2 holds the loop's own newest lines (the regime stays)."""
         if len(windows) < 2:
             return skip
         new = np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True).size
         per_period = new * line * max(cores, 1)
-        if per_period <= 0 or free <= l2_bytes // 16:
+        if per_period <= 0:
             return skip
         fit = l2_bytes // per_period
         return min(skip, fit * period)

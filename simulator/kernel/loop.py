@@ -67,8 +67,7 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
                     ctx.loop_mark(run, 1)
                 yield items[i + r]
             if not filled:      # (once filled, the L2 holds this loop's newest lines: no new regime)
-                free = ctx.device.l2_free() if ctx.device.l2_free is not None else l2.bytes
-                cut = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2.bytes, l2.line_bytes, cores, free)
+                cut = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2.bytes, l2.line_bytes, cores)
                 filled, skip = cut < skip, cut
             ctx.loop_mark(run, 2, skip, period)
             i += head + skip
