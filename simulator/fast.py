@@ -14,7 +14,9 @@ it meets a mark (a pipe meets it in its queue's order, so what it has done befor
 the iterations before it), and at the skip adds the skipped periods times its figures over
 window 2 to what it will report: time, busy cycles, instructions, bytes per path, L2 lines. The
 block then ends that much later than its simulated part did. Nested loops work the same way: an
-actor's figures at a mark include what inner skips already added.
+actor's figures at a mark include what inner skips already added. The L2 takes the lines the
+skipped periods would have left in it (their addresses extrapolated from the windows) once every
+block of the launch is past its windows (SkipBarrier), before any block's tail.
 
 What this cannot see, and so what the bound is made of:
 * a steady state that is not one: window 2's duration against window 1's, times the periods
@@ -261,7 +263,7 @@ class SkipBarrier:
     def arrive(self, block: BlockFastForward, window1: list[Instr], window2: list[Instr], periods: int) -> None:
         entry = self.blocks[block]
         if entry[0] is None:
-            block._touch_skipped(window1, window2, periods)
+            block.touch_skipped(window1, window2, periods)
             return
         k = entry[1]
         entry[1] += 1
@@ -278,7 +280,7 @@ class SkipBarrier:
             if any(skips is not None and skips > k and got <= k for skips, got in self.blocks.values()):
                 return
             for block, window1, window2, periods in self.pending.pop(k):
-                block._touch_skipped(window1, window2, periods)
+                block.touch_skipped(window1, window2, periods)
 
 
 # ---- one block's fast-forwards (block_run.BlockRun owns one in fast mode) ---------------------
@@ -370,7 +372,7 @@ class BlockFastForward:
         """Device memory's cycles for the dirty lines this block's skips' L2 touches evicted."""
         return self.unpaid_writeback / self.hbm.bytes_per_cycle
 
-    def _touch_skipped(self, window1: list[Instr], window2: list[Instr], periods: int) -> None:
+    def touch_skipped(self, window1: list[Instr], window2: list[Instr], periods: int) -> None:
         """The L2 takes what a loop run's skipped periods would have left in it. The dirty lines
         that evicts went back to device memory during the skipped time, which the windows'
         extrapolation may or may not have paid for (the windows may have evicted clean lines,
