@@ -144,3 +144,36 @@ def test_the_estimate_of_a_fast_run_counts_what_fast_mode_simulates():
     simulated = run.fast["simulated_instructions"]
     assert simulated < exact.instructions / 4
     assert simulated / 2 <= fast.instructions <= simulated * 2
+
+
+def test_a_launch_takes_its_blocks_skipped_lines_together():
+    """SkipBarrier: a block's k-th skip goes into the L2 only once every running block with a
+    k-th skip has reached it or ended; a block whose skips are unknown (recorded in chunks) is
+    not waited for."""
+    from simulator.fast import SkipBarrier
+
+    taken = []
+
+    class Block:
+        def __init__(self, name):
+            self.name = name
+
+        def touch_skipped(self, window1, window2, periods):
+            taken.append((self.name, periods))
+
+    barrier = SkipBarrier()
+    a, b, c, chunked = Block("a"), Block("b"), Block("c"), Block("chunked")
+    barrier.join(a, 2)
+    barrier.join(b, 2)
+    barrier.join(c, 1)
+    barrier.join(chunked, None)
+    barrier.arrive(chunked, [], [], 7)
+    assert taken == [("chunked", 7)]                 # not waited for, not waiting
+    barrier.arrive(a, [], [], 1)
+    barrier.arrive(b, [], [], 1)
+    assert taken == [("chunked", 7)]                 # c has a first skip too
+    barrier.arrive(a, [], [], 2)                     # a's second waits for the firsts, and b's second
+    barrier.arrive(c, [], [], 1)
+    assert taken[1:] == [("a", 1), ("b", 1), ("c", 1)]
+    barrier.leave(b)                                 # b ends before its second skip
+    assert taken[4:] == [("a", 2)]
