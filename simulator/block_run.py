@@ -123,7 +123,7 @@ class BlockRun:
         self.scalar_busy = 0.0
         # fast mode (simulator/fast.py): the loops' marks, what their skips added, the bound
         self.fast = (BlockFastForward(device.fast, device.gm_path, device.memory, self.pipes, core.kind.count,
-                                      barrier or SkipBarrier(), skips)
+                                      barrier, skips)
                      if device.fast is not None else None)
 
     # ---- the block's clock: callbacks from SimPy's event queue ---------------------------------

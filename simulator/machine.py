@@ -190,9 +190,7 @@ class Device:
             recorder = ProgramRecorder(ctx, launch.body, launch.args)
             self.recorders.add(recorder)
         block_start = self.env.now
-        skips = None                     # fast mode: the skips its program holds, if recorded whole
-        if barrier is not None and program is not None:
-            skips = sum(1 for i in program if i.kind == MARK and i.flag[1] == 2)
+        skips = ctx.skips if recorder is None else None   # fast mode: known if recorded whole
         run = BlockRun(self, core, group, rec, self._chunks(program, recorder, rec, core), barrier, skips)
         del program
 

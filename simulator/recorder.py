@@ -58,6 +58,7 @@ class BlockContext:
         self.fast = device.fast               # fast mode's schedule (None in the exact modes)
         self.loops = 0                        # fast-forwarded loop runs so far (each mark names its run)
         self.marks = 0                        # MARK instructions emitted so far
+        self.skips = 0                        # ... of which skips (a SkipBarrier waits for them)
         # fast mode: per loop run being measured, its windows' GM transfers so far (innermost last)
         self.open_windows: list[list[list[Instr]]] = []
 
@@ -81,6 +82,7 @@ class BlockContext:
             self.open_windows[-1].append([])
         else:
             windows = tuple(self.open_windows.pop())
+            self.skips += 1
         self.marks += 1
         self.emit(Instr("PIPE_S", "LoopMark", MARK, flag=(run, phase, skip, period, windows),
                         operands=f"loop run {run}, phase {phase}"))
