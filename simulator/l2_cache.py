@@ -28,15 +28,24 @@ class L2Cache:
 
     Tags live in numpy arrays per allocation (a sector mask with a dirty bit, and a last-use
     stamp per line), so a long transfer costs a few array operations, not a loop over lines.
-    When the cache overflows, the least recently used lines are evicted in one batch that also
-    frees 1/16 of the capacity: LRU, with evictions up to 1/16 of the cache early."""
+    When the cache overflows, the least recently used lines are evicted until 1/1024 of it is
+    free: LRU, a line at a time as the hardware evicts, but for up to 1/1024 of the cache evicted
+    early (a batch spares the array set-up per line). Freeing a larger share at once is not
+    neutral: a sixteenth of a 192 MB L2 is 12 MB of write-back, most of which LRU would have kept
+    to the end of a short launch."""
 
     SECTOR = 32
+    BATCH = 1024      # an eviction frees 1/BATCH of the cache
+    POOL = 16         # the oldest 1/POOL of the cache is found in one pass and evicted in order
 
     def __init__(self, nbytes: int, line: int, find: Callable[[int], Allocation | None]):
         self.line = line
         self.capacity = max(nbytes // line, 1)
-        self.slack = max(self.capacity // 16, 1)
+        self.slack = max(self.capacity // self.BATCH, 1)
+        # the oldest lines, oldest first, as (owner, line, stamp then): owners[i] is an
+        # allocation's (mask, stamp); the next eviction starts at `_next`
+        self._pool: tuple[list, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._next = 0
         self.sectors = max(line // self.SECTOR, 1)
         self.full = np.uint32((1 << self.sectors) - 1)
         self.dirty = np.uint32(1 << self.sectors)
@@ -388,30 +397,61 @@ class L2Cache:
         return self._touch(mask, stamp, held, union, self.clock + last_row, c, write, touches - held.size)
 
     def _evict(self) -> int:
-        """Evict the least recently used lines until 1/16 of the cache is free; returns the
-        bytes of dirty lines written back."""
+        """Evict the least recently used lines until 1/1024 of the cache is free; returns the
+        bytes of dirty lines written back. The lines go in the pool's order (oldest first; at
+        one stamp, by allocation then address), skipping those touched since the pool was made:
+        a touched line is newer than every line the pool or the cache held then, so this is LRU."""
         k = self.resident - self.capacity + self.slack
-        owners, stamps = [], []
-        for key, (mask, stamp) in self.tags.items():
-            idx = np.flatnonzero(mask)
-            if idx.size:
-                owners.append((key, idx))
-                stamps.append(stamp[idx])
-        allstamps = np.concatenate(stamps)
-        k = min(k, allstamps.size)
-        cut = np.partition(allstamps, k - 1)[k - 1] if k else -1
-        # lines strictly older than the cut go; of those at the cut, the lowest addresses go
-        need_at_cut = k - int(np.count_nonzero(allstamps < cut))
         dirty_lines = 0
-        for (key, idx), st in zip(owners, stamps):
-            mask = self.tags[key][0]
-            go = idx[st < cut]
-            if need_at_cut > 0:
-                at = idx[st == cut][:need_at_cut]
-                need_at_cut -= at.size
-                go = np.concatenate([go, at])
-            if go.size:
+        while k > 0:
+            if self._pool is None or self._next >= self._pool[1].size:
+                if not self._fill_pool():
+                    break
+            owners, own, idx, then = self._pool
+            lo = self._next
+            hi = min(own.size, lo + 2 * k + 64)
+            o, ix = own[lo:hi], idx[lo:hi]
+            valid = np.zeros(hi - lo, bool)
+            for j in np.unique(o).tolist():
+                sel = o == j
+                mask, stamp = owners[j]
+                valid[sel] = (mask[ix[sel]] != 0) & (stamp[ix[sel]] == then[lo:hi][sel])
+            taken = np.cumsum(valid)
+            if taken[-1] > k:
+                end = int(np.searchsorted(taken, k)) + 1        # just past the k-th valid line
+                valid[end:] = False
+            else:
+                end = hi - lo
+            self._next = lo + end
+            for j in np.unique(o[valid]).tolist():
+                mask = owners[j][0]
+                go = ix[valid & (o == j)]
                 dirty_lines += int(np.count_nonzero(mask[go] & self.dirty))
                 mask[go] = 0
                 self.resident -= go.size
+                k -= go.size
         return dirty_lines * self.line
+
+    def _fill_pool(self) -> bool:
+        """Find the oldest 1/16 of the cache's lines in one pass (False if it holds none)."""
+        owners, lines, stamps = [], [], []
+        for mask, stamp in self.tags.values():
+            idx = np.flatnonzero(mask)
+            if idx.size:
+                owners.append((mask, stamp))
+                lines.append(idx)
+                stamps.append(stamp[idx])
+        if not owners:
+            self._pool = None
+            return False
+        allstamps = np.concatenate(stamps)
+        n = min(max(self.capacity // self.POOL, self.slack), allstamps.size)
+        cut = np.partition(allstamps, n - 1)[n - 1]
+        older = np.flatnonzero(allstamps < cut)
+        at_cut = np.flatnonzero(allstamps == cut)[:n - older.size]
+        chosen = np.sort(np.concatenate([older, at_cut]))                  # allocation, then address
+        chosen = chosen[np.argsort(allstamps[chosen], kind="stable")]     # then oldest first
+        own = np.repeat(np.arange(len(owners)), [a.size for a in lines])
+        self._pool = (owners, own[chosen], np.concatenate(lines)[chosen], allstamps[chosen])
+        self._next = 0
+        return True

@@ -245,3 +245,46 @@ def test_fast_mode_touch_keeps_the_newest_lines():
     held = np.flatnonzero(mask)
     assert c.resident <= c.capacity and held.size == c.resident
     assert held.min() >= 300 - c.capacity and held.max() == 299     # the newest survive
+
+
+def _evict_by_sorting(c: L2Cache) -> int:
+    """The LRU rule written plainly: every held line sorted by (stamp, allocation, address); the
+    oldest go until 1/1024 of the cache is free. Returns the dirty bytes written back."""
+    held = [(int(stamp[i]), order, int(i), mask) for order, (mask, stamp) in enumerate(c.tags.values())
+            for i in np.flatnonzero(mask)]
+    held.sort(key=lambda h: h[:3])
+    dirty = 0
+    for _, _, i, mask in held[:max(c.resident - c.capacity + c.slack, 0)]:
+        dirty += bool(mask[i] & c.dirty)
+        mask[i] = 0
+        c.resident -= 1
+    return dirty * c.line
+
+
+def test_eviction_is_lru_line_by_line():
+    """The cache evicts what plain LRU does (the pool of oldest lines, kept across evictions,
+    skips the lines touched since), on random reads and writes that re-touch old lines and
+    overflow the cache many times; each eviction frees only 1/1024 of it."""
+    rng = np.random.default_rng(11)
+    line = 512
+    big = [_Alloc(0, 3 << 20), _Alloc(3 << 20, 1 << 20)]
+
+    def find(addr):
+        return next((a for a in big if a.addr <= addr < a.addr + a.size), None)
+
+    evictions = 0
+    for _ in range(4):
+        cache, ref = L2Cache(2 << 20, line, find), L2Cache(2 << 20, line, find)     # 4096 lines
+        assert cache.slack == 4
+        for _ in range(600):
+            al = big[rng.integers(2)]
+            n = int(rng.integers(1, 40 * line))
+            start = al.addr + int(rng.integers(0, al.size - n))
+            write = bool(rng.integers(2))
+            got = cache.access([(start, n)], write)
+            fetch = ref._access_each([(start, n)], write)
+            over = ref.resident > ref.capacity
+            evictions += over
+            assert got == (fetch, _evict_by_sorting(ref) if over else 0)
+            assert _state(cache) == _state(ref)
+    assert evictions > 400
