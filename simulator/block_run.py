@@ -230,8 +230,11 @@ class BlockRun:
         return True
 
     def _finish(self) -> None:
-        """Every pipe has finished: the block ends when the last one did."""
+        """Every pipe has finished: the block ends when the last one did (in fast mode, that
+        much later than its simulated part did as its skips fast-forwarded)."""
         self.mode = "done"
+        if self.fast is not None:
+            self.end += self.fast.totals()[1]
         if self.end > self.env.now:
             self.wakeup = call_at(self.env, self.end, NORMAL, self._end)
         else:

@@ -12,11 +12,15 @@ would). Three marks go into the program (`MARK` instructions): at each window's 
 skip. Every actor of the block (the scalar unit and each pipe) snapshots its own figures where
 it meets a mark (a pipe meets it in its queue's order, so what it has done before it belongs to
 the iterations before it), and at the skip adds the skipped periods times its figures over
-window 2 to what it will report: time, busy cycles, instructions, bytes per path, L2 lines. The
-block then ends that much later than its simulated part did. Nested loops work the same way: an
-actor's figures at a mark include what inner skips already added. The L2 takes the lines the
-skipped periods would have left in it (their addresses extrapolated from the windows) once every
-block of the launch is past its windows (SkipBarrier), before any block's tail.
+window 2 to what it will report: busy cycles, instructions, bytes per path, L2 lines. The block
+then ends later than its simulated part did by the skipped periods times its pace: what a period
+cost the busiest pipe, averaged over the launch's blocks that skip alike (the same k-th skip of
+the same work), since alike blocks side by side differ in one window only by where each stood in
+the shared queues. Nested loops work the same way: an actor's figures at a mark include what
+inner skips already added. The L2 takes the lines the skipped periods would have left in it
+(their addresses extrapolated from the windows) once every block of the launch is past its
+windows (SkipBarrier), before any block's tail. A skip stops where the L2 would fill: at its
+free room as the loop began (less what the loop's head fills), then at its size.
 
 What this cannot see, and so what the bound is made of:
 * a steady state that is not one: window 2's duration against window 1's, times the periods
@@ -33,7 +37,7 @@ The stated bound is checked against the exact engine by tests/test_fast_mode.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -59,20 +63,27 @@ class FastSchedule:
         return head, skip
 
     def within_l2(self, skip: int, period: int, windows: list[list[Instr]], l2_bytes: int, line: int,
-                  cores: int) -> int:
+                  cores: int, free: int | None = None) -> tuple[int, bool]:
         """The skip, cut to a whole number of periods in which the lines the loop newly touches
         (per period: those of window 2 that window 1 did not touch, on every core running it)
-        fit in the L2. Past that the L2 may change regime (it fills, and its evictions start to
-        cost) where the windows cannot see it: the rest of the run is measured again, and from
-        then on the L2 holds the loop's own newest lines (the regime stays)."""
+        fit in the L2, and whether the cut was at the L2's size. Past that the L2 may change
+        regime (it fills, and its evictions start to cost) where the windows cannot see it: the
+        rest of the run is measured again. Where the L2 had `free` bytes as the loop began, more
+        than its head fills, the skip is cut where they run out (the fill), and the next segment
+        at the L2's size (the evictions reach lines older than the loop, then the loop's own);
+        from then on the L2 holds the loop's own newest lines (the regime stays)."""
         if len(windows) < 2:
-            return skip
+            return skip, True
         new = np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True).size
         per_period = new * line * max(cores, 1)
         if per_period <= 0:
-            return skip
-        fit = l2_bytes // per_period
-        return min(skip, fit * period)
+            return skip, True
+        fit, by_size = l2_bytes // per_period, True
+        if free is not None and free >= per_period:       # (else the L2 was full already)
+            room = max(free - per_period * (self.warmup_periods + 2), 0)
+            if room // per_period < fit:
+                fit, by_size = room // per_period, False
+        return min(skip, fit * period), by_size
 
 
 DEFAULT_SCHEDULE = FastSchedule()
@@ -101,12 +112,15 @@ class Meter:
         start1, start2 = self.marks.pop(token)
         periods = skip / period
         extra = self.extra
+        work = []
         for k, v in now.items():
             step = v - start2.get(k, 0)
             if step:
                 extra[k] = extra.get(k, 0) + periods * step
+                if k == "executed" or (type(k) is tuple and k[0] == "bytes"):
+                    work.append((repr(k), step))
         return Window(periods, start2["time"] - start1["time"], now["time"] - start2["time"],
-                      now.get("busy", 0.0) - start2.get("busy", 0.0))
+                      now.get("busy", 0.0) - start2.get("busy", 0.0), tuple(sorted(work)))
 
 
 @dataclass(frozen=True)
@@ -116,20 +130,22 @@ class Window:
     first: float
     second: float                # what each skipped period was taken to cost
     busy: float                  # the actor's busy cycles in the second window
+    work: tuple = ()             # its instructions and bytes per path in the second window
 
 
-def skip_bound(windows: list[Window]) -> tuple[float, float]:
-    """A loop run's (bound, fast-forwarded cycles) from its pipes' windows. In a steady state
-    every pipe that works in the loop keeps one pace (the busiest pipe's) and the pace repeats:
-    the bound is the skipped periods times the larger of the spread of the working pipes' second
-    windows and the change of the busiest pipe's window from the first to the second."""
+def skip_bound(windows: list[Window]) -> tuple[float, Window | None]:
+    """A loop run's bound, and the window that sets its pace, from its pipes' windows. In a
+    steady state every pipe that works in the loop keeps one pace (the busiest pipe's) and the
+    pace repeats: the bound is the skipped periods times the larger of the spread of the working
+    pipes' second windows and the change of the busiest pipe's window from the first to the
+    second."""
     active = [w for w in windows if w.busy > 0] or windows
     if not active:
-        return 0.0, 0.0
+        return 0.0, None
     pace = max(active, key=lambda w: w.busy)
     spread = max(w.second for w in active) - min(w.second for w in active)
     drift = abs(pace.second - pace.first)
-    return pace.periods * max(spread, drift), pace.periods * pace.second
+    return pace.periods * max(spread, drift), pace
 
 
 @dataclass
@@ -251,24 +267,43 @@ class SkipBarrier:
     measuring, one that waited for the rest of its own run would touch after its tail. So the
     k-th skip of each block waits until every running block that has a k-th skip has reached it
     (or ended); a block whose skips are not known before it runs (recorded in chunks) is not
-    waited for and touches at once."""
+    waited for and touches at once.
+
+    The blocks' k-th skips that repeat the same work also share their pace: each skipped period
+    is taken to cost the mean of what their windows measured. Side by side, alike blocks differ
+    in a window only by where each happened to stand in the shared channels' queues (which core
+    carried the write-back of that moment), which evens out over the whole loop; one block's
+    window, extrapolated alone, does not (and the launch's slowest block would be the one whose
+    window drew the longest wait)."""
 
     def __init__(self):
         self.blocks: dict[BlockFastForward, list] = {}   # block -> [its skips (None: unknown), arrived]
         self.pending: dict[int, list[tuple]] = {}        # k -> (block, window 1, window 2, periods)
+        self.paces: dict[tuple, list[float]] = {}        # (k, the windows' work) -> cycles per period
 
     def join(self, block: BlockFastForward, skips: int | None) -> None:
         self.blocks[block] = [skips, 0]
 
-    def arrive(self, block: BlockFastForward, window1: list[Instr], window2: list[Instr], periods: int) -> None:
+    def arrive(self, block: BlockFastForward, window1: list[Instr], window2: list[Instr], periods: int) -> int:
+        """The block's next skip has its GM-moving pipes past its windows; returns which (k)."""
         entry = self.blocks[block]
-        if entry[0] is None:
-            block.touch_skipped(window1, window2, periods)
-            return
         k = entry[1]
         entry[1] += 1
-        self.pending.setdefault(k, []).append((block, window1, window2, periods))
-        self._flush_ready()
+        if entry[0] is None:
+            block.touch_skipped(window1, window2, periods)
+        else:
+            self.pending.setdefault(k, []).append((block, window1, window2, periods))
+            self._flush_ready()
+        return k
+
+    def measured(self, key: tuple, cycles: float) -> None:
+        """A block's k-th skip has all its windows: its pace, for the blocks doing the same work."""
+        self.paces.setdefault(key, []).append(cycles)
+
+    def pace(self, key: tuple) -> float:
+        """The mean cycles per period of the blocks' k-th skips doing the same work so far."""
+        got = self.paces[key]
+        return sum(got) / len(got)
 
     def leave(self, block: BlockFastForward) -> None:
         """The block has ended: it is waited for no more."""
@@ -299,6 +334,9 @@ class BlockFastForward:
         self.scalar = Meter()
         self.pipe_meters: dict[str, Meter] = {p: Meter() for p in pipes}
         self.windows: dict[int, list[Window]] = {}   # loop run -> its pipes' measured windows
+        self.pace_keys: dict[int, tuple] = {}        # loop run -> (k, its work): its pace in the barrier
+        self.skip_of: dict[int, int] = {}            # loop run -> which of the block's skips (k)
+        self.closed: tuple[float, float, int] | None = None   # totals() once the block has ended
         self.skips_met: dict[int, int] = {}          # loop run -> pipes that have met its skip
         self.marks = 0                               # marks seen (they are no instructions)
         self.unpaid_writeback = 0                    # dirty bytes its skips' L2 touches evicted
@@ -316,7 +354,7 @@ class BlockFastForward:
                                                   _pipe_figures(pipe, now, busy, work, executed))
         if window is None:
             return
-        self.windows.setdefault(run, []).append(window)
+        self.windows.setdefault(run, []).append(replace(window, work=(pipe.pipe, window.work)))
         met = self.skips_met[run] = self.skips_met.get(run, 0) + 1
         movers = self.movers.get(run)
         if movers is None:
@@ -327,10 +365,14 @@ class BlockFastForward:
             # only after the others have run the tail): the launch's SkipBarrier gives the L2
             # the skipped periods' lines once the other blocks' windows are done too
             self.arrived.add(run)
-            self.barrier.arrive(self, windows[0], windows[1], skip // period)
+            self.skip_of[run] = self.barrier.arrive(self, windows[0], windows[1], skip // period)
         if met == len(self.pipes):
             del self.skips_met[run], self.movers[run]
             self.arrived.discard(run)
+            _, pace = skip_bound(self.windows[run])
+            if pace is not None:
+                key = self.pace_keys[run] = (self.skip_of.pop(run), tuple(sorted(w.work for w in self.windows[run])))
+                self.barrier.measured(key, pace.second)
 
     def pipe_finished(self, pipe, now: float, busy: float, work: float,
                       executed: int) -> tuple[float, float, float, int]:
@@ -349,7 +391,7 @@ class BlockFastForward:
                     pipe.path_cycles[sub] = pipe.path_cycles.get(sub, 0.0) + v
         pipe.l2_bytes += round(extra.get("l2_bytes", 0))
         pipe.hbm_bytes += round(extra.get("hbm_bytes", 0))
-        return (now + extra.get("time", 0.0), busy + extra.get("busy", 0.0), work + extra.get("work", 0.0),
+        return (now, busy + extra.get("busy", 0.0), work + extra.get("work", 0.0),
                 executed + round(extra.get("executed", 0)))
 
     def scalar_busy(self) -> float:
@@ -358,15 +400,22 @@ class BlockFastForward:
 
     def totals(self) -> tuple[float, float, int]:
         """Once the block has ended: (its bound, its cycles fast-forwarded, the instructions its
-        scalar unit fast-forwarded). Its touches' write-back is writeback_cycles()'s: the
-        launch sums it over its blocks (one block's touch may evict for all)."""
-        bound = skipped_time = 0.0
-        for windows in self.windows.values():
-            b, s = skip_bound(windows)
-            bound += b
-            skipped_time += s
-        bound += self.schedule.unmeasured * skipped_time
-        return bound, skipped_time, round(self.scalar.extra.get("issued", 0))
+        scalar unit fast-forwarded), fixed when first asked (the block's end is taken from it).
+        Each skip fast-forwards its periods at the pace the launch's blocks measured for it.
+        Its touches' write-back is writeback_cycles()'s: the launch sums it over its blocks (one
+        block's touch may evict for all)."""
+        if self.closed is None:
+            bound = skipped_time = 0.0
+            for run, windows in self.windows.items():
+                b, pace = skip_bound(windows)
+                if pace is None:
+                    continue
+                key = self.pace_keys.get(run)
+                bound += b
+                skipped_time += pace.periods * (pace.second if key is None else self.barrier.pace(key))
+            bound += self.schedule.unmeasured * skipped_time
+            self.closed = bound, skipped_time, round(self.scalar.extra.get("issued", 0))
+        return self.closed
 
     def writeback_cycles(self) -> float:
         """Device memory's cycles for the dirty lines this block's skips' L2 touches evicted."""

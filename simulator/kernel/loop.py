@@ -52,6 +52,7 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
             while j < n and key(items[j]) == k:
                 j += 1
         filled = False          # a segment of this run has filled the L2 with its own lines
+        free = ctx.device.l2_free                  # (the L2's free room: for the first segment only)
         while i < j:
             split = ctx.fast.split(j - i, period)
             if split is None:
@@ -67,7 +68,9 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
                     ctx.loop_mark(run, 1)
                 yield items[i + r]
             if not filled:      # (once filled, the L2 holds this loop's newest lines: no new regime)
-                cut = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2.bytes, l2.line_bytes, cores)
-                filled, skip = cut < skip, cut
+                cut, by_size = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2.bytes, l2.line_bytes,
+                                                  cores, free() if free else None)
+                free = None
+                filled, skip = cut < skip and by_size, cut
             ctx.loop_mark(run, 2, skip, period)
             i += head + skip
