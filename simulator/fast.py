@@ -63,26 +63,31 @@ class FastSchedule:
         return head, skip
 
     def within_l2(self, skip: int, period: int, windows: list[list[Instr]], l2_bytes: int, line: int,
-                  cores: int, free: int | None = None) -> tuple[int, bool]:
+                  cores: int, l2=None) -> tuple[int, bool]:
         """The skip, cut to a whole number of periods in which the lines the loop newly touches
         (per period: those of window 2 that window 1 did not touch, on every core running it)
         fit in the L2, and whether the cut was at the L2's size. Past that the L2 may change
         regime (it fills, and its evictions start to cost) where the windows cannot see it: the
-        rest of the run is measured again. Where the L2 had `free` bytes as the loop began, more
-        than its head fills, the skip is cut where they run out (the fill), and the next segment
-        at the L2's size (the evictions reach lines older than the loop, then the loop's own);
-        from then on the L2 holds the loop's own newest lines (the regime stays)."""
+        rest of the run is measured again. Given the L2 as the loop begins (`l2`), a skip is cut
+        first where its free room runs out: the lines new to the loop that it does not hold
+        already, less what the loop's head fills (an L2 the head fills gives no skip: its windows
+        straddle the fill); the next segment then at the L2's size (the evictions reach lines
+        older than the loop, then the loop's own), and from then on the L2 holds the loop's own
+        newest lines (the regime stays)."""
         if len(windows) < 2:
             return skip, True
-        new = np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True).size
-        per_period = new * line * max(cores, 1)
+        new = np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True)
+        per_period = new.size * line * max(cores, 1)
         if per_period <= 0:
             return skip, True
         fit, by_size = l2_bytes // per_period, True
-        if free is not None and free >= per_period:       # (else the L2 was full already)
-            room = max(free - per_period * (self.warmup_periods + 2), 0)
-            if room // per_period < fit:
-                fit, by_size = room // per_period, False
+        if l2 is not None:
+            filling = int(np.count_nonzero(~l2.held(new))) * line * max(cores, 1)
+            free = l2.free_bytes()
+            if 0 < filling <= free:                   # (else nothing to fill, or full already)
+                room = max(free - filling * (self.warmup_periods + 2), 0)
+                if room // filling < fit:
+                    fit, by_size = room // filling, False
         return min(skip, fit * period), by_size
 
 

@@ -95,6 +95,19 @@ class L2Cache:
         self._last, self._prev = (a.addr, a.addr + a.size, t[0], t[1]), last
         return self._last
 
+    def free_bytes(self) -> int:
+        return (self.capacity - self.resident) * self.line
+
+    def held(self, lines: np.ndarray) -> np.ndarray:
+        """Which of these lines (address // line size, in any allocation) the cache holds now."""
+        out = np.zeros(lines.size, bool)
+        addr = lines * self.line
+        for base, (mask, _) in self.tags.items():
+            inside = (addr >= base) & (addr < base + mask.size * self.line)
+            if inside.any():
+                out[inside] = mask[(addr[inside] - base) // self.line] != 0
+        return out
+
     def access(self, ranges, write: bool) -> tuple[int, int]:
         """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
         bytes of dirty lines evicted to it). Two forms give the same tags: array operations, with

@@ -79,7 +79,7 @@ class Device:
         self.scalar_cost = scalar_costs(profile)
         self.memo: dict = {}       # the kernel language's memo of what depends on the profile alone (costs, flag fields)
         self.view = DeviceView(profile, self.memory, functional, trace, self.scalar_cost, self.memo, fast,
-                               lambda: (self.l2.capacity - self.l2.resident) * self.l2.line)
+                               self.l2)
         self.in_flight = {name: path.in_flight for name, path in profile.paths.items()}
         self.active: set[CoreState] = set()
         self._launches = 0

@@ -29,7 +29,7 @@ class DeviceView:
     scalar_cost: dict[str, tuple[float, ...]]   # pipe -> the scalar unit's cycles per API call, by kind
     memo: dict                # the kernel language's memo of what depends on the profile alone
     fast: FastSchedule | None = None   # fast mode: how declared loops are fast-forwarded
-    l2_free: Callable[[], int] | None = None   # fast mode: the L2's free bytes now
+    l2: Any = None                     # fast mode: the L2 (l2_cache.L2Cache), read as a loop is recorded
 
 
 class BlockContext:

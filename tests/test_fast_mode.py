@@ -195,23 +195,36 @@ def test_alike_blocks_share_their_pace():
 
 
 def test_a_skip_stops_where_the_l2_fills():
-    """The first segment of a loop stops where the L2's free room runs out (less what the loop's
-    head fills), the next at the L2's size; an L2 already full cuts at its size only."""
+    """The first segment of a loop stops where the L2's free room runs out, counting only the
+    lines the L2 does not hold already and less what the loop's head fills; the next at the
+    L2's size. An L2 already full, or holding every line the loop touches, cuts at its size only."""
     from simulator.fast import FastSchedule
     from simulator.program import Instr
+
+    class L2:
+        def __init__(self, free, held=()):
+            self.free, self.lines = free, set(held)
+
+        def free_bytes(self):
+            return self.free
+
+        def held(self, lines):
+            return np.array([int(x) in self.lines for x in lines], bool)
 
     def copy(addr):
         return Instr("PIPE_MTE2", "DataCopy", gm=((addr, 1024),))
 
-    window1, window2 = [copy(0)], [copy(4096)]      # two new 512-byte lines a period
+    windows = [[copy(0)], [copy(4096)]]             # two new 512-byte lines a period: 8 and 9
     schedule = FastSchedule()
-    l2 = 1 << 20
-    per_period = 2 * 512 * 4                        # 4 cores
-    assert schedule.within_l2(1000, 2, [window1, window2], l2, 512, 4) == (min(1000, 2 * (l2 // per_period)), True)
-    free = 40 * per_period
-    assert schedule.within_l2(1000, 2, [window1, window2], l2, 512, 4, free) == (2 * (40 - 3), False)
-    assert schedule.within_l2(1000, 2, [window1, window2], l2, 512, 4, 2 * per_period) == (0, False)
-    assert schedule.within_l2(1000, 2, [window1, window2], l2, 512, 4, 100) == (min(1000, 2 * (l2 // per_period)), True)
+    size, per_period = 1 << 20, 2 * 512 * 4         # 4 cores
+    by_size = (min(1000, 2 * (size // per_period)), True)
+    assert schedule.within_l2(1000, 2, windows, size, 512, 4) == by_size
+    assert schedule.within_l2(1000, 2, windows, size, 512, 4, L2(40 * per_period)) == (2 * (40 - 3), False)
+    assert schedule.within_l2(1000, 2, windows, size, 512, 4, L2(2 * per_period)) == (0, False)  # the head fills it
+    assert schedule.within_l2(1000, 2, windows, size, 512, 4, L2(100)) == by_size                # full already
+    assert schedule.within_l2(1000, 2, windows, size, 512, 4, L2(40 * per_period, {8, 9})) == by_size  # all hits
+    half = per_period // 2                          # line 8 held: one new line a period fills the L2
+    assert schedule.within_l2(1000, 2, windows, size, 512, 4, L2(40 * half, {8})) == (2 * (40 - 3), False)
 
 
 def test_the_decoder_call_on_ascend910a_is_within_the_promise():

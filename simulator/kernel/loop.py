@@ -41,7 +41,7 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
     segments, each measured, where the loop's new lines would fill the L2 during one skip: the
     first up to the fill, the second in the regime after it)."""
     n, i = len(items), 0
-    l2 = ctx.profile.l2
+    size = ctx.profile.l2
     cores = min(ctx.block_num, ctx.core.kind.count)
     while i < n:
         j = i + 1
@@ -52,7 +52,7 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
             while j < n and key(items[j]) == k:
                 j += 1
         filled = False          # a segment of this run has filled the L2 with its own lines
-        free = ctx.device.l2_free                  # (the L2's free room: for the first segment only)
+        l2 = ctx.device.l2                # (its free room cuts the first segment only)
         while i < j:
             split = ctx.fast.split(j - i, period)
             if split is None:
@@ -68,9 +68,9 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
                     ctx.loop_mark(run, 1)
                 yield items[i + r]
             if not filled:      # (once filled, the L2 holds this loop's newest lines: no new regime)
-                cut, by_size = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2.bytes, l2.line_bytes,
-                                                  cores, free() if free else None)
-                free = None
+                cut, by_size = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], size.bytes, size.line_bytes,
+                                                  cores, l2)
+                l2 = None
                 filled, skip = cut < skip and by_size, cut
             ctx.loop_mark(run, 2, skip, period)
             i += head + skip
