@@ -68,12 +68,12 @@ class FastSchedule:
         (per period: those of window 2 that window 1 did not touch, on every core running it)
         fit in the L2, and whether the cut was at the L2's size. Past that the L2 may change
         regime (it fills, and its evictions start to cost) where the windows cannot see it: the
-        rest of the run is measured again. Given the L2 as the loop begins (`l2`), a skip is cut
-        first where its free room runs out: the lines new to the loop that it does not hold
-        already, less what the loop's head fills (an L2 the head fills gives no skip: its windows
-        straddle the fill); the next segment then at the L2's size (the evictions reach lines
-        older than the loop, then the loop's own), and from then on the L2 holds the loop's own
-        newest lines (the regime stays)."""
+        rest of the run is measured again. Given the L2 as the loop is recorded (`l2`; for a
+        block recorded whole, before it runs), a skip is cut first where its free room runs out:
+        the lines new to the loop that it does not hold already, less what the loop's head fills
+        (an L2 the head fills gives no skip: its windows straddle the fill); the next segment
+        then at the L2's size (the evictions reach lines older than the loop, then the loop's
+        own), and from then on the L2 holds the loop's own newest lines (the regime stays)."""
         if len(windows) < 2:
             return skip, True
         new = np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True)
@@ -135,7 +135,8 @@ class Window:
     first: float
     second: float                # what each skipped period was taken to cost
     busy: float                  # the actor's busy cycles in the second window
-    work: tuple = ()             # its instructions and bytes per path in the second window
+    work: tuple = ()             # its instructions and bytes per path in the second window (a
+                                 # block keeps (pipe, that): alike blocks' skips compare them)
 
 
 def skip_bound(windows: list[Window]) -> tuple[float, Window | None]:
@@ -306,7 +307,8 @@ class SkipBarrier:
         self.paces.setdefault(key, []).append(cycles)
 
     def pace(self, key: tuple) -> float:
-        """The mean cycles per period of the blocks' k-th skips doing the same work so far."""
+        """The mean cycles per period of the blocks' k-th skips doing the same work, over those
+        measured so far (a block that ends before the others have measured takes fewer)."""
         got = self.paces[key]
         return sum(got) / len(got)
 

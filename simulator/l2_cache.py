@@ -96,10 +96,13 @@ class L2Cache:
         return self._last
 
     def free_bytes(self) -> int:
-        return (self.capacity - self.resident) * self.line
+        """Room no line has taken yet: once full, the cache keeps up to an eviction batch free,
+        and that is not room (the next lines evict)."""
+        return max(self.capacity - self.slack - self.resident, 0) * self.line
 
     def held(self, lines: np.ndarray) -> np.ndarray:
-        """Which of these lines (address // line size, in any allocation) the cache holds now."""
+        """Which of these lines (address // line size, in any allocation) the cache holds now
+        (allocations start on a line: device memory aligns them to 512 bytes)."""
         out = np.zeros(lines.size, bool)
         addr = lines * self.line
         for base, (mask, _) in self.tags.items():
@@ -418,7 +421,7 @@ class L2Cache:
         dirty_lines = 0
         while k > 0:
             if self._pool is None or self._next >= self._pool[1].size:
-                if not self._fill_pool():
+                if not self._fill_pool(k):
                     break
             owners, own, idx, then = self._pool
             lo = self._next
@@ -445,8 +448,9 @@ class L2Cache:
                 k -= go.size
         return dirty_lines * self.line
 
-    def _fill_pool(self) -> bool:
-        """Find the oldest 1/16 of the cache's lines in one pass (False if it holds none)."""
+    def _fill_pool(self, k: int) -> bool:
+        """Find the oldest 1/16 of the cache's lines, or the k to evict if more, in one pass
+        (False if it holds none)."""
         owners, lines, stamps = [], [], []
         for mask, stamp in self.tags.values():
             idx = np.flatnonzero(mask)
@@ -458,7 +462,7 @@ class L2Cache:
             self._pool = None
             return False
         allstamps = np.concatenate(stamps)
-        n = min(max(self.capacity // self.POOL, self.slack), allstamps.size)
+        n = min(max(self.capacity // self.POOL, self.slack, k), allstamps.size)
         cut = np.partition(allstamps, n - 1)[n - 1]
         older = np.flatnonzero(allstamps < cut)
         at_cut = np.flatnonzero(allstamps == cut)[:n - older.size]

@@ -288,3 +288,14 @@ def test_eviction_is_lru_line_by_line():
             assert got == (fetch, _evict_by_sorting(ref) if over else 0)
             assert _state(cache) == _state(ref)
     assert evictions > 400
+
+
+def test_a_cache_that_has_filled_has_no_free_room():
+    """free_bytes() (what fast mode's skips may still fill) is the room no line has taken yet;
+    once the cache has overflowed, the eviction batch it keeps free is not room."""
+    big = [_Alloc(0, 4 << 20)]
+    c = L2Cache(2 << 20, 512, lambda a: big[0] if a < (4 << 20) else None)
+    c.access([(0, 1 << 20)], False)
+    assert c.free_bytes() == (c.capacity - c.slack - c.resident) * 512 > 0
+    c.access([(1 << 20, 2 << 20)], True)            # overflows: evicts down to capacity - slack
+    assert c.resident == c.capacity - c.slack and c.free_bytes() == 0

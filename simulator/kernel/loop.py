@@ -41,7 +41,7 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
     segments, each measured, where the loop's new lines would fill the L2 during one skip: the
     first up to the fill, the second in the regime after it)."""
     n, i = len(items), 0
-    size = ctx.profile.l2
+    l2_spec = ctx.profile.l2
     cores = min(ctx.block_num, ctx.core.kind.count)
     while i < n:
         j = i + 1
@@ -68,8 +68,8 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
                     ctx.loop_mark(run, 1)
                 yield items[i + r]
             if not filled:      # (once filled, the L2 holds this loop's newest lines: no new regime)
-                cut, by_size = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], size.bytes, size.line_bytes,
-                                                  cores, l2)
+                cut, by_size = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2_spec.bytes,
+                                                  l2_spec.line_bytes, cores, l2)
                 l2 = None
                 filled, skip = cut < skip and by_size, cut
             ctx.loop_mark(run, 2, skip, period)
