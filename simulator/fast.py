@@ -20,7 +20,7 @@ the shared queues. Nested loops work the same way: an actor's figures at a mark 
 inner skips already added. The L2 takes the lines the skipped periods would have left in it
 (their addresses extrapolated from the windows) once every block of the launch is past its
 windows (SkipBarrier), before any block's tail. A skip stops where the L2 would fill: at its
-free room as the loop began (less what the loop's head fills), then at its size.
+free room as the loop is recorded (less what the loop's head fills), then at its size.
 
 What this cannot see, and so what the bound is made of:
 * a steady state that is not one: window 2's duration against window 1's, times the periods
@@ -37,7 +37,7 @@ The stated bound is checked against the exact engine by tests/test_fast_mode.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -135,8 +135,7 @@ class Window:
     first: float
     second: float                # what each skipped period was taken to cost
     busy: float                  # the actor's busy cycles in the second window
-    work: tuple = ()             # its instructions and bytes per path in the second window (a
-                                 # block keeps (pipe, that): alike blocks' skips compare them)
+    work: tuple = ()             # its instructions and bytes per path in the second window
 
 
 def skip_bound(windows: list[Window]) -> tuple[float, Window | None]:
@@ -340,7 +339,7 @@ class BlockFastForward:
         self.arrived: set[int] = set()               # loop runs handed to the barrier
         self.scalar = Meter()
         self.pipe_meters: dict[str, Meter] = {p: Meter() for p in pipes}
-        self.windows: dict[int, list[Window]] = {}   # loop run -> its pipes' measured windows
+        self.windows: dict[int, dict[str, Window]] = {}   # loop run -> pipe -> its measured windows
         self.pace_keys: dict[int, tuple] = {}        # loop run -> (k, its work): its pace in the barrier
         self.skip_of: dict[int, int] = {}            # loop run -> which of the block's skips (k)
         self.closed: tuple[float, float, int] | None = None   # totals() once the block has ended
@@ -361,7 +360,7 @@ class BlockFastForward:
                                                   _pipe_figures(pipe, now, busy, work, executed))
         if window is None:
             return
-        self.windows.setdefault(run, []).append(replace(window, work=(pipe.pipe, window.work)))
+        self.windows.setdefault(run, {})[pipe.pipe] = window
         met = self.skips_met[run] = self.skips_met.get(run, 0) + 1
         movers = self.movers.get(run)
         if movers is None:
@@ -376,9 +375,11 @@ class BlockFastForward:
         if met == len(self.pipes):
             del self.skips_met[run], self.movers[run]
             self.arrived.discard(run)
-            _, pace = skip_bound(self.windows[run])
+            windows = self.windows[run]
+            _, pace = skip_bound(list(windows.values()))
             if pace is not None:
-                key = self.pace_keys[run] = (self.skip_of.pop(run), tuple(sorted(w.work for w in self.windows[run])))
+                work = tuple(sorted((p, w.work) for p, w in windows.items()))
+                key = self.pace_keys[run] = (self.skip_of.pop(run), work)
                 self.barrier.measured(key, pace.second)
 
     def pipe_finished(self, pipe, now: float, busy: float, work: float,
@@ -414,7 +415,7 @@ class BlockFastForward:
         if self.closed is None:
             bound = skipped_time = 0.0
             for run, windows in self.windows.items():
-                b, pace = skip_bound(windows)
+                b, pace = skip_bound(list(windows.values()))
                 if pace is None:
                     continue
                 key = self.pace_keys.get(run)

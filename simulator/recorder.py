@@ -10,13 +10,16 @@ import os
 import threading
 from dataclasses import dataclass
 from queue import SimpleQueue
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .core_state import CoreState, Group
 from .fast import FastSchedule
 from .memory import DeviceMemory
 from .profile import Profile
 from .program import MARK, Instr, caller_line
+
+if TYPE_CHECKING:
+    from .l2_cache import L2Cache
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class DeviceView:
     scalar_cost: dict[str, tuple[float, ...]]   # pipe -> the scalar unit's cycles per API call, by kind
     memo: dict                # the kernel language's memo of what depends on the profile alone
     fast: FastSchedule | None = None   # fast mode: how declared loops are fast-forwarded
-    l2: Any = None                     # fast mode: the L2 (l2_cache.L2Cache), read as a loop is recorded
+    l2: L2Cache | None = None          # fast mode: the L2, read as a loop is recorded
 
 
 class BlockContext:
