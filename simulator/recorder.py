@@ -16,7 +16,7 @@ from .core_state import CoreState, Group
 from .fast import FastSchedule
 from .memory import DeviceMemory
 from .profile import Profile
-from .program import MARK, Instr, caller_line
+from .program import MARK, SET, Instr, caller_line
 
 if TYPE_CHECKING:
     from .l2_cache import L2Cache
@@ -65,12 +65,28 @@ class BlockContext:
         self.skips = 0                        # ... of which skips (a SkipBarrier waits for them)
         # fast mode: per loop run being measured, its windows' GM transfers so far (innermost last)
         self.open_windows: list[list[list[Instr]]] = []
+        # ... and what each of its windows' instructions costs (windows_alike() compares them)
+        self.open_shapes: list[list[list[tuple]]] = []
 
     def keep_for_windows(self, instr: Instr) -> None:
-        """Fast mode: a GM transfer inside the windows being measured (the skip extrapolates their
-        addresses, and cuts where their new lines would fill the L2)."""
-        for windows in self.open_windows:
-            windows[-1].append(instr)
+        """Fast mode: an instruction inside the windows being measured: its cost's shape (the
+        skip needs two alike windows) and, for a GM transfer, the instruction itself (the skip
+        extrapolates their addresses, and cuts where their new lines would fill the L2)."""
+        kind = instr.kind
+        shape = (instr.pipe, kind, instr.cycles, instr.path, instr.chan_bytes,
+                 instr.flag if SET <= kind < MARK else None)
+        for shapes in self.open_shapes:
+            shapes[-1].append(shape)
+        if instr.gm:
+            for windows in self.open_windows:
+                windows[-1].append(instr)
+
+    def windows_alike(self) -> bool:
+        """Fast mode: whether the innermost loop run's two windows issued the same instructions
+        at the same costs (the same flags), as interchangeable iterations must. A loop whose `key`
+        called unlike iterations alike is not fast-forwarded there."""
+        first, second = self.open_shapes[-1]
+        return first == second
 
     def loop_mark(self, run: int | None, phase: int, skip: int = 0, period: int = 1) -> int:
         """Fast mode: mark `phase` of loop run `run` (0, 1: a window starts; 2: `skip`
@@ -82,10 +98,13 @@ class BlockContext:
         windows = None
         if phase == 0:
             self.open_windows.append([[]])                 # [window 1] (then [window 1, window 2])
+            self.open_shapes.append([[]])
         elif phase == 1:
             self.open_windows[-1].append([])
+            self.open_shapes[-1].append([])
         else:
             windows = tuple(self.open_windows.pop())
+            self.open_shapes.pop()
             self.skips += 1
         self.marks += 1
         self.emit(Instr("PIPE_S", "LoopMark", MARK, flag=(run, phase, skip, period, windows),
@@ -104,7 +123,7 @@ class BlockContext:
         program = self.program
         instr.index = self.taken + len(program)
         program.append(instr)
-        if self.open_windows and instr.gm:         # fast mode: a measured window's GM transfer
+        if self.open_windows:                      # fast mode: a measured window's instruction
             self.keep_for_windows(instr)
         # what the chunk holds: instructions, and their byte ranges (a strided copy has thousands)
         self.weight += len(instr.gm) + len(instr.writes)
@@ -130,7 +149,7 @@ class CountingContext(BlockContext):
                                   f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
         instr.index = self.count
         self.count += 1
-        if self.open_windows and instr.gm:         # fast mode: the skip's L2 cut reads them
+        if self.open_windows:                      # fast mode: the skip's checks read them
             self.keep_for_windows(instr)
         return instr
 

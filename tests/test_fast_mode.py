@@ -242,3 +242,46 @@ def test_the_decoder_call_on_ascend910a_is_within_the_promise():
                          **studies.build_inputs(call, data=False)).report
     assert fast.fast["fast_forwarded_instructions"] > 0
     assert abs(fast.cycles - exact.cycles) <= min(fast.fast["bound_cycles"], PROMISE * exact.cycles)
+
+
+def _uneven_loop_kernel(a, r, sizes):
+    """Per iteration: copy sizes[i] FP16 elements in, double them, copy them out (queues of depth
+    1); the Loop claims every iteration alike (no key) with a period of 2."""
+    from simulator.kernel import Add, DataCopy, GlobalTensor, Loop, TPipe, TPosition, TQue, half
+    aGm, rGm = GlobalTensor(half), GlobalTensor(half)
+    aGm.SetGlobalBuffer(a)
+    rGm.SetGlobalBuffer(r)
+    pipe = TPipe()
+    qi, qo = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
+    most = max(sizes)
+    pipe.InitBuffer(qi, 1, most * 2)
+    pipe.InitBuffer(qo, 1, most * 2)
+    for i in Loop(len(sizes), period=2):
+        n = sizes[i]
+        x = qi.AllocTensor(half)
+        DataCopy(x, aGm[i * most], n)
+        qi.EnQue(x)
+        x = qi.DeQue(half)
+        y = qo.AllocTensor(half)
+        Add(y, x, x, n)
+        qo.EnQue(y)
+        qi.FreeTensor(x)
+        y = qo.DeQue(half)
+        DataCopy(rGm[i * most], y, n)
+        qo.FreeTensor(y)
+
+
+@pytest.mark.parametrize("pattern, skips", [((1024, 1024), True), ((1024, 4096, 1024), False)])
+def test_a_loop_is_fast_forwarded_only_where_its_windows_are_alike(pattern, skips):
+    """A Loop whose key calls unlike iterations alike (here: sizes repeating every 3 iterations,
+    declared with a period of 2) has windows that issue different instructions; fast mode then
+    simulates the run whole instead of extrapolating a window that is not the loop's."""
+    sizes = [pattern[i % len(pattern)] for i in range(60)]
+    most = max(sizes)
+    args = dict(a=np.ones(60 * most, np.float16), r=np.zeros(60 * most, np.float16), sizes=sizes)
+    exact = simulator.run_kernel(_uneven_loop_kernel, 1, args, soc="Ascend910B1", mode="timing", trace=False).report
+    fast = simulator.run_kernel(_uneven_loop_kernel, 1, args, soc="Ascend910B1", mode="fast", trace=False).report
+    assert (fast.fast["fast_forwarded_instructions"] > 0) == skips
+    if not skips:
+        assert fast.cycles == exact.cycles
+    assert abs(fast.cycles - exact.cycles) <= fast.fast["bound_cycles"] + 1e-9 * exact.cycles

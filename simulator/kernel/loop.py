@@ -13,7 +13,8 @@ buffer rotation (2 where iterations alternate two buffers or event ids), so that
 around the skip alternate as in the whole loop. Iterations must be interchangeable in cost: the
 same instructions on operands of the same sizes (their addresses may differ). A loop whose
 iterations differ (a partial last tile, a first iteration that waits for something) gives them a
-`key` that tells them apart, or runs them outside the Loop.
+`key` that tells them apart, or runs them outside the Loop. Where the two windows differ all the
+same (a key that calls unlike iterations alike), the run is recorded whole from there on.
 """
 from __future__ import annotations
 
@@ -67,6 +68,11 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
                 elif r == head - period:
                     ctx.loop_mark(run, 1)
                 yield items[i + r]
+            if not ctx.windows_alike():     # the key called unlike iterations alike: no skip here
+                ctx.loop_mark(run, 2, 0, period)
+                yield from items[i + head:j]
+                i = j
+                break
             if not filled:      # (once filled, the L2 holds this loop's newest lines: no new regime)
                 cut, by_size = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2_spec.bytes,
                                                   l2_spec.line_bytes, cores, l2)
