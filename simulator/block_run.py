@@ -89,7 +89,8 @@ class CrossCoreWake:
 class BlockRun:
     """The scalar unit and the pipes of one core for one block (see the module's docstring).
     `begin()` starts it; once its pipes have finished, `figures` holds each pipe's (busy,
-    executed, bytes per path, L2 lines) and `scalar_busy` the scalar unit's cycles."""
+    executed, bytes per path, L2 lines, work, cycles per path) and `scalar_busy` the scalar
+    unit's cycles."""
 
     def __init__(self, device: SharedDevice, core: CoreState, group: Group, rec: TaskRecord,
                  chunks: Iterator[list[Instr]], barrier: SkipBarrier | None = None, skips: int | None = None):
@@ -121,7 +122,11 @@ class BlockRun:
         self.figures: dict[str, tuple] = {}
         self.end = self.start
         self.scalar_busy = 0.0
-        # fast mode (simulator/fast.py): the loops' marks, what their skips added, the bound
+        # fast mode (simulator/fast.py): alike blocks run as this one's shadows (their GM transfers
+        # cross beside its own), whether any of its transfers has crossed yet (none may join later)
+        self.shadows: list = []
+        self.crossed = False
+        # fast mode: the loops' marks, what their skips added, the bound
         self.fast = (BlockFastForward(device.fast, device.gm_path, device.memory, self.pipes, core.kind.count,
                                       barrier, skips)
                      if device.fast is not None else None)
@@ -244,6 +249,8 @@ class BlockRun:
         self.wakeup = None
         self.on_end()
         succeed_at(self.env, self.finished, self.env.now, turn(self.core.index, RELEASE))
+        for shadow in self.shadows:          # fast mode: they end with it, each at its own core's turn
+            succeed_at(self.env, shadow.finished, self.env.now, turn(shadow.core.index, RELEASE))
 
     def cross_core_wait(self, instr: Instr, t: float, pipe_at: int, actor: Actor) -> Generator[None, float, float]:
         """Generator: a cross-core wait that starts at `t` (its turn taken first); returns the
@@ -575,7 +582,16 @@ class PipeRun:
         """A GM transfer that starts at `start`, at its turn on the shared clock. Returns (when it
         ends, its own cycles, bytes that reached device memory, and when the pipe may go on if
         it stays in flight (its path overlaps transfers), else None)."""
+        shadows = self.block.shadows
+        if shadows:                          # fast mode: half its shadows' transfers cross before it
+            half = len(shadows) // 2
+            for shadow in shadows[:half]:
+                shadow.cross(self.pipe, start)
         done, local, fetch, hbm_bytes, hits, misses = self.gm_path.cross(instr, start)
+        if shadows:
+            for shadow in shadows[half:]:
+                shadow.cross(self.pipe, start)
+        self.block.crossed = True
         w = 2 if instr.gm_write else 0
         self.l2_lines[w] += hits
         self.l2_lines[w + 1] += misses
@@ -611,4 +627,4 @@ class PipeRun:
         rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work
         if now > block.end:
             block.end = now
-        block.figures[pipe] = (busy, executed, self.block_bytes, l2_lines)
+        block.figures[pipe] = (busy, executed, self.block_bytes, l2_lines, work, self.path_cycles)

@@ -37,12 +37,13 @@ The stated bound is checked against the exact engine by tests/test_fast_mode.py.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .l2_cache import range_lines
-from .program import Instr, Rows
+from .program import GM_XFER, MARK, SET, XSET, XWAIT, Instr, Rows
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,10 @@ class FastRecord:
     # of the skipped time that the windows' extrapolation may not have paid (the windows may have
     # evicted clean lines, or none, where the skipped periods evicted dirty ones)
     writeback: dict[int, float] = field(default_factory=dict)
+    # launch -> the spread of its representatives' times (AlikeBlocks.spread)
+    sampling: dict[int, float] = field(default_factory=dict)
+    shadowed: int = 0            # blocks run as a representative's shadow
+    shadow_recorded: int = 0     # instructions they recorded (their GM transfers crossed, the rest not run)
 
     def add_block(self, launch: int, core: str, bound: float, skipped_time: float, writeback: float = 0.0) -> None:
         key = (launch, core)
@@ -178,7 +183,7 @@ class FastRecord:
         per_core: dict[int, float] = {}
         for (launch, _), b in self.bounds.items():
             per_core[launch] = max(per_core.get(launch, 0.0), b)
-        return sum(per_core.values()) + sum(self.writeback.values())
+        return sum(per_core.values()) + sum(self.writeback.values()) + sum(self.sampling.values())
 
     def to_dict(self, cycles: float, instructions: int) -> dict:
         """The report's `fast` entry: `instructions` is the task's count, fast-forwarded included."""
@@ -187,7 +192,8 @@ class FastRecord:
         return {"simulated_instructions": simulated, "fast_forwarded_instructions": self.skipped,
                 "simulated_fraction": simulated / instructions if instructions else 1.0,
                 "bound_cycles": bound, "bound_fraction": bound / cycles if cycles else 0.0,
-                "exact": bound == 0.0 and self.skipped == 0}
+                "shadowed_blocks": self.shadowed, "recorded_instructions": simulated + self.shadow_recorded,
+                "exact": bound == 0.0 and self.skipped == 0 and self.shadowed == 0}
 
 
 def _first_address(gm) -> int | None:
@@ -346,6 +352,7 @@ class BlockFastForward:
         self.skips_met: dict[int, int] = {}          # loop run -> pipes that have met its skip
         self.marks = 0                               # marks seen (they are no instructions)
         self.unpaid_writeback = 0                    # dirty bytes its skips' L2 touches evicted
+        self.shadows: list[ShadowBlock] = []         # alike blocks run as its shadows (their skips too)
 
     def scalar_mark(self, mark: Instr, clock: float, busy: float) -> None:
         """The scalar unit meets a mark (the block then puts it in every pipe's queue)."""
@@ -402,6 +409,18 @@ class BlockFastForward:
         return (now, busy + extra.get("busy", 0.0), work + extra.get("work", 0.0),
                 executed + round(extra.get("executed", 0)))
 
+    def skipped_traffic(self) -> tuple[list[int], int, int]:
+        """What its skips added to its pipes' GM traffic: (L2 lines: read hits, read misses,
+        write hits, write misses; bytes through the L2; bytes to device memory)."""
+        lines, l2_bytes, hbm_bytes = [0, 0, 0, 0], 0, 0
+        for meter in self.pipe_meters.values():
+            extra = meter.extra
+            for i in range(4):
+                lines[i] += round(extra.get(("l2", i), 0))
+            l2_bytes += round(extra.get("l2_bytes", 0))
+            hbm_bytes += round(extra.get("hbm_bytes", 0))
+        return lines, l2_bytes, hbm_bytes
+
     def scalar_busy(self) -> float:
         """The scalar unit's busy cycles its skips added."""
         return self.scalar.extra.get("busy", 0.0)
@@ -438,6 +457,10 @@ class BlockFastForward:
         keep = kept_periods(window2, periods, l2.capacity * l2.line, self.cores)
         for addr, n, write, base in skipped_touches(window1, window2, periods, keep, self.memory.spans()):
             self.unpaid_writeback += l2.touch(addr, n, write, base)
+        for shadow in self.shadows:               # their k-th skips: the same shape, their own lines
+            w1, w2, p = shadow.skips.popleft()
+            for addr, n, write, base in skipped_touches(w1, w2, p, keep, self.memory.spans()):
+                self.unpaid_writeback += l2.touch(addr, n, write, base)
 
 
 def _pipe_figures(pipe, now: float, busy: float, work: float, executed: int) -> dict:
@@ -451,3 +474,100 @@ def _pipe_figures(pipe, now: float, busy: float, work: float, executed: int) -> 
     for path, c in pipe.path_cycles.items():
         figures["cycles", path] = c
     return figures
+
+
+# ---- alike blocks of a launch: representatives simulated, the others their shadows -------------
+def program_shape(program: list[Instr]) -> tuple | None:
+    """What a block's program costs, instruction by instruction, without its addresses: blocks of
+    one shape issue the same instructions at the same costs, with the same flags and the same
+    loop skips. None for a program that syncs with other cores (its shadow could not)."""
+    shape = []
+    for i in program:
+        kind = i.kind
+        if kind == XSET or kind == XWAIT:
+            return None
+        flag = i.flag if SET <= kind < MARK else i.flag[:4] if kind == MARK else None
+        shape.append((i.pipe, kind, i.cycles, i.path, i.nbytes, i.chan_bytes, flag))
+    return tuple(shape)
+
+
+class ShadowBlock:
+    """A block that runs as a shadow of an alike block (its representative) started at the same
+    time: its instructions are not simulated, its GM transfers are. Each crosses the L2 and the
+    channels where and when the representative's corresponding transfer does (half of a
+    representative's shadows before it, half after), so the L2 holds the shadows' own lines and
+    the channels carry their bytes: the contention the representative meets is the whole
+    launch's. Its skips' lines go into the L2 with the representative's. Its time, instructions
+    and busy cycles are the representative's."""
+
+    def __init__(self, program: list[Instr], core, block: int, sub: int, start: float, gm_path):
+        self.core, self.block, self.sub, self.start = core, block, sub, start
+        self.gm_path = gm_path
+        self.instructions = len(program)
+        self.transfers: dict[str, deque] = {}        # pipe -> its GM transfers, in program order
+        self.skips: deque = deque()                  # its skips' (window 1, window 2, periods), in order
+        for i in program:
+            if i.kind == GM_XFER:
+                q = self.transfers.get(i.pipe)
+                if q is None:
+                    q = self.transfers[i.pipe] = deque()
+                q.append(i)
+            elif i.kind == MARK:
+                _, phase, skip, period, windows = i.flag
+                if phase == 2:
+                    self.skips.append((windows[0], windows[1], skip // period))
+        self.l2_lines = [0, 0, 0, 0]                 # read hits, read misses, write hits, write misses
+        self.l2_bytes = self.hbm_bytes = 0
+        self.finished = None                         # the event its representative's end succeeds
+
+    def cross(self, pipe: str, start: float) -> None:
+        """Its next GM transfer on `pipe`, at `start` (the representative's on that pipe)."""
+        instr = self.transfers[pipe].popleft()
+        _, _, _, hbm_bytes, hits, misses = self.gm_path.cross(instr, start)
+        w = 2 if instr.gm_write else 0
+        self.l2_lines[w] += hits
+        self.l2_lines[w + 1] += misses
+        self.l2_bytes += instr.chan_bytes
+        self.hbm_bytes += hbm_bytes
+
+
+class AlikeBlocks:
+    """A launch's blocks grouped by program shape and start: the first two of a group, and one
+    more for every `per_representative` alike blocks after them, are simulated (representatives);
+    the others run as shadows (ShadowBlock) of the representative carrying the fewest."""
+
+    def __init__(self, per_representative: int = 8):
+        self.per_representative = per_representative
+        self.groups: dict[tuple, list[list]] = {}    # (shape, start) -> [[representative, its shadows]]
+        self.shadowed = False                        # a block ran as a shadow
+
+    def representative_for(self, shape: tuple | None, start: float):
+        """The representative a block of this shape starting now shadows, or None: it is one."""
+        if shape is None:
+            return None
+        reps = self.groups.get((shape, start))
+        if reps is None or len(reps) < 2:
+            return None
+        entry = min(reps, key=lambda e: e[1])
+        if entry[1] >= self.per_representative or entry[0].crossed:
+            return None
+        entry[1] += 1
+        self.shadowed = True
+        return entry[0]
+
+    def add(self, shape: tuple | None, start: float, run) -> None:
+        """`run` (a BlockRun) represents the blocks of its shape and start that come after it."""
+        if shape is not None:
+            self.groups.setdefault((shape, start), []).append([run, 0])
+
+    def spread(self) -> float:
+        """Once the launch has ended, its sampling bound: over the groups that had shadows, the
+        largest spread of a group's representatives' times. The launch ends with its slowest
+        block, and which of alike blocks is slowest is decided by where each stood in the shared
+        queues (cores meet in core order within a cycle)."""
+        worst = 0.0
+        for reps in self.groups.values():
+            if len(reps) > 1 and any(n for _, n in reps):
+                times = [run.end - run.start for run, _ in reps]
+                worst = max(worst, max(times) - min(times))
+        return worst

@@ -104,7 +104,9 @@ class Report:
         if mode == "fast":
             fast = (rec.fast.to_dict(cycles, rec.instructions) if rec.fast is not None else
                     {"simulated_instructions": rec.instructions, "fast_forwarded_instructions": 0,
-                     "simulated_fraction": 1.0, "bound_cycles": 0.0, "bound_fraction": 0.0, "exact": True})
+                     "simulated_fraction": 1.0, "bound_cycles": 0.0, "bound_fraction": 0.0, "shadowed_blocks": 0,
+                     "recorded_instructions": rec.instructions,
+                     "exact": True})
         return cls(op=op, soc=profile.soc_version, mode=mode, fast=fast,
                    clock_mhz=profile.clock_mhz,
                    workspace_bytes=workspace_bytes, workspace_breakdown=ws,
@@ -169,7 +171,8 @@ class Report:
                  f"  time       {self.cycles:,.0f} cycles = {self.time_us:,.2f} us @ {self.clock_mhz:g} MHz"]
         if self.fast is not None:
             f = self.fast
-            lines.append(f"  fast mode  {f['simulated_fraction']:.1%} of {self.instructions:,} instructions simulated; "
+            shadows = f" ({f['shadowed_blocks']} blocks as shadows of alike ones)" if f.get("shadowed_blocks") else ""
+            lines.append(f"  fast mode  {f['simulated_fraction']:.1%} of {self.instructions:,} instructions simulated{shadows}; "
                          + ("exact (nothing fast-forwarded)" if f["exact"] else
                             f"cycles within +/-{f['bound_cycles']:,.0f} ({f['bound_fraction']:.2%}) of the exact engine"))
         lines += [
