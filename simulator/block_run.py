@@ -123,9 +123,10 @@ class BlockRun:
         self.end = self.start
         self.scalar_busy = 0.0
         # fast mode (simulator/fast.py): alike blocks run as this one's shadows (their GM transfers
-        # cross beside its own), whether any of its transfers has crossed yet (none may join later)
+        # cross beside its own); sealed once it has moved data, touched the L2 or ended (a shadow
+        # joining later would miss what came before)
         self.shadows: list = []
-        self.crossed = False
+        self.sealed = False
         # fast mode: the loops' marks, what their skips added, the bound
         self.fast = (BlockFastForward(device.fast, device.gm_path, device.memory, self.pipes, core.kind.count,
                                       barrier, skips)
@@ -238,6 +239,7 @@ class BlockRun:
         """Every pipe has finished: the block ends when the last one did (in fast mode, that
         much later than its simulated part did as its skips fast-forwarded)."""
         self.mode = "done"
+        self.sealed = True
         if self.fast is not None:
             self.end += self.fast.totals()[1]
         if self.end > self.env.now:
@@ -591,7 +593,9 @@ class PipeRun:
         if shadows:
             for shadow in shadows[half:]:
                 shadow.cross(self.pipe, start)
-        self.block.crossed = True
+            for shadow in shadows:           # what the shadow's own L2 outcome cost it more
+                shadow.excess -= local
+        self.block.sealed = True
         w = 2 if instr.gm_write else 0
         self.l2_lines[w] += hits
         self.l2_lines[w + 1] += misses

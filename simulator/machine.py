@@ -207,7 +207,9 @@ class Device:
             shape = program_shape(program)
             rep = alike.representative_for(shape, block_start)
             if rep is not None:
-                yield from self._shadow(rep, ShadowBlock(program, core, b, sub, block_start, self.gm_path), rec, group)
+                shadow = ShadowBlock(program, core, b, sub, block_start, self.gm_path)
+                del program, ctx
+                yield from self._shadow(rep, shadow, rec, group)
                 return
         skips = ctx.skips if recorder is None else None   # fast mode: known if recorded whole
         run = BlockRun(self, core, group, rec, self._chunks(program, recorder, rec, core), barrier, skips)
@@ -251,6 +253,9 @@ class Device:
         traffic), and its core is released at its own turn (cores freed together are taken again
         in core order, as the exact engine's are)."""
         core = shadow.core
+        core.scalar_state = f"running as a shadow of {rep.core.name}'s block (fast mode)"
+        for p in core.pipe_state:
+            core.pipe_state[p] = "finished"
         shadow.finished = simpy.Event(self.env)      # rep succeeds it at its end, at this core's turn
         rep.shadows.append(shadow)
         rep.fast.shadows.append(shadow)
