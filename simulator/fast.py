@@ -170,11 +170,10 @@ class FastRecord:
     shadowed: int = 0            # blocks run as a representative's shadow
     shadow_recorded: int = 0     # instructions they recorded (their GM transfers crossed, the rest not run)
 
-    def add_block(self, launch: int, core: str, bound: float, skipped_time: float, writeback: float = 0.0) -> None:
+    def add_block(self, launch: int, core: str, bound: float, skipped_time: float) -> None:
         key = (launch, core)
         self.bounds[key] = self.bounds.get(key, 0.0) + bound
         self.fast_forwarded[key] = self.fast_forwarded.get(key, 0.0) + skipped_time
-        self.writeback[launch] = self.writeback.get(launch, 0.0) + writeback
 
     def bound_cycles(self) -> float:
         """The task's bound: per launch, the core with the largest (its blocks run one after
@@ -291,6 +290,7 @@ class SkipBarrier:
         self.blocks: dict[BlockFastForward, list] = {}   # block -> [its skips (None: unknown), arrived]
         self.pending: dict[int, list[tuple]] = {}        # k -> (block, window 1, window 2, periods)
         self.paces: dict[tuple, list[float]] = {}        # (k, the windows' work) -> cycles per period
+        self.unpaid_writeback = 0                        # dirty bytes the launch's skips' L2 touches evicted
 
     def join(self, block: BlockFastForward, skips: int | None) -> None:
         self.blocks[block] = [skips, 0]
@@ -337,7 +337,7 @@ class BlockFastForward:
 
     def __init__(self, schedule: FastSchedule, gm_path, memory, pipes: tuple[str, ...], cores: int,
                  barrier: SkipBarrier, skips: int | None):
-        self.schedule, self.l2, self.hbm, self.memory = schedule, gm_path.l2, gm_path.hbm, memory
+        self.schedule, self.l2, self.memory = schedule, gm_path.l2, memory
         self.pipes, self.cores = pipes, cores
         self.barrier = barrier
         barrier.join(self, skips)
@@ -351,7 +351,6 @@ class BlockFastForward:
         self.closed: tuple[float, float, int] | None = None   # totals() once the block has ended
         self.skips_met: dict[int, int] = {}          # loop run -> pipes that have met its skip
         self.marks = 0                               # marks seen (they are no instructions)
-        self.unpaid_writeback = 0                    # dirty bytes its skips' L2 touches evicted
         self.shadows: list[ShadowBlock] = []         # alike blocks run as its shadows (their skips too)
         self.sealed = False                          # it has touched the L2 for a skip
 
@@ -430,8 +429,8 @@ class BlockFastForward:
         """Once the block has ended: (its bound, its cycles fast-forwarded, the instructions its
         scalar unit fast-forwarded), fixed when first asked (the block's end is taken from it).
         Each skip fast-forwards its periods at the pace the launch's blocks measured for it.
-        Its touches' write-back is writeback_cycles()'s: the launch sums it over its blocks (one
-        block's touch may evict for all)."""
+        Its touches' write-back is the launch's (SkipBarrier.unpaid_writeback: one block's touch
+        may evict for all, and may run after it has ended)."""
         if self.closed is None:
             bound = skipped_time = 0.0
             for run, windows in self.windows.items():
@@ -445,24 +444,20 @@ class BlockFastForward:
             self.closed = bound, skipped_time, round(self.scalar.extra.get("issued", 0))
         return self.closed
 
-    def writeback_cycles(self) -> float:
-        """Device memory's cycles for the dirty lines this block's skips' L2 touches evicted."""
-        return self.unpaid_writeback / self.hbm.bytes_per_cycle
-
     def touch_skipped(self, window1: list[Instr], window2: list[Instr], periods: int) -> None:
         """The L2 takes what a loop run's skipped periods would have left in it. The dirty lines
         that evicts went back to device memory during the skipped time, which the windows'
         extrapolation may or may not have paid for (the windows may have evicted clean lines,
         or none): the bound takes them."""
-        l2 = self.l2
+        l2, barrier = self.l2, self.barrier
         keep = kept_periods(window2, periods, l2.capacity * l2.line, self.cores)
         for addr, n, write, base in skipped_touches(window1, window2, periods, keep, self.memory.spans()):
-            self.unpaid_writeback += l2.touch(addr, n, write, base)
+            barrier.unpaid_writeback += l2.touch(addr, n, write, base)
         self.sealed = True                        # (its shadows' skips pair with its own from the first)
         for shadow in self.shadows:               # their k-th skips: the same shape, their own lines
             w1, w2, p = shadow.skips.popleft()
             for addr, n, write, base in skipped_touches(w1, w2, p, keep, self.memory.spans()):
-                self.unpaid_writeback += l2.touch(addr, n, write, base)
+                barrier.unpaid_writeback += l2.touch(addr, n, write, base)
 
 
 def _pipe_figures(pipe, now: float, busy: float, work: float, executed: int) -> dict:

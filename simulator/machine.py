@@ -177,6 +177,8 @@ class Device:
         lrec.end = self.env.now
         if alike is not None and rec.fast is not None:
             rec.fast.sampling[len(rec.launches) - 1] = alike.spread()
+        if barrier is not None and barrier.unpaid_writeback:     # (its touches are all done now)
+            rec.fast.writeback[len(rec.launches) - 1] = barrier.unpaid_writeback / self.hbm.bytes_per_cycle
 
     def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
                sub: int, long_kinds: set[str], barrier: SkipBarrier | None = None,
@@ -308,7 +310,7 @@ class Device:
         bound, skipped_time, skipped = run.fast.totals()
         rec.instructions += skipped - run.fast.marks
         rec.fast.skipped += skipped
-        rec.fast.add_block(launch, core.name, bound, skipped_time, run.fast.writeback_cycles())
+        rec.fast.add_block(launch, core.name, bound, skipped_time)
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
                 core: CoreState) -> Iterator[list[Instr]]:
