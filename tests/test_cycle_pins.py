@@ -87,7 +87,7 @@ HEAVY_NOT_YET_PINNED = {f"deformable_detr_grid_sample_backward.yaml[{i}]@{soc}" 
                         for soc in ("Ascend910B1", "Ascend910A", "Ascend910B2", "Ascend910B3", "Ascend910B4",
                                     "Ascend910_9392")
                         } - {f"deformable_detr_grid_sample_backward.yaml[{i}]@{soc}"
-                             for soc in ("Ascend910B1", "Ascend910A", "Ascend910B2", "Ascend910B4")
+                             for soc in ("Ascend910B1", "Ascend910A", "Ascend910B2", "Ascend910B3", "Ascend910B4")
                              for i in (4, 5, 6, 7)}
 _CHEAPEST = _cheapest_of_each_trace()
 SUITE = [c for c in fp.every_call() if _in_suite(c, _CHEAPEST)]
