@@ -37,7 +37,7 @@ from simpy.events import NORMAL
 from .core_state import CoreState, Group
 from .gm_path import GmPath
 from .profile import PIPES
-from .fast import BlockFastForward, SkipBarrier
+from .fast import BlockFastForward, SkipBarrier, cross_beside
 from .program import BARRIER, END, GM_XFER, MARK, SET, WAIT, XSET, XWAIT, Instr
 from .records import TaskRecord
 from .sim_clock import Wakeup, call_at, succeed_at
@@ -122,9 +122,7 @@ class BlockRun:
         self.figures: dict[str, tuple] = {}
         self.end = self.start
         self.scalar_busy = 0.0
-        # fast mode (simulator/fast.py): alike blocks run as this one's shadows (their GM transfers
-        # cross beside its own); sealed once it has moved data, touched the L2 or ended (a shadow
-        # joining later would miss what came before)
+        # fast mode: alike blocks run as its shadows; sealed (none joins) once it moved data or ended
         self.shadows: list = []
         self.sealed = False
         # fast mode: the loops' marks, what their skips added, the bound
@@ -251,8 +249,6 @@ class BlockRun:
         self.wakeup = None
         self.on_end()
         succeed_at(self.env, self.finished, self.env.now, turn(self.core.index, RELEASE))
-        for shadow in self.shadows:          # fast mode: they end with it, each at its own core's turn
-            succeed_at(self.env, shadow.finished, self.env.now, turn(shadow.core.index, RELEASE))
 
     def cross_core_wait(self, instr: Instr, t: float, pipe_at: int, actor: Actor) -> Generator[None, float, float]:
         """Generator: a cross-core wait that starts at `t` (its turn taken first); returns the
@@ -407,11 +403,9 @@ class PipeRun:
         self.last_lands = 0.0                 # the latest `lands at` in `flying`
         self.order = itertools.count()
 
-    # The generator below is the pipe's whole loop, ~105 lines, longer than the house's 80 for
-    # speed: it runs once per instruction, so its state (the clock, the busy and work unions)
-    # stays in locals, and the small steps every instruction takes (take it, wait for its turn,
-    # account its cycles) are written in place, where a method call would add to each
-    # instruction's cost. The other steps are the methods after it.
+    # The pipe's whole loop, ~105 lines, longer than the house's 80 for speed: it runs once per
+    # instruction, so its state stays in locals and the steps every instruction takes (take it,
+    # wait for its turn, account its cycles) are written in place. The others are methods.
     def run(self) -> Actor:
         """Generator: execute the pipe's queue in order. It yields `now` when another pipe has
         something due earlier (the block resumes it after that), None when it waits (for the
@@ -584,17 +578,9 @@ class PipeRun:
         """A GM transfer that starts at `start`, at its turn on the shared clock. Returns (when it
         ends, its own cycles, bytes that reached device memory, and when the pipe may go on if
         it stays in flight (its path overlaps transfers), else None)."""
-        shadows = self.block.shadows
-        if shadows:                          # fast mode: half its shadows' transfers cross before it
-            half = len(shadows) // 2
-            for shadow in shadows[:half]:
-                shadow.cross(self.pipe, start)
-        done, local, fetch, hbm_bytes, hits, misses = self.gm_path.cross(instr, start)
-        if shadows:
-            for shadow in shadows[half:]:
-                shadow.cross(self.pipe, start)
-            for shadow in shadows:           # what the shadow's own L2 outcome cost it more
-                shadow.excess -= local
+        shadows = self.block.shadows         # fast mode: its shadows' transfers cross beside it
+        done, local, fetch, hbm_bytes, hits, misses = (cross_beside(shadows, self.pipe, instr, start) if shadows
+                                                       else self.gm_path.cross(instr, start))
         self.block.sealed = True
         w = 2 if instr.gm_write else 0
         self.l2_lines[w] += hits

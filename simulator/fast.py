@@ -532,6 +532,21 @@ class ShadowBlock:
         self.hbm_bytes += hbm_bytes
 
 
+def cross_beside(shadows: list[ShadowBlock], pipe: str, instr: Instr, start: float) -> tuple:
+    """A representative's GM transfer on `pipe`, at `start`, with its shadows' corresponding ones
+    (half of them before it in the channels' queue, half after); GmPath.cross's result for its
+    own. Each shadow keeps what its own transfer cost more (its own lines in the L2 or not)."""
+    half = len(shadows) // 2
+    for shadow in shadows[:half]:
+        shadow.cross(pipe, start)
+    result = shadows[0].gm_path.cross(instr, start)
+    for shadow in shadows[half:]:
+        shadow.cross(pipe, start)
+    for shadow in shadows:
+        shadow.excess -= result[1]
+    return result
+
+
 class AlikeBlocks:
     """A launch's blocks grouped by program shape and start: the first two of a group, and one
     more for every `per_representative` alike blocks after them, are simulated (representatives);

@@ -17,7 +17,7 @@ from typing import Any, Generator, Iterator
 import numpy as np
 import simpy
 
-from .block_run import BlockRun, CrossCoreWake
+from .block_run import RELEASE, BlockRun, CrossCoreWake, turn
 from .core_state import CoreState, Group
 from .gm_path import GmPath
 from .l2_cache import L2Cache
@@ -28,6 +28,7 @@ from .program import BARRIER, COMPUTE, END, GM_XFER, MARK, SET, WAIT, XSET, XWAI
 from .recorder import (BlockContext, CountingContext, DeviceView, ProgramRecorder, count_instructions,
                        record_whole)
 from .records import BlockRecord, LaunchRecord, TaskRecord
+from .sim_clock import succeed_at
 
 
 def scalar_costs(profile: Profile) -> dict[str, tuple[float, ...]]:
@@ -221,6 +222,8 @@ class Device:
 
         def on_end():                     # at the block's end time: its records
             self.recorders.discard(recorder)
+            for shadow in run.shadows:    # fast mode: they end with it, each at its own core's turn
+                succeed_at(self.env, shadow.finished, self.env.now, turn(shadow.core.index, RELEASE))
             key = (core.name, "PIPE_S")
             rec.busy[key] = rec.busy.get(key, 0.0) + run.scalar_busy
             rec.work[key] = rec.work.get(key, 0.0) + run.scalar_busy
