@@ -82,13 +82,10 @@ def _in_suite(call, cheapest: set[str]) -> bool:
     return pin.cpu_seconds < SUITE_MAX_CALL_S or call.tag in cheapest
 
 
-# DETR encoder calls whose pins were not recorded with the rest (each takes minutes of CPU)
-HEAVY_NOT_YET_PINNED = {f"deformable_detr_grid_sample_backward.yaml[{i}]@{soc}" for i in (4, 5, 6, 7)
-                        for soc in ("Ascend910B1", "Ascend910A", "Ascend910B2", "Ascend910B3", "Ascend910B4",
-                                    "Ascend910_9392")
-                        } - {f"deformable_detr_grid_sample_backward.yaml[{i}]@{soc}"
-                             for soc in ("Ascend910B1", "Ascend910A", "Ascend910B2", "Ascend910B3", "Ascend910B4")
-                             for i in (4, 5, 6, 7)}
+# DETR encoder calls whose pins were not recorded with the rest (each takes minutes of CPU): none
+# now; a heavy call added later may be listed here until its pin is recorded
+HEAVY_NOT_YET_PINNED: set[str] = set()
+
 _CHEAPEST = _cheapest_of_each_trace()
 SUITE = [c for c in fp.every_call() if _in_suite(c, _CHEAPEST)]
 _recorded: list[str] = []
