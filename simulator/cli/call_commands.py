@@ -81,8 +81,9 @@ def call_from_args(args) -> Call:
         shape = studies.shape_of(shape_txt, f"--shape {p.name}") if shape_txt is not None else old.shape
         dt = dtype_named.get(p.name) or default_dtype or (old.dtype if old else "FLOAT16")
         init = init_named.get(p.name) or (old.init if old else p.init)
+        strides = old.strides if old is not None and shape_txt is None else None   # a view stays one
         tensors[p.name] = TensorSpec(shape, studies.canonical_dtype(dt, f"--dtype {p.name}"),
-                                     studies.check_init(init, f"--init {p.name}"))
+                                     studies.check_init(init, f"--init {p.name}"), strides)
     if not any(p.name in tensors for p in opdef.inputs if p.kind == "tensor"):
         raise CliError(f"{op}: give the tensor shapes, e.g. --shape 64,1024 or --shape "
                        f"{tensor_inputs[0] if tensor_inputs else 'NAME'}=... (tensors: {', '.join(tensor_inputs)})")
