@@ -22,6 +22,10 @@ inner skips already added. The L2 takes the lines the skipped periods would have
 windows (SkipBarrier), before any block's tail. A skip stops where the L2 would fill: at its
 free room as the loop is recorded (less what the loop's head fills), then at its size.
 
+A launch's alike blocks on vector-only cores (one program shape, one start) are simulated in a
+few representatives; the others are recorded and run as their shadows, whose GM transfers cross
+the L2 and the channels beside the representatives' (AlikeBlocks, ShadowBlock, cross_beside).
+
 What this cannot see, and so what the bound is made of:
 * a steady state that is not one: window 2's duration against window 1's, times the periods
   skipped (per actor; the block takes the largest);
@@ -32,7 +36,9 @@ What this cannot see, and so what the bound is made of:
 * the skipped periods' write-back: the dirty lines the L2 evicts as it takes their lines went
   back to device memory in the skipped time, which the windows paid for only if they evicted
   alike (where the L2 fills part-way, or its old clean lines run out, they did not): the bound
-  adds device memory's time for all of them, per launch.
+  adds device memory's time for all of them, per launch;
+* a shadow's own time: it takes its representative's; the bound adds the spread of the
+  representatives' times and what a shadow's transfers cost more than its representative's.
 The stated bound is checked against the exact engine by tests/test_fast_mode.py.
 """
 from __future__ import annotations
@@ -473,28 +479,31 @@ def _pipe_figures(pipe, now: float, busy: float, work: float, executed: int) -> 
     return figures
 
 
+def cost_shape(instr: Instr) -> tuple:
+    """What an instruction costs, without its addresses: its pipe, kind, cycles, path and bytes,
+    its flag (a SetFlag's, a barrier's), and for a loop's mark the periods it skips. Two measured
+    windows, or two blocks, of the same shapes issue the same work."""
+    kind = instr.kind
+    flag = instr.flag if SET <= kind < MARK else instr.flag[2:4] if kind == MARK else None
+    return instr.pipe, kind, instr.cycles, instr.path, instr.nbytes, instr.chan_bytes, flag
+
+
 # ---- alike blocks of a launch: representatives simulated, the others their shadows -------------
 def program_shape(program: list[Instr]) -> tuple | None:
-    """What a block's program costs, instruction by instruction, without its addresses: blocks of
-    one shape issue the same instructions at the same costs, with the same flags and the same
-    loop skips. None for a program that syncs with other cores (its shadow could not)."""
-    shape = []
-    for i in program:
-        kind = i.kind
-        if kind == XSET or kind == XWAIT:
-            return None
-        flag = i.flag if SET <= kind < MARK else i.flag[:4] if kind == MARK else None
-        shape.append((i.pipe, kind, i.cycles, i.path, i.nbytes, i.chan_bytes, flag))
-    return tuple(shape)
+    """A block's program's cost shapes: blocks of one shape issue the same instructions at the
+    same costs, with the same flags and the same loop skips. None for a program that syncs with
+    other cores (its shadow could not)."""
+    if any(i.kind == XSET or i.kind == XWAIT for i in program):
+        return None
+    return tuple(map(cost_shape, program))
 
 
 class ShadowBlock:
     """A block that runs as a shadow of an alike block (its representative) started at the same
     time: its instructions are not simulated, its GM transfers are. Each crosses the L2 and the
-    channels where and when the representative's corresponding transfer does (before it in the
-    channels' queue: cross_beside), so the L2 holds the shadows' own lines and
-    the channels carry their bytes: the contention the representative meets is the whole
-    launch's. Its skips' lines go into the L2 with the representative's. Its time, instructions
+    channels when the representative's corresponding transfer does, before it in the channels'
+    queue (cross_beside), so the L2 holds the shadows' own lines and the channels carry their
+    bytes: the contention the representative meets is the whole launch's. Its skips' lines go into the L2 with the representative's. Its time, instructions
     and busy cycles are the representative's."""
 
     def __init__(self, program: list[Instr], core, block: int, sub: int, start: float, gm_path):
@@ -520,16 +529,17 @@ class ShadowBlock:
         # the other does not): what the bound takes where it is positive
         self.excess = 0.0
 
-    def cross(self, pipe: str, start: float) -> None:
-        """Its next GM transfer on `pipe`, at `start` (the representative's on that pipe)."""
+    def cross(self, pipe: str, start: float) -> float:
+        """Its next GM transfer on `pipe`, at `start` (the representative's on that pipe); returns
+        the transfer's own cycles."""
         instr = self.transfers[pipe].popleft()
         _, local, _, hbm_bytes, hits, misses = self.gm_path.cross(instr, start)
-        self.excess += local
         w = 2 if instr.gm_write else 0
         self.l2_lines[w] += hits
         self.l2_lines[w + 1] += misses
         self.l2_bytes += instr.chan_bytes
         self.hbm_bytes += hbm_bytes
+        return local
 
 
 def cross_beside(shadows: list[ShadowBlock], pipe: str, instr: Instr, start: float) -> tuple:
@@ -539,11 +549,10 @@ def cross_beside(shadows: list[ShadowBlock], pipe: str, instr: Instr, start: flo
     launch (half of the shadows before it and half after left GridSampler calls up to 0.7 % short,
     outside their bound). Each shadow keeps what its own transfer cost more (its own lines in
     the L2 or not)."""
-    for shadow in shadows:
-        shadow.cross(pipe, start)
+    own = [shadow.cross(pipe, start) for shadow in shadows]
     result = shadows[0].gm_path.cross(instr, start)
-    for shadow in shadows:
-        shadow.excess -= result[1]
+    for shadow, local in zip(shadows, own):
+        shadow.excess += local - result[1]
     return result
 
 
@@ -555,7 +564,6 @@ class AlikeBlocks:
     def __init__(self, per_representative: int = 8):
         self.per_representative = per_representative
         self.groups: dict[tuple, list[list]] = {}    # (shape, start) -> [[representative, its shadows]]
-        self.shadowed = False                        # a block ran as a shadow
 
     def representative_for(self, shape: tuple | None, start: float):
         """The representative a block of this shape starting now shadows, or None: it is one."""
@@ -569,8 +577,7 @@ class AlikeBlocks:
         if entry[1] >= self.per_representative or rep.sealed or rep.fast.sealed:
             return None
         entry[1] += 1
-        self.shadowed = True
-        return entry[0]
+        return rep
 
     def add(self, shape: tuple | None, start: float, run) -> None:
         """`run` (a BlockRun) represents the blocks of its shape and start that come after it."""
@@ -594,6 +601,6 @@ class AlikeBlocks:
                     total = run.end - run.start
                     simulated = total - run.fast.totals()[1]
                     scale = total / simulated if simulated > 0 else 1.0
-                    excess = max([excess] + [s.excess * scale for s in run.shadows])
+                    excess = max([excess, *(s.excess * scale for s in run.shadows)])
                 worst = max(worst, max(times) - min(times) + excess)
         return worst

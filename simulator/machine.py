@@ -42,6 +42,19 @@ def scalar_costs(profile: Profile) -> dict[str, tuple[float, ...]]:
     return costs
 
 
+def block_figures(run: BlockRun, pipes) -> tuple[dict, dict, dict]:
+    """A finished block's busy cycles (PIPE_S: its scalar unit's too), instructions and bytes per
+    path, per pipe, as its BlockRecord keeps them."""
+    busy, count, nbytes = {"PIPE_S": run.scalar_busy}, {}, {}
+    for p in pipes:
+        b_busy, b_count, b_bytes = run.figures[p][:3]
+        busy[p] = busy.get(p, 0.0) + b_busy
+        count[p] = b_count
+        for path, n in b_bytes.items():
+            nbytes[path] = nbytes.get(path, 0) + n
+    return busy, count, nbytes
+
+
 class Device:
     """One simulated device: the SimPy environment, device memory, the memory channel and the
     cores. Streams enqueue task processes; `run_until` advances simulated time."""
@@ -156,7 +169,7 @@ class Device:
         # on vector-only cores (AIV). Shadows end with their representative, so the cores they free
         # are taken again in another order than the exact engine's; where Cube launches run on the
         # same cores (the coupled chips' AI cores) that puts their unlike blocks on other cores
-        # (on Ascend910A's ResNet-50 calls, up to -1.5 % on a call whose sampling bound was 1.1 %)
+        # (docs/FAST_MODE.md: a ResNet-50 call on Ascend910A outside its bound, and no faster)
         alike = (AlikeBlocks() if self.fast is not None and not self.tracing and not partners
                  and "cube" not in kind.units else None)
         long_kinds: set[str] = set()    # core kinds whose blocks outgrew a chunk in this launch
@@ -227,14 +240,8 @@ class Device:
             key = (core.name, "PIPE_S")
             rec.busy[key] = rec.busy.get(key, 0.0) + run.scalar_busy
             rec.work[key] = rec.work.get(key, 0.0) + run.scalar_busy
-            busy, count, nbytes, l2_lines = {"PIPE_S": run.scalar_busy}, {}, {}, [0, 0, 0, 0]
-            for p in core.kind.pipes:                # each pipe's figures for the block
-                b_busy, b_count, b_bytes, b_l2, _, _ = run.figures[p]
-                busy[p] = busy.get(p, 0.0) + b_busy
-                count[p] = b_count
-                for path, n in b_bytes.items():
-                    nbytes[path] = nbytes.get(path, 0) + n
-                l2_lines = [x + y for x, y in zip(l2_lines, b_l2)]
+            busy, count, nbytes = block_figures(run, core.kind.pipes)
+            l2_lines = [sum(run.figures[p][3][i] for p in core.kind.pipes) for i in range(4)]
             rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, block_start,
                                           self.env.now, busy, count, nbytes, tuple(l2_lines)))
             if self.fast is not None:
@@ -267,16 +274,12 @@ class Device:
         rec.instructions += shadow.instructions
         self.issued += shadow.instructions
         yield shadow.finished
-        busy, count, nbytes = {"PIPE_S": rep.scalar_busy}, {}, {}
+        busy, count, nbytes = block_figures(rep, core.kind.pipes)
         key = (core.name, "PIPE_S")             # as on_end and PipeRun.finish book a block's
         rec.busy[key] = rec.busy.get(key, 0.0) + rep.scalar_busy
         rec.work[key] = rec.work.get(key, 0.0) + rep.scalar_busy
         for p in core.kind.pipes:
-            b_busy, b_count, b_bytes, _, b_work, b_paths = rep.figures[p]
-            busy[p] = busy.get(p, 0.0) + b_busy
-            count[p] = b_count
-            for path, n in b_bytes.items():
-                nbytes[path] = nbytes.get(path, 0) + n
+            b_busy, _, _, _, b_work, b_paths = rep.figures[p]
             for path, c in b_paths.items():
                 part = (core.index, p, path)
                 rec.path_parts[part] = rec.path_parts.get(part, 0.0) + c

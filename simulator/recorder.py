@@ -13,10 +13,10 @@ from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .core_state import CoreState, Group
-from .fast import FastSchedule
+from .fast import FastSchedule, cost_shape
 from .memory import DeviceMemory
 from .profile import Profile
-from .program import MARK, SET, Instr, caller_line
+from .program import MARK, Instr, caller_line
 
 if TYPE_CHECKING:
     from .l2_cache import L2Cache
@@ -72,9 +72,7 @@ class BlockContext:
         """Fast mode: an instruction inside the windows being measured: its cost's shape (the
         skip needs two alike windows) and, for a GM transfer, the instruction itself (the skip
         extrapolates their addresses, and cuts where their new lines would fill the L2)."""
-        kind = instr.kind
-        shape = (instr.pipe, kind, instr.cycles, instr.path, instr.chan_bytes,
-                 instr.flag if SET <= kind < MARK else None)
+        shape = cost_shape(instr)
         for shapes in self.open_shapes:
             shapes[-1].append(shape)
         if instr.gm:
