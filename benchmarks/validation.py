@@ -242,8 +242,8 @@ def record(results: list[Result], path: Path = FIGURES) -> None:
         if r.ratio is None:
             continue
         # (within the figure's own entry: a figure not yet recorded must not take the next one's)
-        pat = re.compile(r"(\{id: " + re.escape(r.figure["id"]) + r",(?:(?!\n  - \{id: ).)*?expected_ratio: )[0-9.]+",
-                         re.S)
+        pat = re.compile(r"(\{id: " + re.escape(r.figure["id"]) + r",(?:(?!\n  (?:- \{id: |#)).)*?expected_ratio: )"
+                         r"(?:[0-9.]+|null|~)", re.S)
         text, n = pat.subn(lambda m: m.group(1) + f"{r.ratio:.3f}", text, count=1)
         if n != 1:
             raise ValueError(f"{r.figure['id']}: its entry has no expected_ratio to record (add one)")
