@@ -81,7 +81,7 @@ def _gemm(fig, spec):
     profile (field -> value); `tile`: the L0 tile's (baseM, baseN) where the published kernel's
     is not CANN's A2 template; `trans_b`: B stored N x K (column-major), as the published call
     had it (default: only for 32-bit types, which need it)."""
-    from gemm_kernel import DTYPES, gemm_kernel, gemm_tiling
+    from gemm_kernel import DTYPES, gemm_kernel, gemm_tiling, input_elements
     from hardware_measurements import run_warm
     soc, dtype = fig["chip"], spec["dtype"]
     profile = load_profile(soc).override(spec["set"]) if spec.get("set") else None
@@ -90,7 +90,8 @@ def _gemm(fig, spec):
     tile = dict(zip(("baseM", "baseN"), spec.get("tile", ())))
     trans_b = spec.get("trans_b", np.dtype(in_t).itemsize == 4)
     t = gemm_tiling(M, N, K, dtype, soc, trans_b, profile=profile, **tile)
-    buffers = {"a": (in_t, M * K), "b": (in_t, K * N), "c": (out_t, M * N)}
+    a_elems, b_elems = input_elements(t)      # (FRACTAL_NZ, padded, on chips without ND -> NZ)
+    buffers = {"a": (in_t, a_elems), "b": (in_t, b_elems), "c": (out_t, M * N)}
     rep = run_warm(gemm_kernel, t.usedCoreNum, buffers, (t,), kind="cube", soc=soc, profile=profile, runs=1)
     extra = fig["_reproduction"].get("torch_call_overhead_us", 0.0) if spec.get("call") == "torch.mm" else 0.0
     return 2.0 * M * N * K / ((rep.time_us + extra) * 1e-6) / 1e12, \

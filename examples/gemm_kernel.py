@@ -2,7 +2,9 @@
 
 Copy it to start a cube kernel. The shape of the code is Ascend C's cube samples:
 
-    CopyIn     GM -> L1      DataCopy with Nd2NzParams (ND -> NZ), MTE2, queues A1 / B1
+    CopyIn     GM -> L1      DataCopy with Nd2NzParams (ND -> NZ) on A2 / A3; elsewhere A and B are
+                             FRACTAL_NZ in GM (the chip has no ND -> NZ copy), a plain DataCopy;
+                             MTE2, queues A1 / B1
     Split      L1 -> L0A/B   LoadData (load2d), MTE1, queues A2 / B2
     Compute    L0A x L0B     Mmad into L0C, the cube (PIPE_M), queue CO1
     Aggregate  L0C -> UB     coupled chips only: DataCopy with DataCopyEnhancedParams (PIPE_V), CO2
@@ -72,6 +74,7 @@ class GemmTiling:
     fixpipe: bool         # L0C -> GM by Fixpipe (A2); else L0C -> UB -> GM (coupled chips)
     swizzleOffset: int = 3      # output-tile order: catlass GemmIdentityBlockSwizzle<3, direction>
     swizzleDirection: int = 0   # 0: windows of 3 tile rows walked along N (M >= N); 1: along M
+    nzInputs: bool = False      # A and B are FRACTAL_NZ in GM (chips without an ND -> NZ copy)
 
     @property
     def l1K(self) -> int:
@@ -114,7 +117,26 @@ def gemm_tiling(M: int, N: int, K: int, dtype: str = "FLOAT16", soc: str = "Asce
                       stepK=step_k, stepN=step_n, mTiles=m_tiles, nTiles=n_tiles,
                       kTiles=_ceil(K, bk * step_k), usedCoreNum=min(kind.count, m_tiles * n_tiles),
                       splitAByK=p.series != "training", fixpipe="PIPE_FIX" in kind.pipes,
-                      swizzleDirection=0 if M >= N else 1)
+                      swizzleDirection=0 if M >= N else 1, nzInputs="GM_L1_ND2NZ" not in p.paths)
+
+
+def to_nz(x: np.ndarray, c0: int) -> np.ndarray:
+    """A matrix (rows x cols) in FRACTAL_NZ, flat: column strips of c0 elements, each strip its
+    rows padded to a multiple of 16 (zeros), strip after strip (as TransData ND -> NZ leaves it)."""
+    rows, cols = x.shape
+    r16, c1 = _align(rows, 16), _ceil(cols, c0)
+    y = np.zeros((r16, c1 * c0), dtype=x.dtype)
+    y[:rows, :cols] = x
+    return np.ascontiguousarray(y.reshape(r16, c1, c0).transpose(1, 0, 2)).reshape(-1)
+
+
+def input_elements(t: GemmTiling) -> tuple[int, int]:
+    """The elements of A and B in GM as the kernel reads them (ND, or FRACTAL_NZ with padding)."""
+    if not t.nzInputs:
+        return t.M * t.K, t.K * t.N
+    c0 = 32 // DTYPES[t.dtype][0].itemsize
+    b_rows, b_cols = (t.N, t.K) if t.transB else (t.K, t.N)
+    return (_align(t.M, 16) * _ceil(t.K, c0) * c0, _align(b_rows, 16) * _ceil(b_cols, c0) * c0)
 
 
 def swizzled_tile(task: int, m_tiles: int, n_tiles: int, offset: int, direction: int) -> tuple[int, int]:
@@ -188,6 +210,9 @@ class KernelGemm:
     def CopyIn(self, tile: int, kt: int):
         t, c0 = self.t, self.c0
         m0, mv, n0, nv, k0, kv = self._tile(tile, kt)
+        if t.nzInputs:
+            self.CopyInNz(m0, mv, n0, nv, k0, kv)
+            return
         a1 = self.inQueueA1.AllocTensor(self.inT)
         m16 = _align(mv, 16)
         if mv % 16:     # tail rows: zero the padding the loads will read
@@ -205,6 +230,23 @@ class KernelGemm:
             if kv % 16:
                 InitConstValue(b1, InitConstValueParams(1, k16 * _ceil(nv, c0), 0, 0))
             DataCopy(b1, self.bGm[k0 * t.N + n0], Nd2NzParams(1, kv, nv, 0, t.N, k16, 1, 0))
+        self.inQueueB1.EnQue(b1)
+
+    def CopyInNz(self, m0: int, mv: int, n0: int, nv: int, k0: int, kv: int):
+        """A and B already FRACTAL_NZ in GM: each tile's column strips, rows padded to 16 (zeros
+        in GM), one strided copy per operand into the L1 layout the ND -> NZ copy would give."""
+        t, c0 = self.t, self.c0
+        a1 = self.inQueueA1.AllocTensor(self.inT)
+        m16, M16 = _align(mv, 16), _align(t.M, 16)
+        DataCopy(a1, self.aGm[((k0 // c0) * M16 + m0) * c0], DataCopyParams(_ceil(kv, c0), m16, M16 - m16, 0))
+        self.inQueueA1.EnQue(a1)
+        b1 = self.inQueueB1.AllocTensor(self.inT)
+        if t.transB:    # B^T (N x K) in NZ: strips of k, rows n
+            n16, N16 = _align(nv, 16), _align(t.N, 16)
+            DataCopy(b1, self.bGm[((k0 // c0) * N16 + n0) * c0], DataCopyParams(_ceil(kv, c0), n16, N16 - n16, 0))
+        else:           # B (K x N) in NZ: strips of n, rows k
+            k16, K16 = _align(kv, 16), _align(t.K, 16)
+            DataCopy(b1, self.bGm[((n0 // c0) * K16 + k0) * c0], DataCopyParams(_ceil(nv, c0), k16, K16 - k16, 0))
         self.inQueueB1.EnQue(b1)
 
     # -- Split (L1 -> L0A / L0B) and Compute (Mmad) ------------------------------------------------
@@ -334,9 +376,10 @@ def gemm(a: np.ndarray, b: np.ndarray, dtype: str = "FLOAT16", soc: str = "Ascen
     t = tiling or gemm_tiling(M, N, K, dtype, soc, trans_b)
     in_t, out_t = DTYPES[dtype]
     c = np.zeros((M, N), dtype=out_t)
-    r = simulator.run_kernel(gemm_kernel, t.usedCoreNum,
-                             {"a": np.asarray(a, dtype=in_t), "b": np.asarray(b, dtype=in_t), "c": c,
-                              "tiling": t},
+    a, b = np.asarray(a, dtype=in_t), np.asarray(b, dtype=in_t)
+    if t.nzInputs:      # what TransData ND -> NZ would leave in GM before the MatMul
+        a, b = to_nz(a, 32 // in_t.itemsize), to_nz(b, 32 // in_t.itemsize)
+    r = simulator.run_kernel(gemm_kernel, t.usedCoreNum, {"a": a, "b": b, "c": c, "tiling": t},
                              kind="cube", soc=soc, mode=mode, name="gemm", trace=trace)
     return r["c"], r
 

@@ -188,6 +188,9 @@ def test_nd2nz_matches_numpy_with_tails_and_matrices():
 def test_nd2nz_costs_more_than_a_plain_copy():
     for soc in ALL_SOCS:
         p = load_profile(soc)
+        if "GM_L1_ND2NZ" not in p.paths:          # a chip without the ND -> NZ copy
+            assert p.series in ("training", "inference"), soc
+            continue
         for kb in (1, 4, 16, 64, 192, 512):
             n = kb * 1024
             assert p.path("GM_L1_ND2NZ").cycles(n) > p.path("GM_L1").cycles(n), (soc, kb)
@@ -540,6 +543,22 @@ def test_fault_mmad_dtype_not_on_chip(soc, dtype, name):
         Mmad(bufs[2].Get(float32), bufs[0].Get(dtype), bufs[1].Get(dtype), MmadParams(16, 16, 16))
     msg = _fault_of(body, soc=soc)
     assert "PIPE_M" in msg and "Mmad" in msg and f"{name} inputs are not supported" in msg and soc in msg
+
+
+@pytest.mark.parametrize("soc", ["Ascend910A", "Ascend310P3"])
+def test_fault_nd2nz_copy_on_a_chip_without_one(soc):
+    """CANN's platform files for the training series and the 310P list no
+    Intrinsic_data_move_out2l1_nd2nz (the A2 / A3 files do): DataCopy with Nd2NzParams is refused,
+    naming the pipe and the instruction; the same copy runs on an A2 chip."""
+    def body(x):
+        pipe = TPipe()
+        buf = TBuf(TPosition.A1)
+        pipe.InitBuffer(buf, 4096)
+        g = GlobalTensor(half); g.SetGlobalBuffer(x)
+        DataCopy(buf.Get(half), g, Nd2NzParams(1, 16, 16, 0, 16, 16, 1, 0))
+    msg = _fault_of(body, soc=soc)
+    assert "PIPE_MTE2" in msg and "DataCopy(ND2NZ)" in msg and soc in msg and "FRACTAL_NZ" in msg
+    run(body, {"x": np.zeros(4096, np.float16)}, soc="Ascend910B1")
 
 
 def test_fault_fixpipe_out_of_gm_bounds():

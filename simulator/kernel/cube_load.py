@@ -145,6 +145,10 @@ def _nd2nz(dst: LocalTensor, src: GlobalTensor, p: Nd2NzParams) -> None:
     GM_L1_ND2NZ path on the bytes moved (each row a whole number of 32-B bursts)."""
     ctx = current_context()
     pipe, name = "PIPE_MTE2", "DataCopy(ND2NZ)"
+    if "GM_L1_ND2NZ" not in ctx.profile.paths:
+        raise _fault(pipe, f"{name}: {ctx.profile.soc_version} has no ND -> NZ on its GM -> L1 copy (Ascend C "
+                     f"supports DataCopy with Nd2NzParams on A2 / A3 chips); load data already in NZ "
+                     f"(FRACTAL_NZ) with a plain DataCopy")
     nd, n, d, sd, msrc, c0s, ns, mdst = _nd2nz_operands(dst, src, p, pipe, name)
     dt = dst.dtype
     isz, c0 = dt.itemsize, c0_of(dt)
