@@ -629,6 +629,13 @@ def test_gemm_a2_dtypes(soc, dtype):
     _gemm_check(soc, dtype, 96, 80, 136, trans_b=dtype in ("FLOAT", "HF32"))
 
 
+@pytest.mark.parametrize("soc", ["Ascend910A", "Ascend310P3"])
+def test_gemm_fractal_nz_inputs_with_tails_in_every_dim(soc):
+    """Chips without an ND -> NZ copy take A and B in FRACTAL_NZ: M, N and K all off the 16 grid."""
+    assert gemm_tiling(50, 70, 90, "FLOAT16", soc).nzInputs
+    _gemm_check(soc, "FLOAT16", 50, 70, 90, trans_b=False)
+
+
 def test_gemm_trans_b_and_hf32_differs_from_fp32():
     rng = np.random.default_rng(9)
     a = rng.standard_normal((64, 96)).astype(np.float32)
