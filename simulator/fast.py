@@ -188,7 +188,7 @@ class FastRecord:
         per_core: dict[int, float] = {}
         for (launch, _), b in self.bounds.items():
             per_core[launch] = max(per_core.get(launch, 0.0), b)
-        return sum(per_core.values()) + sum(self.writeback.values()) + sum(self.sampling.values())
+        return float(sum(per_core.values()) + sum(self.writeback.values()) + sum(self.sampling.values()))
 
     def to_dict(self, cycles: float, instructions: int) -> dict:
         """The report's `fast` entry: `instructions` is the task's count, fast-forwarded included."""
@@ -503,8 +503,9 @@ class ShadowBlock:
     time: its instructions are not simulated, its GM transfers are. Each crosses the L2 and the
     channels when the representative's corresponding transfer does, before it in the channels'
     queue (cross_beside), so the L2 holds the shadows' own lines and the channels carry their
-    bytes: the contention the representative meets is the whole launch's. Its skips' lines go into the L2 with the representative's. Its time, instructions
-    and busy cycles are the representative's."""
+    bytes: the contention the representative meets is the whole launch's. Its skips' lines go
+    into the L2 with the representative's. Its time, instructions and busy cycles are the
+    representative's."""
 
     def __init__(self, program: list[Instr], core, block: int, sub: int, start: float, gm_path):
         self.core, self.block, self.sub, self.start = core, block, sub, start

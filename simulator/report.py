@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .fast import FastRecord
 from .records import TaskRecord
 from .outputs import atomic_path, write_text
 from .profile import PIPES, Profile
@@ -102,11 +103,7 @@ class Report:
         mode = mode or ("functional" if functional else "timing")
         fast = None
         if mode == "fast":
-            fast = (rec.fast.to_dict(cycles, rec.instructions) if rec.fast is not None else
-                    {"simulated_instructions": rec.instructions, "fast_forwarded_instructions": 0,
-                     "simulated_fraction": 1.0, "bound_cycles": 0.0, "bound_fraction": 0.0, "shadowed_blocks": 0,
-                     "recorded_instructions": rec.instructions,
-                     "exact": True})
+            fast = (rec.fast or FastRecord()).to_dict(cycles, rec.instructions)   # (none: nothing fast-forwarded)
         return cls(op=op, soc=profile.soc_version, mode=mode, fast=fast,
                    clock_mhz=profile.clock_mhz,
                    workspace_bytes=workspace_bytes, workspace_breakdown=ws,
