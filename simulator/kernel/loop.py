@@ -15,9 +15,16 @@ same instructions on operands of the same sizes (their addresses may differ). A 
 iterations differ (a partial last tile, a first iteration that waits for something) gives them a
 `key` that tells them apart, or runs them outside the Loop. Where the two windows differ all the
 same (a key that calls unlike iterations alike), the run is recorded whole from there on.
+
+A key is a promise fast mode cannot check between its windows. `audit_loops()` checks it: in the
+exact modes, every declared loop then records each iteration's cost shapes and reports each
+iteration that differs from the one a period before it in a run of one key (beyond the run's
+first two periods, which fast mode always simulates).
 """
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
 from typing import Callable, Hashable, Iterable, Iterator, TypeVar
 
 from ..recorder import current_context
@@ -33,6 +40,8 @@ def Loop(iterations: int | Iterable[T], key: Callable[[T], Hashable] | None = No
         raise ValueError(f"Loop: period must be >= 1, got {period}")
     ctx = current_context()
     if ctx.fast is None:
+        if _audit.findings is not None:
+            return _audited(ctx, list(items), key, period, sys._getframe(1))
         return items
     return _fast_forwarded(ctx, list(items), key, period)
 
@@ -80,3 +89,57 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
                 filled, skip = cut < skip and by_size, cut
             ctx.loop_mark(run, 2, skip, period)
             i += head + skip
+
+
+class _Audit:
+    findings: list[str] | None = None      # while audit_loops() is on: what it found
+
+
+_audit = _Audit()
+
+
+@contextmanager
+def audit_loops():
+    """Within it, every `Loop` recorded in an exact mode checks its key (a list of findings is
+    yielded: one line per iteration a skip would have taken for another it is not like)."""
+    before = _audit.findings
+    _audit.findings = []
+    try:
+        yield _audit.findings
+    finally:
+        _audit.findings = before
+
+
+def _audited(ctx, items: list, key, period: int, frame) -> Iterator:
+    """The iterations, each recorded with its cost shapes; at the end, each run of one key
+    compared period by period."""
+    where = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+    keys = [key(x) if key is not None else None for x in items]
+    shapes: list[list] = []
+    ctx.open_windows.append([[]])
+    ctx.open_shapes.append([[]])
+    try:
+        for x in items:
+            yield x
+            shapes.append(ctx.open_shapes[-1][-1])
+            ctx.open_shapes[-1][-1] = []
+            ctx.open_windows[-1][-1] = []
+    finally:
+        ctx.open_windows.pop()
+        ctx.open_shapes.pop()
+    if len(shapes) < len(items):
+        return
+    start = 0
+    for i in range(1, len(items) + 1):
+        if i < len(items) and keys[i] == keys[start]:
+            continue
+        for r in range(start + 2 * period, i):
+            a, b = shapes[r - period], shapes[r]
+            if a != b:
+                at = next((k for k, (u, v) in enumerate(zip(a, b)) if u != v), min(len(a), len(b)))
+                _audit.findings.append(
+                    f"{where} (block {ctx.block_idx}): iteration {r} (key {keys[r]!r}) differs from "
+                    f"iteration {r - period} at its instruction {at} of {len(b)} "
+                    f"({b[at] if at < len(b) else None} against {a[at] if at < len(a) else None})")
+                break
+        start = i
