@@ -15,6 +15,7 @@ import pytest
 
 import simulator
 from simulator import TensorLayout
+from simulator.kernel.loop import audit_loops
 from simulator.profile import load_profile
 
 CASES = 30
@@ -82,7 +83,9 @@ CASE_LIST = _cases()
 
 @pytest.mark.parametrize("op, soc, profile, kw", CASE_LIST)
 def test_fast_mode_stays_inside_its_bound(op, soc, profile, kw):
-    exact = simulator.run(op, soc, mode="timing", profile=profile, trace=False, **kw).report
+    with audit_loops() as findings:
+        exact = simulator.run(op, soc, mode="timing", profile=profile, trace=False, **kw).report
+    assert not findings, "a Loop's key or period does not hold:\n" + "\n".join(findings[:5])
     fast = simulator.run(op, soc, mode="fast", profile=profile, trace=False, **kw).report
     again = simulator.run(op, soc, mode="fast", profile=profile, trace=False, **kw).report
     assert fast.mode == "fast" and exact.fast is None
@@ -246,9 +249,10 @@ def test_the_decoder_call_on_ascend910a_is_within_the_promise():
     assert abs(fast.cycles - exact.cycles) <= min(fast.fast["bound_cycles"], PROMISE * exact.cycles)
 
 
-def _uneven_loop_kernel(a, r, sizes):
-    """Per iteration: copy sizes[i] FP16 elements in, double them, copy them out (queues of depth
-    1); the Loop claims every iteration alike (no key) with a period of 2."""
+def _uneven_loop_kernel(a, r, sizes, order=None):
+    """Per iteration: copy sizes[i] FP16 elements in (from slot order[i] of the input, slot i
+    by default), double them, copy them out (queues of depth 1); the Loop claims every iteration
+    alike (no key) with a period of 2."""
     from simulator.kernel import Add, DataCopy, GlobalTensor, Loop, TPipe, TPosition, TQue, half
     aGm, rGm = GlobalTensor(half), GlobalTensor(half)
     aGm.SetGlobalBuffer(a)
@@ -261,7 +265,7 @@ def _uneven_loop_kernel(a, r, sizes):
     for i in Loop(len(sizes), period=2):
         n = sizes[i]
         x = qi.AllocTensor(half)
-        DataCopy(x, aGm[i * most], n)
+        DataCopy(x, aGm[(i if order is None else order[i]) * most], n)
         qi.EnQue(x)
         x = qi.DeQue(half)
         y = qo.AllocTensor(half)
@@ -287,6 +291,28 @@ def test_a_loop_is_fast_forwarded_only_where_its_windows_are_alike(pattern, skip
     if not skips:
         assert fast.cycles == exact.cycles
     assert abs(fast.cycles - exact.cycles) <= fast.fast["bound_cycles"] + 1e-9 * exact.cycles
+
+
+@pytest.mark.parametrize("pattern, order, finding", [
+    ((1024,), None, None),
+    ((1024, 4096, 1024), None, "differs from iteration 2"),                 # unlike windows
+    ((1024,) * 50 + (4096,), None, "iteration 50 (key None) differs"),     # one unlike iteration between them
+    ((1024,), [(i // 2) * 2 + (1 - i % 2) for i in range(60)], None),      # pairs swapped: linear per period
+    ((1024,), [(i * 7) % 60 for i in range(60)], "(a skip extrapolates"),   # wraps: not linear per period
+])
+def test_the_loop_audit_finds_what_a_skip_would_take_wrongly(pattern, order, finding):
+    """audit_loops() reports an iteration a skip would take for one it is not like, which fast
+    mode's two windows cannot see when it lies between them, and addresses a skip would
+    extrapolate wrongly; a loop that is what it declares gives no finding."""
+    sizes = [pattern[i % len(pattern)] for i in range(60)]
+    most = max(sizes)
+    args = dict(a=np.ones(60 * most, np.float16), r=np.zeros(60 * most, np.float16), sizes=sizes, order=order)
+    with audit_loops() as findings:
+        simulator.run_kernel(_uneven_loop_kernel, 1, args, soc="Ascend910B1", mode="timing", trace=False)
+    if finding is None:
+        assert findings == []
+    else:
+        assert len(findings) == 1 and finding in findings[0], findings
 
 
 @pytest.mark.parametrize("op, soc, kw", [

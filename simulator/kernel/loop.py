@@ -16,10 +16,13 @@ iterations differ (a partial last tile, a first iteration that waits for somethi
 `key` that tells them apart, or runs them outside the Loop. Where the two windows differ all the
 same (a key that calls unlike iterations alike), the run is recorded whole from there on.
 
-A key is a promise fast mode cannot check between its windows. `audit_loops()` checks it: in the
-exact modes, every declared loop then records each iteration's cost shapes and reports each
-iteration that differs from the one a period before it in a run of one key (beyond the run's
-first two periods, which fast mode always simulates).
+A key is a promise fast mode cannot check between its windows, and so is the period: the lines
+the skipped iterations leave in the L2 are extrapolated from the windows, each transfer's address
+moving by what it moved from window 1 to window 2. `audit_loops()` checks both: in the exact
+modes, every declared loop then records each iteration and reports, in a run of one key beyond
+its first two periods (which fast mode always simulates), an iteration whose cost shapes differ
+from the one a period before it, or whose GM transfers did not move by the same step as that
+one's did.
 """
 from __future__ import annotations
 
@@ -100,8 +103,9 @@ _audit = _Audit()
 
 @contextmanager
 def audit_loops():
-    """Within it, every `Loop` recorded in an exact mode checks its key (a list of findings is
-    yielded: one line per iteration a skip would have taken for another it is not like)."""
+    """Within it, every `Loop` recorded in an exact mode checks its key and period (a list of
+    findings is yielded: one line per run of iterations a skip would have taken for others they
+    are not like, or whose addresses it would have extrapolated wrongly)."""
     before = _audit.findings
     _audit.findings = []
     try:
@@ -111,17 +115,18 @@ def audit_loops():
 
 
 def _audited(ctx, items: list, key, period: int, frame) -> Iterator:
-    """The iterations, each recorded with its cost shapes; at the end, each run of one key
-    compared period by period."""
-    where = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+    """The iterations, each recorded with its cost shapes and GM transfers; at the end, each
+    run of one key compared period by period."""
     keys = [key(x) if key is not None else None for x in items]
     shapes: list[list] = []
+    starts: list[list] = []          # per iteration: its GM transfers' first addresses
     ctx.open_windows.append([[]])
     ctx.open_shapes.append([[]])
     try:
         for x in items:
             yield x
             shapes.append(ctx.open_shapes[-1][-1])
+            starts.append([_first_address(i) for i in ctx.open_windows[-1][-1]])
             ctx.open_shapes[-1][-1] = []
             ctx.open_windows[-1][-1] = []
     finally:
@@ -129,17 +134,39 @@ def _audited(ctx, items: list, key, period: int, frame) -> Iterator:
         ctx.open_shapes.pop()
     if len(shapes) < len(items):
         return
+    where = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} (block {ctx.block_idx})"
     start = 0
     for i in range(1, len(items) + 1):
         if i < len(items) and keys[i] == keys[start]:
             continue
         for r in range(start + 2 * period, i):
-            a, b = shapes[r - period], shapes[r]
-            if a != b:
-                at = next((k for k, (u, v) in enumerate(zip(a, b)) if u != v), min(len(a), len(b)))
-                _audit.findings.append(
-                    f"{where} (block {ctx.block_idx}): iteration {r} (key {keys[r]!r}) differs from "
-                    f"iteration {r - period} at its instruction {at} of {len(b)} "
-                    f"({b[at] if at < len(b) else None} against {a[at] if at < len(a) else None})")
+            why = _unlike(shapes, starts, r, period)
+            if why:
+                _audit.findings.append(f"{where}: iteration {r} (key {keys[r]!r}) {why}")
                 break
         start = i
+
+
+def _unlike(shapes: list, starts: list, r: int, period: int) -> str | None:
+    """How iteration r is not what a skip would take it for, or None."""
+    a, b = shapes[r - period], shapes[r]
+    if a != b:
+        at = next((k for k, (u, v) in enumerate(zip(a, b)) if u != v), min(len(a), len(b)))
+        return (f"differs from iteration {r - period} at its instruction {at} of {len(b)} "
+                f"({b[at] if at < len(b) else None} against {a[at] if at < len(a) else None})")
+    s0, s1, s2 = starts[r - 2 * period], starts[r - period], starts[r]
+    if len(s0) == len(s1) == len(s2):
+        for k, (x, y, z) in enumerate(zip(s0, s1, s2)):
+            if None not in (x, y, z) and z - y != y - x:
+                return (f"moves its GM transfer {k} by {z - y} bytes from iteration {r - period}, "
+                        f"which moved it by {y - x} (a skip extrapolates one step per period)")
+    return None
+
+
+def _first_address(instr) -> int | None:
+    """Where a GM transfer starts; None for a gather or scatter, which the L2 sees at the nominal
+    addresses its kernel declares (approximate by design: docs/FAST_MODE.md)."""
+    if "[gather]" in instr.name or "[scatter]" in instr.name:
+        return None
+    gm = instr.gm
+    return gm.start if hasattr(gm, "start") else gm[0][0]
