@@ -81,8 +81,9 @@ FORWARDED: list[bool] = []
 CASE_LIST = _cases()
 
 
-@pytest.mark.parametrize("op, soc, profile, kw", CASE_LIST)
-def test_fast_mode_stays_inside_its_bound(op, soc, profile, kw):
+def _check_bound(op, soc, profile, kw) -> bool:
+    """Runs the call exact (its loops audited) and fast, twice; asserts the bound, the promise,
+    the instruction count and determinism. Whether fast mode left anything out."""
     with audit_loops() as findings:
         exact = simulator.run(op, soc, mode="timing", profile=profile, trace=False, **kw).report
     assert not findings, "a Loop's key or period does not hold:\n" + "\n".join(findings[:5])
@@ -98,7 +99,62 @@ def test_fast_mode_stays_inside_its_bound(op, soc, profile, kw):
     assert err <= PROMISE * exact.cycles
     assert abs(fast.instructions - exact.instructions) <= PROMISE * exact.instructions
     assert f["simulated_instructions"] + f["fast_forwarded_instructions"] == fast.instructions
-    FORWARDED.append(f["fast_forwarded_instructions"] > 0)
+    return f["fast_forwarded_instructions"] > 0
+
+
+@pytest.mark.parametrize("op, soc, profile, kw", CASE_LIST)
+def test_fast_mode_stays_inside_its_bound(op, soc, profile, kw):
+    FORWARDED.append(_check_bound(op, soc, profile, kw))
+
+
+def _conv_case(rng: np.random.Generator, soc: str):
+    """A ConvolutionBackward or ConvTbcBackward call large enough for its layout launches to have
+    alike blocks (which fast mode runs as shadows on vector-only cores)."""
+    a2 = load_profile(soc).series == "A2"
+    dtype = np.dtype(rng.choice(["float16", "float32"] + (["bfloat16"] if a2 else [])))
+    if rng.random() < 0.3 and load_profile(soc).supports("ConvTbcBackward"):
+        t, b, cin, cout, k = (int(rng.integers(64, 512)), int(rng.integers(4, 17)), int(rng.choice([64, 256, 512])),
+                              int(rng.choice([64, 128, 512])), int(rng.choice([1, 3, 5])))
+        pad = int(rng.integers(0, k))
+        return "ConvTbcBackward", dict(
+            self=TensorLayout((t + 2 * pad - k + 1, b, cout), dtype), input=TensorLayout((t, b, cin), dtype),
+            weight=TensorLayout((k, cin, cout), dtype), bias=TensorLayout((cout,), dtype), pad=pad,
+            cubeMathType=1 if dtype == np.float32 else 0)
+    n, cin, cout = int(rng.integers(4, 17)), int(rng.choice([16, 48, 64, 128])), int(rng.choice([32, 64, 96, 256]))
+    h, w = int(rng.integers(14, 57)), int(rng.integers(14, 57))
+    k, s = int(rng.choice([1, 3])), int(rng.choice([1, 2]))
+    p = k // 2
+    ho, wo = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    return "ConvolutionBackward", dict(
+        gradOutput=TensorLayout((n, cout, ho, wo), dtype), input=TensorLayout((n, cin, h, w), dtype),
+        weight=TensorLayout((cout, cin, k, k), dtype), biasSizes=[cout], stride=[s, s], padding=[p, p],
+        dilation=[1, 1], transposed=False, outputPadding=[0, 0], groups=1,
+        outputMask=[bool(rng.random() < 0.8), True, bool(rng.random() < 0.5)],
+        cubeMathType=1 if dtype == np.float32 else 0)
+
+
+def _conv_cases():
+    rng = np.random.default_rng(2931)
+    out = []
+    for i in range(CONV_CASES):
+        soc = SOCS[i % len(SOCS)]
+        op, kw = _conv_case(rng, soc)
+        profile, changes = _what_if(rng, soc) if rng.random() < 0.3 else (load_profile(soc), {})
+        out.append(pytest.param(op, soc, profile, kw, id=f"{i}-{op}-{soc}-{'-'.join(f'{k}={v}' for k, v in changes.items())}"))
+    return out
+
+
+CONV_CASES = 12
+SHADOWED: list[bool] = []
+
+
+@pytest.mark.parametrize("op, soc, profile, kw", _conv_cases())
+def test_fast_mode_stays_inside_its_bound_on_convolutions(op, soc, profile, kw):
+    """The convolutions declare no loops: fast mode runs their layout launches' alike blocks as
+    shadows (on vector-only cores, the A2 series) and is exact elsewhere."""
+    SHADOWED.append(_check_bound(op, soc, profile, kw))
+    if len(SHADOWED) == CONV_CASES:
+        assert sum(SHADOWED) >= 3, "the convolution cases must shadow something, or they test nothing fast"
 
 
 def test_most_cases_fast_forwarded_something():
