@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import simulator
-from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, DataCopy, Exp, GetBlockIdx, GlobalTensor, Muls,
+from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, DataCopy, Exp, GetBlockIdx, GlobalTensor, Loop, Muls,
                               Reciprocal, TPipe, TPosition, TQue, float32)
 
 OPS = ("exp", "sigmoid", "muls", "copy")
@@ -44,7 +44,7 @@ class KernelElementwise:
         self.pipe.InitBuffer(self.outQueueY, BUFFER_NUM, nbytes)
 
     def Process(self):
-        for i in range(self.tiling.blockLength // self.tiling.tileLength):
+        for i in Loop(self.tiling.blockLength // self.tiling.tileLength, period=BUFFER_NUM):
             self.CopyIn(i)
             self.Compute()
             self.CopyOut(i)

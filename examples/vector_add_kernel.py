@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import simulator
-from simulator.kernel import (BUFFER_NUM, GM_ADDR, Add, DataCopy, GetBlockIdx, GlobalTensor, TPipe,
+from simulator.kernel import (BUFFER_NUM, GM_ADDR, Add, DataCopy, GetBlockIdx, GlobalTensor, Loop, TPipe,
                               TPosition, TQue, half)
 
 
@@ -42,7 +42,7 @@ class KernelAdd:
         self.pipe.InitBuffer(self.outQueueZ, BUFFER_NUM, nbytes)
 
     def Process(self):
-        for i in range(self.tiling.blockLength // self.tiling.tileLength):
+        for i in Loop(self.tiling.blockLength // self.tiling.tileLength, period=BUFFER_NUM):   # (fast mode may skip)
             self.CopyIn(i)
             self.Compute()
             self.CopyOut(i)

@@ -177,6 +177,51 @@ def test_kernel_file(tmp_path):
     assert json.loads(p.stdout)["cycles"] > 0
 
 
+AUDITED_KERNEL = """\
+import numpy as np
+from simulator.kernel import *
+def body(x, y):
+    xg, yg = GlobalTensor(float32), GlobalTensor(float32)
+    xg.SetGlobalBuffer(x)
+    yg.SetGlobalBuffer(y)
+    pipe = TPipe()
+    qi, qo = TQue(TPosition.VECIN, 2), TQue(TPosition.VECOUT, 2)
+    pipe.InitBuffer(qi, 2, 4096)
+    pipe.InitBuffer(qo, 2, 4096)
+    for i in Loop(40, period=2):
+        n = 512 if i == 20 else 1024
+        t = qi.AllocTensor(float32)
+        DataCopy(t, xg[i * 1024], n)
+        qi.EnQue(t)
+        t, o = qi.DeQue(float32), qo.AllocTensor(float32)
+        Adds(o, t, 1.0, n)
+        qo.EnQue(o)
+        qi.FreeTensor(t)
+        o = qo.DeQue(float32)
+        DataCopy(yg[i * 1024], o, n)
+        qo.FreeTensor(o)
+def launch():
+    return {"body": body, "block_dim": 1,
+            "args": {"x": np.ones(40960, np.float32), "y": np.zeros(40960, np.float32)}}
+"""
+
+
+def test_kernel_file_loop_audit(tmp_path):
+    """--audit-loops: a kernel whose Loop claims unlike iterations alike (a short tile between
+    full ones, where fast mode's two windows cannot see it) fails with the finding; the axpy
+    example's Loop holds."""
+    p = cli("kernel", "examples/kernels/axpy.py", "--mode", "timing", "--no-trace", "--audit-loops")
+    assert p.returncode == 0 and "loop audit: every Loop's key and period hold" in p.stdout, p.stdout + p.stderr
+    f = tmp_path / "k.py"
+    f.write_text(AUDITED_KERNEL)
+    p = cli("kernel", str(f), "--mode", "timing", "--no-trace", "--audit-loops", "--json")
+    assert p.returncode == 1, p.stdout + p.stderr
+    found = json.loads(p.stdout)["loop_audit"]
+    assert len(found) == 1 and "k.py:11" in found[0] and "iteration 20" in found[0], found
+    assert_one_line_error(cli("kernel", str(f), "--mode", "fast", "--no-trace", "--audit-loops"), 2,
+                          "exact mode")
+
+
 @pytest.mark.parametrize("source, code, needle", [
     ("def launch(:\n    pass\n", 2, "syntax error"),
     ("x = 1\n", 2, "defines no launch()"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.kernel import (BUFFER_NUM, GM_ADDR, Add, DataCopy, GetBlockIdx, GlobalTensor, Muls,
+from simulator.kernel import (BUFFER_NUM, GM_ADDR, Add, DataCopy, GetBlockIdx, GlobalTensor, Loop, Muls,
                               TPipe, TPosition, TQue, half)
 
 N = 48 * 8 * 2048            # elements
@@ -37,7 +37,8 @@ def axpy(x: GM_ADDR, y: GM_ADDR, z: GM_ADDR, t: AxpyTiling):
     T = t.tileLength
     for q in (qx, qy, qz):
         pipe.InitBuffer(q, BUFFER_NUM, T * half.itemsize)
-    for i in range(t.blockLength // T):
+    # Loop: a loop fast mode may fast-forward (its iterations alike; BUFFER_NUM the buffer rotation)
+    for i in Loop(t.blockLength // T, period=BUFFER_NUM):
         xl, yl = qx.AllocTensor(half), qy.AllocTensor(half)          # CopyIn
         DataCopy(xl, xGm[i * T], T)
         DataCopy(yl, yGm[i * T], T)

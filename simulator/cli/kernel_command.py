@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..enums import AclnnError, KernelError
 from ..inputs import number, read_text
+from ..kernel.loop import audit_loops
 from ..studies import one_line
 from .call_commands import describe
 from .common import (DEFAULT_BUDGET_SECONDS, EXIT_OK, EXIT_REJECTED, MODES, CliError, Rejected, a_path, chip_profile,
@@ -70,10 +71,14 @@ def cmd_kernel(args) -> int:
     path = Path(args.file)
     profile = chip_profile(args)
     trace_file = trace_path(args, f"{path.stem}_{profile.soc_version}")
+    if args.audit_loops and args.mode == "fast":
+        raise CliError("--audit-loops checks a kernel's Loop keys and periods in an exact mode "
+                       "(functional or timing), not in fast mode")
     mod = _load_kernel_file(path)
     spec, kind, block_dim = _launch_spec(mod, profile, path, args)
+    audit = audit_loops() if args.audit_loops else contextlib.nullcontext()
     try:
-        with _quiet(args), _time_budget(args.budget_seconds):
+        with _quiet(args), _time_budget(args.budget_seconds), audit as findings:
             res = run_kernel(spec["body"], block_dim, spec["args"], kind=kind, profile=profile,
                              mode=args.mode, name=spec.get("name"),
                              trace=trace_file is not None or bool(args.lines) or bool(args.msprof_out),
@@ -91,6 +96,8 @@ def cmd_kernel(args) -> int:
     if args.json:
         out = res.report.to_dict()
         out["check"] = checked
+        if args.audit_loops:
+            out["loop_audit"] = findings
         out["trace_file"] = str(trace_file) if trace_file else None
         print(json.dumps(out, indent=2))
     else:
@@ -99,10 +106,13 @@ def cmd_kernel(args) -> int:
         _print_result(res, args)
         if checked is not None:
             print("check: passed" if checked else f"check: FAILED: {why}")
+        if args.audit_loops:
+            print(f"loop audit: {len(findings)} finding(s)" + "".join(f"\n  {f}" for f in findings)
+                  if findings else "loop audit: every Loop's key and period hold")
     save_trace(res.trace, trace_file, announce=not args.json, layout=args.trace_layout)
     if args.msprof_out and not args.json:
         print(f"msprof files: {args.msprof_out} (docs/OUTPUTS.md)")
-    return EXIT_REJECTED if checked is False else EXIT_OK
+    return EXIT_REJECTED if checked is False or (args.audit_loops and findings) else EXIT_OK
 
 
 # the launcher's limit: CANN's blockDim is at most 65535
@@ -221,6 +231,9 @@ def _add_kernel(sub) -> None:
     k.add_argument("--warmup", type=int_in(0, 16), default=0,
                    help="run the kernel this many times first and report the run after them: its data is then "
                         "warm in L2, as on the board after the host-to-device copies that precede a kernel")
+    k.add_argument("--audit-loops", action="store_true",
+                   help="check that each Loop's key and period say what its iterations do (what fast mode "
+                        "takes on trust between its windows); findings fail the run (exit 1). Exact modes only")
     k.add_argument("--budget-seconds", type=float_in(0.001, 1e9), default=DEFAULT_BUDGET_SECONDS, metavar="S",
                    help=f"stop the kernel (exit 2) once it has run this long (default {DEFAULT_BUDGET_SECONDS:g} s): "
                         f"a body that never ends, or far more blocks than meant")
