@@ -202,7 +202,7 @@ def cli_cases(draw):
     op = draw(st.sampled_from(sorted(BASES)))
     args, tiling_field, socs = BASES[op]
     defect = draw(st.sampled_from([None, *sorted(DEFECTS)]))
-    args = args + ["--mode", draw(st.sampled_from(["timing", "timing", "functional"]))]
+    args = args + ["--mode", draw(st.sampled_from(["timing", "timing", "functional", "fast"]))]
     if draw(st.booleans()):
         args += ["--seed", str(draw(st.integers(0, 2 ** 63 - 1)))]
     touches = DEFECTS[defect][0](op, ["--shape", "x=1", "--dtype", "FLOAT"], tiling_field)[1] if defect else []
@@ -230,13 +230,15 @@ def test_any_cli_call_gives_the_exit_the_readme_promises(case, capsys):
     event(f"{defect}: exit {code}")    # --hypothesis-show-statistics counts the outcomes
 
 
+@pytest.mark.parametrize("mode", ["timing", "fast"])
 @pytest.mark.parametrize("defect", sorted(DEFECTS))
 @pytest.mark.parametrize("op", sorted(BASES))
-def test_each_defect_on_each_operator(op, defect, capsys):
-    """The whole catalogue once on every operator (the property above adds the variations)."""
+def test_each_defect_on_each_operator(op, defect, mode, capsys):
+    """The whole catalogue once on every operator, in the exact engine and in fast mode (the
+    property above adds the variations)."""
     args, tiling_field, _ = BASES[op]
     change, exit_of = DEFECTS[defect]
-    name, args = change(op, args + ["--mode", "timing"], tiling_field)
+    name, args = change(op, args + ["--mode", mode], tiling_field)
     argv = ["run", name, *args, *LIMITS]
     code, out, err, elapsed = _cli(argv, capsys)
     _assert_clean(code, err, elapsed, argv)
@@ -272,7 +274,7 @@ def _what_if_value(v):
 def test_a_what_if_profile_either_is_refused_or_runs(data):
     """A what-if either fails validation (ProfileError naming the field) or is a machine every
     operator plans on: success or a documented status (561002 when no tiling fits), never a
-    division by zero or 561000 inside a run."""
+    division by zero or 561000 inside a run, in the exact engine or in fast mode."""
     soc = data.draw(st.sampled_from(["Ascend910B1", "Ascend910A", "Ascend310P3"]))
     base = load_profile(soc)
     fields = profile_fields(base)
@@ -297,10 +299,11 @@ def test_a_what_if_profile_either_is_refused_or_runs(data):
                                        grid=TensorLayout((1, 5, 5, 2), np.float32), interpolationMode=0,
                                        paddingMode=0, alignCorners=False, outputMask=[True, True])),
     ]
+    mode = data.draw(st.sampled_from(["timing", "fast"]))     # (fast mode plans and records alike)
     for op, kw in calls:
         t = time.time()
         try:
-            simulator.run(op, profile=prof, mode="timing", trace=False, **kw)
+            simulator.run(op, profile=prof, mode=mode, trace=False, **kw)
             event(f"{op}: ran")
         except AclnnError as e:
             assert e.status != aclnnStatus.ACLNN_ERR_INNER, (changes, op, str(e))

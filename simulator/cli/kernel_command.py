@@ -107,8 +107,10 @@ def cmd_kernel(args) -> int:
         if checked is not None:
             print("check: passed" if checked else f"check: FAILED: {why}")
         if args.audit_loops:
-            print(f"loop audit: {len(findings)} finding(s)" + "".join(f"\n  {f}" for f in findings)
-                  if findings else "loop audit: every Loop's key and period hold")
+            print(f"loop audit: {len(findings)} finding(s) in {findings.loops} Loop run(s)"
+                  + "".join(f"\n  {f}" for f in findings) if findings else
+                  f"loop audit: {findings.loops} Loop run(s), every key and period holds" if findings.loops else
+                  "loop audit: the kernel ran no Loop")
     save_trace(res.trace, trace_file, announce=not args.json, layout=args.trace_layout)
     if args.msprof_out and not args.json:
         print(f"msprof files: {args.msprof_out} (docs/OUTPUTS.md)")

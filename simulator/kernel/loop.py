@@ -17,19 +17,22 @@ iterations differ (a partial last tile, a first iteration that waits for somethi
 same (a key that calls unlike iterations alike), the run is recorded whole from there on.
 
 A key is a promise fast mode cannot check between its windows, and so is the period: the lines
-the skipped iterations leave in the L2 are extrapolated from the windows, each transfer's address
-moving by what it moved from window 1 to window 2. `audit_loops()` checks both: in the exact
-modes, every declared loop then records each iteration and reports, in a run of one key beyond
-its first two periods (which fast mode always simulates), an iteration whose cost shapes differ
-from the one a period before it, or whose GM transfers did not move by the same step as that
-one's did.
+the skipped iterations leave in the L2 are extrapolated from the windows, each transfer moved by
+what it moved from window 1 to window 2. A Loop's body must also run every iteration (no `break`:
+fast mode would not see it). `audit_loops()` checks the key and the period: in the exact modes
+every `Loop` then records each iteration and reports one that fast mode would take on trust
+(past a run's warm-up and two windows, before its tail) although its cost shapes differ from the
+iteration a period before it, or although a GM transfer of it (gathers and scatters aside) did not
+move by the step it moved a period before, or changed its rows' layout.
 """
 from __future__ import annotations
 
 import sys
+from collections import deque
 from contextlib import contextmanager
 from typing import Callable, Hashable, Iterable, Iterator, TypeVar
 
+from ..fast import DEFAULT_SCHEDULE
 from ..recorder import current_context
 
 T = TypeVar("T")
@@ -42,9 +45,14 @@ def Loop(iterations: int | Iterable[T], key: Callable[[T], Hashable] | None = No
     if period < 1:
         raise ValueError(f"Loop: period must be >= 1, got {period}")
     ctx = current_context()
+    audit = _audit.found
+    if audit is not None:
+        caller = sys._getframe(1)
+        where = f"{caller.f_code.co_filename.rsplit('/', 1)[-1]}:{caller.f_lineno}"
+        if ctx.fast is None:
+            return _audited(ctx, list(items), key, period, where, audit)
+        audit.setdefault((where, "recorded in fast mode: not audited (audit an exact mode's run)"), set())
     if ctx.fast is None:
-        if _audit.findings is not None:
-            return _audited(ctx, list(items), key, period, sys._getframe(1))
         return items
     return _fast_forwarded(ctx, list(items), key, period)
 
@@ -95,78 +103,120 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
 
 
 class _Audit:
-    findings: list[str] | None = None      # while audit_loops() is on: what it found
+    found: dict | None = None      # while audit_loops() is on: (where, what) -> the blocks it was in
+    loops = 0                      # Loop runs audited
 
 
 _audit = _Audit()
 
 
+class LoopFindings(list):
+    """audit_loops()'s findings, one line each (filled when the audit ends); `loops` counts the
+    Loops it audited."""
+    loops = 0
+
+
 @contextmanager
 def audit_loops():
-    """Within it, every `Loop` recorded in an exact mode checks its key and period (a list of
-    findings is yielded: one line per run of iterations a skip would have taken for others they
-    are not like, or whose addresses it would have extrapolated wrongly)."""
-    before = _audit.findings
-    _audit.findings = []
+    """Within it, every `Loop` recorded in an exact mode checks its key and period. Yields a
+    LoopFindings, filled as the audit ends: per place and finding, the blocks it was found in (a
+    block recorded twice, or a kernel run again after a warm-up, counts once)."""
+    before, loops = _audit.found, _audit.loops
+    _audit.found, _audit.loops = {}, 0
+    findings = LoopFindings()
     try:
-        yield _audit.findings
+        yield findings
     finally:
-        _audit.findings = before
+        found = _audit.found
+        findings.loops = _audit.loops
+        _audit.found, _audit.loops = before, loops
+        for (where, what), blocks in found.items():
+            on = f" (block{'s' if len(blocks) > 1 else ''} {', '.join(map(str, sorted(blocks)))})" if blocks else ""
+            findings.append(f"{where}: {what}{on}")
 
 
-def _audited(ctx, items: list, key, period: int, frame) -> Iterator:
-    """The iterations, each recorded with its cost shapes and GM transfers; at the end, each
-    run of one key compared period by period."""
+def _trusted(keys: list, period: int) -> list[int | None]:
+    """Per iteration, where its run of one key starts if fast mode would take it for window 2
+    instead of recording it (the skipped span after a run's warm-up and windows), else None."""
+    n = len(keys)
+    out: list[int | None] = [None] * n
+    start = 0
+    for i in range(1, n + 1):
+        if i < n and keys[i] == keys[start]:
+            continue
+        split = DEFAULT_SCHEDULE.split(i - start, period)
+        if split is not None:
+            head, skip = split
+            out[start + head:start + head + skip] = [start] * skip
+        start = i
+    return out
+
+
+def _audited(ctx, items: list, key, period: int, where: str, audit: dict) -> Iterator:
+    """The iterations, each recorded with its cost shapes and GM transfers, and each that fast
+    mode would take on trust compared with the two a period and two periods before it (one
+    finding per run of one key)."""
     keys = [key(x) if key is not None else None for x in items]
-    shapes: list[list] = []
-    starts: list[list] = []          # per iteration: its GM transfers' first addresses
+    trusted = _trusted(keys, period)
+    _audit.loops += 1
+    last: deque = deque(maxlen=2 * period)     # the latest iterations' (cost shapes, placements)
+    reported = None                            # the run (its first iteration) with a finding already
     ctx.open_windows.append([[]])
     ctx.open_shapes.append([[]])
     try:
-        for x in items:
+        for r, x in enumerate(items):
             yield x
-            shapes.append(ctx.open_shapes[-1][-1])
-            starts.append([_first_address(i) for i in ctx.open_windows[-1][-1]])
-            ctx.open_shapes[-1][-1] = []
-            ctx.open_windows[-1][-1] = []
+            shapes, moves = ctx.open_shapes[-1][-1], ctx.open_windows[-1][-1]
+            ctx.open_shapes[-1][-1], ctx.open_windows[-1][-1] = [], []
+            now = (shapes, [_placement(i) for i in moves])
+            run = trusted[r]
+            if run is not None and run != reported:
+                why = _unlike(last[-2 * period], last[-period], now, r, period)
+                if why:
+                    reported = run
+                    key_text = "" if key is None else f" (key {keys[r]!r})"
+                    audit.setdefault((where, f"iteration {r}{key_text} {why}"), set()).add(ctx.block_idx)
+            last.append(now)
     finally:
         ctx.open_windows.pop()
         ctx.open_shapes.pop()
-    if len(shapes) < len(items):
-        return
-    where = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} (block {ctx.block_idx})"
-    start = 0
-    for i in range(1, len(items) + 1):
-        if i < len(items) and keys[i] == keys[start]:
-            continue
-        for r in range(start + 2 * period, i):
-            why = _unlike(shapes, starts, r, period)
-            if why:
-                _audit.findings.append(f"{where}: iteration {r} (key {keys[r]!r}) {why}")
-                break
-        start = i
 
 
-def _unlike(shapes: list, starts: list, r: int, period: int) -> str | None:
-    """How iteration r is not what a skip would take it for, or None."""
-    a, b = shapes[r - period], shapes[r]
+def _unlike(before2, before, now, r: int, period: int) -> str | None:
+    """How iteration r (`now`: its cost shapes and transfers' placements) is not what a skip
+    would take it for, given the iterations a period and two periods before it, or None."""
+    a, b = before[0], now[0]
     if a != b:
         at = next((k for k, (u, v) in enumerate(zip(a, b)) if u != v), min(len(a), len(b)))
-        return (f"differs from iteration {r - period} at its instruction {at} of {len(b)} "
-                f"({b[at] if at < len(b) else None} against {a[at] if at < len(a) else None})")
-    s0, s1, s2 = starts[r - 2 * period], starts[r - period], starts[r]
-    if len(s0) == len(s1) == len(s2):
-        for k, (x, y, z) in enumerate(zip(s0, s1, s2)):
-            if None not in (x, y, z) and z - y != y - x:
-                return (f"moves its GM transfer {k} by {z - y} bytes from iteration {r - period}, "
-                        f"which moved it by {y - x} (a skip extrapolates one step per period)")
+        return (f"differs from iteration {r - period} at its instruction {at} of {len(b)}: "
+                f"{_shape_text(b[at]) if at < len(b) else 'none'} against "
+                f"{_shape_text(a[at]) if at < len(a) else 'none'}")
+    for k, (x, y, z) in enumerate(zip(before2[1], before[1], now[1])):
+        if None in (x, y, z):
+            continue
+        if z[1] != y[1]:
+            return (f"lays out its GM transfer {k} as (row bytes, pitch, rows) {z[1]}, iteration "
+                    f"{r - period} as {y[1]} (a skip repeats the windows' layout)")
+        if z[0] - y[0] != y[0] - x[0]:
+            return (f"moves its GM transfer {k} by {z[0] - y[0]} bytes from iteration {r - period}, "
+                    f"which moved it by {y[0] - x[0]} (a skip extrapolates one step per period)")
     return None
 
 
-def _first_address(instr) -> int | None:
-    """Where a GM transfer starts; None for a gather or scatter, which the L2 sees at the nominal
-    addresses its kernel declares (approximate by design: docs/FAST_MODE.md)."""
+def _shape_text(shape: tuple) -> str:
+    pipe, kind, cycles, path, nbytes, _, flag = shape
+    what = f"{path} {nbytes} B" if path else f"kind {kind}"
+    return f"{pipe} {what}, {cycles:.6g} cycles" + (f", flag {flag}" if flag is not None else "")
+
+
+def _placement(instr) -> tuple | None:
+    """A GM transfer's first address and its rows' layout relative to it; None for a gather or
+    scatter, which the L2 sees at the nominal addresses its kernel declares (not one step a
+    period: docs/FAST_MODE.md)."""
     if "[gather]" in instr.name or "[scatter]" in instr.name:
         return None
     gm = instr.gm
-    return gm.start if hasattr(gm, "start") else gm[0][0]
+    if hasattr(gm, "start"):
+        return gm.start, (gm.n, gm.pitch, gm.count)
+    a0 = gm[0][0]
+    return a0, tuple((a - a0, n) for a, n in gm)
