@@ -207,20 +207,42 @@ def _first_address(gm) -> int | None:
     return gm[0][0] if gm else None
 
 
-def _gm_arrays(gm) -> tuple[np.ndarray, np.ndarray]:
-    """An instruction's GM ranges as (addresses, lengths)."""
-    if type(gm) is Rows:
-        return (gm.start + gm.pitch * np.arange(gm.count, dtype=np.int64),
-                np.full(gm.count, gm.n, dtype=np.int64))
-    r = np.asarray(gm, dtype=np.int64).reshape(-1, 2)
-    return r[:, 0], r[:, 1]
+def _gm_rows(window: list[Instr]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The GM ranges of a window's transfers, in program order: (addresses, lengths, the index in
+    `window` of the transfer each belongs to). Rows are expanded in one go, not per transfer."""
+    starts, ns, pitches, counts = [], [], [], []
+    for instr in window:
+        gm = instr.gm
+        if type(gm) is Rows:
+            starts.append(gm.start)
+            ns.append(gm.n)
+            pitches.append(gm.pitch)
+            counts.append(gm.count)
+        else:                       # (address, length) pairs: rows of one, each
+            k = len(gm)
+            starts.extend(a for a, _ in gm)
+            ns.extend(n for _, n in gm)
+            pitches.extend([0] * k)
+            counts.extend([1] * k)
+    if not starts:
+        empty = np.empty(0, np.int64)
+        return empty, empty, empty
+    per_instr = [(instr.gm.count if type(instr.gm) is Rows else len(instr.gm)) for instr in window]
+    counts_a = np.array(counts, dtype=np.int64)
+    first = np.cumsum(counts_a) - counts_a
+    step = np.arange(int(counts_a.sum()), dtype=np.int64) - np.repeat(first, counts_a)
+    addr = np.repeat(np.array(starts, dtype=np.int64), counts_a) + np.repeat(np.array(pitches, dtype=np.int64),
+                                                                            counts_a) * step
+    n = np.repeat(np.array(ns, dtype=np.int64), counts_a)
+    owner = np.repeat(np.arange(len(window), dtype=np.int64), np.array(per_instr, dtype=np.int64))
+    return addr, n, owner
 
 
 def _lines(window: list[Instr], line: int) -> np.ndarray:
     """The L2 lines (address // line) a window's GM transfers touch, distinct, ascending."""
     if not window:
         return np.empty(0, np.int64)
-    addr, n = (np.concatenate(a) for a in zip(*(_gm_arrays(instr.gm) for instr in window)))
+    addr, n, _ = _gm_rows(window)
     keep = n > 0
     return np.unique(range_lines(addr[keep] // line, (addr[keep] + n[keep] - 1) // line + 1)[0])
 
@@ -239,20 +261,22 @@ def skipped_touches(window1: list[Instr], window2: list[Instr], periods: int, ke
     device allocations' (first byte, past the last byte), ascending."""
     if len(window1) != len(window2) or keep <= 0:
         return
-    parts = []                 # per instruction: (write, addresses, lengths, step per period)
-    for a, b in zip(window1, window2):
-        sa, sb = _first_address(a.gm), _first_address(b.gm)
-        if sa is not None and sb is not None:
-            addr, n = _gm_arrays(b.gm)
-            parts.append((b.gm_write, addr, n, sb - sa))
-    if not parts:
+    moved = [(sa, sb) for sa, sb in zip(map(_first_address, (i.gm for i in window1)),
+                                        map(_first_address, (i.gm for i in window2)))]
+    steps = np.array([0 if sa is None or sb is None else sb - sa for sa, sb in moved], dtype=np.int64)
+    valid = np.array([sa is not None and sb is not None for sa, sb in moved], dtype=bool)
+    if not valid.any():
         return
-    parts.sort(key=lambda p: p[0])           # reads first (a stable sort keeps program order)
-    sizes = [len(p[1]) for p in parts]
-    addr = np.concatenate([p[1] for p in parts])
-    n = np.concatenate([p[2] for p in parts])
-    step = np.repeat(np.array([p[3] for p in parts], dtype=np.int64), sizes)
-    write = np.repeat(np.array([p[0] for p in parts], dtype=bool), sizes)
+    addr, n, owner = _gm_rows(window2)
+    writes = np.array([i.gm_write for i in window2], dtype=bool)
+    sel = valid[owner]
+    addr, n, owner = addr[sel], n[sel], owner[sel]
+    write = writes[owner]
+    order = np.argsort(write, kind="stable")     # reads first, each in program order
+    addr, n, write = addr[order], n[order], write[order]
+    step = steps[owner[order]]
+    if addr.size == 0:
+        return
     bases, limits = spans
     per_chunk = max(1, _TOUCH_CHUNK // len(addr))
     for j0 in range(periods - keep + 1, periods + 1, per_chunk):
