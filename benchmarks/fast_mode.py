@@ -3,6 +3,7 @@
     python benchmarks/fast_mode.py                       # every call of every shipped trace, Ascend910B1 and Ascend910A
     python benchmarks/fast_mode.py --soc Ascend910B1 --trace traces/silu_smoke.jsonl --calls 0-2
     python benchmarks/fast_mode.py --skip-exact          # fast only, the exact cycles from the traces' baselines
+    python benchmarks/fast_mode.py --audit               # also audit the exact runs' Loops (their times then include it)
 
 For each call: the exact engine's cycles (timing mode, or the trace's recorded baseline with
 --skip-exact), fast mode's, the error |fast - exact| / exact, the bound fast mode states, the
@@ -13,6 +14,7 @@ each. Runs from any directory.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ sys.path.insert(0, str(ROOT))      # this checkout's simulator, not the installe
 import simulator  # noqa: E402
 from simulator import studies  # noqa: E402
 from simulator.enums import AclnnError  # noqa: E402
+from simulator.kernel import audit_loops  # noqa: E402
 from simulator.profile import load_profile  # noqa: E402
 
 TRACES = ("silu_smoke.jsonl", "efficientnet_b0_silu_backward.yaml", "resnet50_conv_backward.yaml",
@@ -42,13 +45,16 @@ def main() -> int:
     ap.add_argument("--trace", action="append", help="trace file (repeatable; default every shipped trace)")
     ap.add_argument("--calls", help="only these calls, e.g. 0-3,7")
     ap.add_argument("--skip-exact", action="store_true", help="take the exact cycles from the trace's baselines")
+    ap.add_argument("--audit", action="store_true",
+                    help="audit the exact runs' Loops (simulator.kernel.audit_loops): findings are printed and fail "
+                         "the run; the exact times then include the audit's cost")
     args = ap.parse_args()
     socs = args.soc or ["Ascend910B1", "Ascend910A"]
     traces = args.trace or [str(ROOT / "traces" / t) for t in TRACES]
     print(f"{'call':<52} {'exact':>14} {'fast':>14} {'error':>8} {'bound':>7} {'sim':>6} "
           f"{'exact s':>8} {'fast s':>7} {'x':>6}")
     worst = (0.0, "")
-    outside = 0
+    outside = audits = 0
     for soc in socs:
         profile = load_profile(soc)
         for path in traces:
@@ -70,8 +76,12 @@ def main() -> int:
                         continue
                     exact_cycles, t_exact = baselines[i], float("nan")
                 else:
-                    exact, t_exact = timed(call, soc, "timing")
+                    with audit_loops() if args.audit else contextlib.nullcontext() as findings:
+                        exact, t_exact = timed(call, soc, "timing")
                     exact_cycles = exact.cycles
+                    for line in findings or ():
+                        print(f"{tag:<52} loop audit: {line}")
+                    audits += len(findings or ())
                 err = abs(fast.cycles - exact_cycles) / exact_cycles if exact_cycles else 0.0
                 f = fast.fast
                 if abs(fast.cycles - exact_cycles) > f["bound_cycles"] + 1e-6 * exact_cycles:
@@ -81,8 +91,9 @@ def main() -> int:
                 print(f"{tag:<52} {exact_cycles:>14,.0f} {fast.cycles:>14,.0f} {err:>8.3%} "
                       f"{f['bound_fraction']:>7.2%} {f['simulated_fraction']:>6.1%} {t_exact:>8.2f} {t_fast:>7.2f} "
                       f"{t_exact / t_fast:>6.1f}", flush=True)
-    print(f"worst error {worst[0]:.3%} ({worst[1]}); {outside} call(s) outside their stated bound")
-    return 1 if outside else 0
+    print(f"worst error {worst[0]:.3%} ({worst[1]}); {outside} call(s) outside their stated bound"
+          + (f"; {audits} loop audit finding(s)" if args.audit else ""))
+    return 1 if outside or audits else 0
 
 
 if __name__ == "__main__":
