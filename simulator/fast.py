@@ -208,34 +208,22 @@ def _first_address(gm) -> int | None:
 
 
 def _gm_rows(window: list[Instr]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The GM ranges of a window's transfers, in program order: (addresses, lengths, the index in
-    `window` of the transfer each belongs to). Rows are expanded in one go, not per transfer."""
-    starts, ns, pitches, counts = [], [], [], []
-    for instr in window:
+    """The GM ranges of a window's transfers in program order, expanded in one go: (addresses,
+    lengths, the index in `window` of the transfer each belongs to). A pair is a row of one."""
+    rows, owners = [], []
+    for k, instr in enumerate(window):
         gm = instr.gm
         if type(gm) is Rows:
-            starts.append(gm.start)
-            ns.append(gm.n)
-            pitches.append(gm.pitch)
-            counts.append(gm.count)
-        else:                       # (address, length) pairs: rows of one, each
-            k = len(gm)
-            starts.extend(a for a, _ in gm)
-            ns.extend(n for _, n in gm)
-            pitches.extend([0] * k)
-            counts.extend([1] * k)
-    if not starts:
-        empty = np.empty(0, np.int64)
-        return empty, empty, empty
-    per_instr = [(instr.gm.count if type(instr.gm) is Rows else len(instr.gm)) for instr in window]
-    counts_a = np.array(counts, dtype=np.int64)
-    first = np.cumsum(counts_a) - counts_a
-    step = np.arange(int(counts_a.sum()), dtype=np.int64) - np.repeat(first, counts_a)
-    addr = np.repeat(np.array(starts, dtype=np.int64), counts_a) + np.repeat(np.array(pitches, dtype=np.int64),
-                                                                            counts_a) * step
-    n = np.repeat(np.array(ns, dtype=np.int64), counts_a)
-    owner = np.repeat(np.arange(len(window), dtype=np.int64), np.array(per_instr, dtype=np.int64))
-    return addr, n, owner
+            rows.append((gm.start, gm.n, gm.pitch, gm.count))
+            owners.append(k)
+        else:
+            rows.extend((a, n, 0, 1) for a, n in gm)
+            owners.extend([k] * len(gm))
+    r = np.array(rows, dtype=np.int64).reshape(-1, 4)
+    count = r[:, 3]
+    row = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+    addr = np.repeat(r[:, 0], count) + np.repeat(r[:, 2], count) * row
+    return addr, np.repeat(r[:, 1], count), np.repeat(np.array(owners, dtype=np.int64), count)
 
 
 def _lines(window: list[Instr], line: int) -> np.ndarray:
@@ -261,20 +249,15 @@ def skipped_touches(window1: list[Instr], window2: list[Instr], periods: int, ke
     device allocations' (first byte, past the last byte), ascending."""
     if len(window1) != len(window2) or keep <= 0:
         return
-    moved = [(sa, sb) for sa, sb in zip(map(_first_address, (i.gm for i in window1)),
-                                        map(_first_address, (i.gm for i in window2)))]
-    steps = np.array([0 if sa is None or sb is None else sb - sa for sa, sb in moved], dtype=np.int64)
-    valid = np.array([sa is not None and sb is not None for sa, sb in moved], dtype=bool)
-    if not valid.any():
-        return
+    moved = [(_first_address(a.gm), _first_address(b.gm)) for a, b in zip(window1, window2)]
+    valid = np.array([None not in m for m in moved], dtype=bool)
+    steps = np.array([0 if None in m else m[1] - m[0] for m in moved], dtype=np.int64)
     addr, n, owner = _gm_rows(window2)
-    writes = np.array([i.gm_write for i in window2], dtype=bool)
     sel = valid[owner]
     addr, n, owner = addr[sel], n[sel], owner[sel]
-    write = writes[owner]
+    write = np.array([i.gm_write for i in window2], dtype=bool)[owner]
     order = np.argsort(write, kind="stable")     # reads first, each in program order
-    addr, n, write = addr[order], n[order], write[order]
-    step = steps[owner[order]]
+    addr, n, write, step = addr[order], n[order], write[order], steps[owner[order]]
     if addr.size == 0:
         return
     bases, limits = spans
