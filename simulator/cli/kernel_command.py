@@ -107,10 +107,7 @@ def cmd_kernel(args) -> int:
         if checked is not None:
             print("check: passed" if checked else f"check: FAILED: {why}")
         if args.audit_loops:
-            print(f"loop audit: {len(findings)} finding(s) in {findings.loops} Loop run(s)"
-                  + "".join(f"\n  {f}" for f in findings) if findings else
-                  f"loop audit: {findings.loops} Loop run(s), every key and period holds" if findings.loops else
-                  "loop audit: the kernel ran no Loop")
+            _print_audit(findings)
     save_trace(res.trace, trace_file, announce=not args.json, layout=args.trace_layout)
     if args.msprof_out and not args.json:
         print(f"msprof files: {args.msprof_out} (docs/OUTPUTS.md)")
@@ -197,6 +194,19 @@ def _run_check(mod, res, path: Path, args) -> tuple[bool | None, str]:
         return False, one_line(str(e)) or "assertion failed"
     except (Exception, SystemExit) as e:
         return False, _user_error(e, path)
+
+
+def _print_audit(findings) -> None:
+    """--audit-loops: the findings, or that there were none, and how many Loop runs fast mode
+    would fast-forward a part of (a run of one key needs a warm-up, two windows and as much again)."""
+    if not findings.loops:
+        print("loop audit: the kernel ran no Loop")
+        return
+    runs = f"{findings.loops} Loop run(s), {findings.skippable} long enough for fast mode to skip a part"
+    if findings:
+        print(f"loop audit: {len(findings)} finding(s) in {runs}" + "".join(f"\n  {f}" for f in findings))
+    else:
+        print(f"loop audit: {runs}; every key and period holds")
 
 
 def _print_result(res, args) -> None:

@@ -105,6 +105,7 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
 class _Audit:
     found: dict | None = None      # while audit_loops() is on: (where, what) -> the blocks it was in
     loops = 0                      # Loop runs audited
+    skippable = 0                  # ... of which fast mode would fast-forward a part
 
 
 _audit = _Audit()
@@ -112,8 +113,8 @@ _audit = _Audit()
 
 class LoopFindings(list):
     """audit_loops()'s findings, one line each (filled when the audit ends); `loops` counts the
-    Loops it audited."""
-    loops = 0
+    Loop runs it audited, `skippable` those long enough for fast mode to fast-forward a part."""
+    loops = skippable = 0
 
 
 @contextmanager
@@ -121,15 +122,15 @@ def audit_loops():
     """Within it, every `Loop` recorded in an exact mode checks its key and period. Yields a
     LoopFindings, filled as the audit ends: per place and finding, the blocks it was found in (a
     block recorded twice, or a kernel run again after a warm-up, counts once)."""
-    before, loops = _audit.found, _audit.loops
-    _audit.found, _audit.loops = {}, 0
+    before = _audit.found, _audit.loops, _audit.skippable
+    _audit.found, _audit.loops, _audit.skippable = {}, 0, 0
     findings = LoopFindings()
     try:
         yield findings
     finally:
         found = _audit.found
-        findings.loops = _audit.loops
-        _audit.found, _audit.loops = before, loops
+        findings.loops, findings.skippable = _audit.loops, _audit.skippable
+        _audit.found, _audit.loops, _audit.skippable = before
         for (where, what), blocks in found.items():
             on = f" (block{'s' if len(blocks) > 1 else ''} {', '.join(map(str, sorted(blocks)))})" if blocks else ""
             findings.append(f"{where}: {what}{on}")
@@ -159,6 +160,7 @@ def _audited(ctx, items: list, key, period: int, where: str, audit: dict) -> Ite
     keys = [key(x) if key is not None else None for x in items]
     trusted = _trusted(keys, period)
     _audit.loops += 1
+    _audit.skippable += any(t is not None for t in trusted)
     last: deque = deque(maxlen=2 * period)     # the latest iterations' (cost shapes, placements)
     reported = None                            # the run (its first iteration) with a finding already
     ctx.open_windows.append([[]])
