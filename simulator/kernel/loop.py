@@ -21,9 +21,10 @@ the skipped iterations leave in the L2 are extrapolated from the windows, each t
 what it moved from window 1 to window 2. A Loop's body must also run every iteration (no `break`:
 fast mode would not see it). `audit_loops()` checks the key and the period: in the exact modes
 every `Loop` then records each iteration and reports one that fast mode would take on trust
-(past a run's warm-up and two windows, before its tail) although its cost shapes differ from the
-iteration a period before it, or although a GM transfer of it (gathers and scatters aside) did not
-move by the step it moved a period before, or changed its rows' layout.
+(past the warm-up and the two windows of a run whose windows are alike, before its tail) although
+its cost shapes differ from the iteration a period before it, or although a GM transfer of it
+(gathers and scatters aside) did not move by the step it moved a period before, or changed its
+rows' layout.
 """
 from __future__ import annotations
 
@@ -163,6 +164,7 @@ def _audited(ctx, items: list, key, period: int, where: str, audit: dict) -> Ite
     _audit.skippable += any(t is not None for t in trusted)
     last: deque = deque(maxlen=2 * period)     # the latest iterations' (cost shapes, placements)
     reported = None                            # the run (its first iteration) with a finding already
+    opened = None                              # the run whose skipped span has begun
     ctx.open_windows.append([[]])
     ctx.open_shapes.append([[]])
     try:
@@ -172,6 +174,10 @@ def _audited(ctx, items: list, key, period: int, where: str, audit: dict) -> Ite
             ctx.open_shapes[-1][-1], ctx.open_windows[-1][-1] = [], []
             now = (shapes, [_placement(i) for i in moves])
             run = trusted[r]
+            if run is not None and run != opened:      # (the last 2 periods are its two windows)
+                opened = run
+                if [it[0] for it in list(last)[:period]] != [it[0] for it in list(last)[period:]]:
+                    reported = run     # unlike windows: fast mode sees them and records the run whole
             if run is not None and run != reported:
                 why = _unlike(last[-2 * period], last[-period], now, r, period)
                 if why:
