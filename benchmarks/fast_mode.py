@@ -49,6 +49,8 @@ def main() -> int:
                     help="audit the exact runs' Loops (simulator.kernel.audit_loops): findings are printed and fail "
                          "the run; the exact times then include the audit's cost")
     args = ap.parse_args()
+    if args.audit and args.skip_exact:
+        ap.error("--audit audits the exact runs, which --skip-exact leaves out")
     socs = args.soc or ["Ascend910B1", "Ascend910A"]
     traces = args.trace or [str(ROOT / "traces" / t) for t in TRACES]
     print(f"{'call':<52} {'exact':>14} {'fast':>14} {'error':>8} {'bound':>7} {'sim':>6} "

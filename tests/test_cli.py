@@ -213,19 +213,21 @@ def test_kernel_file_loop_audit(tmp_path):
     p = cli("kernel", "examples/kernels/axpy.py", "--mode", "timing", "--no-trace", "--audit-loops")
     assert p.returncode == 0, p.stdout + p.stderr
     # (8 tiles a block: too few to skip at a period of 2, which takes 6 simulated and as many again)
-    assert "loop audit: 48 Loop run(s), 0 long enough for fast mode to skip a part; every key and period " \
-           "holds" in p.stdout, p.stdout
+    assert "loop audit: 48 Loop(s) over the blocks, 0 with a run long enough for fast mode to skip: nothing " \
+           "to check" in p.stdout, p.stdout
 
     f = tmp_path / "k.py"
     f.write_text(AUDITED_KERNEL)
     p = cli("kernel", str(f), "--mode", "timing", "--no-trace", "--audit-loops", "--json")
     assert p.returncode == 1, p.stdout + p.stderr
-    found = json.loads(p.stdout)["loop_audit"]
+    audit = json.loads(p.stdout)["loop_audit"]
+    assert audit["loops"] == audit["skippable"] == 1
+    found = audit["findings"]
     assert found == ["k.py:11: iteration 20 differs from iteration 18 at its instruction 1 of 11: PIPE_MTE2 "
                      "GM_UB 2048 B, 264.675 cycles against PIPE_MTE2 GM_UB 4096 B, 289.349 cycles (block 0)"], found
     p = cli("kernel", str(f), "--mode", "timing", "--no-trace", "--audit-loops")
-    assert p.returncode == 1 and "loop audit: 1 finding(s) in 1 Loop run(s), 1 long enough for fast mode to " \
-                                 "skip a part\n  k.py:11: iteration 20" in p.stdout, p.stdout
+    assert p.returncode == 1 and "loop audit: 1 finding(s) in 1 Loop(s) over the blocks, 1 with a run long " \
+                                 "enough for fast mode to skip\n  k.py:11: iteration 20" in p.stdout, p.stdout
     assert_one_line_error(cli("kernel", str(f), "--mode", "fast", "--no-trace", "--audit-loops"), 2,
                           "exact mode")
 

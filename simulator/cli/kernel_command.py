@@ -97,7 +97,8 @@ def cmd_kernel(args) -> int:
         out = res.report.to_dict()
         out["check"] = checked
         if args.audit_loops:
-            out["loop_audit"] = findings
+            out["loop_audit"] = {"findings": list(findings), "loops": findings.loops,
+                                 "skippable": findings.skippable}
         out["trace_file"] = str(trace_file) if trace_file else None
         print(json.dumps(out, indent=2))
     else:
@@ -197,16 +198,18 @@ def _run_check(mod, res, path: Path, args) -> tuple[bool | None, str]:
 
 
 def _print_audit(findings) -> None:
-    """--audit-loops: the findings, or that there were none, and how many Loop runs fast mode
-    would fast-forward a part of (a run of one key needs a warm-up, two windows and as much again)."""
+    """--audit-loops: the findings, or that there were none, and how many Loops (per block) had a
+    run long enough for fast mode to skip a part (a warm-up, two windows and as much again)."""
     if not findings.loops:
         print("loop audit: the kernel ran no Loop")
         return
-    runs = f"{findings.loops} Loop run(s), {findings.skippable} long enough for fast mode to skip a part"
+    runs = f"{findings.loops} Loop(s) over the blocks, {findings.skippable} with a run long enough for fast mode to skip"
     if findings:
         print(f"loop audit: {len(findings)} finding(s) in {runs}" + "".join(f"\n  {f}" for f in findings))
-    else:
+    elif findings.skippable:
         print(f"loop audit: {runs}; every key and period holds")
+    else:
+        print(f"loop audit: {runs}: nothing to check")
 
 
 def _print_result(res, args) -> None:

@@ -29,6 +29,7 @@ rows' layout.
 from __future__ import annotations
 
 import sys
+import threading
 from collections import deque
 from contextlib import contextmanager
 from typing import Callable, Hashable, Iterable, Iterator, TypeVar
@@ -46,13 +47,13 @@ def Loop(iterations: int | Iterable[T], key: Callable[[T], Hashable] | None = No
     if period < 1:
         raise ValueError(f"Loop: period must be >= 1, got {period}")
     ctx = current_context()
-    audit = _audit.found
+    audit = _audit.current
     if audit is not None:
         caller = sys._getframe(1)
         where = f"{caller.f_code.co_filename.rsplit('/', 1)[-1]}:{caller.f_lineno}"
         if ctx.fast is None:
             return _audited(ctx, list(items), key, period, where, audit)
-        audit.setdefault((where, "recorded in fast mode: not audited (audit an exact mode's run)"), set())
+        audit.found.setdefault((where, "recorded in fast mode: not audited (audit an exact mode's run)"), set())
     if ctx.fast is None:
         return items
     return _fast_forwarded(ctx, list(items), key, period)
@@ -103,43 +104,62 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
             i += head + skip
 
 
+class _AuditState:
+    """One audit_loops(): what it found, (where, what) -> the blocks it was found in, and the
+    Loops it audited (per block, source line and call: a block recorded twice, or a kernel run
+    again after a warm-up, counts once)."""
+
+    def __init__(self, before: "_AuditState | None"):
+        self.before, self.closed = before, False
+        self.found: dict[tuple[str, str], set[int]] = {}
+        self.loops: set[tuple] = set()
+        self.skippable: set[tuple] = set()
+
+
 class _Audit:
-    found: dict | None = None      # while audit_loops() is on: (where, what) -> the blocks it was in
-    loops = 0                      # Loop runs audited
-    skippable = 0                  # ... of which fast mode would fast-forward a part
+    current: _AuditState | None = None     # the innermost open audit (recording threads see it too)
 
 
 _audit = _Audit()
+_audit_lock = threading.Lock()
 
 
 class LoopFindings(list):
     """audit_loops()'s findings, one line each (filled when the audit ends); `loops` counts the
-    Loop runs it audited, `skippable` those long enough for fast mode to fast-forward a part."""
+    Loops it audited (per block), `skippable` those with a run long enough for fast mode to
+    fast-forward a part."""
     loops = skippable = 0
 
 
 @contextmanager
 def audit_loops():
     """Within it, every `Loop` recorded in an exact mode checks its key and period. Yields a
-    LoopFindings, filled as the audit ends: per place and finding, the blocks it was found in (a
-    block recorded twice, or a kernel run again after a warm-up, counts once)."""
-    before = _audit.found, _audit.loops, _audit.skippable
-    _audit.found, _audit.loops, _audit.skippable = {}, 0, 0
+    LoopFindings, filled as the audit ends: per place and finding, the blocks it was found in."""
+    with _audit_lock:
+        state = _audit.current = _AuditState(_audit.current)
     findings = LoopFindings()
     try:
         yield findings
     finally:
-        found = _audit.found
-        findings.loops, findings.skippable = _audit.loops, _audit.skippable
-        _audit.found, _audit.loops, _audit.skippable = before
-        for (where, what), blocks in found.items():
+        with _audit_lock:
+            state.closed = True
+            if _audit.current is state:
+                before = state.before
+                while before is not None and before.closed:
+                    before = before.before
+                _audit.current = before
+        findings.loops, findings.skippable = len(state.loops), len(state.skippable)
+        for (where, what), blocks in state.found.items():
             on = f" (block{'s' if len(blocks) > 1 else ''} {', '.join(map(str, sorted(blocks)))})" if blocks else ""
             findings.append(f"{where}: {what}{on}")
 
 
 def _trusted(keys: list, period: int) -> list[int | None]:
     """Per iteration, where its run of one key starts if fast mode would take it for window 2
-    instead of recording it (the skipped span after a run's warm-up and windows), else None."""
+    instead of recording it (the skipped span after a run's warm-up and windows), else None.
+    Where the L2 cuts a skip, fast mode measures the rest of the run again: its later segments'
+    warm-ups and windows are recorded, not trusted, and this span covers them too (the audit
+    checks a little more than fast mode trusts, never less)."""
     n = len(keys)
     out: list[int | None] = [None] * n
     start = 0
@@ -154,14 +174,17 @@ def _trusted(keys: list, period: int) -> list[int | None]:
     return out
 
 
-def _audited(ctx, items: list, key, period: int, where: str, audit: dict) -> Iterator:
+def _audited(ctx, items: list, key, period: int, where: str, state: _AuditState) -> Iterator:
     """The iterations, each recorded with its cost shapes and GM transfers, and each that fast
     mode would take on trust compared with the two a period and two periods before it (one
     finding per run of one key)."""
     keys = [key(x) if key is not None else None for x in items]
     trusted = _trusted(keys, period)
-    _audit.loops += 1
-    _audit.skippable += any(t is not None for t in trusted)
+    calls = ctx.block_memo["audited loops"] = ctx.block_memo.get("audited loops", 0) + 1
+    loop_id = (where, ctx.block_idx, ctx.sub_block, calls)
+    state.loops.add(loop_id)
+    if any(t is not None for t in trusted):
+        state.skippable.add(loop_id)
     last: deque = deque(maxlen=2 * period)     # the latest iterations' (cost shapes, placements)
     reported = None                            # the run (its first iteration) with a finding already
     opened = None                              # the run whose skipped span has begun
@@ -176,14 +199,15 @@ def _audited(ctx, items: list, key, period: int, where: str, audit: dict) -> Ite
             run = trusted[r]
             if run is not None and run != opened:      # (the last 2 periods are its two windows)
                 opened = run
-                if [it[0] for it in list(last)[:period]] != [it[0] for it in list(last)[period:]]:
+                windows = [it[0] for it in last]
+                if sum(windows[:period], []) != sum(windows[period:], []):
                     reported = run     # unlike windows: fast mode sees them and records the run whole
             if run is not None and run != reported:
                 why = _unlike(last[-2 * period], last[-period], now, r, period)
                 if why:
                     reported = run
                     key_text = "" if key is None else f" (key {keys[r]!r})"
-                    audit.setdefault((where, f"iteration {r}{key_text} {why}"), set()).add(ctx.block_idx)
+                    state.found.setdefault((where, f"iteration {r}{key_text} {why}"), set()).add(ctx.block_idx)
             last.append(now)
     finally:
         ctx.open_windows.pop()
@@ -202,12 +226,13 @@ def _unlike(before2, before, now, r: int, period: int) -> str | None:
     for k, (x, y, z) in enumerate(zip(before2[1], before[1], now[1])):
         if None in (x, y, z):
             continue
+        what = f"its GM transfer {k} ({z[2]})"
         if z[1] != y[1]:
-            return (f"lays out its GM transfer {k} as (row bytes, pitch, rows) {z[1]}, iteration "
-                    f"{r - period} as {y[1]} (a skip repeats the windows' layout)")
+            return (f"lays out {what} as {_layout_text(z[1])}, iteration {r - period} as "
+                    f"{_layout_text(y[1])} (a skip repeats the windows' layout)")
         if z[0] - y[0] != y[0] - x[0]:
-            return (f"moves its GM transfer {k} by {z[0] - y[0]} bytes from iteration {r - period}, "
-                    f"which moved it by {y[0] - x[0]} (a skip extrapolates one step per period)")
+            return (f"moves {what} by {z[0] - y[0]} bytes from iteration {r - period}, which moved "
+                    f"it by {y[0] - x[0]} (a skip extrapolates one step per period)")
     return None
 
 
@@ -217,14 +242,22 @@ def _shape_text(shape: tuple) -> str:
     return f"{pipe} {what}, {cycles:.6g} cycles" + (f", flag {flag}" if flag is not None else "")
 
 
+def _layout_text(layout: tuple) -> str:
+    if layout[0] == "rows":
+        return f"{layout[3]} row(s) of {layout[1]} B, {layout[2]} B apart"
+    ranges = layout[1]
+    shown = ", ".join(f"+{o}:{n} B" for o, n in ranges[:4])
+    return f"{len(ranges)} ranges ({shown}{', ...' if len(ranges) > 4 else ''})"
+
+
 def _placement(instr) -> tuple | None:
-    """A GM transfer's first address and its rows' layout relative to it; None for a gather or
-    scatter, which the L2 sees at the nominal addresses its kernel declares (not one step a
+    """A GM transfer's first address, its layout relative to it, and its name; None for a gather
+    or scatter, which the L2 sees at the nominal addresses its kernel declares (not one step a
     period: docs/FAST_MODE.md)."""
     if "[gather]" in instr.name or "[scatter]" in instr.name:
         return None
     gm = instr.gm
-    if hasattr(gm, "start"):
-        return gm.start, (gm.n, gm.pitch, gm.count)
+    if hasattr(gm, "start"):        # (one row's pitch moves nothing)
+        return gm.start, ("rows", gm.n, gm.pitch if gm.count > 1 else 0, gm.count), instr.name
     a0 = gm[0][0]
-    return a0, tuple((a - a0, n) for a, n in gm)
+    return a0, ("ranges", tuple((a - a0, n) for a, n in gm)), instr.name
