@@ -537,18 +537,6 @@ class ShadowBlock:
         # the other does not): what the bound takes where it is positive
         self.excess = 0.0
 
-    def cross(self, pipe: str, start: float) -> float:
-        """Its next GM transfer on `pipe`, at `start` (the representative's on that pipe); returns
-        the transfer's own cycles."""
-        instr = self.transfers[pipe].popleft()
-        _, local, _, hbm_bytes, hits, misses = self.gm_path.cross(instr, start)
-        w = 2 if instr.gm_write else 0
-        self.l2_lines[w] += hits
-        self.l2_lines[w + 1] += misses
-        self.l2_bytes += instr.chan_bytes
-        self.hbm_bytes += hbm_bytes
-        return local
-
 
 def cross_beside(shadows: list[ShadowBlock], pipe: str, instr: Instr, start: float) -> tuple:
     """A representative's GM transfer on `pipe`, at `start`, after its shadows' corresponding ones
@@ -557,8 +545,9 @@ def cross_beside(shadows: list[ShadowBlock], pipe: str, instr: Instr, start: flo
     launch (half of the shadows before it and half after left GridSampler calls up to 0.7 % short,
     outside their bound). Each shadow keeps what its own transfer cost more (its own lines in
     the L2 or not)."""
-    own = [shadow.cross(pipe, start) for shadow in shadows]
-    result = shadows[0].gm_path.cross(instr, start)
+    gm_path = shadows[0].gm_path
+    own = gm_path.cross_shadows(shadows, pipe, start)
+    result = gm_path.cross(instr, start)
     for shadow, local in zip(shadows, own):
         shadow.excess += local - result[1]
     return result

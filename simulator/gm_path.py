@@ -26,17 +26,8 @@ class GmPath:
         L2's bandwidth; misses and dirty evictions also cross the device-memory channel. Returns
         (when its bytes have passed, its own cycles (without contention), bytes fetched from
         device memory, bytes that crossed device memory's channel, L2 lines hit, lines missed)."""
-        l2 = self.l2
-        hits, misses = l2.hit_lines, l2.miss_lines
-        fetch, evicted = l2.access(instr.gm, instr.gm_write)
-        hits, misses = l2.hit_lines - hits, l2.miss_lines - misses
+        fetch, evicted, hits, misses, local = self._through_l2(instr)
         chan = instr.chan_bytes
-        local = instr.cycles
-        if fetch:
-            local = self._miss_cycles.get((instr.path, chan))
-            if local is None:
-                local = self._miss_cycles[instr.path, chan] = \
-                    self.profile.path(instr.path).cycles(chan, self.miss_latency)
         done = self.l2_channel.reserve(start, chan)[0]
         if start + local > done:
             done = start + local
@@ -47,6 +38,44 @@ class GmPath:
             if end > done:
                 done = end
         return done, local, fetch, hbm_bytes, hits, misses
+
+    def _through_l2(self, instr: Instr) -> tuple[int, int, int, int, float]:
+        """The L2's part of a transfer: (bytes to fetch, dirty bytes evicted, lines hit, lines
+        missed, its own cycles: the path's, or a miss's)."""
+        l2 = self.l2
+        hits, misses = l2.hit_lines, l2.miss_lines
+        fetch, evicted = l2.access(instr.gm, instr.gm_write)
+        local = instr.cycles
+        if fetch:
+            key = (instr.path, instr.chan_bytes)
+            local = self._miss_cycles.get(key)
+            if local is None:
+                local = self._miss_cycles[key] = self.profile.path(instr.path).cycles(instr.chan_bytes,
+                                                                                     self.miss_latency)
+        return fetch, evicted, l2.hit_lines - hits, l2.miss_lines - misses, local
+
+    def cross_shadows(self, shadows: list, pipe: str, start: float) -> list[float]:
+        """Each shadow's next GM transfer on `pipe`, at `start`, in order (fast mode: cross()'s
+        work for a shadow, which needs no end time); returns each one's own cycles."""
+        l2_channel, hbm = self.l2_channel, self.hbm
+        own = []
+        for shadow in shadows:
+            instr = shadow.transfers[pipe].popleft()
+            fetch, evicted, hits, misses, local = self._through_l2(instr)
+            chan = instr.chan_bytes
+            l2_channel.reserve(start, chan)
+            hbm_bytes = 0
+            if fetch or evicted or hbm.pending:
+                hbm.pending += evicted
+                hbm_bytes = hbm.reserve(start, fetch, chan)[1]
+            w = 2 if instr.gm_write else 0
+            lines = shadow.l2_lines
+            lines[w] += hits
+            lines[w + 1] += misses
+            shadow.l2_bytes += chan
+            shadow.hbm_bytes += hbm_bytes
+            own.append(local)
+        return own
 
     def latency(self, instr: Instr, missed: bool) -> float:
         """The part of a transfer's own cycles that later transfers on its path overlap (its
