@@ -201,7 +201,8 @@ class FastRecord:
                 "exact": bound == 0.0 and self.skipped == 0 and self.shadowed == 0}
 
 
-def _first_address(gm) -> int | None:
+def first_address(gm) -> int | None:
+    """Where a transfer's GM ranges start (None for none)."""
     if type(gm) is Rows:
         return gm.start
     return gm[0][0] if gm else None
@@ -249,7 +250,7 @@ def skipped_touches(window1: list[Instr], window2: list[Instr], periods: int, ke
     device allocations' (first byte, past the last byte), ascending."""
     if len(window1) != len(window2) or keep <= 0:
         return
-    moved = [(_first_address(a.gm), _first_address(b.gm)) for a, b in zip(window1, window2)]
+    moved = [(first_address(a.gm), first_address(b.gm)) for a, b in zip(window1, window2)]
     valid = np.array([None not in m for m in moved], dtype=bool)
     steps = np.array([0 if None in m else m[1] - m[0] for m in moved], dtype=np.int64)
     addr, n, owner = _gm_rows(window2)

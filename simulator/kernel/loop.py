@@ -34,7 +34,8 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Callable, Hashable, Iterable, Iterator, TypeVar
 
-from ..fast import DEFAULT_SCHEDULE
+from ..fast import DEFAULT_SCHEDULE, first_address
+from ..program import Rows
 from ..recorder import current_context
 
 T = TypeVar("T")
@@ -257,7 +258,7 @@ def _placement(instr) -> tuple | None:
     if "[gather]" in instr.name or "[scatter]" in instr.name:
         return None
     gm = instr.gm
-    if hasattr(gm, "start"):        # (one row's pitch moves nothing)
-        return gm.start, ("rows", gm.n, gm.pitch if gm.count > 1 else 0, gm.count), instr.name
-    a0 = gm[0][0]
+    a0 = first_address(gm)
+    if type(gm) is Rows:            # (one row's pitch moves nothing)
+        return a0, ("rows", gm.n, gm.pitch if gm.count > 1 else 0, gm.count), instr.name
     return a0, ("ranges", tuple((a - a0, n) for a, n in gm)), instr.name
