@@ -190,7 +190,7 @@ class Device:
             yield simpy.AllOf(self.env, running)
         lrec.end = self.env.now
         if alike is not None and rec.fast is not None:
-            rec.fast.sampling[len(rec.launches) - 1] = alike.spread()
+            rec.fast.sampling[len(rec.launches) - 1] = alike.spread(lrec.end - lrec.cores_start)
         if barrier is not None and barrier.unpaid_writeback:     # (its touches are all done now)
             rec.fast.writeback[len(rec.launches) - 1] = barrier.unpaid_writeback / self.hbm.bytes_per_cycle
 
