@@ -173,7 +173,7 @@ class FastRecord:
     # of the skipped time that the windows' extrapolation may not have paid (the windows may have
     # evicted clean lines, or none, where the skipped periods evicted dirty ones)
     writeback: dict[int, float] = field(default_factory=dict)
-    # launch -> the spread of its representatives' times (AlikeBlocks.spread)
+    # launch -> what its shadows may be off by: the representatives' spread, excess, grouping
     sampling: dict[int, float] = field(default_factory=dict)
     shadowed: int = 0            # blocks run as a representative's shadow
     shadow_recorded: int = 0     # instructions they recorded (their GM transfers crossed, the rest not run)
@@ -185,8 +185,8 @@ class FastRecord:
 
     def bound_cycles(self) -> float:
         """The task's bound: per launch, the core with the largest (its blocks run one after
-        another; the cores run side by side) and the launch's unpaid write-back, summed over the
-        launches (one after another)."""
+        another; the cores run side by side), its unpaid write-back and its shadows' sampling
+        bound, summed over the launches (one after another)."""
         per_core: dict[int, float] = {}
         for (launch, _), b in self.bounds.items():
             per_core[launch] = max(per_core.get(launch, 0.0), b)
@@ -452,7 +452,7 @@ class BlockFastForward:
             earlier: dict[tuple, float] = {}      # a run's work -> the highest pace of the runs before
             for run, windows in self.windows.items():
                 b, pace = skip_bound(list(windows.values()))
-                if pace is None:
+                if pace is None or not pace.periods:      # (unlike windows: nothing skipped)
                     continue
                 key = self.pace_keys.get(run)
                 cycles = pace.second if key is None else self.barrier.pace(key)
@@ -564,11 +564,11 @@ def cross_beside(shadows: list[ShadowBlock], pipe: str, instr: Instr, start: flo
 
 
 class AlikeBlocks:
-    """A launch's blocks grouped by program shape and start: the first two of a group, and one
-    more for every `per_representative` alike blocks after them, are simulated (representatives);
-    the others run as shadows (ShadowBlock) of the representative carrying the fewest. Shadows
-    move their data when it does, so a group's transfers reach the channels in one lump, where
-    in the exact run each block goes on at its own time: that shifts every block's waits
+    """A launch's blocks grouped by program shape and start: the first two of a group, then one
+    more for every `per_representative` + 1 once those carry their shadows, are simulated
+    (representatives); the others run as shadows (ShadowBlock) of the one carrying the fewest.
+    Shadows move their data when it does, so a group's transfers reach the channels in one lump,
+    where in the exact run each block goes on at its own time: that shifts every block's waits
     (docs/FAST_MODE.md), hence lumps of 3 and `grouping` of the launch in its bound."""
 
     grouping = 0.03     # 120 shadowed campaign calls against every block simulated: at most 2.8 %
@@ -601,10 +601,10 @@ class AlikeBlocks:
         shadows, plus, over the groups that had them, the largest spread of a group's
         representatives' times (the launch ends with its slowest block, and which of alike blocks
         is slowest is decided by where each stood in the shared queues: cores meet in core order
-        within a cycle), plus the most a shadow's transfers cost
-        more than its representative's (its own lines missing from the L2 where the
-        representative's were there: a shadow takes its representative's time), scaled from
-        what was simulated to the whole block (the skipped periods' are its representative's)."""
+        within a cycle), plus the most a shadow's transfers cost more than its representative's
+        (its own lines missing from the L2 where the representative's were there: a shadow takes
+        its representative's time), scaled from what was simulated to the whole block (the
+        skipped periods' are its representative's)."""
         worst = 0.0
         for reps in self.groups.values():
             if len(reps) > 1 and any(n for _, n in reps):

@@ -523,33 +523,29 @@ def _grid_call(n, c, ho, wo, h, w, dtype, mode, padding, align, mask):
                 alignCorners=align, outputMask=mask)
 
 
-def test_alike_blocks_in_small_groups_keep_the_waits_of_the_exact_run(monkeypatch):
+def test_alike_blocks_in_small_groups_keep_the_waits_of_the_exact_run():
     """A representative's shadows move their data when it does, in one lump with it. On
     Ascend910B4, whose device memory is this GridSampler call's bottleneck, lumps of 9 blocks
-    (8 shadows a representative) shifted every block's waits: the call ran 1.4 % short, outside
-    its bound. In lumps of 3 it keeps the exact engine's waits."""
-    from simulator import fast as fast_mode
+    (8 shadows a representative) shifted every block's waits: the call ran 1.45 % short, outside
+    the bound it stated then. In lumps of 3 it keeps the exact engine's waits."""
     kw = _grid_call(4, 128, 119, 141, 53, 53, np.float32, 1, 0, True, [True, False])
     exact = simulator.run("GridSampler2DBackward", "Ascend910B4", mode="timing", trace=False, **kw).report
     fast = simulator.run("GridSampler2DBackward", "Ascend910B4", mode="fast", trace=False, **kw).report
     assert fast.fast["shadowed_blocks"] > 0
     assert abs(fast.cycles - exact.cycles) <= min(0.005 * exact.cycles, fast.fast["bound_cycles"])
-    lumps = fast_mode.AlikeBlocks.__init__
-    monkeypatch.setattr(fast_mode.AlikeBlocks, "__init__", lambda self, per_representative=8: lumps(self, 8))
-    nine = simulator.run("GridSampler2DBackward", "Ascend910B4", mode="fast", trace=False, **kw).report
-    assert exact.cycles - nine.cycles > 0.01 * exact.cycles
 
 
 def test_a_later_run_faster_than_an_earlier_one_widens_the_bound():
     """One vector core, a 2 MB L2: after each image's skip the L2 holds the gathers' extrapolated
     lines, and the next images' windows run faster than the first's (the exact engine runs every
     image at the first's pace). A random campaign found the call 11.8 % short against a bound of
-    about 2 %: the bound now takes, for each later run of the same work, the pace it gained."""
+    1.4 %: the bound now takes, for each later run of the same work, the pace it gained."""
     soc = "Ascend910_9392"
     profile = load_profile(soc).override({"l2.bytes": 2 << 20, "cores.aiv.count": 1})
     kw = _grid_call(3, 16, 127, 67, 115, 119, np.float16, 0, 2, True, [True, True])
     exact = simulator.run("GridSampler2DBackward", soc, mode="timing", profile=profile, trace=False, **kw).report
     fast = simulator.run("GridSampler2DBackward", soc, mode="fast", profile=profile, trace=False, **kw).report
+    assert fast.fast["bound_fraction"] > 0.05                  # (the runs' own windows say about 1.4 %)
     assert abs(exact.cycles - fast.cycles) <= fast.fast["bound_cycles"] + 1e-6 * exact.cycles
 
 
