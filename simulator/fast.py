@@ -458,9 +458,9 @@ class BlockFastForward:
                 cycles = pace.second if key is None else self.barrier.pace(key)
                 # a later run of an earlier one's work at a faster pace may owe it to the L2 skips left
                 work = tuple((p, tuple((k, round(v)) for k, v in w.work)) for p, w in sorted(windows.items()))
-                if earlier.get(work, cycles) > cycles:
-                    b += pace.periods * (earlier[work] - cycles)
-                earlier[work] = max(earlier.get(work, cycles), cycles)
+                best = earlier.get(work, cycles)
+                b += pace.periods * max(best - cycles, 0.0)
+                earlier[work] = max(best, cycles)
                 bound += b
                 skipped_time += pace.periods * cycles
             bound += self.schedule.unmeasured * skipped_time
@@ -605,9 +605,10 @@ class AlikeBlocks:
         (its own lines missing from the L2 where the representative's were there: a shadow takes
         its representative's time), scaled from what was simulated to the whole block (the
         skipped periods' are its representative's)."""
-        worst = 0.0
+        worst, shadowed = 0.0, False
         for reps in self.groups.values():
-            if len(reps) > 1 and any(n for _, n in reps):
+            if len(reps) > 1 and any(n for _, n in reps):     # (shadows need two representatives)
+                shadowed = True
                 times = [run.end - run.start for run, _ in reps]
                 excess = 0.0
                 for run, _ in reps:
@@ -616,5 +617,4 @@ class AlikeBlocks:
                     scale = total / simulated if simulated > 0 else 1.0
                     excess = max([excess, *(s.excess * scale for s in run.shadows)])
                 worst = max(worst, max(times) - min(times) + excess)
-        shadowed = any(n for reps in self.groups.values() for _, n in reps)
         return worst + (self.grouping * launch_cycles if shadowed else 0.0)
