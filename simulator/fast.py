@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .l2_cache import range_lines
-from .program import GM_XFER, MARK, SET, XSET, XWAIT, Instr, Rows
+from .program import GM_XFER, MARK, SET, XSET, XWAIT, Instr
+from .skipped_lines import TOUCH_CHUNK, kept_periods, new_lines, skipped_touches, touch_together
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class FastSchedule:
         own), and from then on the L2 holds the loop's own newest lines (the regime stays)."""
         if len(windows) < 2:
             return skip, True
-        new = np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True)
+        new = new_lines(windows, line)
         per_period = new.size * line * max(cores, 1)
         if per_period <= 0:
             return skip, True
@@ -203,89 +203,6 @@ class FastRecord:
                 "exact": bound == 0.0 and self.skipped == 0 and self.shadowed == 0}
 
 
-def first_address(gm) -> int | None:
-    """Where a transfer's GM ranges start (None for none)."""
-    if type(gm) is Rows:
-        return gm.start
-    return gm[0][0] if gm else None
-
-
-def _gm_rows(window: list[Instr]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The GM ranges of a window's transfers in program order, expanded in one go: (addresses,
-    lengths, the index in `window` of the transfer each belongs to). A pair is a row of one."""
-    rows, owners = [], []
-    for k, instr in enumerate(window):
-        gm = instr.gm
-        if type(gm) is Rows:
-            rows.append((gm.start, gm.n, gm.pitch, gm.count))
-            owners.append(k)
-        else:
-            rows.extend((a, n, 0, 1) for a, n in gm)
-            owners.extend([k] * len(gm))
-    r = np.array(rows, dtype=np.int64).reshape(-1, 4)
-    count = r[:, 3]
-    row = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
-    addr = np.repeat(r[:, 0], count) + np.repeat(r[:, 2], count) * row
-    return addr, np.repeat(r[:, 1], count), np.repeat(np.array(owners, dtype=np.int64), count)
-
-
-def _lines(window: list[Instr], line: int) -> np.ndarray:
-    """The L2 lines (address // line) a window's GM transfers touch, distinct, ascending."""
-    if not window:
-        return np.empty(0, np.int64)
-    addr, n, _ = _gm_rows(window)
-    keep = n > 0
-    return np.unique(range_lines(addr[keep] // line, (addr[keep] + n[keep] - 1) // line + 1)[0])
-
-
-# skipped periods' ranges are made this many at a time (bounded memory)
-_TOUCH_CHUNK = 1 << 21
-
-
-def skipped_touches(window1: list[Instr], window2: list[Instr], periods: int, keep: int, spans):
-    """The GM ranges the last `keep` of `periods` skipped periods would have touched, each
-    instruction's addresses extrapolated from window 1 to window 2 (one period apart), in chunks
-    of (addresses, lengths, write flags, allocation bases), oldest period first and in each
-    period its reads before its writes (the order the L2 should take them in). A range outside
-    every allocation (an extrapolated address past a tensor's end) is left out. Windows of
-    different shapes give nothing (the loop was not periodic in its transfers). `spans` are the
-    device allocations' (first byte, past the last byte), ascending."""
-    if len(window1) != len(window2) or keep <= 0:
-        return
-    moved = [(first_address(a.gm), first_address(b.gm)) for a, b in zip(window1, window2)]
-    valid = np.array([None not in m for m in moved], dtype=bool)
-    steps = np.array([0 if None in m else m[1] - m[0] for m in moved], dtype=np.int64)
-    addr, n, owner = _gm_rows(window2)
-    sel = valid[owner]
-    addr, n, owner = addr[sel], n[sel], owner[sel]
-    write = np.array([i.gm_write for i in window2], dtype=bool)[owner]
-    order = np.argsort(write, kind="stable")     # reads first, each in program order
-    addr, n, write, step = addr[order], n[order], write[order], steps[owner[order]]
-    if addr.size == 0:
-        return
-    bases, limits = spans
-    per_chunk = max(1, _TOUCH_CHUNK // len(addr))
-    for j0 in range(periods - keep + 1, periods + 1, per_chunk):
-        j = np.arange(j0, min(j0 + per_chunk, periods + 1), dtype=np.int64)[:, None]
-        at = (addr + j * step).ravel()       # period-major
-        owner = np.searchsorted(bases, at, side="right") - 1
-        ok = owner >= 0
-        owner[~ok] = 0
-        reps = j.shape[0]
-        nn, ww = np.tile(n, reps), np.tile(write, reps)
-        ok &= at + nn <= limits[owner]
-        yield at[ok], nn[ok], ww[ok], bases[owner[ok]]
-
-
-def kept_periods(window2: list[Instr], periods: int, l2_bytes: int, cores: int) -> int:
-    """How many of the last skipped periods can still be in the L2 after the skip: as many as
-    the L2 holds of what `cores` cores running this loop move per period (LRU keeps the newest)."""
-    per_period = sum(i.chan_bytes for i in window2) * max(cores, 1)
-    if per_period <= 0:
-        return 0
-    return min(periods, -(-l2_bytes // per_period))
-
-
 class SkipBarrier:
     """A launch's blocks give the L2 their skipped periods' lines together. Their windows run
     side by side, and the skipped periods come after all of them and before any block's tail: a
@@ -311,15 +228,15 @@ class SkipBarrier:
     def join(self, block: BlockFastForward, skips: int | None) -> None:
         self.blocks[block] = [skips, 0]
 
-    def arrive(self, block: BlockFastForward, window1: list[Instr], window2: list[Instr], periods: int) -> int:
+    def arrive(self, block: BlockFastForward, windows: tuple, periods: int) -> int:
         """The block's next skip has its GM-moving pipes past its windows; returns which (k)."""
         entry = self.blocks[block]
         k = entry[1]
         entry[1] += 1
         if entry[0] is None:
-            block.touch_skipped(window1, window2, periods)
+            self.unpaid_writeback += touch_together(block.l2, block.skipped_lines(windows, periods, 1))
         else:
-            self.pending.setdefault(k, []).append((block, window1, window2, periods))
+            self.pending.setdefault(k, []).append((block, windows, periods))
             self._flush_ready()
         return k
 
@@ -342,8 +259,10 @@ class SkipBarrier:
         for k in sorted(self.pending):
             if any(skips is not None and skips > k and got <= k for skips, got in self.blocks.values()):
                 return
-            for block, window1, window2, periods in self.pending.pop(k):
-                block.touch_skipped(window1, window2, periods)
+            ready = self.pending.pop(k)
+            sources = sum(1 + len(entry[0].shadows) for entry in ready)
+            lines = [g for block, windows, periods in ready for g in block.skipped_lines(windows, periods, sources)]
+            self.unpaid_writeback += touch_together(ready[0][0].l2, lines)
 
 
 # ---- one block's fast-forwards (block_run.BlockRun owns one in fast mode) ---------------------
@@ -394,7 +313,7 @@ class BlockFastForward:
             # only after the others have run the tail): the launch's SkipBarrier gives the L2
             # the skipped periods' lines once the other blocks' windows are done too
             self.arrived.add(run)
-            self.skip_of[run] = self.barrier.arrive(self, windows[0], windows[1], skip // period)
+            self.skip_of[run] = self.barrier.arrive(self, windows, skip // period)
         if met == len(self.pipes):
             del self.skips_met[run], self.movers[run]
             self.arrived.discard(run)
@@ -467,20 +386,19 @@ class BlockFastForward:
             self.closed = bound, skipped_time, round(self.scalar.extra.get("issued", 0))
         return self.closed
 
-    def touch_skipped(self, window1: list[Instr], window2: list[Instr], periods: int) -> None:
-        """The L2 takes what a loop run's skipped periods would have left in it. The dirty lines
-        that evicts went back to device memory during the skipped time, which the windows'
-        extrapolation may or may not have paid for (the windows may have evicted clean lines,
-        or none): the bound takes them."""
-        l2, barrier = self.l2, self.barrier
-        keep = kept_periods(window2, periods, l2.capacity * l2.line, self.cores)
-        for addr, n, write, base in skipped_touches(window1, window2, periods, keep, self.memory.spans()):
-            barrier.unpaid_writeback += l2.touch(addr, n, write, base)
+    def skipped_lines(self, windows: tuple, periods: int, sources: int) -> list:
+        """What a loop run's skipped periods would have left in the L2, its own and its shadows'
+        k-th skips' (the same shape, their own lines): skipped_touches generators, each taking
+        its share of a chunk among `sources` (the launch's SkipBarrier hands them to the L2
+        together). The dirty lines that evicts went back to device memory during the skipped
+        time, which the windows' extrapolation may or may not have paid for (the windows may
+        have evicted clean lines, or none): the bound takes them."""
+        l2, spans = self.l2, self.memory.spans()
+        keep = kept_periods(windows[1], periods, l2.capacity * l2.line, self.cores)
         self.sealed = True                        # (its shadows' skips pair with its own from the first)
-        for shadow in self.shadows:               # their k-th skips: the same shape, their own lines
-            w1, w2, p = shadow.skips.popleft()
-            for addr, n, write, base in skipped_touches(w1, w2, p, keep, self.memory.spans()):
-                barrier.unpaid_writeback += l2.touch(addr, n, write, base)
+        rows = max(TOUCH_CHUNK // max(sources, 1), 1)
+        return [skipped_touches(w, p, keep, spans, rows)
+                for w, p in [(windows, periods)] + [shadow.skips.popleft() for shadow in self.shadows]]
 
 
 def _pipe_figures(pipe, now: float, busy: float, work: float, executed: int) -> dict:
@@ -529,7 +447,7 @@ class ShadowBlock:
         self.gm_path = gm_path
         self.instructions = len(program)
         self.transfers: dict[str, deque] = {}        # pipe -> its GM transfers, in program order
-        self.skips: deque = deque()                  # its skips' (window 1, window 2, periods), in order
+        self.skips: deque = deque()                  # its skips' ((window 1, window 2, declared), periods)
         for i in program:
             if i.kind == GM_XFER:
                 q = self.transfers.get(i.pipe)
@@ -539,7 +457,7 @@ class ShadowBlock:
             elif i.kind == MARK:
                 _, phase, skip, period, windows = i.flag
                 if phase == 2:
-                    self.skips.append((windows[0], windows[1], skip // period))
+                    self.skips.append((windows, skip // period))
         self.l2_lines = [0, 0, 0, 0]                 # read hits, read misses, write hits, write misses
         self.l2_bytes = self.hbm_bytes = 0
         self.finished = None                         # the event its representative's end succeeds

@@ -86,10 +86,11 @@ class BlockContext:
         first, second = self.open_shapes[-1]
         return first == second
 
-    def loop_mark(self, run: int | None, phase: int, skip: int = 0, period: int = 1) -> int:
+    def loop_mark(self, run: int | None, phase: int, skip: int = 0, period: int = 1, declared=None) -> int:
         """Fast mode: mark `phase` of loop run `run` (0, 1: a window starts; 2: `skip`
         iterations are fast-forwarded here). Phase 0 starts a run: pass None, get its number.
-        The GM transfers of each window are kept: the skip extrapolates their addresses."""
+        The GM transfers of each window are kept: the skip extrapolates their addresses, or
+        takes the skipped iterations' gathers and scatters from `declared` (DeclaredTouches)."""
         if run is None:
             self.loops += 1
             run = self.loops
@@ -101,7 +102,7 @@ class BlockContext:
             self.open_windows[-1].append([])
             self.open_shapes[-1].append([])
         else:
-            windows = tuple(self.open_windows.pop())
+            windows = (*self.open_windows.pop(), declared)       # (window 1, window 2, declared)
             self.open_shapes.pop()
             self.skips += 1
         self.marks += 1

@@ -12,7 +12,7 @@ from simulator.kernel import (GM_ADDR, Add, Cast, Copy, DataCopyExtParams, DataC
                               GetBlockIdx, GlobalTensor, HardEvent, Loop, Mul, Muls, PipeBarrier, PIPE_ALL,
                               RoundMode, SetAtomicAdd, SetAtomicNone, SetFlag, Sub, TBuf, TPipe, TPosition,
                               TQue, WaitFlag, int32)
-from simulator.kernel.indirect import IndirectCopies
+from simulator.kernel.indirect import IndirectCopies, nominal_rows
 from simulator.arith import align_up
 from .coordinates import SourceCoordinates
 from .layout_kernels import transpose_2d
@@ -138,7 +138,8 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         # a step repeats two tiles later (the index buffers alternate by tile); a partial tile,
         # its neighbour and the last step are steps of their own kind
         points = [self._tile(tile)[2] for tile, _ in steps] + [0]
-        for i in Loop(len(steps), key=lambda i: (points[i], points[i + 1]), period=2 * t.nch):
+        for i in Loop(len(steps), key=lambda i: (points[i], points[i + 1]), period=2 * t.nch,
+                       touches=partial(self.StepTouches, steps=steps)):
             tile, ch = steps[i]
             nxt = steps[i + 1] if i + 1 < len(steps) else None
             last = ch == t.nch - 1
@@ -256,22 +257,42 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         x = np.clip(wo * t.W // t.Wo + dx, -t.pad, t.W - L + t.pad)
         return (y * t.W + x) * t.C
 
-    def GatherOps(self, tile, ch):
-        """Allocate the corner buffer now; return (the gathers, the EnQue that ends them)."""
+    def _indirect_runs(self, tile, ch, gather: bool):
+        """Per corner run of the step: (its first corner, the GM tensor, the copies' params, their
+        nominal offsets) of its gathers (from the input) or its atomic scatters (to the
+        accumulator)."""
         t, P, Ccp = self.t, self.t.P, self.t.Ccp
         n, p0, cnt, c0, cc = self._chunk(tile, ch)
         esz = t.cdt.itemsize
+        gm = self._chunk_gm(self.xws if gather else self.acc, n, c0)
+        ub_gap = (P * Ccp * esz - align_up(cc * esz, 32)) // 32
+        for k0, L, dy, dx in t.runs:
+            gm_gap = (t.C - cc) * esz
+            params = (DataCopyExtParams(L, cc * esz, gm_gap, ub_gap) if gather else
+                      DataCopyExtParams(L, cc * esz, ub_gap, gm_gap))
+            yield k0, gm, params, self._nominal(n, p0, cnt, dy, dx, L)
+
+    def StepTouches(self, i, steps):
+        """What step i's gathers (the next step's corners) and scatters show the L2: the Loop's
+        `touches`, for the steps fast mode skips."""
+        t, out = self.t, []
+        if t.need_x and i + 1 < len(steps):
+            out += [nominal_rows(gm, params, nom, True) for _, gm, params, nom in self._indirect_runs(*steps[i + 1], True)]
+        if t.need_in:
+            out += [nominal_rows(gm, params, nom, False) for _, gm, params, nom in self._indirect_runs(*steps[i], False)]
+        return out
+
+    def GatherOps(self, tile, ch):
+        """Allocate the corner buffer now; return (the gathers, the EnQue that ends them)."""
+        t, P, Ccp = self.t, self.t.P, self.t.Ccp
+        cnt = self._tile(tile)[2]
         x = self.cornerQ.AllocTensor(t.cdt)
         if ch == 0:
             WaitFlag(HardEvent.V_MTE2, self.idxEvent)
-        gm = self._chunk_gm(self.xws, n, c0)
         runs = []
-        for r, (k0, L, dy, dx) in enumerate(t.runs):
+        for r, (k0, gm, params, nominal) in enumerate(self._indirect_runs(tile, ch, True)):
             idx = self.scratch.int_vec(f"idx{tile % 2}_{r}")
-            params = DataCopyExtParams(L, cc * esz, (t.C - cc) * esz,
-                                       (P * Ccp * esz - align_up(cc * esz, 32)) // 32)
-            runs.append(IndirectCopies(x[k0 * P * Ccp], gm, params, idx, 0, cnt, Ccp,
-                                       self._nominal(n, p0, cnt, dy, dx, L)))
+            runs.append(IndirectCopies(x[k0 * P * Ccp], gm, params, idx, 0, cnt, Ccp, nominal))
         return runs, partial(self.cornerQ.EnQue, x)
 
     def ComputeChunk(self, tile, ch):
@@ -320,18 +341,13 @@ class KernelGridSampler2DGrad(SourceCoordinates):
     def ScatterOps(self, tile, ch):
         """Take the contributions now; return (the atomic scatters, what ends them)."""
         t, P, Ccp = self.t, self.t.P, self.t.Ccp
-        n, p0, cnt, c0, cc = self._chunk(tile, ch)
-        esz = t.cdt.itemsize
+        cnt = self._tile(tile)[2]
         S = self.contribQ.DeQue(t.cdt)
-        gm = self._chunk_gm(self.acc, n, c0)
         SetAtomicAdd(t.cdt)                         # MTE3's stores to GM now add
         runs = []
-        for r, (k0, L, dy, dx) in enumerate(t.runs):
+        for r, (k0, gm, params, nominal) in enumerate(self._indirect_runs(tile, ch, False)):
             idx = self.scratch.int_vec(f"idx{tile % 2}_{r}")
-            params = DataCopyExtParams(L, cc * esz, (P * Ccp * esz - align_up(cc * esz, 32)) // 32,
-                                       (t.C - cc) * esz)
-            runs.append(IndirectCopies(gm, S[k0 * P * Ccp], params, idx, 0, cnt, Ccp,
-                                       self._nominal(n, p0, cnt, dy, dx, L)))
+            runs.append(IndirectCopies(gm, S[k0 * P * Ccp], params, idx, 0, cnt, Ccp, nominal))
 
         def finish():
             SetAtomicNone()

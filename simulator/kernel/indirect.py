@@ -20,6 +20,8 @@ L2 hit and touches no tags.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..program import GM_XFER, Instr, Rows, Text, caller_line
@@ -36,6 +38,31 @@ def DataCopyPadIndirect(dst, src, params: DataCopyExtParams, offsets: LocalTenso
     scatter (MTE3; with SetAtomicAdd the blocks add into GM). `params` as DataCopyPad's."""
     IndirectCopies(dst, src, params, offsets, index, 1, 0,
                    None if nominal is None else (nominal,)).issue(0)
+
+
+class NominalRows(NamedTuple):
+    """Where a run of indirect copies touches GM for the L2 model: copy i's `rows` rows of `n`
+    bytes, `pitch` bytes apart, from byte address bases[i]."""
+    bases: np.ndarray
+    n: int
+    pitch: int
+    rows: int
+    write: bool
+
+
+def nominal_rows(gm: GlobalTensor, params: DataCopyExtParams, nominals, gather: bool) -> NominalRows:
+    """The GM rows a run of IndirectCopies between `gm` and a local tensor would show the L2 at
+    element offsets `nominals`: what a kernel declares for a Loop's skipped iterations (`Loop`'s
+    `touches`), unchecked (the copies that are recorded check them)."""
+    isz = gm.dtype.itemsize
+    bases = gm.ptr.addr + np.asarray(nominals, dtype=np.int64).reshape(-1) * isz
+    return NominalRows(bases, params.blockLen, _gm_pitch(params, gather), params.blockCount, not gather)
+
+
+def _gm_pitch(p: DataCopyExtParams, gather: bool) -> int:
+    """Bytes from one GM block of a copy to the next: srcStride apart for a gather, dstStride for
+    a scatter."""
+    return p.blockLen + (p.srcStride if gather else p.dstStride)
 
 
 class IndirectCopies:
@@ -195,7 +222,7 @@ def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, in
     row = align_up(p.blockLen, 32)
     # block i: GM at i * gm_pitch bytes (srcStride bytes between blocks for a gather, dstStride for
     # a scatter), UB at i * (row + k * 32) with k the UB side's stride in 32-byte blocks
-    gm_pitch = p.blockLen + (p.srcStride if gather else p.dstStride)
+    gm_pitch = _gm_pitch(p, gather)
     ub_pitch = row + 32 * (p.dstStride if gather else p.srcStride)
     buf = local.buffer
     align = ctx.profile.alignment[buf]
@@ -229,4 +256,4 @@ class _Slot:
         return repr(self.tensor[self.at])
 
 
-__all__ = ["DataCopyPadIndirect", "IndirectCopies"]
+__all__ = ["DataCopyPadIndirect", "IndirectCopies", "NominalRows", "nominal_rows"]

@@ -3,6 +3,7 @@
     for tile in Loop(tiles, period=2):          # a double-buffered loop over tiles
         ...
     for item in Loop(items, key=lambda it: it.rows):   # items of different shapes
+    for i in Loop(steps, period=2, touches=nominal_touches):   # gathers / scatters declared
 
 In the exact modes (functional, timing) `Loop` is its iterations, nothing more: the program is
 what the plain `for` would record. In fast mode a run of interchangeable iterations (consecutive
@@ -18,13 +19,18 @@ same (a key that calls unlike iterations alike), the run is recorded whole from 
 
 A key is a promise fast mode cannot check between its windows, and so is the period: the lines
 the skipped iterations leave in the L2 are extrapolated from the windows, each transfer moved by
-what it moved from window 1 to window 2. A Loop's body must also run every iteration (no `break`:
+what it moved from window 1 to window 2. Gathers and scatters do not move by one step a period
+(their nominal addresses follow the data's geometry): a loop that has them declares `touches`,
+a function of an iteration giving the `NominalRows` its gathers and scatters show the L2 (made
+by `nominal_rows` from the same tensors, params and nominal offsets), and the skipped periods
+put those lines in the L2 instead of extrapolated ones. A Loop's body must also run every iteration (no `break`:
 fast mode would not see it). `audit_loops()` checks the key and the period: in the exact modes
 every `Loop` then records each iteration and reports one that fast mode would take on trust
 (past the warm-up and the two windows of a run whose windows are alike, before its tail) although
 its cost shapes differ from the iteration a period before it, or although a GM transfer of it
 (gathers and scatters aside) did not move by the step it moved a period before, or changed its
-rows' layout.
+rows' layout; and, for every iteration of a Loop with `touches`, gathers and scatters other than
+it declares.
 """
 from __future__ import annotations
 
@@ -34,7 +40,10 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Callable, Hashable, Iterable, Iterator, TypeVar
 
-from ..fast import DEFAULT_SCHEDULE, first_address
+import numpy as np
+
+from ..fast import DEFAULT_SCHEDULE
+from ..skipped_lines import first_address, is_indirect
 from ..program import Rows
 from ..recorder import current_context
 
@@ -42,8 +51,9 @@ T = TypeVar("T")
 
 
 def Loop(iterations: int | Iterable[T], key: Callable[[T], Hashable] | None = None,
-         period: int = 1) -> Iterable[T]:
-    """The iterations (an int n means range(n)) of a loop that fast mode may fast-forward."""
+         period: int = 1, touches: Callable[[T], Iterable] | None = None) -> Iterable[T]:
+    """The iterations (an int n means range(n)) of a loop that fast mode may fast-forward;
+    `touches(item)`: the NominalRows of the item's gathers and scatters, if it has any."""
     items = range(iterations) if isinstance(iterations, int) else iterations
     if period < 1:
         raise ValueError(f"Loop: period must be >= 1, got {period}")
@@ -53,14 +63,37 @@ def Loop(iterations: int | Iterable[T], key: Callable[[T], Hashable] | None = No
         caller = sys._getframe(1)
         where = f"{caller.f_code.co_filename.rsplit('/', 1)[-1]}:{caller.f_lineno}"
         if ctx.fast is None:
-            return _audited(ctx, list(items), key, period, where, audit)
+            return _audited(ctx, list(items), key, period, where, audit, touches)
         audit.found.setdefault((where, "recorded in fast mode: not audited (audit an exact mode's run)"), set())
     if ctx.fast is None:
         return items
-    return _fast_forwarded(ctx, list(items), key, period)
+    return _fast_forwarded(ctx, list(items), key, period, touches)
 
 
-def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
+class DeclaredTouches:
+    """A skip's iterations whose gathers and scatters their Loop declares (`touches`): the L2
+    takes their nominal rows for the skipped periods instead of extrapolated ones."""
+    __slots__ = ("items", "touches", "period")
+
+    def __init__(self, items: list, touches: Callable, period: int):
+        self.items, self.touches, self.period = items, touches, period
+
+    def period_rows(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(addresses, lengths, write flags) of the GM rows skipped period j (from 1) gathers and
+        scatters, in its iterations' order."""
+        addr, size, write = [], [], []
+        for item in self.items[(j - 1) * self.period:j * self.period]:
+            for t in self.touches(item):
+                a = (np.asarray(t.bases, dtype=np.int64)[:, None] + t.pitch * np.arange(t.rows)).ravel()
+                addr.append(a)
+                size.append(np.full(a.size, t.n, np.int64))
+                write.append(np.full(a.size, bool(t.write)))
+        if not addr:
+            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool)
+        return np.concatenate(addr), np.concatenate(size), np.concatenate(write)
+
+
+def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
     """Fast mode: each run of interchangeable iterations, with its middle fast-forwarded (in two
     segments, each measured, where the loop's new lines would fill the L2 during one skip: the
     first up to the fill, the second in the regime after it)."""
@@ -101,7 +134,8 @@ def _fast_forwarded(ctx, items: list, key, period: int) -> Iterator:
                                                   l2_spec.line_bytes, cores, l2)
                 l2 = None
                 filled, skip = cut < skip and by_size, cut
-            ctx.loop_mark(run, 2, skip, period)
+            declared = None if touches is None else DeclaredTouches(items[i + head:i + head + skip], touches, period)
+            ctx.loop_mark(run, 2, skip, period, declared)
             i += head + skip
 
 
@@ -175,7 +209,7 @@ def _trusted(keys: list, period: int) -> list[int | None]:
     return out
 
 
-def _audited(ctx, items: list, key, period: int, where: str, state: _AuditState) -> Iterator:
+def _audited(ctx, items: list, key, period: int, where: str, state: _AuditState, touches=None) -> Iterator:
     """The iterations, each recorded with its cost shapes and GM transfers, and each that fast
     mode would take on trust compared with the two a period and two periods before it (one
     finding per run of one key)."""
@@ -197,6 +231,11 @@ def _audited(ctx, items: list, key, period: int, where: str, state: _AuditState)
             shapes, moves = ctx.open_shapes[-1][-1], ctx.open_windows[-1][-1]
             ctx.open_shapes[-1][-1], ctx.open_windows[-1][-1] = [], []
             now = (shapes, [_placement(i) for i in moves])
+            if touches is not None and reported != "touches":
+                why = _undeclared(moves, touches(x))
+                if why:
+                    reported = "touches"       # (one finding per Loop)
+                    state.found.setdefault((where, f"iteration {r} {why}"), set()).add(ctx.block_idx)
             run = trusted[r]
             if run is not None and run != opened:      # (the last 2 periods are its two windows)
                 opened = run
@@ -213,6 +252,21 @@ def _audited(ctx, items: list, key, period: int, where: str, state: _AuditState)
     finally:
         ctx.open_windows.pop()
         ctx.open_shapes.pop()
+
+
+def _undeclared(moves: list, declared: Iterable) -> str | None:
+    """How an iteration's gathers and scatters differ from the NominalRows its Loop declares
+    for it, or None."""
+    def row(start, n, pitch, count, write):
+        return int(start), int(n), int(pitch) if count > 1 else 0, int(count), bool(write)
+    issued = sorted(row(i.gm.start, i.gm.n, i.gm.pitch, i.gm.count, i.gm_write) for i in moves if is_indirect(i))
+    said = sorted(row(b, t.n, t.pitch, t.rows, t.write) for t in declared for b in np.asarray(t.bases).tolist())
+    if issued == said:
+        return None
+    known = set(said)
+    extra = next((r for r in issued if r not in known), None)
+    return (f"issues {len(issued)} gather/scatter row set(s), its Loop's touches declare {len(said)}"
+            + (f" (issued, not declared: {extra[3]} row(s) of {extra[1]} B at 0x{extra[0]:x})" if extra else ""))
 
 
 def _unlike(before2, before, now, r: int, period: int) -> str | None:
@@ -255,7 +309,7 @@ def _placement(instr) -> tuple | None:
     """A GM transfer's first address, its layout relative to it, and its name; None for a gather
     or scatter, which the L2 sees at the nominal addresses its kernel declares (not one step a
     period: docs/FAST_MODE.md)."""
-    if "[gather]" in instr.name or "[scatter]" in instr.name:
+    if is_indirect(instr):
         return None
     gm = instr.gm
     a0 = first_address(gm)
