@@ -45,7 +45,7 @@ def _lines(window: list[Instr], line: int) -> np.ndarray:
 
 
 # skipped periods' ranges are made this many at a time (bounded memory)
-TOUCH_CHUNK = 1 << 21
+TOUCH_CHUNK = 1 << 16
 
 
 def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = TOUCH_CHUNK):
@@ -74,7 +74,7 @@ def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = 
     if addr.size == 0 and not declared:
         return
     bases, limits = spans
-    per_chunk = max(1, rows // max(len(addr), 1))
+    per_chunk = max(1, rows // max(len(addr) + (declared.rows_per_period() if declared else 0), 1))
     for j0 in range(periods - keep + 1, periods + 1, per_chunk):
         j = np.arange(j0, min(j0 + per_chunk, periods + 1), dtype=np.int64)[:, None]
         at = (addr + j * step).ravel()       # period-major

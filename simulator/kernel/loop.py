@@ -43,7 +43,7 @@ from typing import Callable, Hashable, Iterable, Iterator, TypeVar
 import numpy as np
 
 from ..fast import DEFAULT_SCHEDULE
-from ..skipped_lines import first_address, is_indirect
+from ..skipped_lines import first_address, is_indirect, kept_periods
 from ..program import Rows
 from ..recorder import current_context
 
@@ -71,26 +71,33 @@ def Loop(iterations: int | Iterable[T], key: Callable[[T], Hashable] | None = No
 
 
 class DeclaredTouches:
-    """A skip's iterations whose gathers and scatters their Loop declares (`touches`): the L2
-    takes their nominal rows for the skipped periods instead of extrapolated ones."""
-    __slots__ = ("items", "touches", "period")
+    """A skip's gathers and scatters where their Loop declares them (`touches`): the GM rows of
+    its last periods, those the L2 will take (kept_periods), made as the skip is recorded (the
+    kernel, and the program it is recording, are not kept for the L2 to ask later)."""
+    __slots__ = ("rows",)
 
-    def __init__(self, items: list, touches: Callable, period: int):
-        self.items, self.touches, self.period = items, touches, period
+    def __init__(self, items: list, touches: Callable, period: int, first: int):
+        self.rows: dict[int, tuple] = {}
+        for j in range(first, len(items) // period + 1):
+            addr, size, write = [], [], []
+            for item in items[(j - 1) * period:j * period]:
+                for t in touches(item):
+                    a = (np.asarray(t.bases, dtype=np.int64)[:, None] + t.pitch * np.arange(t.rows)).ravel()
+                    addr.append(a)
+                    size.append(np.full(a.size, t.n, np.int64))
+                    write.append(np.full(a.size, bool(t.write)))
+            if addr:
+                self.rows[j] = (np.concatenate(addr), np.concatenate(size), np.concatenate(write))
+
+    def rows_per_period(self) -> int:
+        """The most rows a period holds."""
+        return max((r[0].size for r in self.rows.values()), default=0)
 
     def period_rows(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(addresses, lengths, write flags) of the GM rows skipped period j (from 1) gathers and
-        scatters, in its iterations' order."""
-        addr, size, write = [], [], []
-        for item in self.items[(j - 1) * self.period:j * self.period]:
-            for t in self.touches(item):
-                a = (np.asarray(t.bases, dtype=np.int64)[:, None] + t.pitch * np.arange(t.rows)).ravel()
-                addr.append(a)
-                size.append(np.full(a.size, t.n, np.int64))
-                write.append(np.full(a.size, bool(t.write)))
-        if not addr:
-            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool)
-        return np.concatenate(addr), np.concatenate(size), np.concatenate(write)
+        scatters, in its iterations' order (none for a period before the first kept)."""
+        got = self.rows.get(j)
+        return got if got is not None else (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool))
 
 
 def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
@@ -134,7 +141,11 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
                                                   l2_spec.line_bytes, cores, l2)
                 l2 = None
                 filled, skip = cut < skip and by_size, cut
-            declared = None if touches is None else DeclaredTouches(items[i + head:i + head + skip], touches, period)
+            declared = None
+            if touches is not None and skip:
+                kept = kept_periods(ctx.open_windows[-1][1], skip // period, l2_spec.bytes // l2_spec.line_bytes
+                                    * l2_spec.line_bytes, ctx.core.kind.count)
+                declared = DeclaredTouches(items[i + head:i + head + skip], touches, period, skip // period - kept + 1)
             ctx.loop_mark(run, 2, skip, period, declared)
             i += head + skip
 
