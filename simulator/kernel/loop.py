@@ -44,6 +44,7 @@ import numpy as np
 
 from ..fast import DEFAULT_SCHEDULE
 from ..skipped_lines import first_address, is_indirect, kept_periods
+from .indirect import NominalRows
 from ..program import Rows
 from ..recorder import current_context
 
@@ -81,7 +82,7 @@ class DeclaredTouches:
         for j in range(first, len(items) // period + 1):
             addr, size, write = [], [], []
             for item in items[(j - 1) * period:j * period]:
-                for t in touches(item):
+                for t in declared_rows(touches, item):
                     a = (np.asarray(t.bases, dtype=np.int64)[:, None] + t.pitch * np.arange(t.rows)).ravel()
                     addr.append(a)
                     size.append(np.full(a.size, t.n, np.int64))
@@ -98,6 +99,16 @@ class DeclaredTouches:
         scatters, in its iterations' order (none for a period before the first kept)."""
         got = self.rows.get(j)
         return got if got is not None else (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool))
+
+
+def declared_rows(touches: Callable, item) -> list:
+    """What `touches` declares for an iteration, checked to be NominalRows."""
+    got = list(touches(item))
+    for t in got:
+        if not isinstance(t, NominalRows):
+            raise TypeError(f"Loop touches({item!r}) must give NominalRows (simulator.kernel.indirect."
+                            f"nominal_rows), got {t!r}")
+    return got
 
 
 def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
@@ -243,7 +254,7 @@ def _audited(ctx, items: list, key, period: int, where: str, state: _AuditState,
             ctx.open_shapes[-1][-1], ctx.open_windows[-1][-1] = [], []
             now = (shapes, [_placement(i) for i in moves])
             if touches is not None and reported != "touches":
-                why = _undeclared(moves, touches(x))
+                why = _undeclared(moves, declared_rows(touches, x))
                 if why:
                     reported = "touches"       # (one finding per Loop)
                     state.found.setdefault((where, f"iteration {r} {why}"), set()).add(ctx.block_idx)
