@@ -114,7 +114,7 @@ def declared_rows(touches: Callable, item) -> list:
 def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
     """Fast mode: each run of interchangeable iterations, with its middle fast-forwarded (in two
     segments, each measured, where the loop's new lines would fill the L2 during one skip: the
-    first up to the fill, the second in the regime after it)."""
+    first up to the fill, the second in the regime after it, its windows a few periods later)."""
     n, i = len(items), 0
     l2_spec = ctx.profile.l2
     cores = min(ctx.block_num, ctx.core.kind.count)
@@ -128,8 +128,9 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
                 j += 1
         filled = False          # a segment of this run has filled the L2 with its own lines
         l2 = ctx.device.l2                # (its free room cuts the first segment only)
+        settle = False          # the segment follows an L2 cut: its windows wait for the new regime
         while i < j:
-            split = ctx.fast.split(j - i, period)
+            split = ctx.fast.split(j - i, period, settle)
             if split is None:
                 yield from items[i:j]
                 i = j
@@ -151,6 +152,7 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
                 cut, by_size = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2_spec.bytes,
                                                   l2_spec.line_bytes, cores, l2)
                 l2 = None
+                settle = cut < skip
                 filled, skip = cut < skip and by_size, cut
             declared = None
             if touches is not None and skip:
