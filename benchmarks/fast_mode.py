@@ -3,6 +3,7 @@
     python benchmarks/fast_mode.py                       # every call of every shipped trace, Ascend910B1 and Ascend910A
     python benchmarks/fast_mode.py --soc Ascend910B1 --trace traces/silu_smoke.jsonl --calls 0-2
     python benchmarks/fast_mode.py --skip-exact          # fast only, the exact cycles from the traces' baselines
+    python benchmarks/fast_mode.py --pins tests/fixtures/cycle_pins.txt   # fast only, every chip, exact from the pins
     python benchmarks/fast_mode.py --audit               # also audit the exact runs' Loops (their times then include it)
 
 For each call: the exact engine's cycles (timing mode, or the trace's recorded baseline with
@@ -45,18 +46,21 @@ def main() -> int:
     ap.add_argument("--trace", action="append", help="trace file (repeatable; default every shipped trace)")
     ap.add_argument("--calls", help="only these calls, e.g. 0-3,7")
     ap.add_argument("--skip-exact", action="store_true", help="take the exact cycles from the trace's baselines")
+    ap.add_argument("--pins", help="take the exact cycles from a cycle-pins file (tests/fixtures/cycle_pins.txt "
+                                   "pins every shipped trace's calls on every chip); without --soc, its chips")
     ap.add_argument("--audit", action="store_true",
                     help="audit the exact runs' Loops (simulator.kernel.audit_loops): findings are printed and fail "
                          "the run; the exact times then include the audit's cost")
     args = ap.parse_args()
-    if args.audit and args.skip_exact:
-        ap.error("--audit audits the exact runs, which --skip-exact leaves out")
-    socs = args.soc or ["Ascend910B1", "Ascend910A"]
+    if args.audit and (args.skip_exact or args.pins):
+        ap.error("--audit audits the exact runs, which --skip-exact and --pins leave out")
+    pins = read_pins(args.pins) if args.pins else None
+    socs = args.soc or (sorted({soc for _, _, soc in pins}) if pins else ["Ascend910B1", "Ascend910A"])
     traces = args.trace or [str(ROOT / "traces" / t) for t in TRACES]
     print(f"{'call':<52} {'exact':>14} {'fast':>14} {'error':>8} {'bound':>7} {'sim':>6} "
           f"{'exact s':>8} {'fast s':>7} {'x':>6}")
     worst = (0.0, "")
-    outside = audits = 0
+    outside = audits = beyond = 0
     for soc in socs:
         profile = load_profile(soc)
         for path in traces:
@@ -72,7 +76,12 @@ def main() -> int:
                 except AclnnError as e:          # the chip refuses the call (a dtype it lacks)
                     print(f"{tag:<52} refused: {e.status}")
                     continue
-                if args.skip_exact:
+                if pins is not None:
+                    exact_cycles, t_exact = pins.get((Path(path).name, i, soc)), float("nan")
+                    if exact_cycles is None:
+                        print(f"{tag:<52} no pin on this chip")
+                        continue
+                elif args.skip_exact:
                     if not baselines:
                         print(f"{tag:<52} no baseline on this chip")
                         continue
@@ -90,12 +99,27 @@ def main() -> int:
                     outside += 1
                 if err > worst[0]:
                     worst = (err, tag)
+                beyond += err > 0.02
                 print(f"{tag:<52} {exact_cycles:>14,.0f} {fast.cycles:>14,.0f} {err:>8.3%} "
                       f"{f['bound_fraction']:>7.2%} {f['simulated_fraction']:>6.1%} {t_exact:>8.2f} {t_fast:>7.2f} "
                       f"{t_exact / t_fast:>6.1f}", flush=True)
-    print(f"worst error {worst[0]:.3%} ({worst[1]}); {outside} call(s) outside their stated bound"
+    print(f"worst error {worst[0]:.3%} ({worst[1]}); {outside} call(s) outside their stated bound, "
+          f"{beyond} beyond 2 % of exact"
           + (f"; {audits} loop audit finding(s)" if args.audit else ""))
     return 1 if outside or audits else 0
+
+
+def read_pins(path: str) -> dict:
+    """(trace file name, call, SoC) -> the exact engine's cycles, from a cycle-pins file."""
+    pins = {}
+    for line in Path(path).read_text().splitlines():
+        fields = line.split()
+        if not fields or line.startswith("#") or fields[1] == "refused":
+            continue
+        name, rest = fields[0].split("[", 1)
+        call, soc = rest.split("]@")
+        pins[name, int(call), soc] = float(fields[1])
+    return pins
 
 
 if __name__ == "__main__":
