@@ -572,7 +572,8 @@ def test_declared_gathers_leave_the_l2_the_next_launch_finds():
 
 
 def _declared_loop_kernel(x, wrong_at):
-    """A gather per iteration at a declared nominal offset; iteration `wrong_at` declares another."""
+    """A gather per iteration at a declared nominal offset; iteration `wrong_at` declares another
+    (-1: every iteration declares a tuple, not NominalRows)."""
     from simulator.kernel import (PIPE_ALL, DataCopyExtParams, Duplicate, GlobalTensor, Loop, PipeBarrier, TBuf,
                                   TPipe, TPosition, int32)
     from simulator.kernel.indirect import DataCopyPadIndirect, nominal_rows
@@ -588,6 +589,8 @@ def _declared_loop_kernel(x, wrong_at):
     PipeBarrier(PIPE_ALL)
 
     def touches(i):
+        if wrong_at == -1:
+            return [(i * 64, 64)]
         return [nominal_rows(xg, params, [i * 16 + (8 if i == wrong_at else 0)], True)]
 
     for i in Loop(40, period=2, touches=touches):
@@ -622,27 +625,10 @@ def test_the_bound_takes_what_shadow_groups_shift_a_launch_by():
     assert abs(exact.cycles - fast.cycles) <= fast.fast["bound_cycles"] + 1e-6 * exact.cycles
 
 
-def _bad_touches_kernel(x):
-    """A Loop whose `touches` gives no NominalRows."""
-    from simulator.kernel import (PIPE_ALL, DataCopyExtParams, Duplicate, GlobalTensor, Loop, PipeBarrier, TBuf,
-                                  TPipe, TPosition, int32)
-    from simulator.kernel.indirect import DataCopyPadIndirect
-    xg = GlobalTensor(np.float32)
-    xg.SetGlobalBuffer(x)
-    pipe, buf, idx = TPipe(), TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
-    pipe.InitBuffer(buf, 4096)
-    pipe.InitBuffer(idx, 64)
-    offsets, dst = idx.Get(int32), buf.Get(np.float32)
-    Duplicate(offsets, 0, 16)
-    PipeBarrier(PIPE_ALL)
-    for i in Loop(40, period=2, touches=lambda i: [(i * 64, 64)]):
-        DataCopyPadIndirect(dst, xg, DataCopyExtParams(1, 64, 0, 0), offsets, 0, nominal=i * 16)
-
-
 def test_touches_that_give_no_nominal_rows_fail_with_a_message():
     """Fast mode asks a Loop's `touches` for the iterations it skips: what is not NominalRows
     stops the run with a message that names the Loop's line and what it should give."""
     from simulator.api import KernelBodyError
     with pytest.raises(KernelBodyError, match=r"touches\(\d+\) must give NominalRows .*test_fast_mode.py:\d+"):
-        simulator.run_kernel(_bad_touches_kernel, 1, dict(x=np.ones(40 * 16 + 64, np.float32)), soc="Ascend910B1",
-                             mode="fast", trace=False)
+        simulator.run_kernel(_declared_loop_kernel, 1, dict(x=np.ones(40 * 16 + 64, np.float32), wrong_at=-1),
+                             soc="Ascend910B1", mode="fast", trace=False)
