@@ -23,7 +23,8 @@ what it moved from window 1 to window 2. Gathers and scatters do not move by one
 (their nominal addresses follow the data's geometry): a loop that has them declares `touches`,
 a function of an iteration giving the `NominalRows` its gathers and scatters show the L2 (made
 by `nominal_rows` from the same tensors, params and nominal offsets), and the skipped periods
-put those lines in the L2 instead of extrapolated ones. A Loop's body must also run every iteration (no `break`:
+put those lines in the L2 instead of extrapolated ones. A Loop's body must also run every
+iteration (no `break`:
 fast mode would not see it). `audit_loops()` checks the key and the period: in the exact modes
 every `Loop` then records each iteration and reports one that fast mode would take on trust
 (past the warm-up and the two windows of a run whose windows are alike, before its tail) although
@@ -247,6 +248,7 @@ def _audited(ctx, items: list, key, period: int, where: str, state: _AuditState,
     last: deque = deque(maxlen=2 * period)     # the latest iterations' (cost shapes, placements)
     reported = None                            # the run (its first iteration) with a finding already
     opened = None                              # the run whose skipped span has begun
+    undeclared = False                         # an iteration's gathers and scatters differed from `touches`
     ctx.open_windows.append([[]])
     ctx.open_shapes.append([[]])
     try:
@@ -255,10 +257,10 @@ def _audited(ctx, items: list, key, period: int, where: str, state: _AuditState,
             shapes, moves = ctx.open_shapes[-1][-1], ctx.open_windows[-1][-1]
             ctx.open_shapes[-1][-1], ctx.open_windows[-1][-1] = [], []
             now = (shapes, [_placement(i) for i in moves])
-            if touches is not None and reported != "touches":
+            if touches is not None and not undeclared:
                 why = _undeclared(moves, declared_rows(touches, x))
                 if why:
-                    reported = "touches"       # (one finding per Loop)
+                    undeclared = True          # (one finding per Loop)
                     state.found.setdefault((where, f"iteration {r} {why}"), set()).add(ctx.block_idx)
             run = trusted[r]
             if run is not None and run != opened:      # (the last 2 periods are its two windows)
