@@ -126,7 +126,7 @@ class IndirectCopies:
             if bad.any():
                 raise _fault(self.pipe, f"{kind_name}: nominal offset {int(nom[np.argmax(bad)])} takes the "
                              f"copy outside {ptr.name}'s extent")
-            self.bases = (ptr.addr + nom * isz).tolist()
+            self.bases = nominal_rows(g, p, nom, gather).bases.tolist()
         self.dst, self.src, self.local, self.offsets = dst, src, local, offsets
         self.first, self.local_step = first, local_step
         self.ptr, self.isz, self.gm_pitch, self.ub_pitch = ptr, isz, gm_pitch, ub_pitch
