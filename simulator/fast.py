@@ -26,9 +26,14 @@ A launch's alike blocks on vector-only cores (one program shape, one start) are 
 few representatives; the others are recorded and run as their shadows, whose GM transfers cross
 the L2 and the channels beside the representatives' (AlikeBlocks, ShadowBlock, cross_beside).
 
+Where a Loop's declared gathers show its periods in two classes (simulator.kernel.loop.
+PeriodClasses), the windows sit on one period of each, and each skipped period costs window 2's
+figures plus window 1's difference from them in the share its class lies towards window 1's.
+
 What this cannot see, and so what the bound is made of:
 * a steady state that is not one: window 2's duration against window 1's, times the periods
-  skipped (per actor; the block takes the largest);
+  skipped (per actor; the block takes the largest); with two classes, the whole of what their
+  mix moved the pace;
 * the skipped iterations' traffic: the L2 does not hold their lines and the channels do not carry
   their bytes while the other cores run. Where every core fast-forwards alike (blocks of one
   launch), the contention each window measured is the contention of the whole run; the bound
@@ -121,25 +126,42 @@ class Meter:
         extra = self.extra
         return {k: v + extra.get(k, 0) for k, v in figures.items()}
 
-    def mark(self, token: int, phase: int, skip: int, period: int, figures: dict) -> Window | None:
+    def mark(self, token: int, phase: int, skip: int, period: int, figures: dict,
+             strata=None) -> Window | None:
         """The actor meets mark `phase` (0, 1: a window starts; 2: the skip) of loop `token`;
-        at the skip, its windows (and its figures gain the skipped periods')."""
+        at the skip, its windows (and its figures gain the skipped periods'). With `strata`
+        (simulator.kernel.loop.Strata: the windows on periods of two classes), each skipped
+        period gains window 2's figures plus window 1's difference from them in proportion to
+        how far its class lies from window 2's towards window 1's."""
         now = self.virtual(figures)
         if phase < 2:
             self.marks.setdefault(token, []).append(now)
             return None
         start1, start2 = self.marks.pop(token)
         periods = skip / period
+        toward1 = strata.excess / (strata.new1 - strata.new2) if strata is not None else 0.0
         extra = self.extra
         work = []
         for k, v in now.items():
             step = v - start2.get(k, 0)
-            if step:
-                extra[k] = extra.get(k, 0) + periods * step
-                if k == "executed" or (type(k) is tuple and k[0] == "bytes"):
-                    work.append((repr(k), step))
-        return Window(periods, start2["time"] - start1["time"], now["time"] - start2["time"],
-                      now.get("busy", 0.0) - start2.get("busy", 0.0), tuple(sorted(work)))
+            add = periods * step
+            if toward1:
+                add += toward1 * (start2.get(k, 0) - start1.get(k, 0) - step)
+            if add:
+                extra[k] = extra.get(k, 0) + add
+            if step and (k == "executed" or (type(k) is tuple and k[0] == "bytes")):
+                work.append((repr(k), step))
+        first, second = start2["time"] - start1["time"], now["time"] - start2["time"]
+        busy = now.get("busy", 0.0) - start2.get("busy", 0.0)
+        if toward1 and periods:
+            # the skip's pace is the classes' mix; what the bound takes for a steady state not
+            # reached is then the whole of the mix's correction (window 1 might have been a transient)
+            shift = toward1 * (first - second) / periods
+            busy += toward1 * (start2.get("busy", 0.0) - start1.get("busy", 0.0) - busy) / periods
+            # (a window next to a period of another class catches the pipes out of phase: over
+            # the two windows they keep one pace, which is what the pipes' spread compares)
+            return Window(periods, first, second + shift, busy, tuple(sorted(work)), abs(shift), (first + second) / 2)
+        return Window(periods, first, second, busy, tuple(sorted(work)), abs(second - first), second)
 
 
 @dataclass(frozen=True)
@@ -150,6 +172,8 @@ class Window:
     second: float                # what each skipped period was taken to cost
     busy: float                  # the actor's busy cycles in the second window
     work: tuple = ()             # its instructions and bytes per path in the second window
+    drift: float = 0.0           # how far the pace may be from a steady state's, per period
+    steady: float = 0.0          # what the pipes' spread compares: window 2, or with classes the two windows' mean
 
 
 def skip_bound(windows: list[Window]) -> tuple[float, Window | None]:
@@ -162,9 +186,8 @@ def skip_bound(windows: list[Window]) -> tuple[float, Window | None]:
     if not active:
         return 0.0, None
     pace = max(active, key=lambda w: w.busy)
-    spread = max(w.second for w in active) - min(w.second for w in active)
-    drift = abs(pace.second - pace.first)
-    return pace.periods * max(spread, drift), pace
+    spread = max(w.steady for w in active) - min(w.steady for w in active)
+    return pace.periods * max(spread, pace.drift), pace
 
 
 @dataclass
@@ -297,14 +320,15 @@ class BlockFastForward:
     def scalar_mark(self, mark: Instr, clock: float, busy: float) -> None:
         """The scalar unit meets a mark (the block then puts it in every pipe's queue)."""
         self.marks += 1
-        run, phase, skip, period, _ = mark.flag
-        self.scalar.mark(run, phase, skip, period, {"time": clock, "busy": busy, "issued": mark.index - self.marks})
+        run, phase, skip, period, windows = mark.flag
+        self.scalar.mark(run, phase, skip, period, {"time": clock, "busy": busy, "issued": mark.index - self.marks},
+                         _strata(windows))
 
     def pipe_mark(self, pipe, mark: Instr, now: float, busy: float, work: float, executed: int) -> None:
         """A pipe (block_run.PipeRun) meets a mark in its queue: all before it has been taken."""
         run, phase, skip, period, windows = mark.flag
         window = self.pipe_meters[pipe.pipe].mark(run, phase, skip, period,
-                                                  _pipe_figures(pipe, now, busy, work, executed))
+                                                  _pipe_figures(pipe, now, busy, work, executed), _strata(windows))
         if window is None:
             return
         self.windows.setdefault(run, {})[pipe.pipe] = window
@@ -404,6 +428,12 @@ class BlockFastForward:
         rows = max(TOUCH_CHUNK // max(sources, 1), 1)
         return [skipped_touches(w, p, keep, spans, rows)
                 for w, p in [(windows, periods)] + [shadow.skips.popleft() for shadow in self.shadows]]
+
+
+def _strata(windows) -> tuple | None:
+    """A skip mark's strata (its DeclaredTouches'), if any."""
+    declared = windows[2] if windows else None
+    return declared.strata if declared else None
 
 
 def _pipe_figures(pipe, now: float, busy: float, work: float, executed: int) -> dict:

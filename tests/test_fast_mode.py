@@ -547,16 +547,58 @@ def test_alike_blocks_in_small_groups_keep_the_waits_of_the_exact_run():
 def test_declared_gathers_bring_a_small_l2_call_near_the_exact_engine():
     """One vector core, a 2 MB L2: the gathers' extrapolated lines made this GridSampler call
     13.8 % short (the later images' windows ran faster than the first's, and the bound took
-    that). Declared (Loop `touches`), they leave each image the L2 the exact engine leaves, and
-    the call is within 3 %. It is outside its bound, though (+1.90 % against 0.96 %): one period
-    in five or six reads lines the period before it read (an output row ends there) and runs
-    faster than the windows, which the bound does not see (docs/FAST_MODE.md)."""
+    that). Declared (Loop `touches`), they leave each image the L2 the exact engine leaves. One
+    period in five or six reads lines the period before it read (an output row ends there) and
+    runs 11 % faster; windows on two periods of one class put the call +1.90 % from the exact
+    engine, outside the bound they stated (0.96 %). Windows on a period of each class, and a pace
+    that mixes them as the skip's periods do, put it within 0.1 %, inside the bound."""
     soc = "Ascend910_9392"
     profile = load_profile(soc).override({"l2.bytes": 2 << 20, "cores.aiv.count": 1})
     kw = _grid_call(3, 16, 127, 67, 115, 119, np.float16, 0, 2, True, [True, True])
     exact = simulator.run("GridSampler2DBackward", soc, mode="timing", profile=profile, trace=False, **kw).report
     fast = simulator.run("GridSampler2DBackward", soc, mode="fast", profile=profile, trace=False, **kw).report
-    assert abs(exact.cycles - fast.cycles) <= 0.03 * exact.cycles
+    assert abs(exact.cycles - fast.cycles) <= min(0.001 * exact.cycles, fast.fast["bound_cycles"])
+
+
+def _revisit_kernel(x, every, back):
+    """One gather of 8 KB an iteration, each from rows no iteration read before but every
+    `every`-th, which reads again the rows the iteration `back` before it read (it finds them in
+    the L2 where the others miss)."""
+    from simulator.kernel import (PIPE_ALL, DataCopyExtParams, Duplicate, GlobalTensor, Loop, PipeBarrier, TBuf,
+                                  TPipe, TPosition, int32)
+    from simulator.kernel.indirect import DataCopyPadIndirect, nominal_rows
+    xg = GlobalTensor(np.float32)
+    xg.SetGlobalBuffer(x)
+    pipe, buf, idx = TPipe(), TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(buf, 8192)
+    pipe.InitBuffer(idx, 64)
+    params = DataCopyExtParams(1, 8192, 0, 0)
+    offsets, dst = idx.Get(int32), buf.Get(np.float32)
+    Duplicate(offsets, 0, 16)
+    PipeBarrier(PIPE_ALL)
+
+    def start(i):                     # (in floats: 2048 of them an iteration)
+        fresh = i - (i + 1) // every if i % every != every - 1 else (i - back) - i // every
+        return 2048 * fresh
+
+    for i in Loop(60, touches=lambda i: [nominal_rows(xg, params, [start(i)], True)]):
+        DataCopyPadIndirect(dst, xg, params, offsets, 0, nominal=start(i))
+        PipeBarrier(PIPE_ALL)
+
+
+@pytest.mark.parametrize("every, back", [(5, 1), (7, 1), (5, 2), (6, 4)])
+def test_periods_of_two_classes_are_each_measured(every, back):
+    """A gather loop where one iteration in `every` hits the L2 (it re-reads the rows of the
+    iteration `back` before it) and the others miss: windows on two missing iterations were the
+    exact engine's +8 % (every 5th), outside the 0.9 % bound they stated. The declared rows tell
+    the classes apart before the loop runs (the lines an iteration reads that the 4 before it did
+    not): the windows move to one iteration of each, and the skip mixes them as its own do."""
+    x = np.zeros(2048 * 64, np.float32)
+    args = dict(x=x, every=every, back=back)
+    exact = simulator.run_kernel(_revisit_kernel, 1, args, soc="Ascend910B1", mode="timing", trace=False).report
+    fast = simulator.run_kernel(_revisit_kernel, 1, args, soc="Ascend910B1", mode="fast", trace=False).report
+    assert fast.fast["simulated_fraction"] < 0.25
+    assert abs(exact.cycles - fast.cycles) <= min(0.005 * exact.cycles, fast.fast["bound_cycles"])
 
 
 def test_declared_gathers_leave_the_l2_the_next_launch_finds():

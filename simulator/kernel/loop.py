@@ -23,7 +23,10 @@ what it moved from window 1 to window 2. Gathers and scatters do not move by one
 (their nominal addresses follow the data's geometry): a loop that has them declares `touches`,
 a function of an iteration giving the `NominalRows` its gathers and scatters show the L2 (made
 by `nominal_rows` from the same tensors, params and nominal offsets), and the skipped periods
-put those lines in the L2 instead of extrapolated ones. A Loop's body must also run every
+put those lines in the L2 instead of extrapolated ones. Those rows also tell the periods of a
+gather loop apart before they run (PeriodClasses: a period that re-reads recent lines runs
+faster where the L2 is small), and where a skip's periods fall in two classes the windows take
+one of each. A Loop's body must also run every
 iteration (no `break`:
 fast mode would not see it). `audit_loops()` checks the key and the period: in the exact modes
 every `Loop` then records each iteration and reports one that fast mode would take on trust
@@ -39,11 +42,12 @@ import sys
 import threading
 from collections import deque
 from contextlib import contextmanager
-from typing import Callable, Hashable, Iterable, Iterator, TypeVar
+from typing import Callable, Hashable, Iterable, Iterator, NamedTuple, TypeVar
 
 import numpy as np
 
 from ..fast import DEFAULT_SCHEDULE
+from ..l2_cache import range_lines
 from ..skipped_lines import first_address, is_indirect, kept_periods
 from .indirect import NominalRows
 from ..program import Rows
@@ -72,24 +76,56 @@ def Loop(iterations: int | Iterable[T], key: Callable[[T], Hashable] | None = No
     return _fast_forwarded(ctx, list(items), key, period, touches)
 
 
+class DeclaredRows:
+    """The GM rows a Loop's `touches` declares for its iterations, each made once: (addresses,
+    lengths, write flags) per iteration (a run's skipped periods and the classes of its periods
+    both read them)."""
+    __slots__ = ("items", "touches", "memo")
+
+    def __init__(self, items: list, touches: Callable):
+        self.items, self.touches = items, touches
+        self.memo: dict[int, tuple] = {}
+
+    def of(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Iterations first .. first + count - 1's rows, in their order (None for none)."""
+        parts = []
+        for k in range(max(first, 0), min(first + count, len(self.items))):
+            got = self.memo.get(k)
+            if got is None:
+                got = self.memo[k] = _rows(declared_rows(self.touches, self.items[k]))
+            if got is not None:
+                parts.append(got)
+        if not parts:
+            return None
+        return tuple(np.concatenate(x) for x in zip(*parts)) if len(parts) > 1 else parts[0]
+
+
+def _rows(declared: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    addr, size, write = [], [], []
+    for t in declared:
+        a = (np.asarray(t.bases, dtype=np.int64)[:, None] + t.pitch * np.arange(t.rows)).ravel()
+        addr.append(a)
+        size.append(np.full(a.size, t.n, np.int64))
+        write.append(np.full(a.size, bool(t.write)))
+    if not addr:
+        return None
+    return np.concatenate(addr), np.concatenate(size), np.concatenate(write)
+
+
 class DeclaredTouches:
     """A skip's gathers and scatters where their Loop declares them (`touches`): the GM rows of
     its last periods, those the L2 will take (kept_periods), made as the skip is recorded (the
-    kernel, and the program it is recording, are not kept for the L2 to ask later)."""
-    __slots__ = ("rows",)
+    kernel, and the program it is recording, are not kept for the L2 to ask later). `strata`:
+    the skip's classes of periods where it has them (Strata), else None."""
+    __slots__ = ("rows", "strata")
 
-    def __init__(self, items: list, touches: Callable, period: int, first: int):
+    def __init__(self, declared: DeclaredRows, start: int, skip: int, period: int, first: int, strata=None):
         self.rows: dict[int, tuple] = {}
-        for j in range(first, len(items) // period + 1):
-            addr, size, write = [], [], []
-            for item in items[(j - 1) * period:j * period]:
-                for t in declared_rows(touches, item):
-                    a = (np.asarray(t.bases, dtype=np.int64)[:, None] + t.pitch * np.arange(t.rows)).ravel()
-                    addr.append(a)
-                    size.append(np.full(a.size, t.n, np.int64))
-                    write.append(np.full(a.size, bool(t.write)))
-            if addr:
-                self.rows[j] = (np.concatenate(addr), np.concatenate(size), np.concatenate(write))
+        self.strata = strata
+        for j in range(first, skip // period + 1):
+            got = declared.of(start + (j - 1) * period, period)
+            if got is not None:
+                self.rows[j] = got
 
     def rows_per_period(self) -> int:
         """The most rows a period holds."""
@@ -100,6 +136,99 @@ class DeclaredTouches:
         scatters, in its iterations' order (none for a period before the first kept)."""
         got = self.rows.get(j)
         return got if got is not None else (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool))
+
+
+class Strata(NamedTuple):
+    """A skip whose periods are not all alike in what they read (a gather loop where one period
+    in a few re-reads lines a recent period read): window 1 and window 2 are placed on
+    periods of two classes, window 2 on the most common one, and each skipped period is taken to
+    cost window 2's figures plus, in proportion to how far its count of newly read lines lies
+    from window 2's towards window 1's, their difference (simulator.fast.Meter)."""
+    new1: int          # lines window 1's period reads that the 4 periods before it did not (PeriodClasses)
+    new2: int          # the same for window 2's period
+    excess: float      # the skipped periods' sum of (their count - new2)
+
+
+class PeriodClasses:
+    """How many L2 lines each period of a run reads, by its Loop's declared gathers, that none of
+    the few periods before it read: what tells one period of a gather loop from another before it
+    runs (where the L2 does not hold the loop's reads for long, a period that re-reads recent
+    lines runs faster: docs/FAST_MODE.md)."""
+    SAMPLE = 16        # periods sampled to see whether a skip's periods differ from window 2's
+    WHOLE = 128        # a skip of up to this many periods is counted whole, a longer one sampled
+    SEARCH = 8         # periods the windows may move to find two classes
+    SHORTEST = 8       # a shorter skip is too few periods to tell classes in
+    TOLERANCE = 0.05   # counts within this share (or one line) are one class
+    BACK = 4           # periods looked back: lines read that recently are taken to be in the L2
+
+    def __init__(self, declared: DeclaredRows, start: int, period: int, line: int):
+        self.declared, self.start, self.period, self.line = declared, start, period, line
+        self.lines: dict[int, set] = {}
+        self.counts: dict[int, int] = {}
+
+    def _read_lines(self, q: int) -> set:
+        got = self.lines.get(q)
+        if got is None:
+            first = self.start + q * self.period
+            rows = self.declared.of(first, self.period) if first >= 0 else None
+            got = set()
+            if rows is not None:
+                addr, n, write = rows
+                keep = ~write & (n > 0)
+                a, n = addr[keep], n[keep]
+                got = set(range_lines(a // self.line, (a + n - 1) // self.line + 1)[0].tolist())
+            self.lines[q] = got
+        return got
+
+    def new(self, q: int) -> int:
+        """Lines period q (from the run's start) reads that the BACK periods before it did not."""
+        got = self.counts.get(q)
+        if got is None:
+            got = self.counts[q] = len(self._read_lines(q).difference(
+                *(self._read_lines(q - b) for b in range(1, self.BACK + 1))))
+        return got
+
+    def _alike(self, a: float, b: float) -> bool:
+        return abs(a - b) <= max(1.0, self.TOLERANCE * abs(b))
+
+    def _periods(self, first: int, count: int, most: int) -> list[int]:
+        if count <= most:
+            return list(range(first, first + count))
+        return sorted({first + (k * count) // most for k in range(most)})
+
+    def placement(self, w1: int, skip_first: int, skip_periods: int) -> int | None:
+        """How many periods to move the windows (window 1 at period w1, window 2 after it) so that
+        window 2 is of the skip's most common class and window 1 of the class that pulls the
+        skip's mean away from it; None where a sample of the skip's periods are all window 2's
+        class (then the skip has no strata); 0 where no such pair is near."""
+        if skip_periods < self.SHORTEST:
+            return None
+        sample = [self.new(q) for q in self._periods(skip_first, skip_periods, self.SAMPLE)]
+        if all(self._alike(x, self.new(w1 + 1)) for x in sample):
+            return None
+        mean = sum(sample) / len(sample)
+        common = float(np.median(sample))
+        if 2 * sum(self._alike(x, common) for x in sample) < len(sample):
+            return None             # (no class most periods share: counts scattered, not classes)
+        for shift in range(max(min(self.SEARCH, skip_periods - 2), -1) + 1):
+            n1, n2 = self.new(w1 + shift), self.new(w1 + shift + 1)
+            if self._alike(n2, common) and not self._alike(n1, n2) and (n1 - n2) * (mean - n2) > 0:
+                return shift
+        return 0
+
+    def strata(self, w1: int, skip_first: int, skip_periods: int) -> Strata | None:
+        """The windows' counts (window 1 at period w1) and the skip's excess over window 2's, or
+        None where the windows are of one class or the skip's mean count does not lie between
+        theirs (a share of window 1's difference from 1 to 0: no extrapolation)."""
+        n1, n2 = self.new(w1), self.new(w1 + 1)
+        if skip_periods < self.SHORTEST or self._alike(n1, n2):
+            return None
+        qs = self._periods(skip_first, skip_periods, self.WHOLE // 2 if skip_periods > self.WHOLE else self.WHOLE)
+        excess = sum(self.new(q) - n2 for q in qs) * skip_periods / len(qs)
+        share = excess / skip_periods / (n1 - n2)
+        if not 0.0 < share <= 1.0 or self._alike(n2 + excess / skip_periods, n2):
+            return None
+        return Strata(n1, n2, excess)
 
 
 def declared_rows(touches: Callable, item) -> list:
@@ -115,10 +244,13 @@ def declared_rows(touches: Callable, item) -> list:
 def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
     """Fast mode: each run of interchangeable iterations, with its middle fast-forwarded (in two
     segments, each measured, where the loop's new lines would fill the L2 during one skip: the
-    first up to the fill, the second in the regime after it, its windows a few periods later)."""
+    first up to the fill, the second in the regime after it, its windows a few periods later).
+    Where the Loop declares its gathers and their periods read unlike (PeriodClasses), its windows
+    move to take a period of each class."""
     n, i = len(items), 0
     l2_spec = ctx.profile.l2
     cores = min(ctx.block_num, ctx.core.kind.count)
+    declared_rows_of = DeclaredRows(items, touches) if touches is not None else None
     while i < n:
         j = i + 1
         if key is None:
@@ -137,6 +269,15 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
                 i = j
                 break
             head, skip = split
+            classes = None
+            if declared_rows_of is not None:
+                declared_rows_of.memo.clear()     # (rows are kept for one segment at a time)
+                classes = PeriodClasses(declared_rows_of, i, period, l2_spec.line_bytes)
+                shift = classes.placement(head // period - 2, head // period, skip // period)
+                if shift is None:
+                    classes = None
+                elif shift:
+                    head, skip = head + shift * period, skip - shift * period
             run = None
             for r in range(head):
                 if r == head - 2 * period:
@@ -159,7 +300,8 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
             if touches is not None and skip:
                 kept = kept_periods(ctx.open_windows[-1][1], skip // period, l2_spec.bytes // l2_spec.line_bytes
                                     * l2_spec.line_bytes, ctx.core.kind.count)
-                declared = DeclaredTouches(items[i + head:i + head + skip], touches, period, skip // period - kept + 1)
+                strata = classes and classes.strata(head // period - 2, head // period, skip // period)
+                declared = DeclaredTouches(declared_rows_of, i + head, skip, period, skip // period - kept + 1, strata)
             ctx.loop_mark(run, 2, skip, period, declared)
             i += head + skip
 
