@@ -161,8 +161,9 @@ class PeriodClasses:
     TOLERANCE = 0.05   # counts within this share (or one line) are one class
     BACK = 4           # periods looked back: lines read that recently are taken to be in the L2
 
-    def __init__(self, declared: DeclaredRows, start: int, period: int, line: int):
+    def __init__(self, declared: DeclaredRows, start: int, period: int, line: int, l2=None):
         self.declared, self.start, self.period, self.line = declared, start, period, line
+        self.l2 = l2                  # the L2 as the loop is recorded
         self.lines: dict[int, set] = {}
         self.counts: dict[int, int] = {}
 
@@ -180,13 +181,22 @@ class PeriodClasses:
             self.lines[q] = got
         return got
 
+    def _new_lines(self, q: int) -> set:
+        return self._read_lines(q).difference(*(self._read_lines(q - b) for b in range(1, self.BACK + 1)))
+
     def new(self, q: int) -> int:
         """Lines period q (from the run's start) reads that the BACK periods before it did not."""
         got = self.counts.get(q)
         if got is None:
-            got = self.counts[q] = len(self._read_lines(q).difference(
-                *(self._read_lines(q - b) for b in range(1, self.BACK + 1))))
+            got = self.counts[q] = len(self._new_lines(q))
         return got
+
+    def _held(self, periods: list[int]) -> float:
+        """The share of these periods' newly read lines the L2 holds already."""
+        lines = set().union(*(self._new_lines(q) for q in periods))
+        if self.l2 is None or not lines:
+            return 0.0
+        return float(np.count_nonzero(self.l2.held(np.fromiter(lines, np.int64, len(lines))))) / len(lines)
 
     def _alike(self, a: float, b: float) -> bool:
         return abs(a - b) <= max(1.0, self.TOLERANCE * abs(b))
@@ -200,7 +210,8 @@ class PeriodClasses:
         """How many periods to move the windows (window 1 at period w1, window 2 after it) so that
         window 2 is of the skip's most common class and window 1 of the class that pulls the
         skip's mean away from it; None where a sample of the skip's periods are all window 2's
-        class (then the skip has no strata); 0 where no such pair is near."""
+        class, share no common class, or read newly what the L2 mostly holds (then the skip has
+        no strata); 0 where no such pair is near."""
         if skip_periods < self.SHORTEST:
             return None
         sample = [self.new(q) for q in self._periods(skip_first, skip_periods, self.SAMPLE)]
@@ -210,6 +221,8 @@ class PeriodClasses:
         common = float(np.median(sample))
         if 2 * sum(self._alike(x, common) for x in sample) < len(sample):
             return None             # (no class most periods share: counts scattered, not classes)
+        if 2 * self._held(self._periods(skip_first, skip_periods, self.SAMPLE)) >= 1.0:
+            return None             # (the L2 holds what they newly read: a re-read period gains nothing)
         for shift in range(max(min(self.SEARCH, skip_periods - 2), -1) + 1):
             n1, n2 = self.new(w1 + shift), self.new(w1 + shift + 1)
             if self._alike(n2, common) and not self._alike(n1, n2) and (n1 - n2) * (mean - n2) > 0:
@@ -272,7 +285,7 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
             classes = None
             if declared_rows_of is not None:
                 declared_rows_of.memo.clear()     # (rows are kept for one segment at a time)
-                classes = PeriodClasses(declared_rows_of, i, period, l2_spec.line_bytes)
+                classes = PeriodClasses(declared_rows_of, i, period, l2_spec.line_bytes, ctx.device.l2)
                 shift = classes.placement(head // period - 2, head // period, skip // period)
                 if shift is None:
                     classes = None
