@@ -560,22 +560,29 @@ def test_declared_gathers_bring_a_small_l2_call_near_the_exact_engine():
     assert abs(exact.cycles - fast.cycles) <= min(0.001 * exact.cycles, fast.fast["bound_cycles"])
 
 
+def _gather_setup(x, nbytes: int):
+    """A kernel's GM tensor over x, a UB buffer of `nbytes`, offsets of 0 for its gathers and
+    their params (one block of `nbytes`)."""
+    from simulator.kernel import (PIPE_ALL, DataCopyExtParams, Duplicate, GlobalTensor, PipeBarrier, TBuf, TPipe,
+                                  TPosition, int32)
+    xg = GlobalTensor(np.float32)
+    xg.SetGlobalBuffer(x)
+    pipe, buf, idx = TPipe(), TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(buf, max(nbytes, 4096))
+    pipe.InitBuffer(idx, 64)
+    offsets = idx.Get(int32)
+    Duplicate(offsets, 0, 16)
+    PipeBarrier(PIPE_ALL)
+    return xg, DataCopyExtParams(1, nbytes, 0, 0), offsets, buf.Get(np.float32)
+
+
 def _revisit_kernel(x, every, back):
     """One gather of 8 KB an iteration, each from rows no iteration read before but every
     `every`-th, which reads again the rows the iteration `back` before it read (it finds them in
     the L2 where the others miss)."""
-    from simulator.kernel import (PIPE_ALL, DataCopyExtParams, Duplicate, GlobalTensor, Loop, PipeBarrier, TBuf,
-                                  TPipe, TPosition, int32)
+    from simulator.kernel import PIPE_ALL, Loop, PipeBarrier
     from simulator.kernel.indirect import DataCopyPadIndirect, nominal_rows
-    xg = GlobalTensor(np.float32)
-    xg.SetGlobalBuffer(x)
-    pipe, buf, idx = TPipe(), TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
-    pipe.InitBuffer(buf, 8192)
-    pipe.InitBuffer(idx, 64)
-    params = DataCopyExtParams(1, 8192, 0, 0)
-    offsets, dst = idx.Get(int32), buf.Get(np.float32)
-    Duplicate(offsets, 0, 16)
-    PipeBarrier(PIPE_ALL)
+    xg, params, offsets, dst = _gather_setup(x, 8192)
 
     def start(i):                     # (in floats: 2048 of them an iteration)
         fresh = i - (i + 1) // every if i % every != every - 1 else (i - back) - i // every
@@ -616,19 +623,9 @@ def test_declared_gathers_leave_the_l2_the_next_launch_finds():
 def _declared_loop_kernel(x, wrong_at):
     """A gather per iteration at a declared nominal offset; iteration `wrong_at` declares another
     (-1: every iteration declares a tuple, not NominalRows)."""
-    from simulator.kernel import (PIPE_ALL, DataCopyExtParams, Duplicate, GlobalTensor, Loop, PipeBarrier, TBuf,
-                                  TPipe, TPosition, int32)
+    from simulator.kernel import Loop
     from simulator.kernel.indirect import DataCopyPadIndirect, nominal_rows
-    xg = GlobalTensor(np.float32)
-    xg.SetGlobalBuffer(x)
-    pipe, buf, idx = TPipe(), TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
-    pipe.InitBuffer(buf, 4096)
-    pipe.InitBuffer(idx, 64)
-    params = DataCopyExtParams(1, 64, 0, 0)
-    offsets = idx.Get(int32)
-    dst = buf.Get(np.float32)
-    Duplicate(offsets, 0, 16)
-    PipeBarrier(PIPE_ALL)
+    xg, params, offsets, dst = _gather_setup(x, 64)
 
     def touches(i):
         if wrong_at == -1:
