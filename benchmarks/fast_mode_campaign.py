@@ -4,6 +4,7 @@ test suite's, drawn over every chip, some on what-if profiles with a small L2 or
     python benchmarks/fast_mode_campaign.py                  # 60 calls, seed 7 (5-10 minutes here)
     python benchmarks/fast_mode_campaign.py --calls 200 --seed 11
     python benchmarks/fast_mode_campaign.py --soc Ascend910B4 --op GridSampler2DBackward
+    python benchmarks/fast_mode_campaign.py --op GridSampler2DBackward --small --calls 60 --seed 5
 
 Each call runs exact (timing mode), then fast; a row gives the error |fast - exact| / exact, the
 bound fast mode stated, the share it simulated and both wall times. Call i is drawn from the seed
@@ -52,8 +53,9 @@ def silu_call(rng) -> dict:
     return dict(gradOutput=TensorLayout(shape, dt), self=TensorLayout(shape, dt))
 
 
-def draw(rng, soc: str, ops: list[str]):
-    """One call on `soc` (or a what-if of it): (op, profile, what-if changes, kwargs, label)."""
+def draw(rng, soc: str, ops: list[str], small: bool = False):
+    """One call on `soc` (or a what-if of it): (op, profile, what-if changes, kwargs, label);
+    `small`: always a what-if with a 2 or 4 MB L2 and 1 to 4 vector cores."""
     profile = load_profile(soc)
     choices = [op for op in ops if profile.supports(op)]
     if not choices:
@@ -67,10 +69,14 @@ def draw(rng, soc: str, ops: list[str]):
         kw = silu_call(rng)
         label = "x".join(map(str, kw["self"].shape)) + f" {np.dtype(kw['self'].dtype).name}"
     changes = {}
+    vector = next(name for name, k in profile.cores.items() if "vector" in k.units)
+    if small:
+        changes["l2.bytes"] = int(rng.choice([2, 4])) << 20
+        changes[f"cores.{vector}.count"] = int(rng.integers(1, 5))
+        return op, profile.override(changes), changes, kw, label
     if rng.random() < 0.4:
         changes["l2.bytes"] = int(rng.choice([2, 4, 8, 16, 32])) << 20
     if rng.random() < 0.3:
-        vector = next(name for name, k in profile.cores.items() if "vector" in k.units)
         changes[f"cores.{vector}.count"] = int(rng.integers(1, 9))
     return op, (profile.override(changes) if changes else profile), changes, kw, label
 
@@ -80,6 +86,9 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=60, help="random calls to draw (default 60)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--soc", action="append", choices=SOCS, help="chip (repeatable; default six chips in turn)")
+    ap.add_argument("--small", action="store_true",
+                    help="every call on a what-if with a 2 or 4 MB L2 and 1 to 4 vector cores (where a gather "
+                         "loop's periods read unlike: docs/FAST_MODE.md)")
     ap.add_argument("--op", action="append", choices=["SiluBackward", "GridSampler2DBackward"],
                     help="operator (repeatable; default both)")
     args = ap.parse_args()
@@ -89,7 +98,7 @@ def main() -> int:
     errors, bounds, outside, beyond, failed = [], [], [], [], []
     for i in range(args.calls):
         soc = socs[i % len(socs)]
-        drawn = draw(np.random.default_rng([args.seed, i]), soc, ops)     # (a row is its own draw)
+        drawn = draw(np.random.default_rng([args.seed, i]), soc, ops, args.small)     # (a row is its own draw)
         if drawn is None:
             continue
         op, profile, changes, kw, label = drawn
