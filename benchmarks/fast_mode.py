@@ -110,15 +110,15 @@ def main() -> int:
 
 
 def read_pins(path: str) -> dict:
-    """(trace file name, call, SoC) -> the exact engine's cycles, from a cycle-pins file."""
+    """(trace file name, call, SoC) -> the exact engine's cycles, from a cycle-pins file
+    (engine_fingerprint's format; refused calls left out)."""
+    from engine_fingerprint import read_pins as read_pin_file
     pins = {}
-    for line in Path(path).read_text().splitlines():
-        fields = line.split()
-        if not fields or line.startswith("#") or fields[1] == "refused":
-            continue
-        name, rest = fields[0].split("[", 1)
-        call, soc = rest.split("]@")
-        pins[name, int(call), soc] = float(fields[1])
+    for tag, pin in read_pin_file(path).items():
+        if pin.refused is None:
+            name, rest = tag.split("[", 1)
+            call, soc = rest.split("]@")
+            pins[name, int(call), soc] = float(pin.cycles)
     return pins
 
 

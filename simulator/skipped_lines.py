@@ -52,8 +52,8 @@ def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = 
     """The GM ranges the last `keep` of `periods` skipped periods would have touched, in chunks
     of about `rows` ranges as (addresses, lengths, write flags, allocation bases, periods), oldest
     period first and in each period its reads before its writes (the order the L2 should take
-    them in). `windows`: (window 1, window 2, declared). Each transfer's addresses are extrapolated from window 1 to window 2
-    (one period apart), but for gathers and scatters where their Loop declares them (`declared`,
+    them in). `windows`: (window 1, window 2, declared). Each transfer's addresses are
+    extrapolated from window 1 to window 2 (one period apart), but for gathers and scatters where their Loop declares them (`declared`,
     simulator.kernel.loop.DeclaredTouches): their nominal rows. A range outside every allocation
     (an extrapolated address past a tensor's end) is left out. Windows of different shapes give
     nothing (the loop was not periodic in its transfers). `spans` are the device allocations'

@@ -26,9 +26,8 @@ by `nominal_rows` from the same tensors, params and nominal offsets), and the sk
 put those lines in the L2 instead of extrapolated ones. Those rows also tell the periods of a
 gather loop apart before they run (PeriodClasses: a period that re-reads recent lines runs
 faster where the L2 is small), and where a skip's periods fall in two classes the windows take
-one of each. A Loop's body must also run every
-iteration (no `break`:
-fast mode would not see it). `audit_loops()` checks the key and the period: in the exact modes
+one of each. A Loop's body must also run every iteration (no `break`: fast mode would not see
+it). `audit_loops()` checks the key and the period: in the exact modes
 every `Loop` then records each iteration and reports one that fast mode would take on trust
 (past the warm-up and the two windows of a run whose windows are alike, before its tail) although
 its cost shapes differ from the iteration a period before it, or although a GM transfer of it
@@ -214,16 +213,17 @@ class PeriodClasses:
         no strata); 0 where no such pair is near."""
         if skip_periods < self.SHORTEST:
             return None
-        sample = [self.new(q) for q in self._periods(skip_first, skip_periods, self.SAMPLE)]
+        sampled = self._periods(skip_first, skip_periods, self.SAMPLE)
+        sample = [self.new(q) for q in sampled]
         if all(self._alike(x, self.new(w1 + 1)) for x in sample):
             return None
         mean = sum(sample) / len(sample)
         common = float(np.median(sample))
         if 2 * sum(self._alike(x, common) for x in sample) < len(sample):
             return None             # (no class most periods share: counts scattered, not classes)
-        if 2 * self._held(self._periods(skip_first, skip_periods, self.SAMPLE)) >= 1.0:
+        if 2 * self._held(sampled) >= 1.0:
             return None             # (the L2 holds what they newly read: a re-read period gains nothing)
-        for shift in range(max(min(self.SEARCH, skip_periods - 2), -1) + 1):
+        for shift in range(min(self.SEARCH, skip_periods - 2) + 1):
             n1, n2 = self.new(w1 + shift), self.new(w1 + shift + 1)
             if self._alike(n2, common) and not self._alike(n1, n2) and (n1 - n2) * (mean - n2) > 0:
                 return shift
