@@ -423,7 +423,9 @@ class BlockFastForward:
         time, which the windows' extrapolation may or may not have paid for (the windows may
         have evicted clean lines, or none): the bound takes them."""
         l2, spans = self.l2, self.memory.spans()
-        keep = kept_periods(windows[1], periods, l2.capacity * l2.line, self.cores)
+        declared = windows[2]
+        keep = declared.kept if declared else kept_periods(windows, periods, l2.capacity * l2.line, l2.line,
+                                                           self.cores)
         self.sealed = True                        # (its shadows' skips pair with its own from the first)
         rows = max(TOUCH_CHUNK // max(sources, 1), 1)
         return [skipped_touches(w, p, keep, spans, rows)

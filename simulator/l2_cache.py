@@ -412,6 +412,23 @@ class L2Cache:
         _, _, mask, stamp = self._tags(a.addr)
         return self._touch(mask, stamp, held, union, self.clock + last_row, c, write, touches - held.size)
 
+    def stamps(self, lines: np.ndarray) -> np.ndarray:
+        """When each of these lines (address // line size) was last used, -1 for one the cache
+        does not hold (LRU evicts the smallest first)."""
+        out = np.full(lines.size, -1, np.int64)
+        addr = lines * self.line
+        for base, (mask, stamp) in self.tags.items():
+            inside = (addr >= base) & (addr < base + mask.size * self.line)
+            if inside.any():
+                at = (addr[inside] - base) // self.line
+                out[inside] = np.where(mask[at] != 0, stamp[at], -1)
+        return out
+
+    def resident_stamps(self) -> np.ndarray:
+        """The last-use stamps of every line the cache holds, ascending (its LRU order)."""
+        got = [stamp[mask != 0] for mask, stamp in self.tags.values()]
+        return np.sort(np.concatenate(got)) if got else np.empty(0, np.int64)
+
     def _evict(self) -> int:
         """Evict the least recently used lines until 1/1024 of the cache is free; returns the
         bytes of dirty lines written back. The lines go in the pool's order (oldest first; at

@@ -123,10 +123,14 @@ def is_indirect(instr: Instr) -> bool:
     return "[gather]" in instr.name or "[scatter]" in instr.name
 
 
-def kept_periods(window2: list[Instr], periods: int, l2_bytes: int, cores: int) -> int:
+def kept_periods(windows, periods: int, l2_bytes: int, line: int, cores: int, distinct: bool = False) -> int:
     """How many of the last skipped periods can still be in the L2 after the skip: as many as
-    the L2 holds of what `cores` cores running this loop move per period (LRU keeps the newest)."""
-    per_period = sum(i.chan_bytes for i in window2) * max(cores, 1)
+    the L2 holds of what `cores` cores running this loop move per period (LRU keeps the newest)
+    or, `distinct`, of the lines they bring into it (those of window 2 that window 1 did not
+    touch): a loop that re-reads its lines brings fewer than it moves, and where it fills the L2
+    the lines it brings are what evicts those held from before it."""
+    new = new_lines(windows, line).size * line if distinct else 0
+    per_period = (new or sum(i.chan_bytes for i in windows[1])) * max(cores, 1)
     if per_period <= 0:
         return 0
     return min(periods, -(-l2_bytes // per_period))
@@ -136,3 +140,36 @@ def new_lines(windows, line: int) -> np.ndarray:
     """The L2 lines window 2's transfers touch that window 1's did not."""
     return np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True)
 
+
+
+def first_lost_period(l2, reads, free_lines: float, inflow: float) -> int | None:
+    """The first period at which a loop reads a line the L2 held as it began that the loop's own
+    new lines have evicted by then, or None. `reads`: (period from the loop's start, the lines
+    it reads) in period order; `inflow`: lines the loop adds to the L2 a period, on every core
+    running it. Past its free room the L2 evicts its oldest lines first, and those the loop has
+    read since it began are its own newest: the lines held from before the loop go in their
+    LRU order, skipping those, so one read first at period q is lost when more than its rank
+    among the rest have gone by q. Until then the loop's reads of them hit, as its windows saw;
+    after, they miss (other cores' reads of them are not seen here: they would keep them longer)."""
+    order = l2.resident_stamps()
+    if order.size == 0 or inflow <= 0:
+        return None
+    seen: set = set()
+    refreshed = np.empty(0, np.int64)       # stamps of held lines the loop has read, ascending
+    for q, lines in reads:
+        gone = inflow * q - free_lines
+        fresh = np.fromiter((x for x in lines.tolist() if x not in seen), np.int64)
+        if fresh.size == 0:
+            continue
+        seen.update(fresh.tolist())
+        stamps = l2.stamps(fresh)
+        stamps = stamps[stamps >= 0]
+        if stamps.size == 0:
+            continue
+        if gone > 0:
+            rank = np.searchsorted(order, stamps) - np.searchsorted(refreshed, stamps)
+            if np.any(rank < gone):
+                return q
+        stamps.sort()
+        refreshed = np.insert(refreshed, np.searchsorted(refreshed, stamps), stamps)
+    return None

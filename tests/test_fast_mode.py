@@ -560,19 +560,23 @@ def test_declared_gathers_bring_a_small_l2_call_near_the_exact_engine():
     assert abs(exact.cycles - fast.cycles) <= min(0.001 * exact.cycles, fast.fast["bound_cycles"])
 
 
-def test_a_late_l2_fill_inside_a_skip_stays_near_the_exact_engine():
-    """GridSampler on Ascend910A with a 2 MB L2 and 2 AI cores: the exact engine's periods cost
-    57,889 cycles until the L2 fills at period 38 of 52, then up to 61,841. Fast mode cuts its
-    skip where it estimates the fill (25 periods in), and the next segment's windows still come
-    before it: -1.21 %, outside its 0.80 % bound (docs/FAST_MODE.md names it). Held within 1.5 %
-    until the cut is counted from the L2 each segment starts with."""
+def test_a_loop_that_evicts_lines_it_has_yet_to_read_is_measured_after_it_does():
+    """GridSampler on Ascend910A with a 2 MB L2 and 2 AI cores: the loop's reads find the
+    transposed input the launch before left in the L2, until its own new lines, once the L2 is
+    full, have evicted those it has yet to read (the exact engine's periods cost 57,889 cycles,
+    then up to 61,841 from period 38 of 52). Its skips had been cut where the L2 fills, and the
+    windows after it came before that: -1.21 %, outside a 0.80 % bound. The declared reads and
+    the L2's LRU order now say where the first such line is lost, and a skip stops there (and the
+    skips of a loop that fills the L2 leave in it the lines they bring, not as many periods as
+    the bytes they move would fill, so that the windows after it see what the exact engine's
+    L2 holds)."""
     profile = load_profile("Ascend910A").override({"l2.bytes": 2 << 20, "cores.aicore.count": 2})
     kw = _grid_call(1, 32, 103, 131, 82, 29, np.float32, 0, 2, False, [True, True])
     exact = simulator.run("GridSampler2DBackward", "Ascend910A", mode="timing", profile=profile, trace=False,
                           **kw).report
     fast = simulator.run("GridSampler2DBackward", "Ascend910A", mode="fast", profile=profile, trace=False,
                          **kw).report
-    assert abs(exact.cycles - fast.cycles) <= 0.015 * exact.cycles
+    assert abs(exact.cycles - fast.cycles) <= min(0.003 * exact.cycles, fast.fast["bound_cycles"])
 
 
 def _gather_setup(x, nbytes: int):

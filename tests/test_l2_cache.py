@@ -299,3 +299,44 @@ def test_a_cache_that_has_filled_has_no_free_room():
     assert c.free_bytes() == (c.capacity - c.slack - c.resident) * 512 > 0
     c.access([(1 << 20, 2 << 20)], True)            # overflows: evicts down to capacity - slack
     assert c.resident == c.capacity - c.slack and c.free_bytes() == 0
+
+
+def test_the_first_lost_period_is_where_an_lru_first_misses_a_line_held_before_the_loop():
+    """skipped_lines.first_lost_period, from the L2's stamps and a loop's declared reads, names
+    the period at which a plain LRU (an OrderedDict replaying every access) first misses a line
+    it held before the loop began and the loop had not read yet: each period reads some of
+    those lines, then brings `inflow` lines of its own."""
+    from collections import OrderedDict
+
+    from simulator.skipped_lines import first_lost_period
+    rng = np.random.default_rng(7)
+    line, lines = 512, 128
+    found = 0
+    for _ in range(200):
+        l2 = L2Cache(lines * line, line, _find)
+        keep = lines - l2.slack                      # lines the cache holds once it evicts
+        lru = OrderedDict()
+        before = rng.choice(keep, size=int(rng.integers(10, keep)), replace=False)
+        for x in np.concatenate([before, rng.choice(before, size=int(rng.integers(0, 40)))]):
+            l2.access([(int(x) * line, line)], False)
+            lru[int(x)] = None
+            lru.move_to_end(int(x))
+        inflow, periods = int(rng.integers(1, 9)), int(rng.integers(5, 60))
+        fresh = iter(range(2048, 2048 + inflow * periods))        # the loop's own lines (second allocation)
+        reads, expected, seen = [], None, set()
+        for q in range(periods):
+            old = [int(x) for x in rng.choice(before, size=int(rng.integers(0, 6)))]
+            own = [next(fresh) for _ in range(inflow)]
+            for x in old + own:
+                if x in old and x not in seen and x not in lru and expected is None:
+                    expected = q
+                seen.add(x)
+                lru[x] = None
+                lru.move_to_end(x)
+                while len(lru) > keep:
+                    lru.popitem(last=False)
+            reads.append((q, np.array(old + own, np.int64)))
+        got = first_lost_period(l2, iter(reads), l2.free_bytes() / line, inflow)
+        assert got == expected, (got, expected)
+        found += expected is not None
+    assert 40 < found < 180          # (both kinds of case drawn)

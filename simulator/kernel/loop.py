@@ -47,7 +47,7 @@ import numpy as np
 
 from ..fast import DEFAULT_SCHEDULE
 from ..l2_cache import range_lines
-from ..skipped_lines import first_address, is_indirect, kept_periods
+from ..skipped_lines import first_address, first_lost_period, is_indirect, kept_periods, new_lines
 from .indirect import NominalRows
 from ..program import Rows
 from ..recorder import current_context
@@ -116,12 +116,12 @@ class DeclaredTouches:
     its last periods, those the L2 will take (kept_periods), made as the skip is recorded (the
     kernel, and the program it is recording, are not kept for the L2 to ask later). `strata`:
     the skip's classes of periods where it has them (Strata), else None."""
-    __slots__ = ("rows", "strata")
+    __slots__ = ("rows", "strata", "kept")
 
-    def __init__(self, declared: DeclaredRows, start: int, skip: int, period: int, first: int, strata=None):
+    def __init__(self, declared: DeclaredRows, start: int, skip: int, period: int, kept: int, strata=None):
         self.rows: dict[int, tuple] = {}
-        self.strata = strata
-        for j in range(first, skip // period + 1):
+        self.strata, self.kept = strata, kept
+        for j in range(skip // period - kept + 1, skip // period + 1):
             got = declared.of(start + (j - 1) * period, period)
             if got is not None:
                 self.rows[j] = got
@@ -273,6 +273,10 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
             while j < n and key(items[j]) == k:
                 j += 1
         filled = False          # a segment of this run has filled the L2 with its own lines
+        # where the run's new lines fill the L2 part-way (`fills`), the iteration at which it first
+        # reads a line the L2 held before it began that its own lines have evicted by then: a
+        # regime the windows before it do not see
+        start, lost, fills = i, None, False
         l2 = ctx.device.l2                # (its free room cuts the first segment only)
         settle = False          # the segment follows an L2 cut: its windows wait for the new regime
         while i < j:
@@ -306,17 +310,44 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
             if not filled:      # (once filled, the L2 holds this loop's newest lines: no new regime)
                 cut, by_size = ctx.fast.within_l2(skip, period, ctx.open_windows[-1], l2_spec.bytes,
                                                   l2_spec.line_bytes, cores, l2)
+                if l2 is not None and cut < skip and not by_size and declared_rows_of is not None:
+                    fills = True
+                    lost = _first_lost(declared_rows_of, start, j, period, ctx.open_windows[-1], l2, cores)
                 l2 = None
+                if lost is not None and i + head + cut > lost > i + head:
+                    cut, by_size = (lost - i - head) // period * period, False
                 settle = cut < skip
                 filled, skip = cut < skip and by_size, cut
             declared = None
             if touches is not None and skip:
-                kept = kept_periods(ctx.open_windows[-1][1], skip // period, l2_spec.bytes // l2_spec.line_bytes
-                                    * l2_spec.line_bytes, ctx.core.kind.count)
+                kept = kept_periods(ctx.open_windows[-1], skip // period, l2_spec.bytes // l2_spec.line_bytes
+                                    * l2_spec.line_bytes, l2_spec.line_bytes, ctx.core.kind.count, fills)
                 strata = classes and classes.strata(head // period - 2, head // period, skip // period)
-                declared = DeclaredTouches(declared_rows_of, i + head, skip, period, skip // period - kept + 1, strata)
+                declared = DeclaredTouches(declared_rows_of, i + head, skip, period, kept, strata)
             ctx.loop_mark(run, 2, skip, period, declared)
             i += head + skip
+
+
+def _first_lost(declared: DeclaredRows, start: int, end: int, period: int, windows, l2, cores: int) -> int | None:
+    """The iteration at which a run (items start .. end - 1) whose new lines will fill the L2
+    first reads a line the L2 held before the run but has evicted since (skipped_lines.
+    first_lost_period, from the declared reads of each period and the L2 as the run is
+    recorded), rounded down to a period; None for none."""
+    line = l2.line
+    new = new_lines(windows, line)
+    inflow = int(np.count_nonzero(~l2.held(new))) * max(cores, 1)
+
+    def reads():
+        for q in range((end - start) // period):
+            rows = declared.of(start + q * period, period)
+            if rows is not None:
+                addr, n, write = rows
+                keep = ~write & (n > 0)
+                a = addr[keep]
+                yield q, np.unique(range_lines(a // line, (a + n[keep] - 1) // line + 1)[0])
+
+    q = first_lost_period(l2, reads(), l2.free_bytes() / line, inflow)
+    return None if q is None else start + q * period
 
 
 class _AuditState:
