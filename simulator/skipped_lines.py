@@ -130,6 +130,7 @@ def kept_periods(windows, periods: int, l2_bytes: int, line: int, cores: int, di
     touch): a loop that re-reads its lines brings fewer than it moves, and where it fills the L2
     the lines it brings are what evicts those held from before it."""
     new = new_lines(windows, line).size * line if distinct else 0
+    # (windows that bring no new line re-read what the L2 holds: by bytes, a few periods are touched, not all)
     per_period = (new or sum(i.chan_bytes for i in windows[1])) * max(cores, 1)
     if per_period <= 0:
         return 0

@@ -85,13 +85,16 @@ class DeclaredRows:
         self.items, self.touches = items, touches
         self.memo: dict[int, tuple] = {}
 
-    def of(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """Iterations first .. first + count - 1's rows, in their order (None for none)."""
+    def of(self, first: int, count: int, keep: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Iterations first .. first + count - 1's rows, in their order (None for none); `keep`:
+        remember them (a pass over a whole run would hold every row until the segment ends)."""
         parts = []
         for k in range(max(first, 0), min(first + count, len(self.items))):
             got = self.memo.get(k)
             if got is None:
-                got = self.memo[k] = _rows(declared_rows(self.touches, self.items[k]))
+                got = _rows(declared_rows(self.touches, self.items[k]))
+                if keep:
+                    self.memo[k] = got
             if got is not None:
                 parts.append(got)
         if not parts:
@@ -115,7 +118,8 @@ class DeclaredTouches:
     """A skip's gathers and scatters where their Loop declares them (`touches`): the GM rows of
     its last periods, those the L2 will take (kept_periods), made as the skip is recorded (the
     kernel, and the program it is recording, are not kept for the L2 to ask later). `strata`:
-    the skip's classes of periods where it has them (Strata), else None."""
+    the skip's classes of periods where it has them (Strata), else None. `kept`: how many of its
+    last periods the L2 takes, the one count both the rows made here and the L2's touches use."""
     __slots__ = ("rows", "strata", "kept")
 
     def __init__(self, declared: DeclaredRows, start: int, skip: int, period: int, kept: int, strata=None):
@@ -273,9 +277,9 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
             while j < n and key(items[j]) == k:
                 j += 1
         filled = False          # a segment of this run has filled the L2 with its own lines
-        # where the run's new lines fill the L2 part-way (`fills`), the iteration at which it first
-        # reads a line the L2 held before it began that its own lines have evicted by then: a
-        # regime the windows before it do not see
+        # where the run's new lines outgrow the L2's free room as it begins (`fills`), the iteration
+        # at which it first reads a line the L2 held before it began that its own lines have
+        # evicted by then: a regime the windows before it do not see
         start, lost, fills = i, None, False
         l2 = ctx.device.l2                # (its free room cuts the first segment only)
         settle = False          # the segment follows an L2 cut: its windows wait for the new regime
@@ -314,14 +318,15 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
                     fills = True
                     lost = _first_lost(declared_rows_of, start, j, period, ctx.open_windows[-1], l2, cores)
                 l2 = None
-                if lost is not None and i + head + cut > lost > i + head:
-                    cut, by_size = (lost - i - head) // period * period, False
                 settle = cut < skip
                 filled, skip = cut < skip and by_size, cut
+            if lost is not None and i + head + skip > lost >= i + head:     # (a whole number of periods)
+                skip, settle, filled = lost - i - head, True, False
             declared = None
             if touches is not None and skip:
                 kept = kept_periods(ctx.open_windows[-1], skip // period, l2_spec.bytes // l2_spec.line_bytes
-                                    * l2_spec.line_bytes, l2_spec.line_bytes, ctx.core.kind.count, fills)
+                                    * l2_spec.line_bytes, l2_spec.line_bytes, cores if fills else ctx.core.kind.count,
+                                    fills)
                 strata = classes and classes.strata(head // period - 2, head // period, skip // period)
                 declared = DeclaredTouches(declared_rows_of, i + head, skip, period, kept, strata)
             ctx.loop_mark(run, 2, skip, period, declared)
@@ -332,14 +337,14 @@ def _first_lost(declared: DeclaredRows, start: int, end: int, period: int, windo
     """The iteration at which a run (items start .. end - 1) whose new lines will fill the L2
     first reads a line the L2 held before the run but has evicted since (skipped_lines.
     first_lost_period, from the declared reads of each period and the L2 as the run is
-    recorded), rounded down to a period; None for none."""
+    recorded); None for none."""
     line = l2.line
     new = new_lines(windows, line)
     inflow = int(np.count_nonzero(~l2.held(new))) * max(cores, 1)
 
     def reads():
         for q in range((end - start) // period):
-            rows = declared.of(start + q * period, period)
+            rows = declared.of(start + q * period, period, keep=False)
             if rows is not None:
                 addr, n, write = rows
                 keep = ~write & (n > 0)
