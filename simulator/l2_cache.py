@@ -103,13 +103,7 @@ class L2Cache:
     def held(self, lines: np.ndarray) -> np.ndarray:
         """Which of these lines (address // line size, in any allocation) the cache holds now
         (allocations start on a line: device memory aligns them to 512 bytes)."""
-        out = np.zeros(lines.size, bool)
-        addr = lines * self.line
-        for base, (mask, _) in self.tags.items():
-            inside = (addr >= base) & (addr < base + mask.size * self.line)
-            if inside.any():
-                out[inside] = mask[(addr[inside] - base) // self.line] != 0
-        return out
+        return self.stamps(lines) >= 0
 
     def access(self, ranges, write: bool) -> tuple[int, int]:
         """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,

@@ -53,8 +53,8 @@ def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = 
     of about `rows` ranges as (addresses, lengths, write flags, allocation bases, periods), oldest
     period first and in each period its reads before its writes (the order the L2 should take
     them in). `windows`: (window 1, window 2, declared). Each transfer's addresses are
-    extrapolated from window 1 to window 2 (one period apart), but for gathers and scatters where their Loop declares them (`declared`,
-    simulator.kernel.loop.DeclaredTouches): their nominal rows. A range outside every allocation
+    extrapolated from window 1 to window 2 (one period apart), but for gathers and scatters where
+    their Loop declares them (`declared`, simulator.kernel.loop.DeclaredTouches): their nominal rows. A range outside every allocation
     (an extrapolated address past a tensor's end) is left out. Windows of different shapes give
     nothing (the loop was not periodic in its transfers). `spans` are the device allocations'
     (first byte, past the last byte), ascending."""
@@ -140,7 +140,6 @@ def kept_periods(windows, periods: int, l2_bytes: int, line: int, cores: int, di
 def new_lines(windows, line: int) -> np.ndarray:
     """The L2 lines window 2's transfers touch that window 1's did not."""
     return np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True)
-
 
 
 def first_lost_period(l2, reads, free_lines: float, inflow: float) -> int | None:

@@ -101,6 +101,16 @@ class DeclaredRows:
             return None
         return tuple(np.concatenate(x) for x in zip(*parts)) if len(parts) > 1 else parts[0]
 
+    def read_lines(self, first: int, count: int, line: int, keep: bool = True) -> np.ndarray:
+        """The L2 lines (address // `line`) iterations first .. first + count - 1 read, distinct."""
+        rows = self.of(first, count, keep)
+        if rows is None:
+            return np.empty(0, np.int64)
+        addr, n, write = rows
+        sel = ~write & (n > 0)
+        a, n = addr[sel], n[sel]
+        return np.unique(range_lines(a // line, (a + n - 1) // line + 1)[0])
+
 
 def _rows(declared: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     addr, size, write = [], [], []
@@ -174,13 +184,7 @@ class PeriodClasses:
         got = self.lines.get(q)
         if got is None:
             first = self.start + q * self.period
-            rows = self.declared.of(first, self.period) if first >= 0 else None
-            got = set()
-            if rows is not None:
-                addr, n, write = rows
-                keep = ~write & (n > 0)
-                a, n = addr[keep], n[keep]
-                got = set(range_lines(a // self.line, (a + n - 1) // self.line + 1)[0].tolist())
+            got = set(self.declared.read_lines(first, self.period, self.line).tolist()) if first >= 0 else set()
             self.lines[q] = got
         return got
 
@@ -339,19 +343,10 @@ def _first_lost(declared: DeclaredRows, start: int, end: int, period: int, windo
     first_lost_period, from the declared reads of each period and the L2 as the run is
     recorded); None for none."""
     line = l2.line
-    new = new_lines(windows, line)
-    inflow = int(np.count_nonzero(~l2.held(new))) * max(cores, 1)
-
-    def reads():
-        for q in range((end - start) // period):
-            rows = declared.of(start + q * period, period, keep=False)
-            if rows is not None:
-                addr, n, write = rows
-                keep = ~write & (n > 0)
-                a = addr[keep]
-                yield q, np.unique(range_lines(a // line, (a + n[keep] - 1) // line + 1)[0])
-
-    q = first_lost_period(l2, reads(), l2.free_bytes() / line, inflow)
+    inflow = int(np.count_nonzero(~l2.held(new_lines(windows, line)))) * max(cores, 1)
+    reads = ((q, declared.read_lines(start + q * period, period, line, keep=False))
+             for q in range((end - start) // period))
+    q = first_lost_period(l2, reads, l2.free_bytes() / line, inflow)
     return None if q is None else start + q * period
 
 
