@@ -4,7 +4,7 @@ DataCopyPadIndirect, software-pipelined.
 """
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -60,6 +60,19 @@ class _Scratch:
             k = len(self._masks)
             got = self._masks[name] = self.raw[self.mask_base + k * 32]
         return got
+
+
+@lru_cache(maxsize=4096)
+def _identity_offsets(H: int, W: int, C: int, Ho: int, Wo: int, pad: int, p0: int, cnt: int, dy: int, dx: int,
+                      L: int) -> np.ndarray:
+    """KernelGridSampler2DGrad._nominal's offsets, made once per tile position and corner run: every
+    image, every block and both the copies and the Loop's touches ask for the same few (read-only)."""
+    ho, wo = np.divmod(np.arange(p0, p0 + cnt), Wo)
+    y = np.minimum(np.maximum(ho * H // Ho + dy, 0), H - 1)
+    x = np.minimum(np.maximum(wo * W // Wo + dx, -pad), W - L + pad)
+    out = (y * W + x) * C
+    out.flags.writeable = False
+    return out
 
 
 class KernelGridSampler2DGrad(SourceCoordinates):
@@ -250,12 +263,9 @@ class KernelGridSampler2DGrad(SourceCoordinates):
 
     def _nominal(self, n, p0, cnt, dy, dx, L) -> np.ndarray:
         """The element offsets an identity grid would touch at points p0..p0+cnt-1 (for the L2
-        model only)."""
+        model only), from the image's start (the same in every image)."""
         t = self.t
-        ho, wo = np.divmod(np.arange(p0, p0 + cnt), t.Wo)
-        y = np.clip(ho * t.H // t.Ho + dy, 0, t.H - 1)
-        x = np.clip(wo * t.W // t.Wo + dx, -t.pad, t.W - L + t.pad)
-        return (y * t.W + x) * t.C
+        return _identity_offsets(t.H, t.W, t.C, t.Ho, t.Wo, t.pad, p0, cnt, dy, dx, L)
 
     def _indirect_runs(self, tile, ch, gather: bool):
         """Per corner run of the step: (its first corner, the GM tensor, the copies' params, their

@@ -113,15 +113,15 @@ class DeclaredRows:
 
 
 def _rows(declared: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    addr, size, write = [], [], []
-    for t in declared:
-        a = (np.asarray(t.bases, dtype=np.int64)[:, None] + t.pitch * np.arange(t.rows)).ravel()
-        addr.append(a)
-        size.append(np.full(a.size, t.n, np.int64))
-        write.append(np.full(a.size, bool(t.write)))
-    if not addr:
+    if not declared:
         return None
-    return np.concatenate(addr), np.concatenate(size), np.concatenate(write)
+    addr = [np.asarray(t.bases, dtype=np.int64) if t.rows == 1 else
+            (np.asarray(t.bases, dtype=np.int64)[:, None] + t.pitch * np.arange(t.rows)).ravel() for t in declared]
+    counts = [a.size for a in addr]
+    k = len(declared)
+    size = np.repeat(np.fromiter((t.n for t in declared), np.int64, k), counts)
+    write = np.repeat(np.fromiter((bool(t.write) for t in declared), bool, k), counts)
+    return np.concatenate(addr), size, write
 
 
 class DeclaredTouches:
