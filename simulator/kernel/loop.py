@@ -237,6 +237,31 @@ class PeriodClasses:
                 return shift
         return 0
 
+    LOSING = 0.1       # a loop losing this share of what it brings to its reads of held lines changes regime
+
+    def losing(self, skip_first: int, skip_periods: int, inflow: int, cores: int) -> bool:
+        """Whether the L2 as the loop is recorded, full, loses to the loop's own new lines (`inflow` a
+        period, on every core) many of the held lines a sample of its periods newly read before
+        they read them: per period, at least LOSING of what one core's part of the inflow is.
+        Those reads hit in the windows and miss later (the L2 evicts its oldest lines first; a
+        line's rank is how many held lines are older). Reads of a line more than BACK periods
+        after an earlier read of it are taken as lost where its old stamp says so: an estimate,
+        only for telling a loop that loses a few lines from one that loses its input."""
+        if self.l2 is None or inflow <= 0 or skip_periods < 1:
+            return False
+        order = self.l2.resident_stamps()
+        free = self.l2.free_bytes() / self.line
+        lost = 0
+        sampled = self._periods(skip_first, skip_periods, self.SAMPLE)
+        for q in sampled:
+            lines = self._new_lines(q)
+            if not lines:
+                continue
+            stamps = self.l2.stamps(np.fromiter(lines, np.int64, len(lines)))
+            stamps = stamps[stamps >= 0]
+            lost += int(np.count_nonzero(np.searchsorted(order, stamps) < inflow * q - free))
+        return lost >= self.LOSING * inflow / max(cores, 1) * len(sampled)
+
     def strata(self, w1: int, skip_first: int, skip_periods: int) -> Strata | None:
         """The windows' counts (window 1 at period w1) and the skip's excess over window 2's, or
         None where the windows are of one class or the skip's mean count does not lie between
@@ -294,11 +319,12 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
                 i = j
                 break
             head, skip = split
-            classes = None
+            classes = probe = None
+            sampled = (head // period, skip // period)     # the periods the classes sample
             if declared_rows_of is not None:
                 declared_rows_of.memo.clear()     # (rows are kept for one segment at a time)
-                classes = PeriodClasses(declared_rows_of, i, period, l2_spec.line_bytes, ctx.device.l2)
-                shift = classes.placement(head // period - 2, head // period, skip // period)
+                probe = classes = PeriodClasses(declared_rows_of, i, period, l2_spec.line_bytes, ctx.device.l2)
+                shift = classes.placement(head // period - 2, *sampled)
                 if shift is None:
                     classes = None
                 elif shift:
@@ -321,6 +347,8 @@ def _fast_forwarded(ctx, items: list, key, period: int, touches) -> Iterator:
                 if l2 is not None and cut < skip and not by_size and declared_rows_of is not None:
                     fills = True
                     lost = _first_lost(declared_rows_of, start, j, period, ctx.open_windows[-1], l2, cores)
+                elif l2 is not None and cut < skip and probe is not None:     # (full as the loop begins)
+                    fills = probe.losing(*sampled, _inflow(ctx.open_windows[-1], l2, cores), cores)
                 l2 = None
                 settle = cut < skip
                 filled, skip = cut < skip and by_size, cut
@@ -343,11 +371,16 @@ def _first_lost(declared: DeclaredRows, start: int, end: int, period: int, windo
     first_lost_period, from the declared reads of each period and the L2 as the run is
     recorded); None for none."""
     line = l2.line
-    inflow = int(np.count_nonzero(~l2.held(new_lines(windows, line)))) * max(cores, 1)
     reads = ((q, declared.read_lines(start + q * period, period, line, keep=False))
              for q in range((end - start) // period))
-    q = first_lost_period(l2, reads, l2.free_bytes() / line, inflow)
+    q = first_lost_period(l2, reads, l2.free_bytes() / line, _inflow(windows, l2, cores))
     return None if q is None else start + q * period
+
+
+def _inflow(windows, l2, cores: int) -> int:
+    """Lines a loop brings into the L2 a period, on every core running it: those window 2
+    touches that window 1 did not and the L2 as the loop is recorded does not hold."""
+    return int(np.count_nonzero(~l2.held(new_lines(windows, l2.line)))) * max(cores, 1)
 
 
 class _AuditState:
