@@ -246,8 +246,10 @@ class PeriodClasses:
         Those reads hit in the windows and miss later (the L2 evicts its oldest lines first; a
         line's rank is how many held lines are older). Reads of a line more than BACK periods
         after an earlier read of it are taken as lost where its old stamp says so: an estimate,
-        only for telling a loop that loses a few lines from one that loses its input."""
-        if self.l2 is None or inflow <= 0 or skip_periods < 1:
+        only for telling a loop that loses a few lines from one that loses its input. A skip of
+        under SHORTEST periods is not asked: by lines or by bytes, its few periods leave about
+        the same lines."""
+        if self.l2 is None or inflow <= 0 or skip_periods < self.SHORTEST:
             return False
         order = self.l2.resident_stamps()
         free = self.l2.free_bytes() / self.line
