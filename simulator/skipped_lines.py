@@ -173,3 +173,20 @@ def first_lost_period(l2, reads, free_lines: float, inflow: float) -> int | None
         stamps.sort()
         refreshed = np.insert(refreshed, np.searchsorted(refreshed, stamps), stamps)
     return None
+
+
+def lines_lost(l2, reads, free_lines: float, inflow: float) -> int:
+    """How many of the lines a loop's sampled periods read (`reads`: (period from the loop's
+    start, its lines)) the L2 holds as the loop begins but will have evicted by that period:
+    first_lost_period's projection, counted rather than stopped at, and without its refreshes
+    (a line the loop read in an earlier, unsampled period is taken at its old stamp): an
+    estimate of how much of its held input a loop loses."""
+    order = l2.resident_stamps()
+    lost = 0
+    for q, lines in reads:
+        if lines.size == 0:
+            continue
+        stamps = l2.stamps(lines)
+        stamps = stamps[stamps >= 0]
+        lost += int(np.count_nonzero(np.searchsorted(order, stamps) < inflow * q - free_lines))
+    return lost

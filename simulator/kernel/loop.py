@@ -47,7 +47,7 @@ import numpy as np
 
 from ..fast import DEFAULT_SCHEDULE
 from ..l2_cache import range_lines
-from ..skipped_lines import first_address, first_lost_period, is_indirect, kept_periods, new_lines
+from ..skipped_lines import first_address, first_lost_period, is_indirect, kept_periods, lines_lost, new_lines
 from .indirect import NominalRows
 from ..program import Rows
 from ..recorder import current_context
@@ -242,26 +242,16 @@ class PeriodClasses:
     def losing(self, skip_first: int, skip_periods: int, inflow: int, cores: int) -> bool:
         """Whether the L2 as the loop is recorded, full, loses to the loop's own new lines (`inflow` a
         period, on every core) many of the held lines a sample of its periods newly read before
-        they read them: per period, at least LOSING of what one core's part of the inflow is.
-        Those reads hit in the windows and miss later (the L2 evicts its oldest lines first; a
-        line's rank is how many held lines are older). Reads of a line more than BACK periods
-        after an earlier read of it are taken as lost where its old stamp says so: an estimate,
-        only for telling a loop that loses a few lines from one that loses its input. A skip of
-        under SHORTEST periods is not asked: by lines or by bytes, its few periods leave about
-        the same lines."""
+        they read them (skipped_lines.lines_lost): per period, at least LOSING of what one core's
+        part of the inflow is. Those reads hit in the windows and miss later; an estimate, only for
+        telling a loop that loses a few lines from one that loses its input. A skip of under
+        SHORTEST periods is not asked: by lines or by bytes, its few periods leave about the same
+        lines."""
         if self.l2 is None or inflow <= 0 or skip_periods < self.SHORTEST:
             return False
-        order = self.l2.resident_stamps()
-        free = self.l2.free_bytes() / self.line
-        lost = 0
         sampled = self._periods(skip_first, skip_periods, self.SAMPLE)
-        for q in sampled:
-            lines = self._new_lines(q)
-            if not lines:
-                continue
-            stamps = self.l2.stamps(np.fromiter(lines, np.int64, len(lines)))
-            stamps = stamps[stamps >= 0]
-            lost += int(np.count_nonzero(np.searchsorted(order, stamps) < inflow * q - free))
+        reads = ((q, np.fromiter(self._new_lines(q), np.int64)) for q in sampled)
+        lost = lines_lost(self.l2, reads, self.l2.free_bytes() / self.line, inflow)
         return lost >= self.LOSING * inflow / max(cores, 1) * len(sampled)
 
     def strata(self, w1: int, skip_first: int, skip_periods: int) -> Strata | None:
