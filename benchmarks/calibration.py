@@ -299,7 +299,7 @@ def bench_streaming(socs):
         per_core = max(4, int(p.device_memory.bandwidth_GBps * 1e9 * 300e-6 / cores) // chunk) * chunk
         rep, rec, _ = run_device(stream_kernel(per_core, chunk), cores, {"g": (np.uint8, per_core * cores)},
                                  kind="vector", soc=soc, trace=False)
-        cyc = rep.launches[0]["cycles"] - p.runtime.launch_overhead_us * p.clock_mhz
+        cyc = rep.launches[0]["cycles"] - (p.launch_cycles(cores, cores) - p.runtime.launch_gap_us * p.clock_mhz)   # less what a launch with no work costs
         gbps = per_core * cores / (cyc / (p.clock_mhz * 1e6)) / 1e9
         bw = p.device_memory.bandwidth_GBps * p.device_memory.efficiency
         ceiling = cores * p.path("GM_UB").bytes_per_cycle * p.clock_mhz * 1e6 / 1e9

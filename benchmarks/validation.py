@@ -132,7 +132,7 @@ def _stream(fig, spec):
     per_core = max(4, int(p.device_memory.bandwidth_GBps * 1e9 * 300e-6 / cores) // chunk) * chunk
     rep, _, _ = run_device(stream_kernel(per_core, chunk), cores, {"g": (np.uint8, per_core * cores)},
                            kind="vector", soc=fig["chip"], trace=False)
-    cyc = rep.launches[0]["cycles"] - p.runtime.launch_overhead_us * p.clock_mhz
+    cyc = rep.launches[0]["cycles"] - (p.launch_cycles(cores, cores) - p.runtime.launch_gap_us * p.clock_mhz)   # less what a launch with no work costs
     return per_core * cores / (cyc / (p.clock_mhz * 1e6)) / 1e9, \
         f"profile device memory {p.device_memory.bandwidth_GBps:,.0f} GB/s"
 
@@ -179,8 +179,21 @@ def _step(fig, spec):
         f"{t['simulated_share']:.0%} simulated)"
 
 
+def _memset(fig, spec):
+    """CANN's MemSet (ops.common's zero_kernel) of `bytes` on one block or on every vector core
+    (`all`, as aclnn launches it), timed warm as msprof's Task Duration."""
+    from hardware_measurements import run_calls
+    from ops.common import ZeroTiling, plan_zero, zero_kernel
+    p = load_profile(fig["chip"])
+    n = spec["bytes"]
+    t = plan_zero(n, p) if spec["blocks"] == "all" else ZeroTiling(n, n, ((0, n),))
+    rep = run_calls([(zero_kernel, len(t.blocks), "vector", ("out",), (t,))], {"out": (np.uint8, max(n, 32))},
+                    soc=fig["chip"], calls=2)
+    return rep.kernel_us, f"{len(t.blocks)} block(s)"
+
+
 REPRODUCERS = {"add_sample": _add_sample, "gemm": _gemm, "unary": _unary, "stream": _stream,
-               "cube_loop": _cube_loop, "vector_loop": _vector_loop, "step": _step}
+               "cube_loop": _cube_loop, "vector_loop": _vector_loop, "step": _step, "memset": _memset}
 
 
 def simulate(fig: dict) -> Result:

@@ -516,15 +516,25 @@ class ZeroTiling:
     blocks: tuple           # per block: (first byte, end byte)
 
 
-def plan_zero(nbytes: int, profile, min_block: int = 64 * 1024) -> ZeroTiling:
+# the most one vector_dup writes: 255 repeats of 256 B (CANN's MemSet duplicates its zeros with one)
+MAX_DUP_BYTES = 255 * 256
+
+
+def plan_zero(nbytes: int, profile) -> ZeroTiling:
+    """CANN's MemSet (the kernel aclnn launches before one that adds into its output atomically,
+    TBE's mem_set): every vector core, each a 32-B aligned share of the bytes; cores past the
+    end start and have nothing to do, as on the chip."""
     ncores = vector_core_count(profile)
-    per = align_up(max(ceil_div(nbytes, ncores), min_block), 32)
-    blocks = tuple((b, min(b + per, nbytes)) for b in range(0, nbytes, per))
-    return ZeroTiling(nbytes, min(32 * 1024, ub_bytes(profile) // 2 // 32 * 32), blocks)
+    per = align_up(max(ceil_div(nbytes, ncores), 1), 32)
+    blocks = tuple((min(b * per, nbytes), min((b + 1) * per, nbytes)) for b in range(ncores))
+    return ZeroTiling(nbytes, min(MAX_DUP_BYTES, per, ub_bytes(profile) // 2 // 32 * 32), blocks)
 
 
 def zero_kernel(dst: GM_ADDR, t: ZeroTiling):
     """Duplicate zeros into UB once, then stream them to GM (MTE3), each block its own range."""
+    lo, hi = t.blocks[GetBlockIdx()]
+    if lo >= hi:
+        return
     pipe = TPipe()
     q = TQue(TPosition.VECOUT, 1)
     pipe.InitBuffer(q, 1, t.chunk)
@@ -534,7 +544,6 @@ def zero_kernel(dst: GM_ADDR, t: ZeroTiling):
     Duplicate(z, 0.0, t.chunk // 4)
     q.EnQue(z)
     z = q.DeQue(np.uint8)
-    lo, hi = t.blocks[GetBlockIdx()]
     off = lo
     while off < hi:
         n = min(t.chunk, hi - off)

@@ -112,6 +112,7 @@ class aclrtStream:
         self.id = sid
         self.tail: simpy.Event | None = None
         self.destroyed = False
+        self.launched = False       # a kernel has run on it: the next one waits the launch gap
 
     def __repr__(self):
         return f"aclrtStream({self.id})"
@@ -392,18 +393,27 @@ def resolve_stream(stream) -> aclrtStream:
 
 
 def enqueue(stream: aclrtStream, label: str, launches: list, on_done) -> None:
-    """Append a task (kernel launches run back to back) to a stream."""
+    """Append a task (kernel launches run one after another) to a stream. A launch that follows
+    another on the stream first waits the profile's launch gap; the task's time starts with its
+    first launch, so a call's cycles hold the gaps between its own launches only."""
     device = _runtime.require_device()
     env = device.env
     after = stream.tail
     rec = TaskRecord(label)
+    gap = device.profile.runtime.launch_gap_us * device.profile.clock_mhz
 
     def task():
         if after is not None:
             yield after
-        rec.start = env.now
-        for launch in launches:
+        for i, launch in enumerate(launches):
+            if stream.launched and gap:
+                yield env.timeout(gap)
+            if i == 0:
+                rec.start = env.now
+            stream.launched = True
             yield env.process(device.run_launch(launch, rec))
+        if not launches:
+            rec.start = env.now
         rec.end = env.now
         on_done(rec)
 

@@ -352,7 +352,7 @@ def _progress_bar(rt, total: int | None):
 
 def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: Profile | None = None,
         format: aclFormat | None = None, trace: bool = True, tiling: dict | None = None,
-        progress: int | None = None, msprof_out: str | None = None, **params) -> RunResult:
+        progress: int | None = None, msprof_out: str | None = None, warmup: int = 0, **params) -> RunResult:
     """Run one aclnn operator call on a simulated chip and return its outputs and report.
 
     Keyword names are the aclnn parameter names. Tensors are numpy arrays (any layout; BF16 as
@@ -361,7 +361,9 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
     AclnnError (with .status) for a rejected call and KernelError for a kernel fault.
     `tiling` forces fields of the operator's tiling (561002 if they cannot work). `progress`: the
     call's estimated instructions (simulator.estimate) to show a progress bar on stderr over.
-    `msprof_out`: also write the call's msprof and msKPP files there (docs/OUTPUTS.md)."""
+    `msprof_out`: also write the call's msprof and msKPP files there (docs/OUTPUTS.md).
+    `warmup`: run the call that many times first on the same device and report the run after
+    them, as a benchmark that times a repeated call measures it (what fits the L2 is warm)."""
     opdef = _check_params(op)
     if msprof_out is not None:
         from .outputs import check_output
@@ -369,13 +371,18 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
     with _private_device(soc, mode, profile, trace) as rt:
         host, outputs, ws_size, executor, ws = _phase1(opdef, params, format, mode == "functional", tiling)
         stream, _ = acl.aclrtCreateStream()
-        ret = getattr(aclnn, f"aclnn{op}")(ws, ws_size, executor, stream)
-        if ret:
-            _fail(ret)
-        with _progress_bar(rt, progress):
-            ret = acl.aclrtSynchronizeStream(stream)
-        if ret:
-            raise KernelError(acl.aclGetRecentErrMsg() or "kernel fault (no message was recorded)")
+        if warmup:
+            aclnn.aclSetAclOpExecutorRepeatable(executor)
+        for run_index in range(warmup + 1):
+            ret = getattr(aclnn, f"aclnn{op}")(ws, ws_size, executor, stream)
+            if ret:
+                _fail(ret)
+            with _progress_bar(rt, progress if run_index == warmup else None):
+                ret = acl.aclrtSynchronizeStream(stream)
+            if ret:
+                raise KernelError(acl.aclGetRecentErrMsg() or "kernel fault (no message was recorded)")
+        if warmup:
+            aclnn.aclDestroyAclOpExecutor(executor)
         for p in opdef.outputs:
             if p.name in outputs and isinstance(host[p.name].arr, np.ndarray):
                 ht = host[p.name]

@@ -87,7 +87,10 @@ class Device:
             store = simpy.Store(self.env)
             store.items.extend(cores)
             self.free_cores[kname] = store
-        self.launch_cycles = profile.runtime.launch_overhead_us * profile.clock_mhz
+        rt = profile.runtime
+        self.launch_cycles = rt.launch_overhead_us * profile.clock_mhz
+        self.dispatch_cycles = rt.block_dispatch_cycles
+        self.start_cycles = (rt.block_start_cycles, rt.block_start_contention_cycles)
         self.depth = profile.sync.pipe_queue_depth
         self.issue_cycles = profile.sync.scalar_issue_cycles
         self.scalar_cost = scalar_costs(profile)
@@ -148,8 +151,12 @@ class Device:
     # ---- launches ----------------------------------------------------------------------------
     def run_launch(self, launch: KernelLaunch, rec: TaskRecord) -> Generator[simpy.Event, Any, None]:
         """SimPy process: the launch overhead, then blocks dispatched to free cores of the right
-        kind as they free up (more blocks than cores run in waves). On A2 a mix kernel's block
-        takes one AIC and its share of AIVs together."""
+        kind as they free up (more blocks than cores run in waves), each core first paying its
+        start; after the last block, the dispatch tail. On A2 a mix kernel's block takes one AIC
+        and its share of AIVs together. The task scheduler hands blocks out one after another; the
+        model charges that skew once, as a tail of block_dispatch_cycles per block after the
+        first, so that a launch's blocks still start together (the same Task Duration for blocks
+        of equal work, and fast mode's alike blocks stay alike)."""
         kind_name, kind = self.profile.core_kind_for(launch.kind)
         partners: list[tuple[str, int]] = []
         if launch.kind == "mix" and "vector" not in kind.units:
@@ -188,9 +195,12 @@ class Device:
         self.dispatching.pop(launch_id, None)
         if running:
             yield simpy.AllOf(self.env, running)
+        lrec.cores_end = self.env.now
+        if self.dispatch_cycles and launch.block_dim > 1:
+            yield self.env.timeout(self.dispatch_cycles * (launch.block_dim - 1))
         lrec.end = self.env.now
         if alike is not None and rec.fast is not None:
-            rec.fast.sampling[len(rec.launches) - 1] = alike.spread(lrec.end - lrec.cores_start)
+            rec.fast.sampling[len(rec.launches) - 1] = alike.spread(lrec.cores_end - lrec.cores_start)
         if barrier is not None and barrier.unpaid_writeback:     # (its touches are all done now)
             rec.fast.writeback[len(rec.launches) - 1] = barrier.unpaid_writeback / self.hbm.bytes_per_cycle
 
@@ -204,6 +214,11 @@ class Device:
         ProgramRecorder: they are likely as long, and trying record_whole first would record a
         chunk's worth of each twice."""
         pool = self.free_cores[core.kind_name]
+        core_start = self.env.now
+        base, contention = self.start_cycles
+        if base or contention:       # the core's start: its first instructions fetched, its state set
+            starting = min(launch.block_dim, len(self.cores[core.kind_name]))
+            yield self.env.timeout(base + contention * (starting - 1))
         core.reset_for_block(b, launch.name)
         self.active.add(core)
         rec.cores_used.setdefault(core.kind_name, set()).add(core.name)
@@ -242,7 +257,7 @@ class Device:
             rec.work[key] = rec.work.get(key, 0.0) + run.scalar_busy
             busy, count, nbytes = block_figures(run, core.kind.pipes)
             l2_lines = [sum(run.figures[p][3][i] for p in core.kind.pipes) for i in range(4)]
-            rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, block_start,
+            rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, core_start,
                                           self.env.now, busy, count, nbytes, tuple(l2_lines)))
             if self.fast is not None:
                 self._fast_block(run, rec, group.record, core)

@@ -175,7 +175,17 @@ class SyncLimits(_Frozen):
 
 
 class RuntimeCosts(_Frozen):
+    """What a kernel launch costs besides its blocks' work, in msprof's terms: `launch_gap_us`
+    lies between one task's end and the next task's start on a stream (outside any kernel's Task
+    Duration); `launch_overhead_us` is the task scheduler's dispatch and completion inside the
+    Task Duration; blocks are handed to cores `block_dispatch_cycles` apart; and each block's core
+    spends `block_start_cycles` (plus `block_start_contention_cycles` for every other block
+    starting with it) before its first instruction."""
     launch_overhead_us: Cycles
+    launch_gap_us: Cycles = 0.0
+    block_dispatch_cycles: Cycles = 0.0
+    block_start_cycles: Cycles = 0.0
+    block_start_contention_cycles: Cycles = 0.0
 
 
 class OpSupport(_Frozen):
@@ -262,6 +272,15 @@ class Profile(_Frozen):
         """Chip-wide L2 bandwidth in bytes per core cycle (device memory's nominal / miss ratio:
         the ratio is of the two rates msKPP measured, not of what a stream gets)."""
         return self.device_memory.bandwidth_GBps * 1e9 / self.hz / self.l2.miss_bandwidth_ratio
+
+    def launch_cycles(self, blocks: int, cores: int) -> float:
+        """What a launch of `blocks` blocks on `cores` cores costs beside their work, in cycles:
+        the gap after the stream's previous kernel, the dispatch and completion, each core's
+        start and the blocks' dispatch skew (profile.runtime; what a kernel with no work takes)."""
+        rt = self.runtime
+        starting = max(min(blocks, cores), 1)
+        return ((rt.launch_gap_us + rt.launch_overhead_us) * self.clock_mhz + rt.block_start_cycles
+                + rt.block_start_contention_cycles * (starting - 1) + rt.block_dispatch_cycles * (max(blocks, 1) - 1))
 
     def core_kind_for(self, kernel_kind: str) -> tuple[str, CoreKind]:
         for name, kind in self.cores.items():

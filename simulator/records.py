@@ -16,6 +16,7 @@ class LaunchRecord:
     start: float = 0.0
     end: float = 0.0
     cores_start: float | None = None      # when its first block started on a core (after the overhead)
+    cores_end: float | None = None        # when its last block ended (before the dispatch tail)
 
 
 @dataclass

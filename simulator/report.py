@@ -24,6 +24,9 @@ class Report:
     cycles: float
     time_us: float
     launches: list[dict]
+    # the launches' Task Durations summed (msprof's op_summary), without the gaps between them
+    kernel_cycles: float
+    kernel_us: float
     instructions: int
     cores: dict[str, dict[str, float]]            # core -> pipe -> busy cycles
     pipes: dict[str, dict[str, float]]            # pipe -> busy/work totals and fractions
@@ -79,7 +82,8 @@ class Report:
         l2 = {"bytes": rec.l2_bytes, "busy_cycles": l2_cycles,
               "GBps": rec.l2_bytes / (us * 1e3) if us else 0.0,
               "hit_rate": rec.l2_hit_lines / lines if lines else 0.0}
-        launch_cycles = len(rec.launches) * profile.runtime.launch_overhead_us * profile.clock_mhz
+        launch_cycles = launch_fixed_cycles(rec, profile)
+        kernel_cycles = sum(l.end - l.start for l in rec.launches)
         # utilisation: the time each resource needed (without contention) over the call's time
         util = {"device memory": chan_cycles / cycles if cycles else 0.0,
                 "L2": l2_cycles / cycles if cycles else 0.0,
@@ -96,7 +100,8 @@ class Report:
         launches = [{"name": l.name, "block_dim": l.block_dim, "core_kind": l.core_kind,
                      "start_cycle": l.start - rec.start, "cycles": l.end - l.start,
                      # on the cores, without the launch overhead: msprof's aicore_time
-                     "core_cycles": l.end - (l.start if l.cores_start is None else l.cores_start),
+                     "core_cycles": (l.end if l.cores_end is None else l.cores_end)
+                     - (l.start if l.cores_start is None else l.cores_start),
                      "sides": launch_sides(rec, profile, i)}
                     for i, l in enumerate(rec.launches)]
         ws = [{"purpose": name, "bytes": n} for name, n in workspace]
@@ -108,6 +113,7 @@ class Report:
                    clock_mhz=profile.clock_mhz,
                    workspace_bytes=workspace_bytes, workspace_breakdown=ws,
                    tiling=dict(tiling or {}), cycles=cycles, time_us=us, launches=launches,
+                   kernel_cycles=kernel_cycles, kernel_us=profile.cycles_to_us(kernel_cycles),
                    instructions=rec.instructions, cores=cores, pipes=pipes, paths=paths,
                    device_memory=device_memory, l2=l2, bound=bound, utilisation=util,
                    roofline_cycles=roofline,
@@ -165,7 +171,10 @@ class Report:
 
     def summary(self) -> str:
         lines = [f"{self.op} on {self.soc} ({self.mode} mode)",
-                 f"  time       {self.cycles:,.0f} cycles = {self.time_us:,.2f} us @ {self.clock_mhz:g} MHz"]
+                 f"  time       {self.cycles:,.0f} cycles = {self.time_us:,.2f} us @ {self.clock_mhz:g} MHz"
+                 + (f" (kernels {self.kernel_us:,.2f} us: msprof's Task Durations summed, without the "
+                    f"{self.time_us - self.kernel_us:,.2f} us of gaps between launches)"
+                    if self.cycles - self.kernel_cycles > 0.5 else "")]
         if self.fast is not None:
             f = self.fast
             shadows = f" ({f['shadowed_blocks']} blocks as shadows of alike ones)" if f.get("shadowed_blocks") else ""
@@ -194,6 +203,21 @@ class Report:
             lines.append(f"  bound by   {self.bound} ({self.utilisation[self.bound]:.0%} of the call); "
                          f"roofline {self.roofline_cycles:,.0f} cycles = {self.roofline_efficiency:.0%} of achieved")
         return "\n".join(lines)
+
+
+def launch_fixed_cycles(rec: TaskRecord, profile: Profile) -> float:
+    """The cycles of a task that are no block's work: the gaps between its launches, each
+    launch's dispatch and completion (profile.runtime) and its cores' start."""
+    rt = profile.runtime
+    total = 0.0
+    for i, l in enumerate(rec.launches):
+        if i:
+            total += l.start - rec.launches[i - 1].end
+        if l.cores_start is not None and l.cores_end is not None:
+            total += (l.cores_start - l.start) + (l.end - l.cores_end)
+        cores = profile.cores[l.core_kind].count if l.core_kind in profile.cores else 1
+        total += rt.block_start_cycles + rt.block_start_contention_cycles * (min(l.block_dim, cores) - 1)
+    return total
 
 
 def launch_sides(rec: TaskRecord, profile: Profile, launch: int) -> dict[str, dict]:

@@ -191,7 +191,7 @@ def test_missing_field_in_a_parent(devices_copy):
     chip's file and the missing field."""
     base = devices_copy / "_base.yaml"
     lines = base.read_text().splitlines()
-    start = lines.index("runtime:")
+    start = lines.index("scalar:")
     end = start + 1
     while end < len(lines) and (lines[end].startswith(" ") or not lines[end].strip()):
         end += 1
@@ -199,7 +199,7 @@ def test_missing_field_in_a_parent(devices_copy):
     path = devices_copy / "Ascend910B4.yaml"
     with pytest.raises(simulator.ProfileError) as info:
         load_profile_file(path)
-    assert str(path) in str(info.value) and "runtime" in str(info.value)
+    assert str(path) in str(info.value) and "scalar" in str(info.value)
 
 
 @pytest.mark.parametrize("text", ["clock_mhz: [1, 2\n", "- just\n- a list\n"], ids=["bad_yaml", "not_a_mapping"])

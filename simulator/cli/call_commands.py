@@ -130,7 +130,7 @@ def cmd_run(args) -> int:
     show = est is not None and est.seconds(args.mode) > 3 and sys.stderr.isatty()
     result = run(call.op, mode=args.mode, profile=profile,
                  trace=trace_file is not None or bool(args.lines) or bool(args.msprof_out), msprof_out=args.msprof_out,
-                 tiling=call.tiling, progress=est.instructions if show else None, **kw)
+                 tiling=call.tiling, progress=est.instructions if show else None, warmup=args.warmup, **kw)
     if args.json:
         out = result.report.to_dict()
         out["call"] = call.to_record()
@@ -286,6 +286,9 @@ def _add_run(sub) -> None:
     r.add_argument("--trace", type=a_path, help="where to write the Chrome trace (default out/<op>_<soc>.trace.json)")
     r.add_argument("--no-trace", action="store_true", help="do not write a trace")
     insight_args(r)
+    r.add_argument("--warmup", type=int_in(0, 16), default=0,
+                   help="run the call this many times first on the same device and report the run after them "
+                        "(what fits the L2 is then warm, as in a benchmark that repeats the call)")
     r.add_argument("--estimate", action="store_true",
                    help="print the estimate (instructions per launch, memory, time) from the plan and stop")
     budget_args(r)

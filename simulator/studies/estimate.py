@@ -10,7 +10,8 @@ own figures (docs/STEP.md says what it leaves out).
 - bandwidth: the L2's (`device_memory.bandwidth_GBps / l2.miss_bandwidth_ratio`) when the call's
   bytes fit in the L2 (`l2.bytes`: its operands can stay there between calls), device memory's
   (`bandwidth_GBps x efficiency`) otherwise.
-- launch overhead: `runtime.launch_overhead_us`, once per call.
+- launch overhead: once per call, what a kernel with no work costs on every core of its kind
+  (`Profile.launch_cycles`: the gap after the previous kernel, dispatch, the cores' start).
 
 A dtype the Cube has no rate for (FLOAT on the training series and 310P3, whose Cube is FP16 and
 INT8 only) runs at the FLOAT16 rate: CANN's default precision mode there, allow_fp32_to_fp16,
@@ -77,7 +78,9 @@ def roofline(call: EstimatedCall, profile: Profile) -> Roofline:
     bandwidth = (profile.l2_bytes_per_cycle if in_l2 else profile.device_bytes_per_cycle) * profile.hz
     compute_us = call.flops / rate * 1e6 if rate else 0.0
     memory_us = call.bytes / bandwidth * 1e6
-    return Roofline(compute_us, memory_us, float(profile.runtime.launch_overhead_us), rate, bandwidth,
+    cores, _ = _cores_and_clock(profile, call.unit)
+    launch_us = profile.launch_cycles(cores, cores) / profile.clock_mhz
+    return Roofline(compute_us, memory_us, launch_us, rate, bandwidth,
                     "L2" if in_l2 else "device memory", used)
 
 
