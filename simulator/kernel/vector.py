@@ -32,7 +32,8 @@ def vector_cost(ctx, op_class: str, dtype, nbytes: int) -> float:
     key = (op_class, dtype, nbytes)
     cycles = ctx.memo.get(key)
     if cycles is None:
-        cycles = ctx.memo[key] = ctx.profile.vector_cycles(op_class, dtype_name(dtype), nbytes)
+        name = dtype if isinstance(dtype, str) else dtype_name(dtype)
+        cycles = ctx.memo[key] = ctx.profile.vector_cycles(op_class, name, nbytes)
     return cycles
 
 
@@ -135,8 +136,8 @@ def Cast(dst: LocalTensor, src: LocalTensor, roundMode: RoundMode = RoundMode.CA
             d[...] = _ROUNDERS[roundMode](a.astype(np.float64)).astype(d.dtype)
         else:
             d[...] = a.astype(d.dtype)
-    _vec("conv", "Cast", dst, (src,), count, conv,
-         cost_dtype=dst.dtype if dst.dtype.itemsize >= src.dtype.itemsize else src.dtype)
+    # repeats of 256 B of the wider side; a profile may price each direction ("conv.FLOAT16>FLOAT")
+    _vec("conv", "Cast", dst, (src,), count, conv, cost_dtype=f"{dtype_name(src.dtype)}>{dtype_name(dst.dtype)}")
 
 
 # ---- compare / select: bit masks beside their data ------------------------------------------
