@@ -502,6 +502,19 @@ def _storage_rows(tile: TransposeTile, ub, sGm: GlobalTensor, isz: int, pa: int,
 
 
 # ---- blocks and zero fills, for every operator ------------------------------------------------
+def tik_core_split(loops: tuple, cores: int) -> tuple[int, int]:
+    """How CANN's TIK layout kernels (TransData's positive_source_ntc / negative_target_ntc) spread
+    their loops over the cores: exactly one loop axis is split, the one whose count fills the cores
+    best (a count past the cores scores the cores plus its remainder, a whole multiple twice the
+    cores), the others run whole inside each core (GetMcInfoPositiveNtc100 / GetMcInfoNegative200 in
+    the canndev tiling). Returns (the axis, its loops per core); so a call with few images, few C1
+    planes and few position chunks runs on few cores."""
+    def fill(x: int) -> int:
+        return (cores if x >= cores else 0) + x % cores + (cores if x and x % cores == 0 else 0)
+    axis = max(range(len(loops)), key=lambda i: (fill(loops[i]), -i))
+    return axis, ceil_div(max(loops[axis], 1), cores)
+
+
 def split_evenly(total: int, ncores: int) -> tuple:
     """Contiguous ranges (first, end) of `total` work items over at most `ncores` blocks, sizes
     within one of each other."""

@@ -98,6 +98,27 @@ class PathCost(_Frozen):
         return max(self.latency_cycles + extra_latency + nbytes / burst, nbytes / self.bytes_per_cycle)
 
 
+class Load3dCost(_Frozen):
+    """An img2col load (LoadData 3Dv2) on MTE1: fixed_cycles + bytes / rate. The rate is the L1
+    read port's read_bytes_per_cycle over the port's turns per 16 positions: one per map row the
+    positions cross (16 // the map's width; 15 // it when 16 is a multiple of the output width),
+    stride_turns per step of strideW (1, 2, 4 or 8) and l0b_turns more into L0B; any other strideW
+    reads at odd_stride_bytes_per_cycle (L0A, L0B)."""
+    fixed_cycles: Cycles
+    read_bytes_per_cycle: Rate
+    stride_turns: Cycles
+    l0b_turns: Cycles
+    odd_stride_bytes_per_cycle: tuple[Rate, Rate]
+
+    def cycles(self, nbytes: int, into_l0b: bool, stride_w: int, map_w: int, out_w: int) -> float:
+        if stride_w in (1, 2, 4, 8):
+            rows = (15 if 16 % out_w == 0 else 16) // map_w
+            rate = self.read_bytes_per_cycle / (rows + self.stride_turns * stride_w + (self.l0b_turns if into_l0b else 0))
+        else:
+            rate = self.odd_stride_bytes_per_cycle[1 if into_l0b else 0]
+        return self.fixed_cycles + nbytes / rate
+
+
 class CoreKind(_Frozen):
     count: Count
     units: tuple[Literal["cube", "vector"], ...]
@@ -132,8 +153,11 @@ KERNEL_NEEDS = {"vector": ("vector", ("UB",)), "cube": ("cube", ("L1", "L0A", "L
 class ScalarUnit(_Frozen):
     """The scalar unit's own work per Ascend C API call (address and loop arithmetic, queue
     bookkeeping), spent before the call's instruction issues: `copy` (DataCopy, LoadData,
-    Fixpipe), `vector`, `cube` (Mmad), `flag` (SetFlag, WaitFlag, barriers, the queues' flags)."""
+    Fixpipe), `vector`, `cube` (Mmad), `flag` (SetFlag, WaitFlag, barriers, the queues' flags);
+    and `tik_tile_cycles`, the work per tile of CANN's hand-written (TIK) layout kernels beside
+    their calls (a tile's ragged sizes, its GM offsets, the vnchwconv address registers)."""
     cycles_per_call: FrozenDict[Literal[SCALAR_CLASSES], Cycles]  # type: ignore[valid-type]
+    tik_tile_cycles: Cycles = 0.0
 
     @field_validator("cycles_per_call")
     @classmethod
@@ -216,6 +240,8 @@ class Profile(_Frozen):
                                  f"written against), got {size}")
         return v
     paths: FrozenDict[str, PathCost]
+    # img2col's own cost where one is known (else a load3d costs as its L1 -> L0 path)
+    load3d: Load3dCost | None = None
     vector: VectorUnit
     cube: CubeUnit
     l2: L2Cache

@@ -51,6 +51,7 @@ class BlockContext:
         self.functional = device.functional
         self.pipe_alloc: Any = None   # the block's TPipe (simulator.kernel)
         self.atomic = None            # SetAtomicAdd's dtype: GM writes then add instead of store
+        self.scalar_debt = 0.0        # ScalarWork's cycles, spent before the next instruction issues
         self.limit = ProgramRecorder.CHUNK      # instructions held before a pause (or a re-record)
         self.weight = 0                         # GM ranges and written spans held (same purpose)
         self.ranges = ProgramRecorder.RANGES
@@ -117,6 +118,9 @@ class BlockContext:
         if costs is None:
             raise self.core.fault(instr.pipe, instr, f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
         instr.scalar = costs[instr.kind]
+        if self.scalar_debt:
+            instr.scalar += self.scalar_debt
+            self.scalar_debt = 0.0
         if self.lines and instr.line is None:      # (a run of copies names the line that made it)
             instr.line = caller_line()
         program = self.program

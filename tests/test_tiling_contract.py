@@ -31,8 +31,8 @@ def _conv():
 
 def _tbc():
     rng = np.random.default_rng(1)
-    return dict(self=rng.standard_normal((5, 2, 6)).astype(np.float16),
-                input=rng.standard_normal((5, 2, 4)).astype(np.float16),
+    return dict(self=rng.standard_normal((32, 8, 6)).astype(np.float16),
+                input=rng.standard_normal((32, 8, 4)).astype(np.float16),
                 weight=rng.standard_normal((3, 4, 6)).astype(np.float16),
                 bias=rng.standard_normal((6,)).astype(np.float16), pad=1, cubeMathType=1)
 
@@ -71,11 +71,13 @@ PLAN_CHANGES = {
     # a smaller gradInput baseM: more M units of work, so the Cube launch spreads over more blocks
     "ConvolutionBackward": lambda d, f: (f.report.tiling["gradInput"]["units"]
                                          > d.report.tiling["gradInput"]["units"]
-                                         and _launch(f.report, "Cube")["block_dim"]
-                                         > _launch(d.report, "Cube")["block_dim"]),
-    # blockDim 1: the Cube launch runs on one core, where the default used more
-    "ConvTbcBackward": lambda d, f: (_launch(f.report, "Cube")["block_dim"] == 1
-                                     < _launch(d.report, "Cube")["block_dim"]),
+                                         and _launch(f.report, "Cube: GradInput")["block_dim"]
+                                         > _launch(d.report, "Cube: GradInput")["block_dim"]),
+    # blockDim 1: each gradient's Cube launch runs on one core, where the default spread
+    # gradInput over more
+    "ConvTbcBackward": lambda d, f: (_launch(f.report, "Cube: GradInput")["block_dim"] == 1
+                                     < _launch(d.report, "Cube: GradInput")["block_dim"]
+                                     and _launch(f.report, "Cube: GradWeight")["block_dim"] == 1),
     # 40 channels in chunks of 16: 3 chunks instead of 1, three times the gathers, and the
     # smaller tiles of points spread over more blocks
     "GridSampler2DBackward": lambda d, f: (d.report.tiling["channelChunks"] == 1

@@ -388,9 +388,9 @@ class DwPiece(NamedTuple):
 
 
 def _dw_out(job: CubeJob, dst, mt: int, ncol: int, stride: int):
-    """The unit's mt x ncol tile into the accumulator (rows `stride` apart; an atomic add when K
-    is split over cores)."""
-    atomic = job.dw.ks > 1
+    """The unit's mt x ncol tile into the accumulator (rows `stride` apart; an atomic add into an
+    FP32 accumulator, DwTiling.atomic)."""
+    atomic = job.dw.atomic
 
     def out(c, ub, phase):
         if phase == "fix":
@@ -530,8 +530,7 @@ def _dw_unit_stages(job: CubeJob, unit, gDY, gX, gACC, gA32, c0: int):
     out = _dw_out(job, dst, mt, ncol, KD * rowKd)
     specs = _dw_pieces(job, kd, pieces)
     if not specs:
-        atomic = job.dw.ks > 1
-        if not atomic:           # (an atomic add of nothing adds nothing)
+        if not job.dw.atomic:    # (an atomic add of nothing adds nothing)
             yield _zero_stage(mt, ncol, c0, out)
         return
     for si, pc in enumerate(specs):

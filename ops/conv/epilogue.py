@@ -10,10 +10,10 @@ from typing import NamedTuple
 import numpy as np
 
 from simulator.kernel import (Cast, DataCopy, DataCopyExtParams, DataCopyPad, DataCopyParams, Duplicate,
-                              GetBlockIdx, GlobalTensor)
+                              GetBlockIdx, GlobalTensor, ScalarWork)
 from simulator.kernel.vector import Transpose, TransposeParamsExt
 from simulator.arith import align_up, ceil_div
-from ..common import tiling_error
+from ..common import tik_core_split, tiling_error
 from .geometry import CubeGeometry, SpaceToDepth
 from .prologue import perm_plan, perm_result, run_perm
 from .vector_pipeline import (NCHW2NHWC, VecBlock, align32, round_mode, zero_lanes, nhwc2nchw, slot_pass,
@@ -268,6 +268,11 @@ def pass_dx_out(ub: VecBlock, items, t: DxOut, sGm, dGm):
 
 @dataclass
 class DwOut:
+    """gradWeight's accumulator rows ([g][m][kd][c1][kh kw][c0]) to the weight layout (m, Cin, kd,
+    kh, kw), an item at a time: `mr` rows x `c1n` C1 planes. As CANN's TIK TransData
+    (FRACTAL_Z(_3D) -> NC(D)HW, trans_data_negative_target_ntc) does it: 16 output channels a tile,
+    as many C1 planes as its UB line holds, one tile in UB at a time, one loop axis split over the
+    cores; a row too long for UB is cut into C1 chunks."""
     G: int
     Mg: int
     Cc: int               # real B-map channels per group
@@ -277,38 +282,81 @@ class DwOut:
     Khw: int
     adt: np.dtype         # accumulator dtype
     odt: np.dtype
-    mr: int
+    mr: int               # rows (output channels of gradWeight) per item
+    c1n: int              # C1 planes per item
     rowp: int             # output row pitch in UB (elements)
     reg: int
     nreg: int
     slot: int
+    slots: int = 1
+    tile_scalar: float = 0.0
+
+    @property
+    def row_k(self) -> int:
+        """Accumulator elements of one row of an item (its c1n planes, every tap)."""
+        return self.KD * self.c1n * self.Khw * self.c0
 
 
-def plan_dw_out(G, Mg, Cc, c0, KD, Khw, adt, odt, ub_bytes: int) -> DwOut:
+# CANN's TIK kernel: 16 output channels (one cl unit) a tile, and as many C1 planes as fit 88
+# columns of taps rounded to 8 (src_c_lp_unit: 2 planes of a 3x3x3 kernel's 27 taps, 11 of 1)
+TIK_ROWS = 16
+TIK_TAP_COLUMNS = 88
+
+
+def _dw_out_fit(c1n, mr, KD, Khw, c0, adt, odt):
+    """(row_k, rowp, regions, bytes per row in UB) of an item of mr rows x c1n C1 planes."""
+    rowK = KD * c1n * Khw * c0
+    rowp = rowK if rowK * odt.itemsize % 32 == 0 else align_up(rowK, 32 // odt.itemsize)
+    nreg = 1 if (adt == odt and KD == 1 and rowp == rowK) else 3
+    return rowK, rowp, nreg, rowK * adt.itemsize + nreg * max(rowK, rowp) * odt.itemsize
+
+
+def plan_dw_out(G, Mg, Cc, c0, KD, Khw, adt, odt, ub_bytes: int, tile_scalar: float = 0.0) -> DwOut:
     adt, odt = np.dtype(adt), np.dtype(odt)
     C1 = ceil_div(Cc, c0)
-    rowK = KD * C1 * Khw * c0
-    rowp = rowK if (Cc == C1 * c0 or rowK * odt.itemsize % 32 == 0) else align_up(rowK, 32 // odt.itemsize)
-    nreg = 1 if (adt == odt and KD == 1 and rowp == rowK) else 3
-    per_row = rowK * adt.itemsize + nreg * max(rowK, rowp) * odt.itemsize + 96
     room = ub_bytes // 2
+    c1n = max(1, min(C1, TIK_TAP_COLUMNS // align_up(KD * Khw, 8)))
+    while c1n > 1 and _dw_out_fit(c1n, 1, KD, Khw, c0, adt, odt)[3] + 96 > room:
+        c1n = max(1, c1n // 2)
+    rowK, rowp, nreg, per_row = _dw_out_fit(c1n, 1, KD, Khw, c0, adt, odt)
+    per_row += 96
     if per_row > room:
-        raise tiling_error(f"gradWeight layout pass: one row ({per_row} B) does not fit in UB ({ub_bytes} B)")
-    mr = max(1, min(Mg, room // per_row))
+        raise tiling_error(f"gradWeight layout pass: one row of one C1 plane ({per_row} B) does not fit in "
+                           f"half the UB ({room} B)")
+    mr = max(1, min(Mg, TIK_ROWS, room // per_row))
     reg = align32(mr * max(rowK, rowp) * odt.itemsize)
     slot = align32(mr * rowK * adt.itemsize) + nreg * reg
-    return DwOut(G, Mg, Cc, C1, c0, KD, Khw, adt, odt, mr, rowp, reg, nreg, slot)
+    return DwOut(G, Mg, Cc, C1, c0, KD, Khw, adt, odt, mr, c1n, rowp, reg, nreg, slot, 1, tile_scalar)
 
 
 class DwOutItem(NamedTuple):
-    """Rows [m0, m0 + mr) (output channels of gradWeight) of group g."""
+    """Rows [m0, m0 + mr) (output channels of gradWeight) of group g, C1 planes [c1, c1 + c1n)."""
     g: int
     m0: int
     mr: int
+    c1: int = 0
+    c1n: int = 0
 
 
-def dw_out_items(t: DwOut) -> list[DwOutItem]:
-    return [DwOutItem(g, m0, min(t.mr, t.Mg - m0)) for g in range(t.G) for m0 in range(0, t.Mg, t.mr)]
+def dw_out_blocks(t: DwOut, cores: int) -> list[list[DwOutItem]]:
+    """The items per block: TIK's split of one loop axis (row tiles, or C1 chunks) over the cores."""
+    row_tiles = t.G * ceil_div(t.Mg, t.mr)
+    chunks = ceil_div(t.C1, t.c1n)
+    axis, per = tik_core_split((row_tiles, chunks), cores)
+    loops = (row_tiles, chunks)
+    blocks = []
+    for lo in range(0, loops[axis], per):
+        ranges = [range(row_tiles), range(chunks)]
+        ranges[axis] = range(lo, min(lo + per, loops[axis]))
+        items = []
+        for rt in ranges[0]:
+            g, m0 = divmod(rt, ceil_div(t.Mg, t.mr))
+            m0 *= t.mr
+            for ch in ranges[1]:
+                c1 = ch * t.c1n
+                items.append(DwOutItem(g, m0, min(t.mr, t.Mg - m0), c1, min(t.c1n, t.C1 - c1)))
+        blocks.append(items)
+    return blocks + [[] for _ in range(cores - len(blocks))]     # TIK launches every core; the rest exit
 
 
 class DwRegions(NamedTuple):
@@ -320,26 +368,39 @@ class DwRegions(NamedTuple):
 
 def pass_dw_out(ub: VecBlock, items, t: DwOut, sGm, dGm):
     c0, KD, Khw, C1 = t.c0, t.KD, t.Khw, t.C1
-    rowK = KD * C1 * Khw * c0
     taps = KD * Khw
     asz, osz = t.adt.itemsize, t.odt.itemsize
-    r0 = align32(t.mr * rowK * asz)
+    r0 = align32(t.mr * t.row_k * asz)
+    acc_row = KD * C1 * Khw * c0            # one row of the accumulator in GM
 
     def regs(b) -> DwRegions:
         if t.nreg == 1:
             return DwRegions(None, None, b + r0)
         return DwRegions(b + r0, b + r0 + t.reg, b + r0 + 2 * t.reg)
 
+    def shape(it):
+        """(rows, C1 planes, elements of a row in UB, its pitch)."""
+        rowK = KD * it.c1n * Khw * c0
+        rowp = rowK if rowK * osz % 32 == 0 else align_up(rowK, 32 // osz)
+        return it.mr, it.c1n, rowK, rowp
+
     def load(b, it):
-        n = it.mr * rowK
-        src = sGm[(it.g * t.Mg + it.m0) * rowK]
-        if n * asz % 32:
-            DataCopyPad(ub.at(b, t.adt), src, DataCopyExtParams(1, n * asz, 0, 0))
-        else:
-            DataCopy(ub.at(b, t.adt), src, n)
+        if t.tile_scalar:
+            ScalarWork(t.tile_scalar)
+        mr, c1n, rowK, _ = shape(it)
+        src = sGm[(it.g * t.Mg + it.m0) * acc_row + it.c1 * Khw * c0]
+        if c1n == C1:
+            n = mr * rowK
+            if n * asz % 32:
+                DataCopyPad(ub.at(b, t.adt), src, DataCopyExtParams(1, n * asz, 0, 0))
+            else:
+                DataCopy(ub.at(b, t.adt), src, n)
+        else:                      # per (row, kd): the chunk's c1n planes, C1 planes apart
+            run = c1n * Khw * c0 * asz
+            DataCopy(ub.at(b, t.adt), src, DataCopyParams(mr * KD, run // 32, (C1 - c1n) * Khw * c0 * asz // 32, 0))
 
     def compute(b, it):
-        mr = it.mr
+        mr, c1n, rowK, rowp = shape(it)
         r = regs(b)
         n = mr * rowK
         cur = b
@@ -348,32 +409,33 @@ def pass_dw_out(ub: VecBlock, items, t: DwOut, sGm, dGm):
             cur = r.cast
         seq = []
         if KD > 1:        # [m][kd][c1][hw c0] -> [m][c1][kd][hw c0]
-            seq.append(TransposeParamsExt(mr, KD, C1, Khw * c0, NCHW2NHWC))
-            seq.append(nhwc2nchw(mr * C1, Khw * c0, 1, KD))
-        seq.append(nhwc2nchw(mr * C1, KD * Khw, 1, c0))      # -> [m][c1][c0][kd hw]
+            seq.append(TransposeParamsExt(mr, KD, c1n, Khw * c0, NCHW2NHWC))
+            seq.append(nhwc2nchw(mr * c1n, Khw * c0, 1, KD))
+        seq.append(nhwc2nchw(mr * c1n, KD * Khw, 1, c0))      # -> [m][c1][c0][kd hw]
         if t.nreg == 1:
             Transpose(ub.at(r.out, t.odt), ub.at(cur, t.odt), None, seq[0])
-        elif t.rowp == rowK:
+        elif rowp == rowK:
             tchain(ub, seq, cur, r.out, r.work, t.odt)
         else:
             tchain(ub, seq, cur, r.work, r.out, t.odt)
-            repitch(ub, r.work, r.cast, r.out, mr, rowK, t.rowp, t.odt)
+            repitch(ub, r.work, r.cast, r.out, mr, rowK, rowp, t.odt)
 
     def store(b, it):
-        mr = it.mr
+        mr, c1n, rowK, rowp = shape(it)
         out = ub.at(regs(b).out, t.odt)
-        dst = dGm[(it.g * t.Mg + it.m0) * t.Cc * taps]
-        if t.Cc == C1 * c0:
+        nch = min(c1n * c0, t.Cc - it.c1 * c0)
+        dst = dGm[((it.g * t.Mg + it.m0) * t.Cc + it.c1 * c0) * taps]
+        if nch == t.Cc == c1n * c0:      # whole rows, no padding channels: one contiguous run
             n = mr * t.Cc * taps
             if n * osz % 32:
                 DataCopyPad(dst, out, DataCopyExtParams(1, n * osz, 0, 0))
             else:
                 DataCopy(dst, out, n)
         else:
-            DataCopyPad(dst, out, DataCopyExtParams(mr, t.Cc * taps * osz,
-                                                    (t.rowp * osz - align32(t.Cc * taps * osz)) // 32, 0))
+            DataCopyPad(dst, out, DataCopyExtParams(mr, nch * taps * osz, (rowp * osz - align32(nch * taps * osz)) // 32,
+                                                    (t.Cc - nch) * taps * osz))
 
-    slot_pass(ub, t.slot, items, load, compute, store)
+    slot_pass(ub, t.slot, items, load, compute, store, slots=t.slots)
 
 
 @dataclass

@@ -19,9 +19,9 @@ from .vector_pipeline import NCHW2NHWC, VecBlock, align32, copy_runs, nhwc2nchw,
 
 class PackItem(NamedTuple):
     """nci input channels from ci0 (inside n-tile ntile) of group g: of output-channel plane co1
-    (non-transposed weights), or of every plane (co1 None: transposed weights)."""
+    (non-transposed weights), or of planes [co1, co1 + PackWeight.co1n) (transposed weights)."""
     g: int
-    co1: int | None
+    co1: int
     ntile: int
     ci0: int
     nci: int
@@ -57,6 +57,7 @@ class PackWeight:
     slot: int = 0
     chunk: int = 0
     held_max: int = 0     # elements of the largest chunk as loaded: fixes every region of a slot
+    co1n: int = 0         # transposed weights: output-channel planes per item (all of them where UB allows)
     items: list = field(default_factory=list)
 
     @property
@@ -88,11 +89,23 @@ class PackWeight:
         scratch = cast + (align_up(most * isz, 32) if self.src_dtype != self.compute_dtype else 0)
         return PackRegions(self.c0 * n * self.taps, self.held(n), cast, scratch, scratch + align_up(most * isz, 32))
 
+    def co_span(self, co1: int) -> tuple[int, int]:
+        """Transposed weights: (planes, output channels) of the item from plane co1."""
+        planes = min(self.co1n, self.C1 - co1)
+        return planes, min(planes * self.c0, self.Cout - co1 * self.c0)
+
+    def row_pitch(self, nco: int) -> int:
+        """Transposed weights: elements a ci row of nco output channels takes in UB (DataCopyPad
+        lands each row 32-B aligned)."""
+        return nco * self.taps if nco == self.Cout else align_up(nco * self.taps, 32 // self.src_dtype.itemsize)
+
     def transposed_regions(self, b: int, n: int) -> PackRegions:
-        """A chunk of n channels in the slot at b (transposed weights: every C1 plane at once)."""
+        """A chunk of n channels in the slot at b (transposed weights: co1n C1 planes at once; the
+        regions placed as the largest item's)."""
         isz_s, isz = self.src_dtype.itemsize, self.compute_dtype.itemsize
-        held = n * self.Cout * self.taps
-        packed = n * self.C1 * self.c0 * self.taps
+        planes, nco = self.co_span(0)
+        held = n * self.row_pitch(nco)
+        packed = n * planes * self.c0 * self.taps
         cast = b + align32(held * isz_s)
         scratch = cast + (align32(held * isz) if self.src_dtype != self.compute_dtype else 0)
         return PackRegions(packed, held, cast, scratch, scratch + align32(packed * isz))
@@ -143,11 +156,18 @@ def plan_packw(geo: CubeGeometry, w_dtype, compute_dtype, c0, ntiles, ub_bytes: 
     isz_s, isz = t.src_dtype.itemsize, compute_dtype.itemsize
     cast = t.src_dtype != compute_dtype
     room = ub_bytes // 2
+
+    def transposed_per_ci(planes):
+        return (align_up(min(planes * c0, geo.Cout) * taps, 16) * (isz_s + (isz if cast else 0))
+                + 2 * planes * c0 * taps * isz + 96)
     # input channels per item: every item stays inside one n-tile
     if not geo.transposed:
         per_ci = c0 * taps * (isz_s + isz * (3 if cast else 2)) + 96
-    else:
-        per_ci = taps * (geo.Cout * (isz_s + (isz if cast else 0)) + 2 * C1 * c0 * isz) + 96
+    else:                # every output-channel plane at once, or as many as one channel's rows fit in UB
+        t.co1n = C1
+        while t.co1n > 1 and transposed_per_ci(t.co1n) > room:
+            t.co1n = ceil_div(t.co1n, 2)
+        per_ci = transposed_per_ci(t.co1n)
     nci = room // per_ci
     if 16 <= nci < geo.Cin and not geo.transposed:
         nci = nci // 16 * 16          # whole 32-B rows in UB for the strided load, where 16 fit
@@ -165,10 +185,9 @@ def plan_packw(geo: CubeGeometry, w_dtype, compute_dtype, c0, ntiles, ub_bytes: 
         if 2 * t.slot <= ub_bytes:
             break
         nci = nci - 16 if nci > 16 else nci - 1
-    if not geo.transposed:
-        t.items = [PackItem(g, co1, j, ci0, n) for g in range(geo.G) for co1 in range(C1) for (j, ci0, n) in chunks]
-    else:
-        t.items = [PackItem(g, None, j, ci0, n) for g in range(geo.G) for (j, ci0, n) in chunks]
+    step = 1 if not geo.transposed else t.co1n
+    t.items = [PackItem(g, co1, j, ci0, n) for g in range(geo.G) for co1 in range(0, C1, step)
+               for (j, ci0, n) in chunks]
     return t
 
 
@@ -228,35 +247,58 @@ def _pack_store(ub: VecBlock, t: PackWeight, dGm, b: int, it: PackItem):
 
 
 def _pack_transposed_load(ub: VecBlock, t: PackWeight, sGm, b: int, it: PackItem):
-    held = t.transposed_regions(b, it.nci).held
-    DataCopyPad(ub.at(b, t.src_dtype), sGm[(it.g * t.Cin + it.ci0) * t.Cout * t.taps],
-                DataCopyExtParams(1, held * t.src_dtype.itemsize, 0, 0))
+    """[ci][co][tap]: nci rows of the item's output channels (every one's taps)."""
+    _, nco = t.co_span(it.co1)
+    isz_s = t.src_dtype.itemsize
+    src = sGm[((it.g * t.Cin + it.ci0) * t.Cout + it.co1 * t.c0) * t.taps]
+    if nco == t.Cout:
+        DataCopyPad(ub.at(b, t.src_dtype), src, DataCopyExtParams(1, it.nci * nco * t.taps * isz_s, 0, 0))
+    else:                  # (the planes' rows packed back to back: nco x taps is whole 32-B blocks)
+        DataCopyPad(ub.at(b, t.src_dtype), src,
+                    DataCopyExtParams(it.nci, nco * t.taps * isz_s, (t.Cout - nco) * t.taps * isz_s, 0))
 
 
 def _pack_transposed_compute(ub: VecBlock, t: PackWeight, b: int, it: PackItem):
-    """[ci][co][tap] -> [co][tap][ci] -> [co1][tap][ci][c0] (channels past Cout zeroed first)."""
+    """[ci][co][tap] -> [co][tap][ci] -> [co1][tap][ci][c0] (channels past the planes' zeroed first)."""
     c0, taps, n, dt = t.c0, t.taps, it.nci, t.compute_dtype
+    planes, nco = t.co_span(it.co1)
     r = t.transposed_regions(b, n)
     src = ub.at(b, t.src_dtype)
+    pitch = t.row_pitch(nco)
+    held = n * pitch
     if t.src_dtype != dt:
-        Cast(ub.at(r.cast, dt), src, round_mode(dt, t.src_dtype), r.held)
+        Cast(ub.at(r.cast, dt), src, round_mode(dt, t.src_dtype), held)
         src = ub.at(r.cast, dt)
-    if t.Cout % c0:
-        z, cnt = zero_lanes(ub.raw[r.scratch], align32(r.packed * dt.itemsize))
+    if nco < planes * c0:
+        z, cnt = zero_lanes(ub.raw[r.scratch], align32(n * planes * c0 * taps * dt.itemsize))
         Duplicate(z, 0.0, cnt)
-    Transpose(ub.at(r.scratch, dt), src, None, TransposeParamsExt(1, n, t.Cout * taps, 1, NCHW2NHWC))
-    Transpose(ub.at(r.out, dt), ub.at(r.scratch, dt), None, TransposeParamsExt(t.C1, c0, taps * n, 1, NCHW2NHWC))
+    # (a padded row's tail, zeroed before the load, lands in rows of channels past nco: zeros)
+    Transpose(ub.at(r.scratch, dt), src, None, TransposeParamsExt(1, n, pitch, 1, NCHW2NHWC))
+    Transpose(ub.at(r.out, dt), ub.at(r.scratch, dt), None, TransposeParamsExt(planes, c0, taps * n, 1, NCHW2NHWC))
+
+
+def _pack_transposed_prezero(ub: VecBlock, t: PackWeight, b: int, it: PackItem) -> bool:
+    """Rows padded to 32 B in UB must read as zeros."""
+    _, nco = t.co_span(it.co1)
+    pitch = t.row_pitch(nco)
+    if pitch == nco * t.taps:
+        return False
+    z, cnt = zero_lanes(ub.raw[b], align32(it.nci * pitch * t.src_dtype.itemsize))
+    Duplicate(z, 0.0, cnt)
+    return True
 
 
 def _pack_transposed_store(ub: VecBlock, t: PackWeight, dGm, b: int, it: PackItem):
     n, c0, taps = it.nci, t.c0, t.taps
     _, kds, hws = t.phases[0]
+    planes, _ = t.co_span(it.co1)
     runs = []
-    for co1 in range(t.C1):
+    for p in range(planes):
+        co1 = it.co1 + p
         for kdt, kd in enumerate(kds):
             for ti, (kh, kw) in enumerate(hws):
                 tap = (kd * t.KH + kh) * t.KW + kw
-                runs.append((t.off(it.g, 0, kdt, co1, it.ntile, ti) + t.tile_col(it), ((co1 * taps + tap) * n) * c0,
+                runs.append((t.off(it.g, 0, kdt, co1, it.ntile, ti) + t.tile_col(it), ((p * taps + tap) * n) * c0,
                              n * c0))
     copy_runs(dGm, ub.at(t.transposed_regions(b, n).out, t.compute_dtype), runs, t.compute_dtype.itemsize)
 
@@ -264,7 +306,7 @@ def _pack_transposed_store(ub: VecBlock, t: PackWeight, dGm, b: int, it: PackIte
 def pass_packw(ub: VecBlock, items, t: PackWeight, sGm, dGm):
     if t.transposed:
         slot_pass(ub, t.slot, items, partial(_pack_transposed_load, ub, t, sGm), partial(_pack_transposed_compute, ub, t),
-                  partial(_pack_transposed_store, ub, t, dGm))
+                  partial(_pack_transposed_store, ub, t, dGm), partial(_pack_transposed_prezero, ub, t))
     else:
         slot_pass(ub, t.slot, items, partial(_pack_load, ub, t, sGm), partial(_pack_compute, ub, t),
                   partial(_pack_store, ub, t, dGm), partial(_pack_prezero, ub, t))

@@ -23,12 +23,12 @@ from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
 from ..common import tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg, zero_fill_launch
 from .cube_kernel import CubeJob, cube_body
-from .epilogue import (Epilogue, SpaceToDepthOut, epilogue_body, dw_out_items, dx_out_items, plan_dw_out,
-                       plan_dx_out, plan_space_to_depth_out, space_to_depth_out_items)
+from .epilogue import (Epilogue, epilogue_body, dw_out_blocks, dx_out_items, plan_dw_out, plan_dx_out,
+                       plan_space_to_depth_out, space_to_depth_out_items)
 from .geometry import F32, STORAGE, ConvGeometry, CubeGeometry, check_load3d_limits, make_cube_geometry
 from .packing import plan_packw
 from .prologue import (Prologue, SpaceToDepthMap, prologue_body, cast_items, gap_items, plan_space_to_depth_map,
-                       plan_to5hd, space_to_depth_items, to5hd_items, zero_items)
+                       plan_to5hd, plan_to5hd_tik, space_to_depth_items, tik_to5hd_blocks, to5hd_items)
 from .small_launches import bias_launch
 from .tiling import CubeCaps, DwTiling, DxTiling, balance, cube_caps, plan_dw, plan_dx
 from .vector_pipeline import align32
@@ -183,7 +183,8 @@ class _CubeSetup:
     compute: np.dtype         # the maps' storage dtype (FP32 for HF32)
     buffers: int              # L1 / L0 buffers per operand (2: double-buffered)
     ub: int
-    zero_bytes: int           # UB the prologue keeps zeroed, for gap rows and accumulator fills
+    zero_bytes: int           # UB the prologue keeps zeroed, for gap rows
+    tik_tile: float           # the scalar unit's work per tile of a TIK layout kernel (profile.scalar)
 
     @property
     def itemsize(self) -> int:
@@ -201,16 +202,17 @@ class _CubeSetup:
 
 @dataclass
 class _CubePlan:
-    """The Cube path: its three launches' jobs and the workspace parts they hand on."""
-    job: CubeJob
-    prologue: Prologue
-    epilogue: Epilogue
+    """The Cube path: its launches' jobs, in CANN's order, and the workspace parts they hand on."""
+    prologues: list                        # (label, Prologue): one vector launch per layout or cast
+    cube_jobs: list                        # (label, CubeJob): gradInput's GEMMs, then gradWeight's
+    epilogues: dict                        # "dx" / "dw" -> (label, Epilogue)
     dy_map: WorkspacePart                  # gradOutput as tall NC1HWC0
     x_map: WorkspacePart | None            # input as tall NC1HWC0
     packed_weight: WorkspacePart | None    # weight as gradInput's right operand
     dx_phases: WorkspacePart | None        # gradInput per sub-pixel phase
     dw_acc: WorkspacePart | None           # gradWeight tiles or their FP32 accumulator
     acc_dtype: np.dtype | None
+    acc_zeroed: bool                       # the accumulator takes atomic adds: a MemSet zeroes it first
     # gradWeight's ND->NZ left operand: a part holding its cast copy, the name of the source it
     # reads as it is, or None (load3d path)
     left_operand: WorkspacePart | str | None
@@ -241,14 +243,18 @@ def _plan_maps(setup: _CubeSetup, call: ConvBackwardCall, computed, workspace: W
     if computed[1]:
         x_map = _add_part(workspace, f"input as tall NC1HWC0 ({dtype_name(compute)}, C0 {c0}, {geo.x.pitch} rows "
                                      f"per image)", G * ceil_div(geo.Cin, c0) * geo.x.block * c0 * isz)
-    maps = [(plan_to5hd("gradOutput", geo.N, G, geo.Cout, c0, int(np.prod(geo.O)), geo.dy, call.grad_output.dtype,
-                        compute, setup.room), 0, 4)]
+    # a 3D convolution's maps are NDC1HWC0, which CANN makes with its TIK TransData (whole UB, no
+    # gap rows); 1D / 2D ones NC1HWC0 with gap rows, as its auto-scheduled TransData would
+    to5hd = ((lambda *a: plan_to5hd_tik(*a, setup.ub, setup.tik_tile)) if not geo.dy.fold
+             else (lambda *a: plan_to5hd(*a, setup.room)))
+    maps = [(to5hd("gradOutput", geo.N, G, geo.Cout, c0, int(np.prod(geo.O)), geo.dy, call.grad_output.dtype,
+                   compute), 0, 4)]
     if computed[1] and geo.s2d is not None:
         maps.append((plan_space_to_depth_map(geo.N, geo.s2d, geo.X[1:], geo.x, call.input.dtype, compute,
                                              setup.room), 1, 8))
     elif computed[1]:
-        maps.append((plan_to5hd("input", geo.N, G, geo.Cin, c0, int(np.prod(geo.X)), geo.x, call.input.dtype,
-                                compute, setup.room), 1, 8))
+        maps.append((to5hd("input", geo.N, G, geo.Cin, c0, int(np.prod(geo.X)), geo.x, call.input.dtype,
+                           compute), 1, 8))
     return dy_map, x_map, maps
 
 
@@ -272,9 +278,13 @@ def _plan_grad_weight_parts(setup: _CubeSetup, call: ConvBackwardCall, dw: DwTil
     cast) with cast = (elements, source dtype, compute dtype, chunk, source name) or None."""
     geo, compute, c0 = setup.geo, setup.compute, setup.c0
     row_elems = ceil_div(geo.Cb, c0) * geo.dwf.Khw * c0
-    acc_dtype = F32 if dw.ks > 1 else np.dtype(call.grad_weight.dtype)
+    # FP32 where partial sums add, and where a C0 block of the output dtype is not whole 32-B
+    # blocks (FP32 / HF32 compute, C0 = 8, into a 16-bit gradWeight): the layout pass cuts rows into
+    # C1 chunks, each a run of whole blocks
+    out_dtype = np.dtype(call.grad_weight.dtype)
+    acc_dtype = F32 if dw.atomic or c0 * out_dtype.itemsize % 32 else out_dtype
     acc = _add_part(workspace, f"gradWeight FP32 accumulator (partial sums of {dw.ks} cores per tile, atomic add)"
-                    if dw.ks > 1 else f"gradWeight tiles ({dtype_name(acc_dtype)}, C0-blocked columns)",
+                    if dw.atomic else f"gradWeight tiles ({dtype_name(acc_dtype)}, C0-blocked columns)",
                     geo.G * geo.Mg * geo.dwf.ax[0].K * row_elems * acc_dtype.itemsize)
     left = cast = None
     if setup.itemsize == 4:
@@ -333,20 +343,9 @@ def _size_cube_buffers(setup: _CubeSetup, dx: DxTiling | None, dw: DwTiling | No
     return align32(l1), l0a, l0b, l0c, ub_out
 
 
-def _deal_prologue(setup: _CubeSetup, maps, packw, acc_zero_bytes: int, cast, vector_cores: int) -> list:
-    """The prologue's work items dealt over the vector blocks, kind by kind, continuing the
-    round-robin from one kind to the next so similar items spread evenly."""
-    items = []
-    for i, (t, _, _) in enumerate(maps):
-        items += [(("5hd", i), it) for it in (space_to_depth_items(t) if isinstance(t, SpaceToDepthMap)
-                                              else to5hd_items(t))]
-        items += [(("gap", i), it) for it in gap_items(t, setup.zero_bytes)]
-    if packw is not None:
-        items += [("pack", it) for it in packw.items]
-    if acc_zero_bytes:
-        items += [("acc0", it) for it in zero_items(acc_zero_bytes, setup.zero_bytes)]
-    if cast is not None:
-        items += [("cast", it) for it in cast_items(cast[0], cast[3])]
+def _round_robin(items: list, vector_cores: int) -> list:
+    """Items [(kind, item)] dealt round-robin over the vector blocks, kind by kind, continuing the
+    round from one kind to the next so similar items spread evenly."""
     blocks = [[] for _ in range(min(vector_cores, len(items)))]
     kinds = []
     for kind, _ in items:
@@ -361,29 +360,58 @@ def _deal_prologue(setup: _CubeSetup, maps, packw, acc_zero_bytes: int, cast, ve
     return blocks
 
 
-def _plan_epilogue(setup: _CubeSetup, call: ConvBackwardCall, computed, acc_dtype, vector_cores: int) -> Epilogue:
-    """The epilogue: gradInput's phases back to the input layout, gradWeight's tiles to the
-    weight layout, items dealt round-robin over the vector blocks."""
+def _plan_prologues(setup: _CubeSetup, maps, packw, cast, vector_cores: int) -> list:
+    """The vector launches before the Cube, as CANN makes them: a TransData per map (gradOutput,
+    then input), the weight's, and the ND->NZ operand's cast: [(label, Prologue)]."""
+    out = []
+    for i, (t, _, _) in enumerate(maps):
+        if isinstance(t, SpaceToDepthMap):
+            items = [(("5hd", i), it) for it in space_to_depth_items(t)]
+        elif t.slots == 1:                    # CANN's TIK TransData: its own split over the cores
+            blocks = [[(("5hd", i), it) for it in b] for b in tik_to5hd_blocks(t, vector_cores)]
+            out.append((f"TransData({t.name} -> NDC1HWC0)", Prologue(setup.ub, 0, maps, None, None, blocks)))
+            continue
+        else:
+            items = [(("5hd", i), it) for it in to5hd_items(t)]
+        gaps = [(("gap", i), it) for it in gap_items(t, setup.zero_bytes)]
+        out.append((f"TransData({t.name} -> NC1HWC0)",
+                     Prologue(setup.ub, setup.zero_bytes if gaps else 0, maps, None, None,
+                              _round_robin(items + gaps, vector_cores))))
+    if packw is not None:
+        out.append(("TransData(weight -> W')", Prologue(setup.ub, 0, maps, packw, None,
+                                                        _round_robin([("pack", it) for it in packw.items], vector_cores))))
+    if cast is not None:
+        out.append((f"Cast({cast[4]} -> {dtype_name(cast[2])})",
+                    Prologue(setup.ub, 0, maps, None, cast[:4],
+                             _round_robin([("cast", it) for it in cast_items(cast[0], cast[3])], vector_cores))))
+    return out
+
+
+def _plan_epilogues(setup: _CubeSetup, call: ConvBackwardCall, computed, acc_dtype, vector_cores: int) -> dict:
+    """The layout launches after the Cube, each its own launch (as CANN's TransData after each
+    kernel): gradInput's phases back to the input layout, items dealt round-robin; gradWeight's
+    tiles to the weight layout, as CANN's TIK TransData splits them over the cores (the
+    space-to-depth fold's, round-robin): {"dx" / "dw": (label, Epilogue)}."""
     geo, ub = setup.geo, setup.ub
-    dx_out = plan_dx_out(geo, call.grad_input.dtype, ub) if computed[0] else None
-    dw_out = None
-    if computed[1] and geo.s2d is not None:
-        dw_out = plan_space_to_depth_out(geo.s2d, geo.Mg, acc_dtype, call.grad_weight.dtype, ub)
-    elif computed[1]:
-        dw_out = plan_dw_out(geo.G, geo.Mg, geo.Cb, setup.c0, geo.dwf.ax[0].K, geo.dwf.Khw, acc_dtype,
-                             call.grad_weight.dtype, ub)
-    items = [("dx", it) for it in dx_out_items(dx_out)] if dx_out else []
-    if dw_out:
-        items += [("dw", it) for it in (space_to_depth_out_items(dw_out) if isinstance(dw_out, SpaceToDepthOut)
-                                        else dw_out_items(dw_out))]
-    blocks = [[] for _ in range(min(vector_cores, len(items)))]
-    for i, it in enumerate(items):
-        blocks[i % len(blocks)].append(it)
-    return Epilogue(ub, dx_out, dw_out, blocks)
+    out = {}
+    if computed[0]:
+        dx_out = plan_dx_out(geo, call.grad_input.dtype, ub)
+        out["dx"] = ("TransData(gradInput phases -> NC[D]HW)",
+                     Epilogue(ub, dx_out, None, _round_robin([("dx", it) for it in dx_out_items(dx_out)], vector_cores)))
+    if computed[1]:
+        if geo.s2d is not None:
+            dw_out = plan_space_to_depth_out(geo.s2d, geo.Mg, acc_dtype, call.grad_weight.dtype, ub)
+            blocks = _round_robin([("dw", it) for it in space_to_depth_out_items(dw_out)], vector_cores)
+        else:
+            dw_out = plan_dw_out(geo.G, geo.Mg, geo.Cb, setup.c0, geo.dwf.ax[0].K, geo.dwf.Khw, acc_dtype,
+                                 call.grad_weight.dtype, ub, setup.tik_tile)
+            blocks = [[("dw", it) for it in b] for b in dw_out_blocks(dw_out, vector_cores)]
+        out["dw"] = ("TransData(gradWeight -> weight layout)", Epilogue(ub, None, dw_out, blocks))
+    return out
 
 
 def _report_tiling(tiling: dict, geo: CubeGeometry, dx, dw, buffers: int, blocks: list, makespan: float) -> None:
-    """The Cube path's figures in the tiling the report shows."""
+    """The Cube path's figures in the tiling the report shows (blockDim: the larger Cube launch's)."""
     if dx is not None:
         tiling["gradInput"] = {"baseM": dx.m, "baseN": dx.nt, "baseK": dx.kk, "c1Chunk": dx.c1n,
                                "L0CTiles": dx.nc, "units": len(dx.units), "phases": geo.nphase,
@@ -394,20 +422,22 @@ def _report_tiling(tiling: dict, geo: CubeGeometry, dx, dw, buffers: int, blocks
                                 "kSplit": dw.ks, "units": len(dw.units), "leftOperand":
                                 "ND->NZ + load2d" if dw.a_nd2nz else "load3d (1x1, transposed)",
                                 "doubleBuffer": buffers == 2}
-    tiling["blockDim"] = len(blocks)
+    tiling["blockDim"] = max(len(b) for b in blocks)
     tiling["estimatedCubeCycles"] = round(makespan)
 
 
 def _plan_cube(call: ConvBackwardCall, work: _Work, profile, forced: dict, workspace: Workspace,
                tiling: dict) -> _CubePlan:
-    """The Cube path: tile the GEMMs, lay out their workspace, deal the units over the blocks,
-    size the buffers, and plan the prologue and epilogue that feed and drain the Cube."""
+    """The Cube path: tile the GEMMs, lay out their workspace, deal each GEMM's units over the
+    blocks of its own launch (CANN runs gradInput's and gradWeight's kernels one after the other),
+    size the buffers, and plan the layout launches that feed and drain the Cube."""
     computed = work.computed
     compute = STORAGE[call.compute_dtype]
     ub = ub_bytes(profile)
     setup = _CubeSetup(make_cube_geometry(work.cube_convolution, computed, 32 // compute.itemsize),
                        cube_caps(profile, call.compute_dtype), compute,
-                       2 if bool(forced.get("doubleBuffer", True)) else 1, ub, min(16384, ub // 8) // 32 * 32)
+                       2 if bool(forced.get("doubleBuffer", True)) else 1, ub, min(16384, ub // 8) // 32 * 32,
+                       profile.scalar.tik_tile_cycles)
     geo = setup.geo
     dx, dw = _tile_gemms(setup, call, computed, forced)
     dy_map, x_map, maps = _plan_maps(setup, call, computed, workspace)
@@ -417,20 +447,26 @@ def _plan_cube(call: ConvBackwardCall, work: _Work, profile, forced: dict, works
     acc = acc_dtype = left_operand = cast = None
     if computed[1]:
         acc, acc_dtype, left_operand, cast = _plan_grad_weight_parts(setup, call, dw, workspace)
-    blocks, makespan = _deal_cube_units(dx, dw, forced, setup.caps.cores)
     l1, l0a, l0b, l0c, ub_out = _size_cube_buffers(setup, dx, dw, call.grad_input.itemsize if dx else 0,
                                                    acc_dtype)
-    job = CubeJob(geo, setup.caps.a2, compute, call.compute_dtype == "HF32", setup.buffers, l1, l0a, l0b, l0c,
-                  dx, dw, packw, np.dtype(call.grad_input.dtype) if computed[0] else None, acc_dtype, ub_out,
-                  blocks)
+    jobs, all_blocks, makespan = [], [], 0.0
+    for name, label, gemm in (("dx", "GradInput(sub-pixel img2col x W'T)", dx), ("dw", "GradWeight(dy^T x img2col)", dw)):
+        if gemm is None:
+            continue
+        blocks, span = _deal_cube_units(dx if name == "dx" else None, dw if name == "dw" else None, forced,
+                                        setup.caps.cores)
+        jobs.append((f"Cube: {label}",
+                     CubeJob(geo, setup.caps.a2, compute, call.compute_dtype == "HF32", setup.buffers, l1, l0a, l0b,
+                             l0c, dx, dw, packw, np.dtype(call.grad_input.dtype) if computed[0] else None, acc_dtype,
+                             ub_out, blocks)))
+        all_blocks.append(blocks)
+        makespan += span
     vector_cores = vector_core_count(profile)
-    acc_zero_bytes = acc.nbytes if (computed[1] and dw.ks > 1) else 0
-    prologue = Prologue(ub, setup.zero_bytes, maps, packw, acc_zero_bytes, cast[:4] if cast else None,
-                        _deal_prologue(setup, maps, packw, acc_zero_bytes, cast, vector_cores))
-    epilogue = _plan_epilogue(setup, call, computed, acc_dtype, vector_cores)
-    _report_tiling(tiling, geo, dx, dw, setup.buffers, blocks, makespan)
-    return _CubePlan(job, prologue, epilogue, dy_map, x_map, packed_weight, dx_phases, acc, acc_dtype, left_operand,
-                     cast[4] if cast else None)
+    prologues = _plan_prologues(setup, maps, packw, cast, vector_cores)
+    epilogues = _plan_epilogues(setup, call, computed, acc_dtype, vector_cores)
+    _report_tiling(tiling, geo, dx, dw, setup.buffers, all_blocks, makespan)
+    return _CubePlan(prologues, jobs, epilogues, dy_map, x_map, packed_weight, dx_phases, acc, acc_dtype,
+                     computed[1] and dw.atomic, left_operand, cast[4] if cast else None)
 
 
 # ---- the launches (phase 2) ----------------------------------------------------------------------
@@ -458,9 +494,11 @@ def _zero_fill_launches(call: ConvBackwardCall, work: _Work, outputs: _Outputs, 
 
 
 def _cube_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outputs: _Outputs, cube: _CubePlan,
-                   ws: int) -> list:
-    """The prologue (maps, packed weight, accumulator zeros, cast), the Cube's GEMMs and the
-    epilogue, with their GM arguments bound to the workspace at `ws`."""
+                   profile, ws: int) -> list:
+    """The launches of the Cube path in CANN's order: the layout passes and cast that feed the Cube,
+    then per gradient its Cube launch and the layout pass that drains it (gradWeight's FP32
+    accumulator zeroed by a MemSet just before the Cube adds into it), with their GM arguments
+    bound to the workspace at `ws`."""
     computed, compute = work.computed, STORAGE[call.compute_dtype]
     dx, dw = computed[0], computed[1]
     narrowed = work.cube_grad_output is not call.grad_output
@@ -482,19 +520,19 @@ def _cube_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outpu
     elif cube.left_operand is not None:
         left = cast_dst = workspace_arg(ws, cube.left_operand, compute, "workspace:A cast")
         cast_src = sources.arg(cube.cast_source, ws)
-    prologue_args = (grad_output, inp, weight, packed_weight, dy_map, acc, cast_src, cast_dst, x_map)
-    label = ("TransData(gradOutput, input -> NC1HWC0; weight -> W')" if dx and dw else
-             "TransData(gradOutput -> NC1HWC0; weight -> W')" if dx else "TransData(gradOutput, input -> NC1HWC0)")
-    gemms = " + ".join(n for n, b in (("GradInput(sub-pixel img2col x W'T)", dx), ("GradWeight(dy^T x img2col)", dw))
-                       if b)
-    drains = " + ".join(n for n, b in (("GradInput(phases NC1HWC0 -> NCHW)", dx), ("GradWeight(-> weight layout)", dw))
-                        if b)
+    prologue_args = (grad_output, inp, weight, packed_weight, dy_map, None, cast_src, cast_dst, x_map)
     epilogue_args = (dx_phases, outputs.arg("gradInput", ws) if dx else None,
                      acc, outputs.arg("gradWeight", ws) if dw else None)
-    return [KernelLaunch(label, prologue_body, len(cube.prologue.blocks), "vector", (prologue_args, cube.prologue)),
-            KernelLaunch(f"Cube: {gemms}", cube_body, len(cube.job.blocks), "cube",
-                         (dy_map, x_map, packed_weight, dx_phases, acc, left, cube.job)),
-            KernelLaunch(drains, epilogue_body, len(cube.epilogue.blocks), "vector", (epilogue_args, cube.epilogue))]
+    launches = [KernelLaunch(label, prologue_body, len(p.blocks), "vector", (prologue_args, p))
+                for label, p in cube.prologues]
+    for (label, job), kind in zip(cube.cube_jobs, [k for k in ("dx", "dw") if computed[("dx", "dw").index(k)]]):
+        if kind == "dw" and cube.acc_zeroed:
+            launches.append(zero_fill_launch("MemSet(gradWeight FP32 accumulator)", acc, cube.dw_acc.nbytes, profile))
+        launches.append(KernelLaunch(label, cube_body, len(job.blocks), "cube",
+                                     (dy_map, x_map, packed_weight, dx_phases, acc, left, job)))
+        elabel, epilogue = cube.epilogues[kind]
+        launches.append(KernelLaunch(elabel, epilogue_body, len(epilogue.blocks), "vector", (epilogue_args, epilogue)))
+    return launches
 
 
 def _write_back(outputs: _Outputs, name: str, profile, ws: int) -> KernelLaunch:
@@ -530,7 +568,7 @@ def _build_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outp
         launches.append(build(workspace_arg(ws, copy, t.dtype, f"workspace:{name}")))
     launches += _zero_fill_launches(call, work, outputs, profile, ws)
     if cube is not None:
-        launches += _cube_launches(call, work, sources, outputs, cube, ws)
+        launches += _cube_launches(call, work, sources, outputs, cube, profile, ws)
     for name in ("gradInput", "gradWeight"):
         if name in outputs.dense:       # written dense above (by the epilogue or a zero fill)
             launches.append(_write_back(outputs, name, profile, ws))

@@ -1,7 +1,8 @@
-"""The prologue launch (vector, all AIVs): gradOutput and input to tall NC1HWC0 maps (cast,
-channels padded to C0, zero gap rows between stacked images), the space-to-depth input map, the
-weight packed into gradInput's right operand (W', packing.py), the FP32 gradWeight accumulator zeroed and
-the ND->NZ operand cast.
+"""The vector launches before the Cube, one per layout as CANN launches a TransData per tensor:
+gradOutput and input to tall NC1HWC0 maps (cast, channels padded to C0, zero gap rows between
+stacked images; a 3D convolution's maps as CANN's TIK TransData tiles them), the space-to-depth
+input map, the weight packed into gradInput's right operand (W', packing.py) and the ND->NZ
+operand's cast. (The FP32 gradWeight accumulator is zeroed by a MemSet launch of its own.)
 """
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from typing import NamedTuple
 import numpy as np
 
 from simulator.kernel import (Cast, DataCopy, DataCopyExtParams, DataCopyPad, DataCopyParams, Duplicate,
-                              GetBlockIdx, GlobalTensor)
+                              GetBlockIdx, GlobalTensor, ScalarWork)
 from simulator.kernel.vector import Transpose, TransposeParamsExt
 from simulator.arith import align_up, ceil_div
 from .geometry import MapLayout, SpaceToDepth
+from ..common import tik_core_split
 from .vector_pipeline import NCHW2NHWC, VecBlock, align32, nhwc2nchw, ring_pass, round_mode, slot_pass, zero_lanes
 from .packing import PackWeight, pass_packw
 
@@ -57,6 +59,52 @@ class To5HDPass:
     L: int                # positions per item (P when whole images fit)
     slot: int             # bytes per slot (slot_pass) or per ring region (ring_pass)
     ring: bool = False    # no cast: one transpose per item, on ring_pass's three regions
+    slots: int = 2        # slot_pass's slots: 1 for CANN's TIK TransData (an input and an output half)
+    tile_scalar: float = 0.0   # the scalar unit's own cycles per item (a TIK kernel's: scalar.tik_tile_cycles)
+
+
+# TIK's TransData keeps 256 B and 64 x 8 B of UB for itself and halves the rest (src_ub, dst_ub);
+# one vnchwconv line holds 16 rows (trans_data_common_func.py, trans_data_positive_source_ntc.py)
+TIK_UB_RESERVED = 256
+TIK_TILING_BYTES = 512
+
+
+def tik_vnc_line(ub_bytes: int, src_isz: int, isz: int) -> int:
+    """Positions of one channel row in a TIK NCDHW -> NDC1HWC0 tile (mode 1001: 3,056 for fp16 in
+    a 192 KB UB): half the UB TIK leaves, over the 16 rows of a vnchwconv, in 16-position steps;
+    with a cast in the pass (CANN casts in a kernel of its own) the half also holds the cast rows."""
+    usable = ub_bytes - TIK_UB_RESERVED - TIK_TILING_BYTES
+    per_pos = 16 * (src_isz + (isz if src_isz != isz else 0))
+    return max(16, (usable // 2) // per_pos // 16 * 16)
+
+
+def plan_to5hd_tik(name, N, G, Cg, c0, P, lay: MapLayout, src_dtype, compute_dtype, ub_bytes: int,
+                   tile_scalar: float) -> To5HDPass:
+    """gradOutput / input of a 3D convolution to NDC1HWC0 as CANN's TIK TransData does it
+    (trans_data_positive_source_ntc, mode 1001): a tile is one image, one C1 plane of 16 channels
+    and up to a vnchwconv line of positions; one tile in UB at a time (its load overlaps only the
+    previous tile's store)."""
+    C1 = ceil_div(Cg, c0)
+    L = min(P, tik_vnc_line(ub_bytes, src_dtype.itemsize, compute_dtype.itemsize))
+    pitch = L if L == P else align_up(L, 32 // src_dtype.itemsize)
+    elems = c0 * pitch
+    cast = align32(elems * compute_dtype.itemsize) if src_dtype != compute_dtype else 0
+    slot = align32(elems * src_dtype.itemsize) + cast + align32(elems * compute_dtype.itemsize)
+    return To5HDPass(name, N, G, Cg, C1, c0, P, lay, src_dtype, compute_dtype, 1, L, slot, False, 1, tile_scalar)
+
+
+def tik_to5hd_blocks(t: To5HDPass, cores: int) -> list[list[To5HDItem]]:
+    """The tiles of a TIK TransData per core: one of (images, C1 planes, position chunks) split
+    over the cores (tik_core_split), the other two whole in each."""
+    loops = (t.N, t.G * t.C1, ceil_div(t.P, t.L))
+    axis, per = tik_core_split(loops, cores)
+    blocks = []
+    for lo in range(0, loops[axis], per):
+        ranges = [range(x) for x in loops]
+        ranges[axis] = range(lo, min(lo + per, loops[axis]))
+        blocks.append([To5HDItem(n, gc // t.C1, gc % t.C1, 1, k * t.L, min(t.L, t.P - k * t.L))
+                       for n in ranges[0] for gc in ranges[1] for k in ranges[2]])
+    return blocks + [[] for _ in range(cores - len(blocks))]     # TIK launches every core; the rest exit
 
 
 def plan_to5hd(name, N, G, Cg, c0, P, lay: MapLayout, src_dtype, compute_dtype, ub_bytes: int) -> To5HDPass:
@@ -123,6 +171,8 @@ def _to5hd_prezero(ub: VecBlock, t: To5HDPass, b: int, it: To5HDItem) -> bool:
 
 
 def _to5hd_load(ub: VecBlock, t: To5HDPass, sGm, b: int, it: To5HDItem):
+    if t.tile_scalar:
+        ScalarWork(t.tile_scalar)
     isz_s = t.src_dtype.itemsize
     nch, pitch = _to5hd_channels(t, it), _to5hd_pitch(t, it)
     src = sGm[((it.n * t.G + it.g) * t.Cg + it.c1 * t.c0) * t.P + it.p0]
@@ -149,8 +199,9 @@ def _to5hd_store(t: To5HDPass, dGm, out, it: To5HDItem):
 
 
 def _to5hd_slot_pass(ub: VecBlock, items, t: To5HDPass, sGm, dGm):
-    """Cast, then transpose: in, cast and out regions in each of two slots."""
+    """(Cast, then) transpose: in, (cast) and out regions in each slot."""
     isz_s, isz = t.src_dtype.itemsize, t.compute_dtype.itemsize
+    cast = t.src_dtype != t.compute_dtype
     # every item of the pass places its regions as the largest does: the next load into a slot
     # waits for this item's compute, not its store, so it must not land where the store reads
     most = max((it.c1n * t.c0 * _to5hd_pitch(t, it) for it in items), default=0)
@@ -159,16 +210,19 @@ def _to5hd_slot_pass(ub: VecBlock, items, t: To5HDPass, sGm, dGm):
         return b + align32(most * isz_s)
 
     def out_at(b):
-        return cast_at(b) + align32(most * isz)
+        return cast_at(b) + (align32(most * isz) if cast else 0)
 
     def compute(b, it):
-        cap = it.c1n * t.c0 * _to5hd_pitch(t, it)
-        Cast(ub.at(cast_at(b), t.compute_dtype), ub.at(b, t.src_dtype), round_mode(t.compute_dtype, t.src_dtype), cap)
-        _to5hd_transpose(ub, t, out_at(b), ub.at(cast_at(b), t.compute_dtype), it)
+        src = ub.at(b, t.src_dtype)
+        if cast:
+            cap = it.c1n * t.c0 * _to5hd_pitch(t, it)
+            Cast(ub.at(cast_at(b), t.compute_dtype), src, round_mode(t.compute_dtype, t.src_dtype), cap)
+            src = ub.at(cast_at(b), t.compute_dtype)
+        _to5hd_transpose(ub, t, out_at(b), src, it)
 
     slot_pass(ub, t.slot, items, partial(_to5hd_load, ub, t, sGm), compute,
               lambda b, it: _to5hd_store(t, dGm, ub.at(out_at(b), t.compute_dtype), it),
-              partial(_to5hd_prezero, ub, t))
+              partial(_to5hd_prezero, ub, t), t.slots)
 
 
 def _to5hd_ring_pass(ub: VecBlock, items, t: To5HDPass, sGm, dGm):
@@ -328,21 +382,9 @@ def pass_space_to_depth(ub: VecBlock, items, t: SpaceToDepthMap, sGm, dGm):
 
 
 class Span(NamedTuple):
-    """A run [offset, offset + count) of bytes (zero fills) or elements (casts)."""
+    """A run [offset, offset + count) of elements (casts)."""
     offset: int
     count: int
-
-
-def zero_items(nbytes: int, zero_bytes: int) -> list[Span]:
-    return [Span(o, min(zero_bytes, nbytes - o)) for o in range(0, nbytes, zero_bytes)]
-
-
-def zero_fill(ub: VecBlock, it: Span, dGm8):
-    z = ub.zeros()
-    if it.count % 32:
-        DataCopyPad(dGm8[it.offset], z, DataCopyExtParams(1, it.count, 0, 0))
-    else:
-        DataCopy(dGm8[it.offset], z, it.count)
 
 
 def cast_items(n: int, chunk: int) -> list[Span]:
@@ -373,11 +415,12 @@ def pass_cast(ub: VecBlock, items, src_dtype, dst_dtype, chunk, sGm, dGm):
 
 @dataclass
 class Prologue:
+    """One vector launch before the Cube: a layout pass (a map to NC1HWC0, the weight to W') or
+    the ND->NZ operand's cast, its items dealt over its blocks."""
     ub: int
-    zero_bytes: int
+    zero_bytes: int       # UB kept zeroed at the top (gap rows); 0 when the launch writes none
     maps: list            # (To5HDPass or SpaceToDepthMap, src GM index, dst GM index)
     packw: PackWeight | None
-    acc_zero: int         # bytes of the accumulator to zero (0: none)
     cast: tuple | None    # (elements, src dtype, dst dtype, elements per item)
     blocks: list          # per block: [(kind, item)]
 
@@ -405,16 +448,9 @@ def prologue_body(gms: tuple, P: Prologue):
     if P.cast is not None and by_kind.get("cast"):
         _, src_dtype, dst_dtype, chunk = P.cast
         pass_cast(ub, by_kind["cast"], src_dtype, dst_dtype, chunk, tensors[6], tensors[7])
-    zeros = [(k, it) for k, it in work if k == "acc0" or (isinstance(k, tuple) and k[0] == "gap")]
-    if zeros:
+    gaps = [(k, it) for k, it in work if isinstance(k, tuple) and k[0] == "gap"]
+    if gaps:
         ub.begin_pass()
-        acc8 = None
-        if tensors[5] is not None:
-            acc8 = GlobalTensor(np.uint8)
-            acc8.SetGlobalBuffer(gms[5].cast(np.uint8))
-        for kind, it in zeros:
-            if kind == "acc0":
-                zero_fill(ub, it, acc8)
-            else:
-                t, si, di = P.maps[kind[1]]
-                zero_gap(ub, it, t, tensors[di])
+        for kind, it in gaps:
+            t, si, di = P.maps[kind[1]]
+            zero_gap(ub, it, t, tensors[di])

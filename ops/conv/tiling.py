@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from simulator.arith import align_up, ceil_div
 from ..common import tiling_error, ub_bytes
+from .cann_dw_tiling import DwProblem, cann_dw_split
 from .geometry import Axis, CubeGeometry
 
 
@@ -104,6 +105,10 @@ class DwTiling:
     units: list = field(default_factory=list)   # (g, kd, m0, mt, col0, ncol, pieces)
     costs: list = field(default_factory=list)
     a_nd2nz: bool = False
+    # the tiles add into an FP32 accumulator (zeroed first by a MemSet): when the reduction is split
+    # over cores, and always for a 3D convolution, whose gradWeight CANN computes in FP32
+    # (Conv3DBackpropFilter*2Fp32) with atomic adds after a MemSet
+    atomic: bool = False
 
 
 def _rows_for(m: int, Wg: int) -> int:
@@ -348,6 +353,19 @@ def _dw_tile_shapes(search: _TileSearch, small: bool, ncols: int):
     return [(mt, nt) for mt in mts for nt in nts]
 
 
+def _dw_stage_slabs(search: _TileSearch, mt: int, nt: int, kc: int) -> tuple[int, int]:
+    """The A and B slabs (L1 bytes) of a load3d stage of kc positions."""
+    geo, isz, c0 = search.geo, search.isz, search.c0
+    alay = geo.dy if geo.amap == "dy" else geo.x
+    blay = geo.x if geo.amap == "dy" else geo.dy
+    c1nB = min(ceil_div(geo.Cb, c0), ceil_div(nt, geo.dwf.Khw * c0) + 1)
+    c1nA = ceil_div(mt, c0) + (0 if mt % c0 == 0 else 1)
+    rows = _rows_for(kc, alay.Wd)
+    sa = c1nA * min(rows, alay.R) * alay.Wd * c0 * isz
+    sb = c1nB * min(_window_rows(geo.dwf.ax[1], rows), blay.R) * blay.Wd * c0 * isz
+    return sa, sb
+
+
 def _dw_stage(search: _TileSearch, mt: int, nt: int, kmax: int, nd2nz: bool):
     """The deepest L1 stage (positions kc, a multiple of the L0 step) whose A and B slabs fit L1
     with their buffers: (kc, A slab bytes, B slab bytes), or None."""
@@ -428,6 +446,42 @@ def _add_dw_units(t: DwTiling, search: _TileSearch, ncols: int, nd2nz: bool) -> 
                                                                            search.c0) + 300)
 
 
+def _cann_dw_tiling(search: _TileSearch, ncols: int, K_total: int, forced: dict) -> "DwTiling | None":
+    """A 3D convolution's gradWeight in FP16 / BF16, groups of 1, nothing forced: the tiles and the
+    reduction's split CANN's Conv3DBackpropFilter tiling picks (cann_dw_tiling.py), if our buffers
+    take them; None otherwise (our own search then)."""
+    geo, cc = search.geo, search.caps
+    if geo.fold or geo.transposed or geo.G > 1 or search.isz != 2 or search.forced_tile or search.forced_k \
+            or forced.get("dwKSplit") or search.buffers != 2:
+        return None
+    f = geo.dwf
+    Do, Ho, Wo = geo.O
+    Di, Hi, Wi = geo.X
+    prob = DwProblem(geo.N, Do, ceil_div(geo.Mg, 16), ceil_div(geo.Cb, 16), f.ax[0].K, f.ax[1].K, f.ax[2].K,
+                     Ho, Wo, Hi, Wi, f.ax[1].s, f.ax[2].s, f.ax[1].d, f.ax[2].d, f.ax[0].pad > 0, cc.L1, cc.L0C,
+                     cc.cores)
+    split = cann_dw_split(prob)
+    if split is None:
+        return None
+    mt = min(split.m_l0 * 16, align_up(geo.Mg, 16))
+    nt = min(split.n_l0 * 16, ncols)
+    kk = split.k_l0 * 16
+    if _l0_k_room("gradWeight", cc, 2, 2, mt, nt, 16, kk, False) is None:
+        return None
+    stage = _dw_stage(search, mt, nt, kk, False)
+    if stage is None:
+        return None
+    kc = min(split.k_al1 * 16, stage[0])
+    kc = max(kc // kk * kk, kk)
+    # CANN's N tile may span the depth taps, ours holds one: its cores' split of the reduction is
+    # kept where our tiles spread as evenly, else refined until they do
+    tiles = f.ax[0].K * ceil_div(geo.Mg, mt) * ceil_div(ncols, nt)
+    spread = [(ceil_div(tiles * ks, cc.cores) / ks, ks) for ks in range(split.k_parts, 4 * split.k_parts + 1)]
+    best = min(w for w, _ in spread)
+    ks = next(ks for w, ks in spread if w <= best * 1.01)
+    return DwTiling(mt, nt, kk, kc, ks, *_dw_stage_slabs(search, mt, nt, kc))
+
+
 def plan_dw(geo: CubeGeometry, caps: CubeCaps, isz: int, c0: int, osz: int, forced: dict, buffers: int,
             nd2nz: bool) -> DwTiling:
     """gradWeight's tiling (phase 1): the L0 tile (baseM rows x baseN columns x baseK
@@ -438,6 +492,11 @@ def plan_dw(geo: CubeGeometry, caps: CubeCaps, isz: int, c0: int, osz: int, forc
     o_ks = _pick(forced, "dwKSplit", "dwKSplit")
     ncols = ceil_div(geo.Cb, c0) * geo.dwf.Khw * c0
     K_total = sum(p[2] for p in _pieces(geo, 1 << 30, nd2nz))
+    cann = _cann_dw_tiling(search, ncols, K_total, forced)
+    if cann is not None:
+        _add_dw_units(cann, search, ncols, nd2nz)
+        cann.atomic = True
+        return cann
     best = None
     # the usual tile sizes first; smaller ones only when none of those fits (a what-if profile with
     # small buffers), so a default plan is refused only when no tile can work
@@ -454,4 +513,5 @@ def plan_dw(geo: CubeGeometry, caps: CubeCaps, isz: int, c0: int, osz: int, forc
     _, mt, nt, kk, kc, ks, sa, sb = best
     t = DwTiling(mt, nt, kk, kc, ks, sa, sb, a_nd2nz=nd2nz)
     _add_dw_units(t, search, ncols, nd2nz)
+    t.atomic = t.ks > 1 or not geo.x.fold
     return t

@@ -74,20 +74,21 @@ class VecBlock:
         self.passes += 1
 
 
-def slot_pass(ub: VecBlock, slot: int, items, load, compute, store, prezero=None):
+def slot_pass(ub: VecBlock, slot: int, items, load, compute, store, prezero=None, slots: int = 2):
     """Per item: (prezero on V), MTE2 load into slot k, V compute, MTE3 store; two slots ping-pong,
     ordered by flags V->MTE2 (slot's input free), MTE2->V, V->MTE3, MTE3->V (slot's output free).
     Callbacks get (slot base offset, item); prezero(base, item) issues V instructions that must
-    precede the load, or returns False."""
+    precede the load, or returns False. `slots=1` is a TIK kernel's single buffer (an input half
+    and an output half of UB): the next item's load overlaps only this item's store."""
     ub.begin_pass()
-    if slot * 2 > ub.top:
-        raise tiling_error(f"vector pass needs 2 x {slot} B of UB; {ub.top} B available")
-    bases = (0, slot)
-    for k in range(2):
+    if slot * slots > ub.top:
+        raise tiling_error(f"vector pass needs {slots} x {slot} B of UB; {ub.top} B available")
+    bases = tuple(k * slot for k in range(slots))
+    for k in range(slots):
         SetFlag(HardEvent.V_MTE2, k)
-    pending = [False, False]
+    pending = [False] * slots
     for i, it in enumerate(items):
-        k = i & 1
+        k = i % slots
         b = bases[k]
         WaitFlag(HardEvent.V_MTE2, k)
         if prezero is not None and prezero(b, it):
@@ -105,7 +106,7 @@ def slot_pass(ub: VecBlock, slot: int, items, load, compute, store, prezero=None
         store(b, it)
         SetFlag(HardEvent.MTE3_V, k)
         pending[k] = True
-    for k in range(2):
+    for k in range(slots):
         WaitFlag(HardEvent.V_MTE2, k)
         if pending[k]:
             WaitFlag(HardEvent.MTE3_V, k)

@@ -412,6 +412,16 @@ def WaitFlag(event: HardEvent, eventID: int) -> None:
     _flag(WAIT, event.src, event.dst, int(eventID), "WaitFlag")
 
 
+def ScalarWork(cycles: float) -> None:
+    """Scalar arithmetic of the kernel's own between API calls (a hand-written kernel's address,
+    loop and tiling arithmetic per tile): the scalar unit spends `cycles` more before it issues the
+    next instruction."""
+    cycles = float(cycles)
+    if not cycles >= 0 or cycles == float("inf"):
+        raise _fault(PIPE_S, f"ScalarWork: cycles {cycles!r} must be finite and >= 0")
+    current_context().scalar_debt += cycles
+
+
 def PipeBarrier(pipe: Pipe) -> None:
     """PIPE_ALL stalls the scalar unit until every pipe drains; a single pipe's barrier orders
     that pipe, which in this model already runs its instructions one at a time."""
@@ -513,4 +523,5 @@ __all__ = [
     "CrossCoreWaitFlag",
     "WaitFlag",
     "PipeBarrier",
+    "ScalarWork",
 ]

@@ -347,7 +347,9 @@ def _load3d(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2) -> None:
     nbytes = nfrac * FRACTAL_BYTES
     local_extent(dst, dst.offset + nbytes, pipe, name, "destination")
     path = "L1_L0A" if dst.buffer == "L0A" else "L1_L0B"
-    cycles = ctx.profile.path(path).cycles(nbytes)
+    l3d = ctx.profile.load3d
+    cycles = (l3d.cycles(nbytes, dst.buffer == "L0B", geometry[9], geometry[15], geometry[4]) if l3d is not None
+              else ctx.profile.path(path).cycles(nbytes))
     layout = "zN" if dst.buffer == "L0B" else "zZT" if p.enTranspose else "zZ"
     make = _load3d_effect(dst, src.offset, map_bytes, nbytes, geometry, layout, dt.type(p.padValue))
     memo_emit(ctx, key, make, pipe, name, COMPUTE, cycles, path=path, nbytes=nbytes, reads=reads,

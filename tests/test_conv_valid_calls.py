@@ -1,0 +1,102 @@
+"""Every ConvolutionBackward call a chip accepts runs: none ends in an inner tiling error (561002),
+an inner error (561000) or a kernel fault. Calls are drawn at random over the whole space the
+operator's checks accept, at model sizes (channels to 1024, kernels to 7, strides, dilations,
+groups, 4-entry and per-dim padding, transposed, every outputMask, every dtype the series takes) on
+every chip; each is planned (phase 1) and each of its launches has its first and last blocks
+recorded with every capacity, alignment and bound check the kernel language makes
+(simulator.estimate), which is where a tile or a row larger than a buffer would show.
+`CONV_VALID_CASES=N` draws more."""
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import simulator
+from simulator import AclnnError, KernelError, TensorLayout
+from simulator.profile import list_socs, load_profile
+
+N_CASES = int(os.environ.get("CONV_VALID_CASES", "60"))
+DTYPES = {"FLOAT": np.float32, "FLOAT16": np.float16, "BF16": ml_dtypes.bfloat16}
+SOCS = list_socs()
+
+
+def draw_call(seed: int):
+    """(soc, call kwargs) of a call whose every size the operator's checks accept, or None when
+    this seed's draw is not a convolution at all (an empty output)."""
+    rng = np.random.default_rng([seed, 49])
+    soc = SOCS[seed % len(SOCS)]
+    support = load_profile(soc).supports("ConvolutionBackward")
+    nd = int(rng.choice([r - 2 for r in support.ranks]))
+    transposed = bool(rng.random() < 0.25)
+    groups = int(rng.choice([1, 1, 1, 2, 4, 8]))
+    depthwise = rng.random() < 0.1
+    cin = int(rng.choice([1, 3, 16, 31, 64, 128, 257, 512, 1024]))
+    cout = int(rng.choice([1, 16, 33, 64, 127, 256, 640, 1024]))
+    if depthwise:
+        groups = cin = cout = int(rng.choice([16, 32, 64]))
+    cin, cout = max(cin // groups, 1) * groups, max(cout // groups, 1) * groups
+    k = tuple(int(rng.integers(1, 8)) for _ in range(nd))
+    s = tuple(int(rng.integers(1, 4)) for _ in range(nd))
+    d = tuple(int(rng.integers(1, 3)) for _ in range(nd))
+    p = tuple(int(rng.integers(0, kk)) for kk in k)
+    # small spatial sizes keep the drawn calls quick while every buffer still sees model-size rows
+    sp = tuple(int(rng.integers(max((kk - 1) * dd + 1 - 2 * pp, 1), max((kk - 1) * dd + 1 - 2 * pp, 1) + 9))
+               for kk, dd, pp in zip(k, d, p))
+    if nd == 3:
+        sp = tuple(min(v, 12) for v in sp)
+    op = tuple(0 for _ in range(nd))
+    if transposed:
+        op = tuple(int(rng.integers(0, max(ss, dd))) if nd == 3 else int(rng.integers(0, ss))
+                   for ss, dd in zip(s, d))
+        out_sp = tuple((x - 1) * ss - 2 * pp + dd * (kk - 1) + oo + 1 for x, ss, pp, dd, kk, oo in zip(sp, s, p, d, k, op))
+        w_shape = (cin, cout // groups) + k
+        gout, inp = (2, cout) + out_sp, (2, cin) + sp
+    else:
+        out_sp = tuple((x + 2 * pp - dd * (kk - 1) - 1) // ss + 1 for x, kk, ss, pp, dd in zip(sp, k, s, p, d))
+        w_shape = (cout, cin // groups) + k
+        gout, inp = (2, cout) + out_sp, (2, cin) + sp
+    if min(out_sp) < 1:
+        return None
+    dtype = str(rng.choice(list(support.dtypes)))
+    mask = [bool(b) for b in rng.integers(0, 2, 3)]
+    if not any(mask):
+        mask[1] = True
+    cube_math = 1 if dtype == "FLOAT" and soc not in ("Ascend910A", "Ascend310P3") else 0
+    if dtype == "FLOAT" and soc in ("Ascend910A", "Ascend310P3"):
+        cube_math = 1             # (those series compute FLOAT in FP16: cubeMathType 0 is refused)
+    dt = DTYPES[dtype]
+    return soc, dict(gradOutput=TensorLayout(gout, dt), input=TensorLayout(inp, dt), weight=TensorLayout(w_shape, dt),
+                     biasSizes=[cout], stride=list(s), padding=list(p), dilation=list(d), transposed=transposed,
+                     outputPadding=list(op), groups=groups, outputMask=mask, cubeMathType=cube_math)
+
+
+@pytest.mark.parametrize("seed", range(N_CASES))
+def test_a_valid_call_plans_and_records(seed):
+    drawn = draw_call(seed)
+    if drawn is None:
+        pytest.skip("the draw has an empty output")
+    soc, kw = drawn
+    try:
+        simulator.estimate("ConvolutionBackward", soc, **kw)
+    except AclnnError as e:
+        # the operator's own checks may refuse a drawn call (161002: a limit of the chip's series):
+        # that is the documented contract, not an inner error
+        assert e.status not in (561000, 561002, 561103), f"{soc}: {e}"
+        assert e.status == 161002, f"{soc}: {e}"
+    except KernelError as e:
+        pytest.fail(f"{soc}: a kernel fault while recording: {e}")
+
+
+def test_the_call_the_issue_found_refused_runs():
+    """x 2x128x8x64x64, weight 256x128x5x5x5, pad 2, BF16, gradWeight only: its gradWeight rows
+    (128 channels x 125 taps in FP32) are longer than half the UB; they are cut into C1 chunks."""
+    bf = ml_dtypes.bfloat16
+    est = simulator.estimate("ConvolutionBackward", "Ascend910B2", gradOutput=TensorLayout([2, 256, 8, 64, 64], bf),
+                             input=TensorLayout([2, 128, 8, 64, 64], bf), weight=TensorLayout([256, 128, 5, 5, 5], bf),
+                             biasSizes=[256], stride=[1, 1, 1], padding=[2, 2, 2], dilation=[1, 1, 1],
+                             transposed=False, outputPadding=[0, 0, 0], groups=1, outputMask=[False, True, False],
+                             cubeMathType=0)
+    assert est.instructions > 0
