@@ -54,7 +54,7 @@ PIN_FILE = ROOT / "tests" / "fixtures" / "cycle_pins.txt"
 TRACES = ("silu_smoke.jsonl", "efficientnet_b0_silu_backward.yaml", "resnet50_conv_backward.yaml",
           "fconv_wmt_en_de_conv_tbc_backward.yaml", "deformable_detr_grid_sample_backward.yaml")
 SOCS = ("Ascend910B1", "Ascend910A", "Ascend310P3", "Ascend910B2", "Ascend910B3", "Ascend910B4",
-        "Ascend910_9392")
+        "Ascend910_9392", "Ascend910_9362")
 HEAVY = {"deformable_detr_grid_sample_backward.yaml": (4, 5, 6, 7)}    # the encoder calls
 SMOKE_CHIPS = ("Ascend910B1", "Ascend910A", "Ascend310P3")
 

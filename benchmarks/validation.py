@@ -94,8 +94,10 @@ def _gemm(fig, spec):
     buffers = {"a": (in_t, a_elems), "b": (in_t, b_elems), "c": (out_t, M * N)}
     rep = run_warm(gemm_kernel, t.usedCoreNum, buffers, (t,), kind="cube", soc=soc, profile=profile, runs=1)
     extra = fig["_reproduction"].get("torch_call_overhead_us", 0.0) if spec.get("call") == "torch.mm" else 0.0
-    return 2.0 * M * N * K / ((rep.time_us + extra) * 1e-6) / 1e12, \
-        f"kernel {rep.time_us:.1f} us + call {extra} us, {t.baseM}x{t.baseN}x{t.baseK} tiles, bound by {rep.bound}"
+    note = f"kernel {rep.time_us:.1f} us + call {extra} us, {t.baseM}x{t.baseN}x{t.baseK} tiles, bound by {rep.bound}"
+    if spec.get("value") == "us":         # msprof's Task Duration of the kernel
+        return rep.kernel_us, note
+    return 2.0 * M * N * K / ((rep.time_us + extra) * 1e-6) / 1e12, note
 
 
 def _unary(fig, spec):
@@ -179,6 +181,63 @@ def _step(fig, spec):
         f"{t['simulated_share']:.0%} simulated)"
 
 
+def _aclnn_conv(fig, spec):
+    """aclnnConvolutionBackward, gradWeight only, timing-only, the call run once before the timed
+    one on the same device: msprof's Task Durations of its kernels, summed."""
+    import simulator
+    from simulator import TensorLayout
+    from simulator.studies.trace import numpy_dtype
+    dt = numpy_dtype(spec["dtype"])
+    w = spec["weight"]
+    nd = len(w) - 2
+    r = simulator.run("ConvolutionBackward", soc=fig["chip"], mode="timing", trace=False, warmup=1,
+                      gradOutput=TensorLayout(spec["grad_output"], dt), input=TensorLayout(spec["x"], dt),
+                      weight=TensorLayout(w, dt), biasSizes=[w[0]], stride=spec["stride"], padding=spec["padding"],
+                      dilation=spec["dilation"], transposed=False, outputPadding=[0] * nd, groups=spec["groups"],
+                      outputMask=[False, True, False], cubeMathType=0)
+    rep = r.report
+    return rep.kernel_us, "; ".join(f"{l['name'].split('(')[0]} {l['cycles'] / rep.clock_mhz:.1f} us" for l in rep.launches)
+
+
+def _sigmoid(fig, spec):
+    """examples/sigmoid_kernel.py (CANN's Sigmoid as it runs on A2), warm: its Task Duration."""
+    from hardware_measurements import run_calls
+    from sigmoid_kernel import DTYPES as SIG_DTYPES, blocks_of, sigmoid_kernel, sigmoid_tiling
+    p = load_profile(fig["chip"])
+    _, kind = p.core_kind_for("vector")
+    n = int(np.prod(spec["shape"]))
+    t = sigmoid_tiling(n, spec["dtype"], kind.count, kind.buffers["UB"])
+    dt = SIG_DTYPES[spec["dtype"]]
+    rep = run_calls([(sigmoid_kernel, blocks_of(t), "vector", ("x", "y"), (t,))], {"x": (dt, n), "y": (dt, n)},
+                    soc=fig["chip"], calls=2)
+    return rep.kernel_us, f"{blocks_of(t)} blocks, tiles of {t.tile}, L2 hits {rep.l2['hit_rate']:.0%}, bound by {rep.bound}"
+
+
+def _transdata(fig, spec):
+    """CANN's TIK TransData NCDHW -> NDC1HWC0 (ops/conv/prologue.py's 3D map pass: TIK's tiles,
+    its one-axis core split), on its own launch, warm: its Task Duration."""
+    from hardware_measurements import run_calls
+    from ops.conv.geometry import MapLayout
+    from ops.conv.prologue import Prologue, plan_to5hd_tik, prologue_body, tik_to5hd_blocks
+    from simulator.studies.trace import numpy_dtype
+    p = load_profile(fig["chip"])
+    _, kind = p.core_kind_for("vector")
+    N, C, D, H, W = spec["shape"]
+    dt = numpy_dtype(spec["dtype"])
+    t = plan_to5hd_tik("x", N, 1, C, 32 // dt.itemsize, D * H * W, MapLayout(N, False, D, H, H, W), dt, dt,
+                       kind.buffers["UB"], p.scalar.tik_tile_cycles)
+    blocks = [[(("5hd", 0), it) for it in b] for b in tik_to5hd_blocks(t, kind.count)]
+    pro = Prologue(kind.buffers["UB"], 0, [(t, 0, 4)], None, None, blocks)
+    out = t.C1 * t.c0 * N * D * H * W
+
+    def body(src, dst, P):
+        prologue_body((src, None, None, None, dst, None, None, None, None), P)
+    rep = run_calls([(body, len(blocks), "vector", ("src", "dst"), (pro,))],
+                    {"src": (dt, N * C * D * H * W), "dst": (dt, out)}, soc=fig["chip"], calls=2)
+    used = sum(1 for b in blocks if b)
+    return rep.kernel_us, f"{used} of {len(blocks)} blocks with tiles, bound by {rep.bound}"
+
+
 def _memset(fig, spec):
     """CANN's MemSet (ops.common's zero_kernel) of `bytes` on one block or on every vector core
     (`all`, as aclnn launches it), timed warm as msprof's Task Duration."""
@@ -193,7 +252,8 @@ def _memset(fig, spec):
 
 
 REPRODUCERS = {"add_sample": _add_sample, "gemm": _gemm, "unary": _unary, "stream": _stream,
-               "cube_loop": _cube_loop, "vector_loop": _vector_loop, "step": _step, "memset": _memset}
+               "cube_loop": _cube_loop, "vector_loop": _vector_loop, "step": _step, "memset": _memset,
+               "aclnn_conv": _aclnn_conv, "sigmoid": _sigmoid, "transdata": _transdata}
 
 
 def simulate(fig: dict) -> Result:
@@ -230,9 +290,15 @@ def summary(results: list[Result]) -> str:
     errs = [abs(r.ratio - 1) for r in done]
     worst = max(done, key=lambda r: abs(r.ratio - 1))
     inside = sum(r.within for r in done)
-    return (f"{len(done)} figures reproduced ({len(results) - len(done)} not), {inside} within their bound; "
+    line = (f"{len(done)} figures reproduced ({len(results) - len(done)} not), {inside} within their bound; "
             f"mean absolute error {np.mean(errs):.1%}, worst {worst.figure['id']} "
             f"(ratio {worst.ratio:.3f})")
+    kinds: dict = {}
+    for r in done:                         # per reproducer: the geometric mean of simulated / measured
+        kinds.setdefault((r.figure["source"], r.figure["reproduce"]["kind"]), []).append(r.ratio)
+    return line + "".join(f"\n  {src} {kind}: {len(v)} figures, geometric mean ratio "
+                          f"{float(np.exp(np.mean(np.log(v)))):.3f} ({min(v):.3f} .. {max(v):.3f})"
+                          for (src, kind), v in sorted(kinds.items()) if len(v) > 1)
 
 
 def drifted(results: list[Result]) -> list[str]:
@@ -264,12 +330,15 @@ def record(results: list[Result], path: Path = FIGURES) -> None:
     path.write_text(text)
 
 
-def run(figures: list[dict], quick: bool = False, only: set[str] | None = None) -> list[Result]:
+def run(figures: list[dict], quick: bool = False, only: set[str] | None = None, source: str | None = None,
+        soc: str | None = None) -> list[Result]:
+    """Simulate the figures selected (quick ones, by id, of one source), on their own chip or, with
+    `soc`, on another profile (to ask which chip a source's rows support)."""
     out = []
     for f in figures:
-        if (quick and not f.get("quick")) or (only and f["id"] not in only):
+        if (quick and not f.get("quick")) or (only and f["id"] not in only) or (source and f["source"] != source):
             continue
-        out.append(simulate(f))
+        out.append(simulate(dict(f, chip=soc) if soc else f))
     return out
 
 
@@ -277,11 +346,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="only the figures marked quick")
     ap.add_argument("--only", nargs="*", help="figure ids")
+    ap.add_argument("--source", help="only the figures of this source (e.g. cann_bench_910b2)")
+    ap.add_argument("--soc", help="simulate the figures on this chip profile instead of their own (with "
+                                  "--record refused: a ratio is recorded on the figure's own chip)")
     ap.add_argument("--check", action="store_true", help="exit 1 if a ratio drifted from its recorded value")
     ap.add_argument("--record", action="store_true", help="write the ratios back as expected_ratio")
     args = ap.parse_args(argv)
     sources, figures = load()
-    results = run(figures, args.quick, set(args.only) if args.only else None)
+    if args.soc and args.record:
+        ap.error("--soc with --record: ratios are recorded on each figure's own chip")
+    results = run(figures, args.quick, set(args.only) if args.only else None, args.source, args.soc)
     for split in ("calibration", "validation"):
         part = [r for r in results if sources[r.figure["source"]]["split"] == split]
         print(f"## {split.capitalize()} ({len({r.figure['source'] for r in part})} sources)\n")

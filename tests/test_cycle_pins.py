@@ -82,9 +82,11 @@ def _in_suite(call, cheapest: set[str]) -> bool:
     return pin.cpu_seconds < SUITE_MAX_CALL_S or call.tag in cheapest
 
 
-# DETR encoder calls whose pins were not recorded with the rest (each takes minutes of CPU): none
-# now; a heavy call added later may be listed here until its pin is recorded
-HEAVY_NOT_YET_PINNED: set[str] = set()
+# DETR encoder calls whose pins were not recorded with the rest (each takes minutes of CPU): a
+# heavy call added later is listed here until its pin is recorded (Ascend910_9362's, a profile
+# added after the last heavy recording)
+HEAVY_NOT_YET_PINNED: set[str] = {f"deformable_detr_grid_sample_backward.yaml[{i}]@Ascend910_9362"
+                                  for i in (4, 5, 6, 7)}
 
 _CHEAPEST = _cheapest_of_each_trace()
 SUITE = [c for c in fp.every_call() if _in_suite(c, _CHEAPEST)]

@@ -39,12 +39,16 @@ SPEC = {
                         l1=512 * KiB, l0=(64 * KiB, 64 * KiB, 128 * KiB), ub=192 * KiB, tflops="245.8",
                         bw=800, events=8),      # the B4's own figure (two sources: devices/Ascend910B4.yaml)
 }
-# Chips beyond SPEC section 2, each figure as its devices/ file cites it: an Atlas A3 die (the A2
+# Chips beyond SPEC section 2, each figure as its devices/ file cites it: Atlas A3 dies (the A2
 # core and buffers per Huawei's NPUTargetSpec.td; L2, memory and bandwidth from secondary sources;
 # the clock an assumption, see devices/Ascend910_9392.yaml).
 BEYOND_SPEC = {
     "Ascend910_9392": dict(series="A2", clock=1850, cube=24, vector=48, l2=192 * MiB, mem=64 * GiB,
                            l1=512 * KiB, l0=(64 * KiB, 64 * KiB, 128 * KiB), ub=192 * KiB, tflops="363.7",
+                           bw=1600, events=8),
+    # a smaller A3 bin, every figure but the bandwidth from CANN's own platform file for it
+    "Ascend910_9362": dict(series="A2", clock=1500, cube=20, vector=40, l2=168 * MiB, mem=32 * GiB,
+                           l1=512 * KiB, l0=(64 * KiB, 64 * KiB, 128 * KiB), ub=192 * KiB, tflops="245.8",
                            bw=1600, events=8),
 }
 CHIPS = SPEC | BEYOND_SPEC

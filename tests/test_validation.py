@@ -29,7 +29,8 @@ def test_split_rule_and_coverage():
     assert len(FIGURES) >= 20 and len(SOURCES) >= 5
     assert len({f["chip"] for f in FIGURES}) >= 4
     for f in FIGURES:
-        assert f["measured"] > 0 and 0 < f["bound"] <= 0.2 and "expected_ratio" in f, f["id"]
+        # no bound looser than the fidelity issue's own (25 % for a whole convolution call)
+        assert f["measured"] > 0 and 0 < f["bound"] <= 0.25 and "expected_ratio" in f, f["id"]
     ids = [f["id"] for f in FIGURES]
     assert len(ids) == len(set(ids))
 
