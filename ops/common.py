@@ -46,6 +46,14 @@ def ub_bytes(profile: Profile) -> int:
     return profile.core_kind_for("vector")[1].buffers["UB"]
 
 
+def ub_too_small(profile: Profile, need: int, what: str) -> str:
+    """Why a plan cannot start when the vector core's UB holds less than `need` bytes, naming
+    the profile field a what-if would raise."""
+    kind = profile.core_kind_for("vector")[0]
+    return (f"UB holds {ub_bytes(profile)} B, less than {what} needs ({need} B): "
+            f"raise cores.{kind}.buffers.UB to at least {need}")
+
+
 # ---- strided view <-> contiguous -------------------------------------------------------------
 def _run_dims(shape, strides) -> tuple[int, list[list[int]]]:
     """The view's dimensions merged where they are contiguous: (run length of the innermost

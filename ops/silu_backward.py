@@ -21,7 +21,7 @@ from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, Cast, DataCopy, DataCop
                               RoundMode, TBuf, TPipe, TPosition, TQue, float32)
 from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
-from .common import tensor_arg, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
+from .common import tensor_arg, ub_bytes, ub_too_small, vector_core_count, view_copy_launch, workspace_arg
 
 MIN_BLOCK_ELEMS = 2048     # tiling choice: below this, fewer cores with longer blocks
 
@@ -146,6 +146,9 @@ def plan_tiling(n: int, dtype: np.dtype, profile, override: dict | None = None) 
     align = profile.vector.repeat_bytes // isz
     ncores = vector_core_count(profile)
     override = override or {}
+    if max_tile == 0 and "tileLength" not in override:
+        raise AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR, ub_too_small(
+            profile, repeat_elems * per_elem, f"one tile of {repeat_elems} elements ({per_elem} B each)"))
     block = int(override.get("blockLength", max(align_up(ceil_div(n, ncores), align), MIN_BLOCK_ELEMS)))
     tile = int(override.get("tileLength", min(max_tile, align_up(block, repeat_elems))))
     if block <= 0 or tile <= 0:

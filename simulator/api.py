@@ -16,7 +16,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import acl, aclnn
-from .enums import AclnnError, KernelError, aclFormat, acl_dtype_of, aclnnStatus
+from .enums import AclnnError, KernelError, aclFormat, acl_dtype_of, aclnnStatus, exception_line, raised_by_user
 from .profile import Profile
 from .report import Report, Trace
 
@@ -396,6 +396,10 @@ def run(op: str, soc: str | None = None, *, mode: str = "functional", profile: P
         return RunResult(op, outputs, ws_size, report.cycles, report.time_us, report, report.trace)
 
 
+class KernelArgumentError(ValueError):
+    """An argument run_kernel cannot place on the device (an array of text or of objects)."""
+
+
 class KernelBodyError(KernelError):
     """A user's kernel body raised an exception of its own (a wrong argument, a division by
     zero): the user's error, not a fault the machine found. The message names the exception and
@@ -403,8 +407,8 @@ class KernelBodyError(KernelError):
 
 
 class _UserBody:
-    """A user's kernel body as the engine calls it: an exception it raises (SystemExit included)
-    is kept, with the innermost line of the user's code it passed through, and the block ends as
+    """A user's kernel body as the engine calls it: an exception it raises (any BaseException
+    but an interruption: SystemExit and GeneratorExit included) is kept, with the innermost line of the user's code it passed through, and the block ends as
     a KernelBodyError; the machine's own faults (KernelError) and its unwinding pass through."""
 
     def __init__(self, body):
@@ -417,9 +421,11 @@ class _UserBody:
             return self.body(*args)
         except KernelError:
             raise
-        except (Exception, SystemExit) as e:
+        except BaseException as e:
+            if not raised_by_user(e):
+                raise
             if self.error is None:
-                self.error = f"{type(e).__name__}: {one_line(str(e))}{_user_line(e)}"
+                self.error = f"{exception_line(e)}{_user_line(e)}"
             raise KernelBodyError(self.error) from None
 
 
@@ -470,7 +476,8 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
     `warmup` runs the kernel that many times first (the arrays are copied in again after them), so
     the reported run finds its data warm in L2, as a board run does after its host-to-device copies.
     Raises KernelError with the core, pipe and instruction at fault, KernelBodyError (a
-    KernelError) with the line of `body` for an exception the body itself raised."""
+    KernelError) with the line of `body` for an exception the body itself raised, and
+    KernelArgumentError for an array of text or objects in `args`."""
     from .kernel import GM_ADDR
     from .program import KernelLaunch
     with _private_device(soc, mode, profile, trace) as rt:
@@ -478,6 +485,9 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
         values = []
         for key, v in args.items():
             if isinstance(v, np.ndarray):
+                if v.dtype.kind in "USO" or v.dtype.fields:      # text, objects, records (not ml_dtypes' 'V')
+                    raise KernelArgumentError(f"args['{key}']: an array of {v.dtype} ({v.dtype.kind!r}); an array "
+                                              f"a kernel reads holds numbers (bool, int, float)")
                 a = np.ascontiguousarray(v).copy()
                 ptr, ret = acl.aclrtMalloc(max(a.nbytes, 1), 0)
                 if ret:

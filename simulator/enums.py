@@ -115,6 +115,25 @@ def param_nullptr(msg: str) -> AclnnError:
     return AclnnError(aclnnStatus.ACLNN_ERR_PARAM_NULLPTR, msg)
 
 
+class Unwind(BaseException):
+    """The engine's own unwinding of a user's code (a body given up on, a time budget spent):
+    a BaseException so that a user's `except Exception` does not swallow it, and never the
+    user's error."""
+
+
+def raised_by_user(e: BaseException) -> bool:
+    """Whether an exception out of a user's code (a kernel file, a body, a captured script) is
+    the user's own: anything it raises, BaseException subclasses included, but an interruption
+    (Ctrl-C) and the engine's unwinding."""
+    return not isinstance(e, (KeyboardInterrupt, Unwind))
+
+
+def exception_line(e: BaseException) -> str:
+    """'ValueError: msg' on one line ('StopIteration' alone when it says nothing)."""
+    msg = " ".join(str(e).split())
+    return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+
+
 class KernelError(Exception):
     """A micro-program fault found by the machine (buffer overflow, misalignment, out-of-bounds
     access, uninitialised read, flag misuse, deadlock). The message names core, pipe and

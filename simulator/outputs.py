@@ -5,6 +5,7 @@ temporary file in the same folder, then an atomic rename over the target).
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +21,15 @@ def check_output(path: str | Path, what: str, suffixes: Sequence[str] | None = N
     folder, and its folder exists or can be created (no file stands in the way, not at the root
     of the filesystem, writable). Writability is tried, not asked: os.access says yes to root
     for folders it cannot write (a read-only mount, an immutable folder)."""
-    path = Path(path)
+    if "\0" in str(path):
+        raise OutputError(f"{what}: {str(path)!r}: a path cannot hold a NUL byte")
+    try:
+        return _check_output(Path(path), what, suffixes)
+    except OSError as e:               # the name too long, a symlink loop, no access on the way
+        raise OutputError(f"{what}: cannot write '{path}': {e.strerror or e}") from None
+
+
+def _check_output(path: Path, what: str, suffixes: Sequence[str] | None) -> Path:
     if suffixes and path.suffix.lower() not in suffixes:
         raise OutputError(f"{what}: '{path}' must end in {', '.join(suffixes)}")
     if str(path) in ("", ".") or path.is_dir():
@@ -28,6 +37,9 @@ def check_output(path: str | Path, what: str, suffixes: Sequence[str] | None = N
     folder = path.parent
     probe = folder
     while not probe.exists():
+        if probe.is_symlink():
+            raise OutputError(f"{what}: cannot write '{path}': '{probe}' is a symbolic link that leads nowhere "
+                              f"(a loop, or a missing target)")
         probe = probe.parent
     if not probe.is_dir():
         raise OutputError(f"{what}: cannot write '{path}': '{probe}' is a file, not a folder")
@@ -73,12 +85,25 @@ def atomic_path(path: str | Path, what: str = "output") -> Iterator[Path]:
     tmp = Path(tmp)
     try:
         yield tmp
+        os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
     except OSError as e:
         raise OutputError(f"{what}: cannot write '{path}': {e.strerror or e}") from None
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _mode_for(path: Path) -> int:
+    """The mode the written file gets: the replaced file's own, or what open() would give a new
+    file under the process's umask (mkstemp makes its files 0600, which would lock out the next
+    reader of a shared workspace)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def write_text(path: str | Path, text: str, what: str = "output") -> Path:

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WrapSerializer,
                       field_validator, model_validator)
 
-from .inputs import parse_yaml, read_text
+from .inputs import parse_yaml, read_text, schema_error
 
 DEVICES_DIR = Path(__file__).resolve().parent.parent / "devices"
 DEFAULT_SOC = "Ascend910B1"
@@ -212,13 +212,27 @@ class RuntimeCosts(_Frozen):
     block_start_contention_cycles: Cycles = 0.0
 
 
+# aclTensor has at most 8 dimensions; an attribute's limits and an option's integers are int32
+# in CANN's op definitions (a what-if may move them, not past what an operator can be told)
+TensorRank = Annotated[int, Field(strict=True, ge=1, le=8)]
+AttrLimit = Annotated[int, Field(strict=True, ge=0, le=(1 << 31) - 1)]
+OptionInt = Annotated[int, Field(strict=True, ge=-(1 << 31), le=(1 << 31) - 1)]
+
+
+def _ordered(pair: tuple[int, int]) -> tuple[int, int]:
+    if pair[0] > pair[1]:
+        raise ValueError(f"a limit is (lowest, highest): {pair[0]} > {pair[1]}")
+    return pair
+
+
 class OpSupport(_Frozen):
     """What one operator accepts on this chip's product series."""
     dtypes: tuple[Literal[DTYPE_NAMES], ...]  # type: ignore[valid-type]
-    ranks: tuple[int, ...] = ()
-    max_rank: int | None = None
-    limits: FrozenDict[str, tuple[int, int]] = Field(default_factory=dict)
-    options: FrozenDict[str, bool | int | str | tuple[int, ...]] = Field(default_factory=dict)
+    ranks: tuple[TensorRank, ...] = ()
+    max_rank: TensorRank | None = None
+    limits: FrozenDict[str, Annotated[tuple[AttrLimit, AttrLimit], AfterValidator(_ordered)]] = \
+        Field(default_factory=dict)
+    options: FrozenDict[str, bool | OptionInt | str | tuple[OptionInt, ...]] = Field(default_factory=dict)
 
 
 class Profile(_Frozen):
@@ -369,13 +383,7 @@ def _validate(data: dict, origin: str) -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as e:
-        lines = []
-        for err in e.errors():
-            loc = ".".join(str(x) for x in err["loc"])
-            given = err.get("input")
-            shown = f" = {given!r}"[:60] if loc and not isinstance(given, (dict, list, tuple)) else ""
-            lines.append(f"{origin}: field '{loc}'{shown}: {err['msg']}" if loc else f"{origin}: {err['msg']}")
-        raise ProfileError("\n".join(lines)) from None
+        raise ProfileError(schema_error(e, origin)) from None
 
 
 def _merge(base: dict, child: dict) -> dict:

@@ -13,6 +13,7 @@ from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .core_state import CoreState, Group
+from .enums import Unwind
 from .fast import FastSchedule, cost_shape
 from .memory import DeviceMemory
 from .profile import Profile
@@ -179,11 +180,11 @@ def count_instructions(ctx: CountingContext, body: Callable[..., None], args: tu
     return ctx.count
 
 
-class _Abandoned(BaseException):
+class _Abandoned(Unwind):
     """Unwinds a kernel body whose block the engine has given up on (a fault, a deadlock)."""
 
 
-class _TooLong(BaseException):
+class _TooLong(Unwind):
     """Unwinds a kernel body recorded in one go that outgrew a chunk (it is recorded again by a
     ProgramRecorder)."""
 

@@ -186,7 +186,7 @@ def test_cli_capture_runs_a_script_with_its_arguments(tmp_path):
 
 
 @pytest.mark.parametrize("case, code, message", [
-    ("missing", 2, "no such script"),
+    ("missing", 2, "no such file"),
     pytest.param("raises", 1, "raised ValueError: boom", marks=needs_torch),
     pytest.param("nothing", 2, "no call of an operator we simulate", marks=needs_torch),
 ])

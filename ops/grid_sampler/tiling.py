@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.arith import align_up, ceil_div
-from ..common import split_evenly, tiling_error, ub_bytes, vector_core_count
+from ..common import split_evenly, tiling_error, ub_bytes, ub_too_small, vector_core_count
 
 
 OP = "GridSampler2DBackward"
@@ -135,8 +135,15 @@ def plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, need_in, need
         if best is not None and (o_c or o_p or best.P >= min(p_cap, 32) or Cc <= cblk):
             break
         if o_c or Cc <= cblk:
-            forced = f" (pointsPerTile {o_p}, channelsPerChunk {o_c})" if (o_p or o_c) else ""
-            raise tiling_error(f"{OP} tiling: no tiling fits UB ({ub} B usable) for C={C}{forced}")
+            if o_p or o_c:
+                raise tiling_error(f"{OP} tiling: no tiling fits UB ({ub} B usable) for C={C} "
+                                   f"(pointsPerTile {o_p}, channelsPerChunk {o_c})")
+            smallest = GridSamplerGradTiling(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, P_ALIGN, Cc,
+                                             Ccp, ceil_div(C, Cc), K, runs, pad, need_x, need_in, need_gg,
+                                             0, (), n_vec, n_int)
+            need = sum(align_up(b, 32) for b in main_buffers(smallest)) + UB_RESERVE
+            raise tiling_error(f"{OP} tiling: " + ub_too_small(
+                profile, need, f"the smallest tile ({P_ALIGN} points x {Cc} channels, {UB_RESERVE} B reserved)"))
         Cc = align_up(ceil_div(Cc, 2), cblk)
     t = best
     t.tiles_per_n = ceil_div(HoWo, t.P)

@@ -28,7 +28,7 @@ from ..outputs import OutputError
 from ..profile import ProfileError
 from ..studies import StudyError, one_line
 from . import call_commands, kernel_command, study_commands
-from .common import CliError, EXIT_OK, EXIT_REJECTED, EXIT_USAGE, Rejected, Parser
+from .common import CliError, EXIT_OK, EXIT_REJECTED, EXIT_USAGE, Rejected, Parser, os_error
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,9 +82,17 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as e:              # a path the system refuses (too long, no access, a loop, a full disk)
+        if debug:
+            raise
+        print(f"ascend-sim: error: {os_error(e)}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as e:  # never a traceback for the user
         if debug:
             raise
+        if isinstance(e, ValueError) and "null byte" in str(e):     # os's refusal of a path
+            print("ascend-sim: error: a path given holds a NUL byte, which no file name can", file=sys.stderr)
+            return EXIT_USAGE
         print(f"ascend-sim: internal error: {type(e).__name__}: {one_line(str(e))} "
               f"(rerun with ASCEND_SIM_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
         return EXIT_REJECTED

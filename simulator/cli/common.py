@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from .. import acl
 from ..outputs import check_output
 from ..profile import DEFAULT_SOC, ProfileError, load_profile
 from .. import studies
+from ..enums import exception_line
 from ..studies import one_line
 
 
@@ -29,6 +31,27 @@ class CliError(Exception):
 
 class Rejected(Exception):
     """A call the simulator ran and refused (exit code 1), already explained."""
+
+
+def os_error(e: OSError) -> str:
+    """An OSError as one line naming the path the system refused and why (its errno's name too,
+    which is what a user searches for)."""
+    import errno
+    code = f" [{errno.errorcode[e.errno]}]" if e.errno in errno.errorcode else ""
+    what = e.strerror or one_line(str(e)) or type(e).__name__
+    paths = [p for p in (e.filename, e.filename2) if p is not None]
+    where = " -> ".join(f"'{p}'" for p in paths)
+    return f"{where}: {what}{code}" if where else f"{what}{code}"
+
+
+def user_error(e: BaseException, path: Path) -> str:
+    """'ValueError: msg (at file.py:12)' for an exception out of a user's file, pointing at the
+    deepest frame in that file."""
+    where = ""
+    for fr in traceback.extract_tb(e.__traceback__):
+        if Path(fr.filename).resolve() == path.resolve():
+            where = f" (at {path.name}:{fr.lineno})"
+    return f"{exception_line(e)}{where}"
 
 
 class Parser(argparse.ArgumentParser):

@@ -11,16 +11,15 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 
-from ..enums import AclnnError, KernelError
+from ..enums import AclnnError, KernelError, Unwind, raised_by_user
 from ..inputs import number, read_text
 from ..kernel.loop import audit_loops
 from ..studies import one_line
 from .call_commands import describe
 from .common import (DEFAULT_BUDGET_SECONDS, EXIT_OK, EXIT_REJECTED, MODES, CliError, Rejected, a_path, chip_profile,
-                     float_in, insight_args, int_in, profile_args, save_trace, trace_path)
+                     float_in, insight_args, int_in, profile_args, save_trace, trace_path, user_error)
 
 
 KERNEL_CONVENTION = """\
@@ -50,24 +49,17 @@ def _load_kernel_file(path: Path):
         spec.loader.exec_module(mod)
     except SyntaxError as e:
         raise CliError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
-    except (Exception, SystemExit) as e:
-        raise CliError(f"{path}: importing it raised {_user_error(e, path)}") from None
+    except BaseException as e:
+        if not raised_by_user(e):
+            raise
+        raise CliError(f"{path}: importing it raised {user_error(e, path)}") from None
     finally:
         sys.path.pop(0)
     return mod
 
 
-def _user_error(e: BaseException, path: Path) -> str:
-    """'ValueError: msg (at file.py:12)', pointing at the deepest frame in the user's file."""
-    where = ""
-    for fr in traceback.extract_tb(e.__traceback__):
-        if Path(fr.filename).resolve() == path.resolve():
-            where = f" (at {path.name}:{fr.lineno})"
-    return f"{type(e).__name__}: {one_line(str(e))}{where}"
-
-
 def cmd_kernel(args) -> int:
-    from ..api import KernelBodyError, run_kernel
+    from ..api import KernelArgumentError, KernelBodyError, run_kernel
     path = Path(args.file)
     profile = chip_profile(args)
     trace_file = trace_path(args, f"{path.stem}_{profile.soc_version}")
@@ -88,10 +80,14 @@ def cmd_kernel(args) -> int:
                        f"was stopped: give --budget-seconds to allow more (does its body end?)") from None
     except KernelBodyError as e:
         raise Rejected(f"{path}: the kernel raised {e}") from None
+    except KernelArgumentError as e:
+        raise CliError(f"{path}: {args.entry}() returned {e}") from None
     except (KernelError, AclnnError):
         raise
-    except (Exception, SystemExit) as e:
-        raise Rejected(f"{path}: the kernel raised {_user_error(e, path)}") from None
+    except BaseException as e:
+        if not raised_by_user(e):
+            raise
+        raise Rejected(f"{path}: the kernel raised {user_error(e, path)}") from None
     checked, why = _run_check(mod, res, path, args)
     if args.json:
         out = res.report.to_dict()
@@ -119,7 +115,7 @@ def cmd_kernel(args) -> int:
 MAX_BLOCK_DIM = 65535
 
 
-class _OutOfTime(BaseException):
+class _OutOfTime(Unwind):
     """Raised in the main thread when the kernel's time budget is spent: a BaseException, so
     that neither the engine nor a user's `except Exception` takes it for a fault of theirs."""
 
@@ -162,8 +158,10 @@ def _launch_spec(mod, profile, path: Path, args) -> tuple[dict, str, int]:
         nparams = len(inspect.signature(launch).parameters)
         with _quiet(args):
             spec = launch(profile) if nparams >= 1 else launch()
-    except (Exception, SystemExit) as e:
-        raise Rejected(f"{path}: {args.entry}() raised {_user_error(e, path)}") from None
+    except BaseException as e:
+        if not raised_by_user(e):
+            raise
+        raise Rejected(f"{path}: {args.entry}() raised {user_error(e, path)}") from None
     if not isinstance(spec, dict) or not {"body", "block_dim", "args"} <= set(spec):
         raise CliError(f"{path}: {args.entry}() must return a dict with 'body', 'block_dim' and 'args' "
                        f"(got {type(spec).__name__}{' with ' + ', '.join(spec) if isinstance(spec, dict) else ''})")
@@ -193,8 +191,10 @@ def _run_check(mod, res, path: Path, args) -> tuple[bool | None, str]:
         return ok is not False, "check() returned False"
     except AssertionError as e:
         return False, one_line(str(e)) or "assertion failed"
-    except (Exception, SystemExit) as e:
-        return False, _user_error(e, path)
+    except BaseException as e:
+        if not raised_by_user(e):
+            raise
+        return False, user_error(e, path)
 
 
 def _print_audit(findings) -> None:

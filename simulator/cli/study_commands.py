@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..enums import raised_by_user
 from ..outputs import check_output
 from ..profile import DEFAULT_SOC
 from .. import studies
@@ -16,7 +17,7 @@ from ..studies.whatif import MAX_SWEEP_POINTS
 from .call_commands import call_args, call_from_args
 from .common import (MODES, SEED, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, Rejected, a_path, budget_args,
                      check_budget, check_soc, error_bound, exec_args, exec_kw, float_in, fmt_cycles, int_in, load_workload,
-                     profile_args, rows_table, summary_line, text_table, what_if_overrides)
+                     profile_args, rows_table, summary_line, text_table, user_error, what_if_overrides)
 
 
 def _journal(output: str | None, resume: bool) -> Path | None:
@@ -403,8 +404,10 @@ def cmd_capture(args) -> int:
         if e.code not in (0, None):
             raise Rejected(f"{script}: the script exited with {e.code}") from None
         raise CliError(f"{script}: the script exited before the capture ended (sys.exit)") from None
-    except Exception as e:
-        raise Rejected(f"{script}: the script raised {type(e).__name__}: {studies.one_line(str(e))}") from None
+    except BaseException as e:
+        if not raised_by_user(e):
+            raise
+        raise Rejected(f"{script}: the script raised {user_error(e, Path(script))}") from None
     path = cap.save(out, args.name)
     print(cap.summary())
     print(f"trace: {path} ({sum(c.count for c in cap.calls)} simulated calls, {len(cap.calls)} distinct; "

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..enums import AclnnError, KernelError
+from ..inputs import number
 from ..profile import PIPES, Profile, ProfileError
 from .trace import Call, StudyError, TensorSpec, numpy_dtype
 from .whatif import make_profile
@@ -26,45 +27,49 @@ def available_ops() -> list[str]:
     return sorted(aclnn.REGISTRY)
 
 
-def coerce_attr(op: str, name: str, kind: str, value: Any) -> Any:
+# aclnn's integer attributes and array elements are int64_t
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def coerce_attr(op: str, name: str, kind: str, value: Any, text: bool = True) -> Any:
+    """An attribute as the operator takes it. null is the operator's own to judge (an absent
+    array is aclnn's nullptr). Where `text` (a command line's --attr) a value written as text
+    ('1,1', 'true') is parsed; from a file a number is a number: text, bools where a number goes,
+    null inside a list and non-finite numbers are refused, naming the attribute and element."""
     where = f"{op} attribute '{name}' ({kind})"
     if value is None:
         return None
+    if isinstance(value, str) and not text:
+        raise StudyError(f"{where}: {value!r} is text; give "
+                         f"{'a list' if kind.endswith('_array') else 'a number' if kind != 'bool' else 'true or false'}")
+    text = isinstance(value, str)
     if kind in ("int_array", "bool_array"):
-        if isinstance(value, str):
+        if text:
             value = [v for v in re.split(r"[,\s]+", value.strip("[]() ")) if v]
-        elif isinstance(value, (int, bool)):
+        elif isinstance(value, (int, float, bool)):
             value = [value]
         if not isinstance(value, (list, tuple)):
             raise StudyError(f"{where}: expected a list, got {value!r}")
-        try:
-            if kind == "int_array":
-                return [int(v) for v in value]
-            return [_to_bool(v, where) for v in value]
-        except ValueError:
-            raise StudyError(f"{where}: '{value}' is not a list of integers") from None
+        if kind == "int_array":
+            return [number(v, f"{where}[{i}]", lo=INT64[0], hi=INT64[1], integral=True, error=StudyError, text=text)
+                    for i, v in enumerate(value)]
+        return [_to_bool(v, f"{where}[{i}]", text) for i, v in enumerate(value)]
     if kind == "int":
-        try:
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            return int(value)
-        except (TypeError, ValueError):
-            raise StudyError(f"{where}: '{value}' is not an integer") from None
+        return number(value, where, lo=INT64[0], hi=INT64[1], integral=True, error=StudyError, text=text)
     if kind == "float":
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise StudyError(f"{where}: '{value}' is not a number") from None
+        return number(value, where, error=StudyError, text=text)
     if kind == "bool":
-        return _to_bool(value, where)
+        return _to_bool(value, where, text)
     return value
 
 
-def _to_bool(v: Any, where: str) -> bool:
+def _to_bool(v: Any, where: str, text: bool = True) -> bool:
     if isinstance(v, bool):
         return v
-    if isinstance(v, (int, float)) and v in (0, 1):
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v in (0, 1):
         return bool(v)
+    if not text or not isinstance(v, str):
+        raise StudyError(f"{where}: {v!r} is not a boolean (true/false/1/0)")
     s = str(v).strip().lower()
     if s in ("1", "true", "yes", "on", "t", "y"):
         return True
@@ -164,7 +169,7 @@ def build_inputs(call: Call, seed: int = 0, data: bool = True) -> dict[str, Any]
                 raise StudyError(f"{p.name}: {nbytes / 2 ** 30:,.1f} GiB of data does not fit in host memory "
                                  f"({type(e).__name__}); timing mode needs no data") from None
         elif p.name in call.attrs:
-            kw[p.name] = coerce_attr(call.op, p.name, p.kind, call.attrs[p.name])
+            kw[p.name] = coerce_attr(call.op, p.name, p.kind, call.attrs[p.name], text=False)
     return kw
 
 
@@ -177,7 +182,7 @@ def light_inputs(call: Call) -> dict[str, Any]:
             spec = call.tensors[p.name]
             kw[p.name] = np.broadcast_to(np.zeros((), numpy_dtype(spec.dtype)), spec.shape)
         elif p.name in call.attrs:
-            kw[p.name] = coerce_attr(call.op, p.name, p.kind, call.attrs[p.name])
+            kw[p.name] = coerce_attr(call.op, p.name, p.kind, call.attrs[p.name], text=False)
     return kw
 
 

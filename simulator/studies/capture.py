@@ -442,9 +442,7 @@ def run_script(path: str | Path, argv: list[str] | None = None, name: str | None
     import sys
     from ..inputs import read_text
     path = Path(path)
-    if not path.exists():
-        raise StudyError(f"{path}: no such script")
-    read_text(path, error=StudyError)        # a folder, binary: one line before Python runs it
+    read_text(path, "script", error=StudyError)     # missing, a folder, binary, a bad path: one line before Python runs it
     old = sys.argv
     sys.argv = [str(path)] + list(argv or [])
     try:

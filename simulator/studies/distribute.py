@@ -48,9 +48,13 @@ def _progress(total: int, desc: str, enabled: bool):
 MAX_LOCAL_WORKERS = 256      # processes a LocalCluster may start (each holds a whole simulator)
 
 
+SCHEMES = ("tcp", "tls")     # what a --scheduler address may name; no scheme means tcp
+
+
 def check_scheduler(scheduler: str | None) -> None:
     """A --scheduler address that can be used (checked before any work): local:N with N in
-    range, or an address dask.distributed parses."""
+    range, or a tcp:// or tls:// address dask.distributed parses (tls:// only with the TLS
+    settings of distributed's configuration)."""
     if scheduler is None:
         return
     m = re.fullmatch(r"local(?::(\d+))?", scheduler)
@@ -64,11 +68,27 @@ def check_scheduler(scheduler: str | None) -> None:
         raise StudyError("--scheduler needs dask.distributed: pip install 'ascend-sim[dask]'") from None
     try:
         scheme, loc = parse_address(scheduler)
-        if scheme in ("tcp", "tls"):
-            parse_host_port(loc)
+        parse_host_port(loc)
     except (ValueError, TypeError) as e:
         raise StudyError(f"--scheduler: '{scheduler}' is not a Dask scheduler address "
                          f"(tcp://host:8786, or local:N): {one_line(str(e))}") from None
+    if scheme not in SCHEMES:
+        raise StudyError(f"--scheduler: '{scheduler}': ascend-sim connects to a scheduler over tcp:// or tls:// "
+                         f"(or starts one with local:N), not {scheme}://")
+    if scheme == "tls" and _tls_security() is None:
+        raise StudyError(f"--scheduler {scheduler}: a tls:// scheduler needs distributed's TLS settings "
+                         f"(distributed.comm.tls.ca-file, .client.cert and .client.key in the Dask configuration, "
+                         f"or DASK_DISTRIBUTED__COMM__TLS__CA_FILE and the like); none are set")
+
+
+def _tls_security():
+    """distributed's Security from its configuration, if that names a CA file and a client
+    certificate (what a tls:// connection needs); else None."""
+    from distributed.security import Security
+    security = Security()
+    if security.tls_ca_file and security.tls_client_cert:
+        return security
+    return None
 
 
 def _dask_client(scheduler: str):
@@ -86,8 +106,9 @@ def _dask_client(scheduler: str):
         cluster = LocalCluster(n_workers=int(m.group(1) or os.cpu_count() or 1), threads_per_worker=1,
                                processes=True, dashboard_address=None)
         return Client(cluster), cluster
+    security = _tls_security() if scheduler.startswith("tls://") else None
     try:
-        return Client(scheduler, timeout="10s"), None
+        return Client(scheduler, timeout="10s", security=security), None
     except ValueError as e:            # the address does not parse
         raise StudyError(f"--scheduler: '{scheduler}' is not a Dask scheduler address "
                          f"(tcp://host:8786, or local:N): {one_line(str(e))}") from None

@@ -206,13 +206,16 @@ class Workload:
 
 
 def parse_selection(selection: str | Sequence[int] | None, n: int) -> list[int]:
-    """'0-3,7' -> [0, 1, 2, 3, 7] (call indices); None -> all."""
+    """'0-3,7' -> [0, 1, 2, 3, 7] (call indices); None -> all. A selection of no call is refused
+    (a study of nothing has no rows to show)."""
     if selection is None or selection == "":
         return list(range(n))
+    out: list[int] = []
     if not isinstance(selection, str):
-        out = [int(i) for i in selection]
+        for i in selection:
+            _check_index(i, n)
+            out.append(i)
     else:
-        out = []
         for part in selection.split(","):
             part = part.strip()
             m = re.fullmatch(r"(\d+)\s*(?:-\s*(\d+))?", part)
@@ -220,11 +223,19 @@ def parse_selection(selection: str | Sequence[int] | None, n: int) -> list[int]:
                 raise StudyError(f"--calls: '{part}' is not an index or a range like 3-7")
             lo = int(m.group(1))
             hi = int(m.group(2)) if m.group(2) else lo
+            for i in (lo, hi):
+                _check_index(i, n)
+            if hi < lo:
+                raise StudyError(f"--calls: '{part}' is a range from high to low; write {hi}-{lo}")
             out.extend(range(lo, hi + 1))
-    bad = [i for i in out if not 0 <= i < n]
-    if bad:
-        raise StudyError(f"--calls: index {bad[0]} is out of range (the workload has {n} calls, 0-{n - 1})")
+    if not out:
+        raise StudyError(f"--calls: the selection {selection!r} names no call (the workload has {n}, 0-{n - 1})")
     return sorted(set(out))
+
+
+def _check_index(i: Any, n: int) -> None:
+    if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
+        raise StudyError(f"--calls: index {i!r} is out of range (the workload has {n} calls, 0-{n - 1})")
 
 
 # No chip holds more than 2**50 bytes of device memory (profile.DeviceMemory): a tensor of more
@@ -243,7 +254,8 @@ def shape_of(value: Any, where: str) -> tuple[int, ...]:
     dims = []
     for d in value:
         try:
-            dims.append(number(d, where, lo=0, hi=MAX_ELEMENTS, integral=True, error=StudyError))
+            dims.append(number(d, where, lo=0, hi=MAX_ELEMENTS, integral=True, error=StudyError,
+                               text=isinstance(text, str)))
         except StudyError:
             raise StudyError(f"{where}: {text!r} is not a list of integers >= 0 (each at most 2**50)") from None
     size = 1

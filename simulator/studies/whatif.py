@@ -109,6 +109,8 @@ def resolve_overrides(base: Profile, overrides: dict[str, Any]) -> dict[str, Any
                 if not math.isfinite(new):
                     raise StudyError(f"{key}={value}: gives {new}, not a finite number")
                 value = int(round(new)) if isinstance(cur, int) and float(new).is_integer() else new
+        if isinstance(cur, bool) and not isinstance(value, bool):
+            raise StudyError(f"{key} is true or false ({str(cur).lower()} on {base.soc_version}), not {value!r}")
         if isinstance(cur, (list, tuple)) and not isinstance(value, (list, tuple)):
             shown = ", ".join(map(str, cur))
             raise StudyError(f"{key} is a list ([{shown}] on {base.soc_version}): give one in brackets, "
