@@ -25,7 +25,7 @@ PEAK_RSS_BYTES = 2 << 30          # nor may an invocation raise the process's pe
 INTERNAL = ("internal error", "Traceback", "561000", "ACLNN_ERR_INNER", "internal simulator error")
 PREFIX = {2: ("ascend-sim: error: ",),
           1: ("ascend-sim: call rejected: ", "ascend-sim: kernel fault: ", "ascend-sim: "),
-          3: ("",), 0: ("",)}
+          3: ("",), 0: ("",), 130: ("ascend-sim: interrupted",)}
 
 
 def cli(argv, capsys, cwd: Path | None = None):
@@ -44,15 +44,15 @@ def cli(argv, capsys, cwd: Path | None = None):
         os.chdir(old)
     elapsed = time.monotonic() - t
     out, err = capsys.readouterr()
-    assert code in (0, 1, 2, 3), (argv, code, err)
+    assert code in (0, 1, 2, 3, 130), (argv, code, err)
     assert not any(s in err for s in INTERNAL), (argv, err)
     assert elapsed < SECONDS, (argv, elapsed)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - peak < PEAK_RSS_BYTES, argv
-    if code in (1, 2) and err:       # the error is one line, the last (a study may say what it starts first)
+    if code in (1, 2, 130) and err:       # the error is one line, the last (a study may say what it starts first)
         last = err.splitlines()[-1]
         assert last.startswith(PREFIX[code]) and err.endswith("\n"), (argv, err)
         assert sum(line.startswith("ascend-sim:") for line in err.splitlines()) == 1, (argv, err)
-    if code == 2:
+    if code in (2, 130):
         assert err, argv
     return code, out, err
 
@@ -205,6 +205,39 @@ CLASSES = {
     "LocalCluster of 0": ({}, ["replay", str(SMOKE), "--calls", "0", "--scheduler", "local:0"], 2),
     "block count nan": ({"r.json": json.dumps(REPORT), "m.csv": OP_SUMMARY.replace(",8,", ",nan,")},
                         ["compare", "m.csv", "--report", "r.json"], 2),
+    # the third round: YAML aliases that stand for 10**9 values, OS limits on paths, user code
+    # raising BaseException, a TLS scheduler without settings, a selection of no call, what-ifs on
+    # operator options, text and null where numbers go, a UB what-if below one tile
+    "alias bomb in a trace": ({"t.yaml": TRACE_YAML + "notes:\n" + "".join(
+        f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}' if i else 'x'] * 10)}]\n" for i in range(9))}, ["replay", "t.yaml"], 2),
+    "alias bomb in a profile": ({"p.yaml": "inherits: Ascend910B1\nx:\n" + "".join(
+        f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}' if i else 'x'] * 10)}]\n" for i in range(9))}, ["chip", "p.yaml"], 2),
+    "an alias inside its own value": ({"t.yaml": TRACE_YAML + "notes: &a [1, *a]\n"}, ["replay", "t.yaml"], 2),
+    "a 300-character --trace": ({}, ["run", "SiluBackward", "--shape", "4,4", "--trace", "t" * 300 + ".json"], 2),
+    "a 300-character -o": ({"t.yaml": TRACE_YAML}, ["replay", "t.yaml", "-o", "o" * 300 + ".csv"], 2),
+    "a 300-character --soc path": ({}, ["run", "SiluBackward", "--shape", "4,4", "--soc", "s" * 300 + ".yaml"], 2),
+    "BaseException in the body": ({"k.py": kernel_file(pre="raise BaseException('b')")}, ["kernel", "k.py"], 1),
+    "GeneratorExit in the body": ({"k.py": kernel_file(pre="raise GeneratorExit")}, ["kernel", "k.py"], 1),
+    "GeneratorExit in launch": ({"k.py": kernel_file(launch="raise GeneratorExit")}, ["kernel", "k.py"], 1),
+    "BaseException at import": ({"k.py": kernel_file(top="raise BaseException('b')")}, ["kernel", "k.py"], 2),
+    "KeyboardInterrupt in the body": ({"k.py": kernel_file(pre="raise KeyboardInterrupt")}, ["kernel", "k.py"], 130),
+    "tls:// scheduler without TLS settings": ({}, ["replay", str(SMOKE), "--calls", "0", "--scheduler",
+                                                  "tls://127.0.0.1:8786"], 2),
+    "a scheduler scheme we do not speak": ({}, ["replay", str(SMOKE), "--calls", "0", "--scheduler", "ws://h:1"], 2),
+    "a sweep selecting no call": ({"s.yaml": f"workload: {SMOKE}\ncalls: []\nparameters: {{clock_mhz: [1000]}}\n"
+                                             f"output: o/rows.csv\n"}, ["sweep", "s.yaml"], 2),
+    "a what-if on max_rank past any rank": ({}, ["run", "SiluBackward", "--shape", "4,4", "--set",
+                                                 "operators.SiluBackward.max_rank=x1e300"], 2),
+    "a what-if giving a bool option a list": ({}, ["chip", "Ascend910B1", "--set",
+                                                   "operators.ConvolutionBackward.options.empty_tensors=[1]"], 2),
+    "null in a stride": ({"t.yaml": "calls:\n  - " + (
+        "{op: ConvolutionBackward, dtype: FLOAT16, tensors: {gradOutput: [1, 4, 8, 8], input: [1, 4, 8, 8], "
+        "weight: [4, 4, 3, 3]}, attrs: {biasSizes: [4], stride: [null, 1], padding: [1, 1], dilation: [1, 1], "
+        "transposed: false, outputPadding: [0, 0], groups: 1, outputMask: [true, true, false], cubeMathType: 0}}\n")},
+                         ["run", "--file", "t.yaml", "--call", "0"], 2),
+    "text in a shape list": ({"t.yaml": TRACE_YAML.replace("[4, 64]", "['4', 64]", 1)}, ["replay", "t.yaml"], 2),
+    "an array of text as a kernel argument": ({"k.py": kernel_file().replace("np.ones({n}, np.float16)".format(n=64),
+                                                                             "np.array(['a', ''])")}, ["kernel", "k.py"], 2),
 }
 
 
@@ -227,6 +260,28 @@ def test_each_class_of_hostile_input_ends_with_its_exit(case, tmp_path, capsys):
     code, out, err = cli(argv + extra, capsys, cwd=tmp_path)
     assert code == want, (case, err)
     assert not Path("/ascend-sim-no-such-folder").exists()
+    assert not (tmp_path / "o").exists()            # a refused sweep makes no output folder
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["run", "SiluBackward", "--shape", "4096", "--set", "cores.aiv.buffers.UB=1024"], "cores.aiv.buffers.UB"),
+    (["run", "SiluBackward", "--shape", "4096", "--soc", "Ascend910A", "--set", "cores.aicore.buffers.UB=1024"],
+     "cores.aicore.buffers.UB"),
+    (["replay", str(SMOKE), "--calls", "4", "--set", "cores.aiv.buffers.UB=8192"], "cores.aiv.buffers.UB"),
+])
+def test_a_what_if_below_one_tile_names_the_field_to_raise(argv, field, capsys):
+    """A UB what-if too small for the operator's smallest tile: the operator's tiling refusal
+    (561002, as CANN's tiling would fail on such a chip) says how much UB one tile needs and which
+    profile field to raise, never a tiling override the user did not give."""
+    code = main(argv + ["--no-trace"] * (argv[0] == "run") + ["--workers", "1", "--no-progress"] * (argv[0] == "replay"))
+    out, err = capsys.readouterr()
+    text = out + err
+    assert code == 1, text
+    assert "tiling override" not in text and f"raise {field} to at least" in text, text
+    need = int(text.split(f"raise {field} to at least ")[1].split()[0])
+    more = [a.replace("=1024", f"={need}").replace("=8192", f"={need}") for a in argv]   # exactly enough runs
+    assert main(more + ["--no-trace"] * (argv[0] == "run") + ["--workers", "1", "--no-progress"] * (argv[0] == "replay")) == 0
+    capsys.readouterr()
 
 
 def test_a_refusal_recorded_as_baseline_that_now_runs_says_so(tmp_path, capsys):
@@ -595,9 +650,212 @@ def listing_case(draw) -> Case:
     return Case(list(case.argv), case.want, case.label, {"folder": None})
 
 
+# ---- the third round's classes, as generators --------------------------------------------------
+import builtins                                                  # noqa: E402
+import importlib.util                                            # noqa: E402
+import stat                                                      # noqa: E402
+
+from simulator.inputs import MAX_YAML_VALUES                      # noqa: E402
+
+
+@dataclass(frozen=True)
+class Link:
+    """A symbolic link to `target` (which need not exist) among a case's files."""
+    target: str
+
+
+def _alias_notes(width: int, depth: int) -> tuple[str, int]:
+    """A `notes:` block of anchors a0..a<depth>, each a list of `width` aliases of the one before,
+    and how many values it stands for once expanded (YAML's semantics: an alias is its anchor's
+    whole value): the notes mapping, and per anchor its key and its list."""
+    lines = [f"  a0: &a0 [{', '.join(['x'] * width)}]"]
+    size = 1 + width
+    total = 1 + 1 + size
+    for i in range(1, depth + 1):
+        lines.append(f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]")
+        size = 1 + width * size
+        total += 1 + size
+    return "notes:\n" + "\n".join(lines) + "\n", total
+
+
+@st.composite
+def alias_case(draw) -> Case:
+    """A YAML file of every kind with an alias expansion in it, small or a bomb: a trace keeps
+    its notes (exit 0 when small), a profile or a sweep file has no such field (exit 2 either way);
+    a bomb is refused before anything walks it (exit 2, within the time and memory bounds)."""
+    width, depth = draw(st.integers(2, 40)), draw(st.integers(1, 12))
+    notes, total = _alias_notes(width, depth)
+    if MAX_YAML_VALUES // 4 < total <= MAX_YAML_VALUES * 4:   # not near the bound: the expectation is clear
+        notes, total = _alias_notes(2, 2)
+    bomb = total > MAX_YAML_VALUES
+    kind = draw(st.sampled_from(["replay", "regress", "run --file", "sweep", "profile", "sweep file", "what-if"]))
+    files = {"t.yaml": _small_trace() + notes}
+    if kind == "replay":
+        return Case(["replay", "t.yaml", *FAST], 2 if bomb else 0, f"alias: replay ({total:,})", files)
+    if kind == "regress":
+        return Case(["regress", "t.yaml", "--update", *FAST[:2]], 2 if bomb else 0, f"alias: regress ({total:,})", files)
+    if kind == "run --file":
+        return Case(["run", "--file", "t.yaml", "--call", "0", "--no-trace"], 2 if bomb else 0,
+                    f"alias: run --file ({total:,})", files)
+    if kind == "sweep":
+        return Case(["sweep", "t.yaml", "--param", "clock_mhz=1000", *FAST], 2 if bomb else 0,
+                    f"alias: sweep ({total:,})", files)
+    if kind == "profile":
+        return Case(["chip", "p.yaml"], 2, f"alias: profile ({total:,})",
+                    {"p.yaml": "inherits: Ascend910B1\nsoc_version: Mine\n" + notes})
+    if kind == "sweep file":
+        return Case(["sweep", "s.yaml", *FAST], 2, f"alias: sweep file ({total:,})",
+                    {"s.yaml": "workload: t.yaml\nparameters: {clock_mhz: [1000]}\n" + notes, "t.yaml": _small_trace()})
+    return Case(["chip", "Ascend910B1", "--set", f"cores.aiv.runs=&a [*a]"], 2, "alias: a what-if value")
+
+
+# values that are not a number, for every numeric position of every file kind
+NOT_NUMBERS = ["null", "'4'", "''", "true", ".nan", ".inf", "-.inf", "1e400", "abc", "[1]", "{a: 1}"]
+CONV_CALL = ("{op: ConvolutionBackward, dtype: FLOAT16, tensors: {gradOutput: [1, 4, 8, 8], input: [1, 4, 8, 8], "
+             "weight: [4, 4, 3, 3]}, attrs: {biasSizes: [4], stride: STRIDE, padding: [1, 1], dilation: [1, 1], "
+             "transposed: false, outputPadding: [0, 0], groups: GROUPS, outputMask: [true, true, false], cubeMathType: 0}}")
+
+
+@st.composite
+def numeric_case(draw) -> Case:
+    """A value that is not a number (null, text, a bool, non-finite, a list or mapping) where a
+    number goes: a shape, a count, a stream, a conv call's attribute (a list element or a
+    scalar), a baseline's total or call, a sweep's parameter value, a profile field, an
+    operator option's what-if. Each is refused naming the field: a file field as a malformed file
+    (exit 2); an attribute as that call's own failure (`replay` exit 1 with the row, `regress
+    --update` records it, exit 0; `run --file` exit 2, or 1 when the operator refuses a null)."""
+    bad = draw(st.sampled_from(NOT_NUMBERS))
+    where = draw(st.sampled_from(["shape", "count", "stream", "attr element", "attr scalar", "baseline total",
+                                  "baseline call", "sweep value", "profile", "operator option"]))
+    label = f"numbers: {where} = {bad}"
+    if where == "shape":
+        return Case(["replay", "t.yaml", *FAST], 2, label,
+                    {"t.yaml": _trace_with("tensors", f"{{gradOutput: [{bad}, 64], self: [4, 64]}}")})
+    if where in ("count", "stream"):
+        return Case(["replay", "t.yaml", *FAST], 2, label, {"t.yaml": _trace_with(where, bad)})
+    if where.startswith("attr"):
+        call = CONV_CALL.replace("STRIDE", f"[{bad}, 1]" if where == "attr element" else "[1, 1]")
+        call = call.replace("GROUPS", bad if where == "attr scalar" else "1")
+        files = {"t.yaml": f"format: ascend-sim/workload-trace/1\ncalls:\n  - {call}\n"}
+        command = draw(st.sampled_from(["replay", "regress", "run --file"]))
+        if command == "replay":
+            return Case(["replay", "t.yaml", *FAST], 1, label, files)
+        if command == "regress":
+            return Case(["regress", "t.yaml", "--update", *FAST[:2]], 0, label, files)
+        null_scalar = where == "attr scalar" and bad == "null"
+        return Case(["run", "--file", "t.yaml", "--call", "0", "--no-trace", "--mode", "timing"],
+                    1 if null_scalar else 2, label, files)
+    if where == "baseline total":
+        # total is optional: null leaves the calls to judge (the recorded 5 cycles are far off: exit 3)
+        return Case(["regress", "t.yaml", *FAST[:2]], 3 if bad == "null" else 2, label,
+                    {"t.yaml": _small_trace() + f"baselines: {{Ascend910B1: {{total: {bad}, calls: [5]}}}}\n"})
+    if where == "baseline call":
+        # a null call baseline means "not available": reported, not failed
+        return Case(["regress", "t.yaml", *FAST[:2]], 0 if bad == "null" else 2, label,
+                    {"t.yaml": _small_trace() + f"baselines: {{Ascend910B1: {{calls: [{bad}]}}}}\n"})
+    if where == "sweep value":
+        return Case(["sweep", "s.yaml", *FAST], 2, label,
+                    {"s.yaml": f"workload: t.yaml\nparameters: {{clock_mhz: [{bad}]}}\n", "t.yaml": _small_trace()})
+    if where == "profile":
+        key = draw(st.sampled_from(sorted(TIMING_FIELDS)))
+        head, _, leaf = key.rpartition(".")
+        body = f"{leaf}: {bad}" if not head else f"{head}: {{{leaf}: {bad}}}"
+        return Case(["chip", "p.yaml"], 2, label, {"p.yaml": f"inherits: Ascend910B1\nsoc_version: Mine\n{body}\n"})
+    field_ = draw(st.sampled_from(["operators.SiluBackward.max_rank", "operators.ConvolutionBackward.limits.kernel",
+                                   "operators.ConvolutionBackward.options.empty_tensors"]))
+    value = bad if not field_.endswith("kernel") else f"[1, {bad}]"
+    if field_.endswith("max_rank") and bad == "null":
+        return Case(["chip", "Ascend910B1", "--set", f"{field_}={value}"], 0, label)   # no limit: allowed
+    if field_.endswith("empty_tensors") and bad == "true":
+        return Case(["chip", "Ascend910B1", "--set", f"{field_}={value}"], 0, label)   # a bool option stays a bool
+    return Case(["chip", "Ascend910B1", "--set", f"{field_}={value}"], 2, label)
+
+
+# paths the system refuses or that lead nowhere: each ends as one line, exit 2
+ODD_PATHS = {
+    "a 300-character name": "n" * 300 + ".yaml",
+    "a path over PATH_MAX": "d/" * 2100 + "t.yaml",
+    "through a file": "t.yaml/x.yaml",
+    "a NUL byte": "a\0b.yaml",
+    "through a symlink loop": "loop/x.yaml",
+    "a dangling symlink": "dangling.yaml",
+    "a name with a newline": "new\nline.yaml",
+    "a folder": "folder",
+}
+
+
+@st.composite
+def path_case(draw) -> Case:
+    """An odd path in every path argument of every command: exit 2, one line naming it."""
+    name = draw(st.sampled_from(sorted(ODD_PATHS)))
+    odd = ODD_PATHS[name]
+    files = {"t.yaml": _small_trace(), "folder": None, "loop": Link("loop"), "dangling.yaml": Link("nowhere.yaml")}
+    out = _as(odd, ".csv")
+    inputs = [["replay", odd, *FAST], ["regress", odd, *FAST[:2]], ["run", "--file", odd, "--call", "0", "--no-trace"],
+              ["sweep", odd, *FAST], ["chip", odd], ["run", "SiluBackward", "--shape", "4", "--soc", odd, "--no-trace"],
+              ["kernel", _as(odd, ".py"), "--no-trace"], ["capture", _as(odd, ".py"), "-o", "c.yaml"],
+              ["compare", _as(odd, ".csv"), "--report", "r.json"],
+              ["compare", "m.csv", "--report", _as(odd, ".json")]]
+    outputs = [["replay", "t.yaml", "-o", out, *FAST], ["sweep", "t.yaml", "--param", "clock_mhz=1000", "-o", out, *FAST],
+               ["run", "SiluBackward", "--shape", "4", "--trace", _as(odd, ".json")],
+               ["run", "SiluBackward", "--shape", "4", "--no-trace", "--msprof-out", _as(odd, "")],
+               ["capture", "s.py", "-o", odd], ["sweep", "t.yaml", "--param", "clock_mhz=1000", "--plot",
+                                                 _as(odd, ".png"), *FAST]]
+    if name in ("a dangling symlink", "a name with a newline"):
+        outputs = []                       # both are names a file can be written under
+    if name == "a folder":
+        outputs = [o for o in outputs if "--msprof-out" not in o]     # msprof's output is a folder
+    argv = draw(st.sampled_from(inputs + outputs))
+    files.update({"r.json": json.dumps(REPORT), "m.csv": OP_SUMMARY, "s.py": "x = 1\n"})
+    return Case(argv, 2, f"path: {argv[0]} {name}", files)
+
+
+def _as(path: str, suffix: str) -> str:
+    """`path` with its last '.yaml' (the file's own suffix, not a folder's) changed to `suffix`."""
+    head, dot, _ = path.rpartition(".yaml")
+    return head + suffix if dot else path
+
+
+RAISABLE = sorted(n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException))
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _raise(name: str) -> str:
+    if name in ("BaseExceptionGroup", "ExceptionGroup"):
+        return f"raise {name}('grouped', [ValueError('inner')])"
+    return f"raise {name}.__new__({name})"
+
+
+@st.composite
+def raising_case(draw) -> Case:
+    """A kernel file or a captured script whose code raises any builtin exception class, at
+    import, in launch(), in the body or in check(): the user's error with their file and line
+    (exit 2 at import, 1 after), KeyboardInterrupt 'interrupted' (130), SystemExit as before."""
+    name = draw(st.sampled_from(RAISABLE))
+    where = draw(st.sampled_from(["import", "launch", "body", "check", "script"]))
+    code = _raise(name)
+    if where == "script":
+        want = 130 if name == "KeyboardInterrupt" else 2 if name == "SystemExit" or not HAVE_TORCH else 1
+        return Case(["capture", "s.py", "-o", "c.yaml"], want, f"raises: script {name}",
+                    {"s.py": f"x = 1\n{code}\n"})
+    mode = draw(st.sampled_from(MODES))
+    kw = {"import": {"top": code}, "launch": {"launch": code}, "body": {"pre": code}, "check": {"check": code}}[where]
+    if name == "KeyboardInterrupt":
+        want = 130 if where != "check" or mode == "functional" else 0
+    elif where == "import":
+        want = 2
+    elif where == "check":
+        want = 1 if mode == "functional" else 0          # check() runs in functional mode only
+    else:
+        want = 1
+    return Case(["kernel", "k.py", "--no-trace", "--mode", mode], want, f"raises: {where} {name}",
+                {"k.py": kernel_file(**kw)})
+
+
 # every family gets its share of the examples (drawn from one strategy, hypothesis favours the first)
 FAMILIES = {"run": run_case, "trace": trace_case, "sweep file": sweep_file_case, "profile": profile_case,
-            "kernel": kernel_case, "compare": compare_case, "listings": listing_case}
+            "kernel": kernel_case, "compare": compare_case, "listings": listing_case, "aliases": alias_case,
+            "numbers": numeric_case, "paths": path_case, "raises": raising_case}
 PER_FAMILY = -(-(FUZZ_EXAMPLES or examples(EXAMPLES)) // len(FAMILIES))
 
 
@@ -614,7 +872,9 @@ def _hang_log():
 def _materialise(folder: Path, files: dict) -> None:
     for name, content in files.items():
         p = folder / name
-        if content is None:
+        if isinstance(content, Link):
+            os.symlink(content.target, p)
+        elif content is None:
             p.mkdir(exist_ok=True)
         elif isinstance(content, int):
             with p.open("wb") as f:
@@ -632,20 +892,51 @@ def _materialise(folder: Path, files: dict) -> None:
 @given(data=st.data())
 def test_fuzz_every_command_ends_with_its_documented_exit(family, data, capsys):
     case = data.draw(FAMILIES[family](), label="case")
+    umask = data.draw(st.sampled_from([0o022, 0o027, 0o002, 0o077]), label="umask")
+    file_mode = data.draw(st.sampled_from([0o644, 0o640, 0o600, 0o664, 0o444]), label="mode of the given files")
     with tempfile.TemporaryDirectory() as tmp:
-        _materialise(Path(tmp), case.files)
+        folder = Path(tmp)
+        _materialise(folder, case.files)
+        for p in folder.iterdir():
+            if p.is_file() and not p.is_symlink():
+                p.chmod(file_mode)
+        given = _tree(folder)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        old_umask = os.umask(umask)
         # a hang ends the run, its stack in HANG_LOG (pytest holds stderr)
         faulthandler.dump_traceback_later(SECONDS * 4, exit=True, file=_hang_log())
         try:
-            code, out, err = cli(case.argv, capsys, cwd=Path(tmp))
+            code, out, err = cli(case.argv, capsys, cwd=folder)
         finally:
             faulthandler.cancel_dump_traceback_later()
+            os.umask(old_umask)
         grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+        after = _tree(folder)
     assert grown < MEMORY_GROWTH_BYTES, (case, grown)
     assert code == case.want, (case.label, case.argv, code, err)
     assert not Path("/ascend-sim-fuzz-root").exists()
+    # the files given keep their modes; a new one has what open() gives under the umask; a usage
+    # error (exit 2) leaves nothing behind, and no command leaves a temporary file
+    for name, mode in after.items():
+        if name in given:
+            assert mode == given[name], (case.label, name, oct(mode), oct(given[name]))
+        else:
+            assert code != 2, (case.label, "left behind", name)
+            assert not Path(name).name.startswith(".ascend-sim") and not Path(name).name.startswith("."), \
+                (case.label, "temporary file left", name)
+            want = (0o777 if stat.S_ISDIR(mode) else 0o666) & ~umask
+            assert stat.S_IMODE(mode) == want, (case.label, name, oct(mode), oct(want))
     event(f"{case.label.split(':')[0]}: exit {code}")
+
+
+def _tree(folder: Path) -> dict[str, int]:
+    """Every path under `folder` (links not followed) -> its st_mode."""
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for n in dirs + files:
+            p = Path(root) / n
+            out[str(p.relative_to(folder))] = p.lstat().st_mode
+    return out
 
 
 def test_an_edited_profile_file_is_read_again(tmp_path, monkeypatch):
@@ -678,3 +969,56 @@ def test_a_kernel_body_error_names_the_users_line():
     with pytest.raises(KernelBodyError) as e:
         run_kernel(body, 2, {"x": np.ones(8, np.float16), "n": 8})
     assert str(e.value) == f"ZeroDivisionError: division by zero (at {Path(__file__).name}:{line})"
+
+
+CAPTURE_SCRIPT = ("import torch\nx = torch.randn(3, 8, requires_grad=True)\ny = torch.nn.functional.silu(x)\n"
+                  "y.backward(torch.ones_like(y))\n")
+WRITERS = {   # what writes a file (or a folder of them) -> (argv, what it writes, needs)
+    "regress --update": (["regress", "t.yaml", "--update"], "t.yaml", None),
+    "replay -o CSV": (["replay", "t.yaml", "-o", "rows.csv"], "rows.csv", None),
+    "replay -o JSON": (["replay", "t.yaml", "-o", "rows.json"], "rows.json", None),
+    "sweep -o": (["sweep", "t.yaml", "--param", "clock_mhz=1000,1800", "-o", "s.csv"], "s.csv", None),
+    "sweep --plot": (["sweep", "t.yaml", "--param", "clock_mhz=1000,1800", "-o", "s.csv", "--plot", "s.png"],
+                     "s.png", "matplotlib"),
+    "run --trace": (["run", "SiluBackward", "--shape", "4,4", "--trace", "tr.json"], "tr.json", None),
+    "kernel --trace": (["kernel", "k.py", "--trace", "kt.json"], "kt.json", None),
+    "run --msprof-out": (["run", "SiluBackward", "--shape", "4,4", "--no-trace", "--msprof-out", "prof"], "prof", None),
+    "capture -o": (["capture", "s.py", "-o", "c.yaml"], "c.yaml", "torch"),
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_every_writer_honours_the_umask_and_keeps_a_files_mode(writer, tmp_path, capsys):
+    """A new output gets what open() gives under the umask (not the 0600 of a temporary file); a
+    file rewritten in place (regress --update, a second run) keeps the mode it had."""
+    argv, target, needs = WRITERS[writer]
+    if needs:
+        pytest.importorskip(needs)
+    (tmp_path / "t.yaml").write_text(TRACE_YAML)
+    (tmp_path / "k.py").write_text(kernel_file())
+    (tmp_path / "s.py").write_text(CAPTURE_SCRIPT)
+    extra = ["--workers", "1", "--no-progress"] if argv[0] in ("regress", "replay", "sweep") else []
+    for umask in (0o027, 0o002):
+        old = os.umask(umask)
+        try:
+            if writer != "regress --update":
+                for p in [tmp_path / target, *sorted((tmp_path / target).rglob("*"))][::-1]:
+                    if p.is_dir():
+                        p.rmdir()
+                    elif p.exists():
+                        p.unlink()
+            code, out, err = cli(argv + extra, capsys, cwd=tmp_path)
+            assert code == 0, err
+            made = [tmp_path / target, *(tmp_path / target).rglob("*")]
+            for p in made if writer != "regress --update" else []:
+                want = (0o777 if p.is_dir() else 0o666) & ~umask
+                assert stat.S_IMODE(p.stat().st_mode) == want, (writer, p, oct(p.stat().st_mode), oct(want))
+            files = [p for p in made if p.is_file()]
+            for p in files:
+                p.chmod(0o604)
+            code, out, err = cli(argv + extra, capsys, cwd=tmp_path)
+            assert code == 0, err
+            for p in files:
+                assert stat.S_IMODE(p.stat().st_mode) == 0o604, (writer, p, oct(p.stat().st_mode))
+        finally:
+            os.umask(old)
