@@ -408,8 +408,9 @@ class KernelBodyError(KernelError):
 
 class _UserBody:
     """A user's kernel body as the engine calls it: an exception it raises (any BaseException
-    but an interruption: SystemExit and GeneratorExit included) is kept, with the innermost line of the user's code it passed through, and the block ends as
-    a KernelBodyError; the machine's own faults (KernelError) and its unwinding pass through."""
+    but an interruption: SystemExit and GeneratorExit included) is kept, with the innermost line
+    of the user's code it passed through, and the block ends as a KernelBodyError; the machine's
+    own faults (KernelError) and its unwinding pass through."""
 
     def __init__(self, body):
         self.body = body

@@ -125,12 +125,18 @@ def raised_by_user(e: BaseException) -> bool:
     """Whether an exception out of a user's code (a kernel file, a body, a captured script) is
     the user's own: anything it raises, BaseException subclasses included, but an interruption
     (Ctrl-C) and the engine's unwinding."""
-    return not isinstance(e, (KeyboardInterrupt, Unwind))
+    if isinstance(e, (KeyboardInterrupt, Unwind)):
+        return False
+    subgroup = getattr(e, "subgroup", None)          # an exception group (3.11+) holding one of them
+    return subgroup is None or subgroup(lambda x: isinstance(x, (KeyboardInterrupt, Unwind))) is None
 
 
 def exception_line(e: BaseException) -> str:
     """'ValueError: msg' on one line ('StopIteration' alone when it says nothing)."""
-    msg = " ".join(str(e).split())
+    try:
+        msg = " ".join(str(e).split())
+    except Exception:                              # a user's __str__ that raises
+        msg = "<unprintable>"
     return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
 
 

@@ -4,7 +4,9 @@ temporary file in the same folder, then an atomic rename over the target).
 """
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import stat
 import tempfile
 from contextlib import contextmanager
@@ -74,18 +76,17 @@ def _cannot_write_in(folder: Path) -> str | None:
 @contextmanager
 def atomic_path(path: str | Path, what: str = "output") -> Iterator[Path]:
     """A temporary path beside `path` (same suffix, so writers that go by it still work) that
-    replaces `path` when the block ends without an exception; otherwise it is removed."""
+    replaces `path` when the block ends without an exception; otherwise it is removed. The file
+    gets the mode of the one it replaces, or what open() gives a new file under the umask."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=path.parent)
-        os.close(fd)
+        tmp = _new_file_beside(path)
     except OSError as e:
         raise OutputError(f"{what}: cannot write '{path}': {e.strerror or e}") from None
-    tmp = Path(tmp)
     try:
         yield tmp
-        os.chmod(tmp, _mode_for(path))
+        _keep_mode(path, tmp)
         os.replace(tmp, path)
     except OSError as e:
         raise OutputError(f"{what}: cannot write '{path}': {e.strerror or e}") from None
@@ -94,16 +95,31 @@ def atomic_path(path: str | Path, what: str = "output") -> Iterator[Path]:
             tmp.unlink()
 
 
-def _mode_for(path: Path) -> int:
-    """The mode the written file gets: the replaced file's own, or what open() would give a new
-    file under the process's umask (mkstemp makes its files 0600, which would lock out the next
-    reader of a shared workspace)."""
+def _new_file_beside(path: Path) -> Path:
+    """An empty new file in `path`'s folder, made as open() makes one (mode 0666 less the umask,
+    applied by the system: no process-wide umask is read or changed, so threads are safe; mkstemp
+    would make it 0600 and lock out the next reader of a shared workspace)."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}{path.suffix or '.tmp'}"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path.parent))
+
+
+def _keep_mode(path: Path, tmp: Path) -> None:
+    """Give `tmp` the mode of the file it is about to replace, if there is one; best effort (a
+    mount that refuses chmod still gets its file)."""
     try:
-        return stat.S_IMODE(os.stat(path).st_mode)
+        mode = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return
+    try:
+        os.chmod(tmp, mode)
+    except OSError:
+        pass
 
 
 def write_text(path: str | Path, text: str, what: str = "output") -> Path:

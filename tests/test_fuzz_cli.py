@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "traces" / "silu_smoke.jsonl"
 SECONDS = 30                      # no single invocation may take longer
 PEAK_RSS_BYTES = 2 << 30          # nor may an invocation raise the process's peak memory by more
-INTERNAL = ("internal error", "Traceback", "561000", "ACLNN_ERR_INNER", "internal simulator error")
+INTERNAL = ("internal error", "Traceback", "561000", "ACLNN_ERR_INNER (", "internal simulator error")
 PREFIX = {2: ("ascend-sim: error: ",),
           1: ("ascend-sim: call rejected: ", "ascend-sim: kernel fault: ", "ascend-sim: "),
           3: ("",), 0: ("",), 130: ("ascend-sim: interrupted",)}
@@ -224,6 +224,10 @@ CLASSES = {
     "tls:// scheduler without TLS settings": ({}, ["replay", str(SMOKE), "--calls", "0", "--scheduler",
                                                   "tls://127.0.0.1:8786"], 2),
     "a scheduler scheme we do not speak": ({}, ["replay", str(SMOKE), "--calls", "0", "--scheduler", "ws://h:1"], 2),
+    "UB below one tile": ({}, ["run", "SiluBackward", "--shape", "4096", "--set", "cores.aiv.buffers.UB=1024"], 1),
+    "an exception whose message raises": ({"k.py": kernel_file(
+        top="class E(Exception):\n    def __str__(self):\n        return 1 / 0", launch="raise E()")},
+        ["kernel", "k.py"], 1),
     "a sweep selecting no call": ({"s.yaml": f"workload: {SMOKE}\ncalls: []\nparameters: {{clock_mhz: [1000]}}\n"
                                              f"output: o/rows.csv\n"}, ["sweep", "s.yaml"], 2),
     "a what-if on max_rank past any rank": ({}, ["run", "SiluBackward", "--shape", "4,4", "--set",

@@ -82,14 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
-    except OSError as e:              # a path the system refuses (too long, no access, a loop, a full disk)
-        if debug:
-            raise
-        print(f"ascend-sim: error: {os_error(e)}", file=sys.stderr)
-        return EXIT_USAGE
     except Exception as e:  # never a traceback for the user
         if debug:
             raise
+        if isinstance(e, OSError) and e.filename is not None:     # a path the system refuses (too long,
+            print(f"ascend-sim: error: {os_error(e)}", file=sys.stderr)   # no access, a loop, a full disk)
+            return EXIT_USAGE
         if isinstance(e, ValueError) and "null byte" in str(e):     # os's refusal of a path
             print("ascend-sim: error: a path given holds a NUL byte, which no file name can", file=sys.stderr)
             return EXIT_USAGE

@@ -48,7 +48,7 @@ def _load_kernel_file(path: Path):
     try:
         spec.loader.exec_module(mod)
     except SyntaxError as e:
-        raise CliError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+        raise CliError(f"{path}{f':{e.lineno}' if e.lineno else ''}: syntax error: {e.msg}") from None
     except BaseException as e:
         if not raised_by_user(e):
             raise

@@ -4,6 +4,7 @@ JSON-lines traces with one-line errors, and writing traces and their cycle basel
 from __future__ import annotations
 
 import json
+import operator
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,13 +209,12 @@ class Workload:
 def parse_selection(selection: str | Sequence[int] | None, n: int) -> list[int]:
     """'0-3,7' -> [0, 1, 2, 3, 7] (call indices); None -> all. A selection of no call is refused
     (a study of nothing has no rows to show)."""
-    if selection is None or selection == "":
+    if selection is None or (isinstance(selection, str) and selection == ""):
         return list(range(n))
     out: list[int] = []
     if not isinstance(selection, str):
         for i in selection:
-            _check_index(i, n)
-            out.append(i)
+            out.append(_check_index(i, n))
     else:
         for part in selection.split(","):
             part = part.strip()
@@ -233,9 +233,17 @@ def parse_selection(selection: str | Sequence[int] | None, n: int) -> list[int]:
     return sorted(set(out))
 
 
-def _check_index(i: Any, n: int) -> None:
-    if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
+def _check_index(i: Any, n: int) -> int:
+    """`i` as a call index (any integer type, numpy's too; never a bool), within the workload."""
+    try:
+        if isinstance(i, bool):
+            raise TypeError
+        i = operator.index(i)
+    except TypeError:
+        raise StudyError(f"--calls: {i!r} is not a call index (an integer)") from None
+    if not 0 <= i < n:
         raise StudyError(f"--calls: index {i!r} is out of range (the workload has {n} calls, 0-{n - 1})")
+    return i
 
 
 # No chip holds more than 2**50 bytes of device memory (profile.DeviceMemory): a tensor of more
