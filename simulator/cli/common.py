@@ -4,6 +4,7 @@ options and their parsing, and the tables the commands print.
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import sys
 import traceback
@@ -36,7 +37,6 @@ class Rejected(Exception):
 def os_error(e: OSError) -> str:
     """An OSError as one line naming the path the system refused and why (its errno's name too,
     which is what a user searches for)."""
-    import errno
     code = f" [{errno.errorcode[e.errno]}]" if e.errno in errno.errorcode else ""
     what = e.strerror or one_line(str(e)) or type(e).__name__
     paths = [p for p in (e.filename, e.filename2) if p is not None]

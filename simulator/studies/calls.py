@@ -31,18 +31,18 @@ def available_ops() -> list[str]:
 INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def coerce_attr(op: str, name: str, kind: str, value: Any, text: bool = True) -> Any:
+def coerce_attr(op: str, name: str, kind: str, value: Any, allow_text: bool = True) -> Any:
     """An attribute as the operator takes it. null is the operator's own to judge (an absent
-    array is aclnn's nullptr). Where `text` (a command line's --attr) a value written as text
-    ('1,1', 'true') is parsed; from a file a number is a number: text, bools where a number goes,
-    null inside a list and non-finite numbers are refused, naming the attribute and element."""
+    array is aclnn's nullptr). Where `allow_text` (a command line's --attr) a value written as
+    text ('1,1', 'true') is parsed; from a file a number is a number: text, bools where a number
+    goes, null inside a list and non-finite numbers are refused, naming the attribute and element."""
     where = f"{op} attribute '{name}' ({kind})"
     if value is None:
         return None
-    if isinstance(value, str) and not text:
+    text = isinstance(value, str)           # the elements of a text value are text too
+    if text and not allow_text:
         raise StudyError(f"{where}: {value!r} is text; give "
                          f"{'a list' if kind.endswith('_array') else 'a number' if kind != 'bool' else 'true or false'}")
-    text = isinstance(value, str)
     if kind in ("int_array", "bool_array"):
         if text:
             value = [v for v in re.split(r"[,\s]+", value.strip("[]() ")) if v]
@@ -169,7 +169,7 @@ def build_inputs(call: Call, seed: int = 0, data: bool = True) -> dict[str, Any]
                 raise StudyError(f"{p.name}: {nbytes / 2 ** 30:,.1f} GiB of data does not fit in host memory "
                                  f"({type(e).__name__}); timing mode needs no data") from None
         elif p.name in call.attrs:
-            kw[p.name] = coerce_attr(call.op, p.name, p.kind, call.attrs[p.name], text=False)
+            kw[p.name] = coerce_attr(call.op, p.name, p.kind, call.attrs[p.name], allow_text=False)
     return kw
 
 
@@ -182,7 +182,7 @@ def light_inputs(call: Call) -> dict[str, Any]:
             spec = call.tensors[p.name]
             kw[p.name] = np.broadcast_to(np.zeros((), numpy_dtype(spec.dtype)), spec.shape)
         elif p.name in call.attrs:
-            kw[p.name] = coerce_attr(call.op, p.name, p.kind, call.attrs[p.name], text=False)
+            kw[p.name] = coerce_attr(call.op, p.name, p.kind, call.attrs[p.name], allow_text=False)
     return kw
 
 
