@@ -1,7 +1,9 @@
-"""Convolution backward on the Cube, shared by aclnnConvolutionBackward and aclnnConvTbcBackward
+"""Convolution and its backward on the Cube, shared by aclnnConvolutionBackward, aclnnConvolution and
+aclnnConvTbcBackward
 (docs/CONVOLUTION.md has the pictures and the measured table).
 
     convolution_backward.py  the operator: checks, the normalised call, the OpDef
+    convolution.py           aclnnConvolution: its checks, then gradInput's plan of its adjoint
     conv_tbc_backward.py     aclnnConvTbcBackward: its checks, then the same plan on permuted views
     plan.py                  workspace parts, tiling and launches of one call
     geometry.py              the normalised convolution (ConvGeometry), img2col families, map layouts,
@@ -15,4 +17,5 @@
     small_launches.py        zero fill and gradBias
 """
 from . import convolution_backward  # noqa: F401  (registers ConvolutionBackward)
+from . import convolution  # noqa: F401  (registers Convolution)
 from . import conv_tbc_backward  # noqa: F401  (registers ConvTbcBackward)

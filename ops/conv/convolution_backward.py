@@ -117,7 +117,8 @@ def int_values(a, name: str) -> list[int]:
     return list(a.values)
 
 
-def _ranged(values, lo, hi, what, op, series):
+def check_range(values, lo, hi, what, op, series):
+    """Each value in [lo, hi], else 161002 naming the series."""
     for v in values:
         if not lo <= v <= hi:
             raise param_invalid(f"{op}: {what} {v} is outside [{lo}, {hi}] on {series}")
@@ -318,23 +319,28 @@ def _check_output_size(grad_output, input_, weight, attrs: ConvAttributes, pads:
                             + (f", outputPadding {out_pad}" if attrs.transposed else ""))
 
 
-def _check_series_limits(support, attrs: ConvAttributes, pads: tuple, k: tuple, profile) -> None:
-    """9. The series' limits on a (non-transposed) convolution, as its CANN documents give them."""
+def check_series_limits(support, stride, dilation, groups: int, pads: tuple, k: tuple, op: str, profile) -> None:
+    """The series' limits on kernel, padding, dilation, 3D stride and groups, as its CANN documents
+    give them (shared with aclnnConvolution)."""
     lim = support.limits
-    if not lim or attrs.transposed:
-        return
     nd, series = len(k), profile.series_name
     hw = list(range(nd)) if nd < 3 else [1, 2]       # 3D: H and W only (D has no upper bound)
     if "kernel" in lim:
-        _ranged([k[i] for i in hw], *lim["kernel"], "kernel size", OP, series)
+        check_range([k[i] for i in hw], *lim["kernel"], "kernel size", op, series)
     if "padding" in lim:
-        _ranged([p for i in hw for p in pads[i]], *lim["padding"], "padding", OP, series)
+        check_range([p for i in hw for p in pads[i]], *lim["padding"], "padding", op, series)
     if "dilation" in lim:
-        _ranged(attrs.dilation, *lim["dilation"], "dilation", OP, series)
+        check_range(dilation, *lim["dilation"], "dilation", op, series)
     if nd == 3 and "stride3d" in lim:
-        _ranged([attrs.stride[1], attrs.stride[2]], *lim["stride3d"], "3D stride (H/W)", OP, series)
+        check_range([stride[1], stride[2]], *lim["stride3d"], "3D stride (H/W)", op, series)
     if "groups" in lim:
-        _ranged([attrs.groups], *lim["groups"], "groups", OP, series)
+        check_range([groups], *lim["groups"], "groups", op, series)
+
+
+def _check_series_limits(support, attrs: ConvAttributes, pads: tuple, k: tuple, profile) -> None:
+    """9. The series' limits on a (non-transposed) convolution."""
+    if not attrs.transposed:
+        check_series_limits(support, attrs.stride, attrs.dilation, attrs.groups, pads, k, OP, profile)
 
 
 def _check_empty(grad_output, input_, weight, transposed: bool, support, profile) -> None:

@@ -203,7 +203,7 @@ class CubeGeometry:
     Qmax: tuple           # valid outputs per phase, max over phases, per axis
     shmax: tuple          # grid shift, max over phases, per axis (H, W; D has none)
     # gradWeight
-    dwf: Img2colFamily
+    dwf: Img2colFamily | None     # gradWeight's family (None where gradWeight is not computed)
     Mg: int               # rows of dW per group (A-map channels)
     Cb: int               # B-map channels per group
     amap: str             # "dy" or "x": the A-map (its layout is the grid)
@@ -343,8 +343,7 @@ def _forward_geometry(geom, axes: _Axes3, mask, c0: int) -> CubeGeometry:
     x = MapLayout(N, fold, X3[0], X3[1], Px, X3[2]) if sd is None else MapLayout(N, fold, 1, sd.Xh, Px, sd.Xw)
     dxg, Qmax, shmax = _phase_grid(axes, ph, N, fold, Pd)
     phases = _phase_families(ph, O3[2], dxg.Wd)
-    left, right = wpad(fw[2], x.Wd, O3[2])
-    dwf = Img2colFamily(fw, left, right)
+    dwf = Img2colFamily(fw, *wpad(fw[2], x.Wd, O3[2])) if mask[1] else None
     Cin, Cout = geom.Cin // G, geom.Cout // G
     return CubeGeometry(geom.nd, N, G, Cin, Cout, False, X3, O3, axes.k, fold, dy, x, S, phases, dxg, Qmax, shmax,
                         dwf, Cout, c0 if sd is not None else Cin, "dy", "x", sd)

@@ -29,7 +29,7 @@ from .geometry import F32, STORAGE, ConvGeometry, CubeGeometry, check_load3d_lim
 from .packing import plan_packw
 from .prologue import (Prologue, SpaceToDepthMap, prologue_body, cast_items, gap_items, plan_space_to_depth_map,
                        plan_to5hd, plan_to5hd_tik, space_to_depth_items, tik_to5hd_blocks, to5hd_items)
-from .small_launches import bias_launch
+from .small_launches import bias_add_launch, bias_launch
 from .tiling import CubeCaps, DwTiling, DxTiling, balance, cube_caps, plan_dw, plan_dx
 from .vector_pipeline import align32
 
@@ -50,6 +50,8 @@ class ConvBackwardCall:
     promoted_dtype: str       # gradOutput, input and weight promoted to one dtype
     compute_dtype: str        # what the Cube multiplies in: FLOAT16, BF16, FLOAT or HF32
     cube_math_type: int
+    # aclnnConvolution's bias, added to the convolution it computes as gradInput (None otherwise)
+    bias: aclTensor | None = None
 
     @property
     def output_mask(self) -> list[bool]:
@@ -136,7 +138,8 @@ def _plan_source_copies(call: ConvBackwardCall, work: _Work, workspace: Workspac
     sources = _Sources([], {})
     for name, t, needed in (("gradOutput", call.grad_output, db or (not narrowed and (dx or dw))),
                             ("gradOutput:cube", work.cube_grad_output, narrowed and (dx or dw)),
-                            ("input", call.input, dw), ("weight", call.weight, dx)):
+                            ("input", call.input, dw), ("weight", call.weight, dx),
+                            ("bias", call.bias, call.bias is not None)):
         if not needed or t.numel() == 0:
             continue
         if t.is_contiguous():
@@ -569,6 +572,11 @@ def _build_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outp
     launches += _zero_fill_launches(call, work, outputs, profile, ws)
     if cube is not None:
         launches += _cube_launches(call, work, sources, outputs, cube, profile, ws)
+    if call.bias is not None and call.grad_input.numel():
+        gi = call.grad_input
+        launches.append(bias_add_launch(outputs.arg("gradInput", ws), sources.arg("bias", ws), gi.viewDims[0],
+                                        gi.viewDims[1], int(np.prod(gi.viewDims[2:])), gi.dtype, call.bias.dtype,
+                                        profile))
     for name in ("gradInput", "gradWeight"):
         if name in outputs.dense:       # written dense above (by the epilogue or a zero fill)
             launches.append(_write_back(outputs, name, profile, ws))

@@ -1,11 +1,11 @@
-"""gradBias, the small vector launch beside the Cube work: the reduction of gradOutput over N and
-the spatial dims.
+"""The small vector launches beside the Cube work: gradBias (the reduction of gradOutput over N and
+the spatial dims) and the forward convolution's bias add.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from simulator.kernel import (GM_ADDR, Add, Cast, DataCopyExtParams, DataCopyPad, Duplicate,
+from simulator.kernel import (GM_ADDR, Add, Cast, Copy, DataCopyExtParams, DataCopyPad, Duplicate,
                               GetBlockIdx, GlobalTensor, HardEvent, RoundMode, SetFlag, TBuf, TPipe,
                               TPosition, TQue, WaitFlag, float32)
 from simulator.kernel.vector import Transpose, TransposeParamsExt, TransposeType
@@ -92,3 +92,89 @@ def bias_launch(src, dst, N, C, P, src_dt, odt, profile) -> KernelLaunch:
     blocks = _split(items, vector_core_count(profile))
     return KernelLaunch("GradBias(reduce N, spatial)", _bias_body, len(blocks), "vector",
                         (src, dst, N, C, P, npos, chans, src_dt, odt, blocks))
+
+
+def _bias_add_body(out: GM_ADDR, bias: GM_ADDR, C, P, npos, chans, odt, bias_dt, blocks):
+    """out[n, c, p] += bias[c], in FP32. Per channel chunk, the bias is laid out once as a
+    [chans][npos] tile (rows doubled, then transposed); each item then loads, adds, stores."""
+    items = blocks[GetBlockIdx()]
+    oGm, bGm = GlobalTensor(odt), GlobalTensor(bias_dt)
+    oGm.SetGlobalBuffer(out)
+    bGm.SetGlobalBuffer(bias)
+    osz = odt.itemsize
+    tile = chans * npos
+    pipe = TPipe()
+    in_que = TQue(TPosition.VECIN, 2)
+    pipe.InitBuffer(in_que, 2, tile * osz)
+    out_que = TQue(TPosition.VECOUT, 2)
+    pipe.InitBuffer(out_que, 2, tile * osz)
+    calc = TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(calc, 3 * tile * 4 + 64)
+    buf = calc.Get(float32)
+    rows, biasT, work = buf[0], buf[tile], buf[2 * tile]
+    raw = calc.Get(np.uint8)[3 * tile * 4].ReinterpretCast(bias_dt)
+    ev_bias_in = pipe.AllocEventID(HardEvent.MTE2_V)
+    ev_pad_zeroed = pipe.AllocEventID(HardEvent.V_MTE2)
+    current = None
+    for ch0, nch, n, p0, ln in items:
+        if ch0 != current:
+            current = ch0
+            Duplicate(rows, 0.0, chans)
+            DataCopyPad(raw, bGm[ch0], DataCopyExtParams(1, nch * bias_dt.itemsize, 0, 0))
+            SetFlag(HardEvent.MTE2_V, ev_bias_in)
+            WaitFlag(HardEvent.MTE2_V, ev_bias_in)
+            if bias_dt != F32:
+                Cast(rows, raw, RoundMode.CAST_NONE, nch)
+            else:
+                Copy(rows, raw, nch)
+            filled = 1
+            while filled < npos:           # [npos][chans]: the bias row, doubled
+                step = min(filled, npos - filled)
+                Copy(rows[filled * chans], rows, step * chans)
+                filled += step
+            Transpose(biasT, rows, None, TransposeParamsExt(1, chans, npos, 1, TransposeType.TRANSPOSE_NHWC2NCHW))
+        x = in_que.AllocTensor(odt)
+        gap = (npos * osz - align_up(ln * osz, 32)) // 32
+        if ln < npos or nch < chans:       # the rows' tails are added too: zero them before the load
+            Duplicate(x.ReinterpretCast(np.uint8).ReinterpretCast(np.float32), 0.0, tile * osz // 4)
+            SetFlag(HardEvent.V_MTE2, ev_pad_zeroed)
+            WaitFlag(HardEvent.V_MTE2, ev_pad_zeroed)
+        DataCopyPad(x, oGm[(n * C + ch0) * P + p0], DataCopyExtParams(nch, ln * osz, (P - ln) * osz, gap))
+        in_que.EnQue(x)
+        x = in_que.DeQue(odt)
+        y = out_que.AllocTensor(odt)
+        if odt != F32:
+            Cast(work, x, RoundMode.CAST_NONE, tile)
+            Add(work, work, biasT, tile)
+            Cast(y, work, RoundMode.CAST_RINT, tile)
+        else:
+            Add(y, x, biasT, tile)
+        in_que.FreeTensor(x)
+        out_que.EnQue(y)
+        y = out_que.DeQue(odt)
+        DataCopyPad(oGm[(n * C + ch0) * P + p0], y, DataCopyExtParams(nch, ln * osz, gap, (P - ln) * osz))
+        out_que.FreeTensor(y)
+
+
+def bias_add_launch(out, bias, N, C, P, odt, bias_dt, profile) -> KernelLaunch:
+    """The convolution's bias added to its output (N, C, P positions), channel chunks of 16 by
+    position chunks dealt over the vector cores: CANN adds it this way after a transposed 3D
+    convolution (its other kernels add it to the Cube's accumulator, docs/CONVOLUTION.md)."""
+    chans = 16
+    ub = ub_bytes(profile)
+    osz = np.dtype(odt).itemsize
+
+    def need(npos):
+        return 4 * chans * npos * osz + 3 * chans * npos * 4 + 1024
+
+    npos = max(16, min(1024, align_up(P, 16)))
+    while npos > 16 and need(npos) > ub:
+        npos = max(16, npos // 2 // 16 * 16)
+    if need(npos) > ub:
+        raise tiling_error(f"Convolution bias: {chans} channels x {npos} positions need {need(npos)} B of UB; "
+                           f"UB holds {ub} B")
+    items = [(c, min(chans, C - c), n, p, min(npos, P - p))
+             for c in range(0, C, chans) for n in range(N) for p in range(0, P, npos)]
+    blocks = _split(items, vector_core_count(profile))
+    return KernelLaunch("Add(output, bias)", _bias_add_body, len(blocks), "vector",
+                        (out, bias, C, P, npos, chans, np.dtype(odt), np.dtype(bias_dt), blocks))

@@ -36,7 +36,7 @@ def cube_candidates(default: dict, cores: int, positions: int, dx_channels: int,
     At most 39 candidates before the planner drops the ones that do not fit (an L0C tile of
     1024 x 256 FP32 does not, on any chip) and those that plan as another does."""
     out: list[dict] = []
-    dx, dw = default.get("gradInput"), default.get("gradWeight")
+    dx, dw = default.get("gradInput", default.get("cube")), default.get("gradWeight")
     c0 = int(default.get("C0", 16))
     if dx:
         for n in sizes(16, 256, dx_channels, 3):
