@@ -10,7 +10,7 @@ and `regress` take the trace as a whole step.
     print(cap.summary())          # what the trace simulates, what it estimates, and the set-up left out
 
 A `TorchDispatchMode` sees every aten call below autograd, forward and backward. The calls we map
-(`convolution_backward` -> ConvolutionBackward, `silu_backward` -> SiluBackward,
+(`convolution` -> Convolution, `convolution_backward` -> ConvolutionBackward, `silu_backward` -> SiluBackward,
 `grid_sampler_2d_backward` -> GridSampler2DBackward, `conv_tbc_backward` -> ConvTbcBackward) keep
 their shapes, dtypes and strides (a non-contiguous view stays one) and identical calls are counted
 (`count`), in the order they first ran.
@@ -78,6 +78,14 @@ def _convolution_backward(a):
              "cubeMathType": 0})
 
 
+def _convolution(a):
+    inp, w, bias, stride, padding, dilation, transposed, out_pad, groups = a[:9]
+    return ({"input": inp, "weight": w, "bias": bias},
+            {"stride": _ints(stride), "padding": _ints(padding), "dilation": _ints(dilation),
+             "transposed": bool(transposed), "outputPadding": _ints(out_pad), "groups": int(groups),
+             "cubeMathType": 0})
+
+
 def _silu_backward(a):
     return {"gradOutput": a[0], "self": a[1]}, {}
 
@@ -95,6 +103,7 @@ def _conv_tbc_backward(a):
 
 
 MAPPED: dict[str, tuple[str, Callable]] = {
+    "convolution": ("Convolution", _convolution),
     "convolution_backward": ("ConvolutionBackward", _convolution_backward),
     "silu_backward": ("SiluBackward", _silu_backward),
     "grid_sampler_2d_backward": ("GridSampler2DBackward", _grid_sampler_2d_backward),
