@@ -4,3 +4,4 @@ the registry does so at first use (the `ascend_sim.operators` entry point names 
 from . import silu_backward  # noqa: F401
 from . import conv  # noqa: F401  (ConvolutionBackward, ConvTbcBackward)
 from . import grid_sampler  # noqa: F401  (GridSampler2DBackward)
+from . import batch_norm  # noqa: F401  (BatchNorm, BatchNormBackward)

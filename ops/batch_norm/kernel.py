@@ -1,0 +1,407 @@
+"""The batch-norm kernel: per channel, a reduction pass over its (N, spatial) elements and an
+elementwise pass, on the vector cores, each block a run of whole channels (so no core waits on
+another). One kernel serves the four calls:
+
+    forward, training     pass 1: sum x, sum x^2 -> mean, invstd (biased variance), running stats;
+                          pass 2: y = x * scale + shift   (scale = w * invstd, shift = b - mean * scale)
+    forward, inference    pass 2 only, from runningMean / runningVar
+    backward, training    pass 1: sum dy, sum dy * x -> gradWeight, gradBias (saveMean, saveInvstd);
+                          pass 2: gradInput = A dy + B x + C
+    backward, inference   the same from runningMean / runningVar (gradInput = w * invstd * dy)
+
+Everything is computed in FP32 (16-bit data cast on the way in and out), as CANN's batch-norm
+kernels do. A per-channel scalar cannot be an instruction's immediate here (it is data), so the
+statistics of 16 channels live as a vector and reach each element as a broadcast tile: a [64][16]
+block of rows made by doubling copies, transposed to [16][64], then one row doubled to the tile.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.kernel import (BUFFER_NUM, GM_ADDR, Add, Adds, Cast, Copy, DataCopy, DataCopyExtParams,
+                              DataCopyPad, Duplicate, GetBlockIdx, GlobalTensor, HardEvent, Loop, Maxs, Mul,
+                              Muls, Reciprocal, RoundMode, SetFlag, Sqrt, Sub, TBuf, TPipe, TPosition, TQue,
+                              WaitFlag, float32)
+from simulator.kernel.vector import Transpose, TransposeParamsExt, TransposeType
+
+CH = 16            # channels whose statistics travel together (one transpose's rows)
+ROWS = 64          # the broadcast block's width, before a row is doubled to the tile
+F32 = np.dtype(np.float32)
+
+
+@dataclass(frozen=True)
+class BatchNormJob:
+    """What every block of one launch knows: the call's shape and mode, the tile, and per block
+    its channel range."""
+    N: int
+    C: int
+    S: int                    # elements per (n, c) row: the spatial size
+    mode: str                 # forward-train | forward-infer | backward-train | backward-infer
+    phase: str                # "reduce" (pass 1: per-channel sums to the workspace), "update" (the
+                              # sums from the workspace, pass 2), or "both" in one launch
+    eps: float
+    momentum: float
+    x_dtype: np.dtype         # input, output, gradOutput, gradInput
+    w_dtype: np.dtype | None  # weight / bias / stats dtype (None: no weight)
+    tile: int                 # elements per UB tile (a power of two >= ROWS)
+    ranges: tuple             # per block: (first channel, channel count)
+    has: frozenset            # the tensors this launch reads or writes (weight, bias, sums, ...)
+
+    @property
+    def backward(self) -> bool:
+        return self.mode.startswith("backward")
+
+    @property
+    def training(self) -> bool:
+        return self.mode.endswith("train")
+
+
+FP32_TILES = 5            # two casts of the loaded tiles, three broadcast coefficients
+SMALL = 2 * CH * ROWS + 3 * CH * CH + 13 * CH      # broadcast blocks, sums, statistics, one raw vector (floats)
+
+
+def ub_need(tile: int, isz: int) -> int:
+    """UB bytes for a tile of `tile` elements: the input queue (two tensors a slot in the backward),
+    the output queue, the FP32 tiles, and the small vectors."""
+    return BUFFER_NUM * 2 * tile * isz + BUFFER_NUM * tile * isz + FP32_TILES * tile * 4 + SMALL * 4
+
+
+class _Vectors:
+    """The [CH] FP32 vectors of a channel group, 32-B aligned slots of one buffer."""
+
+    def __init__(self, buf, names):
+        self.at = {n: buf[i * CH] for i, n in enumerate(names)}
+
+    def __getitem__(self, name):
+        return self.at[name]
+
+
+class BatchNormKernel:
+    STATS = ("sum", "sumsq", "mean", "invstd", "w", "b", "a", "bb", "c", "t0", "t1", "t2")
+
+    def __init__(self, job: BatchNormJob, gm: dict):
+        self.job = job
+        self.g = {}
+        for name, (addr, dt) in gm.items():
+            t = GlobalTensor(dt)
+            t.SetGlobalBuffer(addr)
+            self.g[name] = t
+        T, isz = job.tile, job.x_dtype.itemsize
+        self.pipe = TPipe()
+        self.in_que = TQue(TPosition.VECIN, BUFFER_NUM)
+        self.pipe.InitBuffer(self.in_que, BUFFER_NUM, 2 * T * isz)
+        self.out_que = TQue(TPosition.VECOUT, BUFFER_NUM)
+        self.pipe.InitBuffer(self.out_que, BUFFER_NUM, T * isz)
+        calc = TBuf(TPosition.VECCALC)
+        self.pipe.InitBuffer(calc, (FP32_TILES * T + SMALL) * 4)
+        f = calc.Get(float32)
+        self.t = [f[i * T] for i in range(FP32_TILES)]
+        at = FP32_TILES * T
+
+        def take(n):
+            nonlocal at
+            at += n
+            return f[at - n]
+        self.rows, self.block = take(CH * ROWS), take(CH * ROWS)       # [ROWS][CH], [CH][ROWS]
+        self.acc, self.acc2, self.accT = take(CH * CH), take(CH * CH), take(CH * CH)   # per channel, CH partials
+        self.v = _Vectors(take(len(self.STATS) * CH), self.STATS)
+        self.raw = take(CH).ReinterpretCast(np.uint8)
+        self.ev_mte2_v = self.pipe.AllocEventID(HardEvent.MTE2_V)
+        self.ev_v_mte3 = self.pipe.AllocEventID(HardEvent.V_MTE3)
+        self.ev_mte3_v = self.pipe.AllocEventID(HardEvent.MTE3_V)
+        self.ev_v_mte2 = self.pipe.AllocEventID(HardEvent.V_MTE2)
+
+    # ---- small vectors: load, store ---------------------------------------------------------------
+    def load_vec(self, dst, name: str, c0: int, n: int, fill: float) -> None:
+        """dst[:CH] = tensor `name`[c0 : c0 + n] as FP32 (fill where the call has no such tensor
+        and past n)."""
+        Duplicate(dst, fill, CH)
+        if name not in self.job.has:
+            return
+        g = self.g[name]
+        raw = self.raw.ReinterpretCast(g.dtype)
+        SetFlag(HardEvent.V_MTE2, self.ev_v_mte2)
+        WaitFlag(HardEvent.V_MTE2, self.ev_v_mte2)
+        DataCopyPad(raw, g[c0], DataCopyExtParams(1, n * g.dtype.itemsize, 0, 0))
+        SetFlag(HardEvent.MTE2_V, self.ev_mte2_v)
+        WaitFlag(HardEvent.MTE2_V, self.ev_mte2_v)
+        if g.dtype != F32:
+            Cast(dst, raw, RoundMode.CAST_NONE, n)
+        else:
+            Copy(dst, raw, n)
+
+    def store_vec(self, name: str, src, c0: int, n: int) -> None:
+        if name not in self.job.has:
+            return
+        g = self.g[name]
+        out = self.raw.ReinterpretCast(g.dtype)
+        if g.dtype != F32:
+            Cast(out, src, RoundMode.CAST_RINT, CH)
+        else:
+            Copy(out, src, CH)
+        SetFlag(HardEvent.V_MTE3, self.ev_v_mte3)
+        WaitFlag(HardEvent.V_MTE3, self.ev_v_mte3)
+        DataCopyPad(g[c0], out, DataCopyExtParams(1, n * g.dtype.itemsize, 0, 0))
+        SetFlag(HardEvent.MTE3_V, self.ev_mte3_v)
+        WaitFlag(HardEvent.MTE3_V, self.ev_mte3_v)
+
+    # ---- the passes over one channel ----------------------------------------------------------------
+    def _tiles(self):
+        T, S = self.job.tile, self.job.S
+        per_row = -(-S // T)
+        count = self.job.N * per_row
+        for i in Loop(count, key=lambda i: (i % per_row) == per_row - 1, period=BUFFER_NUM):
+            n, k = divmod(i, per_row)
+            yield n, k * T, min(T, S - k * T)
+
+    def _load(self, names, c: int, n: int, s0: int, ln: int):
+        """The tiles of tensors `names` at row (n, c), positions [s0, s0 + ln): (the queue's slot,
+        to free after use, and an FP32 tile per name: the slot itself for FP32 data, a cast
+        otherwise)."""
+        job, T = self.job, self.job.tile
+        isz = job.x_dtype.itemsize
+        local = self.in_que.AllocTensor(job.x_dtype)
+        if ln < T:            # the tail is reduced too: zero it before the load
+            Duplicate(local.ReinterpretCast(np.uint8).ReinterpretCast(np.float32), 0.0, len(names) * T * isz // 4)
+            SetFlag(HardEvent.V_MTE2, self.ev_v_mte2)
+            WaitFlag(HardEvent.V_MTE2, self.ev_v_mte2)
+        off = (n * job.C + c) * job.S + s0
+        for i, name in enumerate(names):
+            if (ln * isz) % 32 == 0:
+                DataCopy(local[i * T], self.g[name][off], ln)
+            else:
+                DataCopyPad(local[i * T], self.g[name][off], DataCopyExtParams(1, ln * isz, 0, 0))
+        self.in_que.EnQue(local)
+        local = self.in_que.DeQue(job.x_dtype)
+        if job.x_dtype == F32:
+            return local, [local[i * T] for i in range(len(names))]
+        for i in range(len(names)):
+            Cast(self.t[i], local[i * T], RoundMode.CAST_NONE, T)
+        return local, self.t[:len(names)]
+
+    def _store(self, name: str, src, c: int, n: int, s0: int, ln: int) -> None:
+        job, T = self.job, self.job.tile
+        isz = job.x_dtype.itemsize
+        y = self.out_que.AllocTensor(job.x_dtype)
+        if job.x_dtype != F32:
+            Cast(y, src, RoundMode.CAST_RINT, T)
+        else:
+            Copy(y, src, T)
+        self.out_que.EnQue(y)
+        y = self.out_que.DeQue(job.x_dtype)
+        off = (n * job.C + c) * job.S + s0
+        if (ln * isz) % 32 == 0:
+            DataCopy(self.g[name][off], y, ln)
+        else:
+            DataCopyPad(self.g[name][off], y, DataCopyExtParams(1, ln * isz, 0, 0))
+        self.out_que.FreeTensor(y)
+
+    def _fold(self, acc, dst) -> None:
+        """dst[:CH] = acc[:T] summed in CH lanes (halving adds)."""
+        n = self.job.tile
+        while n > CH:
+            n //= 2
+            Add(acc, acc, acc[n], n)
+        Copy(dst, acc, CH)
+
+    def reduce_channel(self, j: int, c: int) -> None:
+        """Pass 1 over channel c (slot j): forward sum x, sum x^2; backward sum dy, sum dy * x."""
+        T = self.job.tile
+        s, q = self.t[2], self.t[3]
+        Duplicate(s, 0.0, T)
+        Duplicate(q, 0.0, T)
+        names = ("gradOutput", "input") if self.job.backward else ("input",)
+        for n, s0, ln in self._tiles():
+            local, tiles = self._load(names, c, n, s0, ln)
+            a = tiles[0]
+            b = tiles[1] if self.job.backward else tiles[0]
+            Add(s, s, a, T)
+            Mul(b, a, b, T)
+            Add(q, q, b, T)
+            self.in_que.FreeTensor(local)
+        self._fold(s, self.acc[j * CH])
+        self._fold(q, self.acc2[j * CH])
+
+    def _channel_totals(self, acc, dst) -> None:
+        """dst[j] = sum over acc's row j (CH partial sums each): a transpose, then row folds."""
+        Transpose(self.accT, acc, None, TransposeParamsExt(1, CH, CH, 1, TransposeType.TRANSPOSE_NCHW2NHWC))
+        rows = CH
+        while rows > 1:
+            rows //= 2
+            Add(self.accT, self.accT, self.accT[rows * CH], rows * CH)
+        Copy(dst, self.accT, CH)
+
+    def broadcast(self, vec, j: int, dst) -> None:
+        """dst[:T] = vec[j]: the group's vector as [ROWS][CH] rows, transposed to [CH][ROWS], row j
+        doubled to the tile."""
+        Copy(self.rows, vec, CH)
+        filled = 1
+        while filled < ROWS:
+            Copy(self.rows[filled * CH], self.rows, filled * CH)
+            filled *= 2
+        Transpose(self.block, self.rows, None, TransposeParamsExt(1, CH, ROWS, 1, TransposeType.TRANSPOSE_NHWC2NCHW))
+        Copy(dst, self.block[j * ROWS], ROWS)
+        filled = ROWS
+        while filled < self.job.tile:
+            Copy(dst[filled], dst, filled)
+            filled *= 2
+
+    # ---- a group of up to CH channels --------------------------------------------------------------
+    def statistics(self, c0: int, nch: int) -> None:
+        """The group's mean and invstd (v["mean"], v["invstd"]): of the batch (training, from pass
+        1's sums; forward) or as the call gives them (saveMean / saveInvstd in a training
+        backward; runningMean / runningVar in inference)."""
+        job, v = self.job, self.v
+        M = job.N * job.S
+        if job.mode == "forward-train":
+            Muls(v["mean"], v["sum"], 1.0 / M, CH)
+            Muls(v["t0"], v["sumsq"], 1.0 / M, CH)
+            Mul(v["t1"], v["mean"], v["mean"], CH)
+            Sub(v["t0"], v["t0"], v["t1"], CH)             # the biased variance
+            Maxs(v["t0"], v["t0"], 0.0, CH)
+            Adds(v["t1"], v["t0"], job.eps, CH)
+            Sqrt(v["t1"], v["t1"], CH)
+            Reciprocal(v["invstd"], v["t1"], CH)
+            self.running_update(c0, nch)
+            self.store_vec("saveMean", v["mean"], c0, nch)
+            self.store_vec("saveInvstd", v["t0"], c0, nch)       # CANN's A2 / 910 / 310P: the variance
+        elif job.mode == "backward-train":                      # saveInvstd read as the forward wrote it
+            self.load_vec(v["mean"], "saveMean", c0, nch, 0.0)
+            self.load_vec(v["t1"], "saveInvstd", c0, nch, 1.0)
+            Adds(v["t1"], v["t1"], job.eps, CH)
+            Sqrt(v["t1"], v["t1"], CH)
+            Reciprocal(v["invstd"], v["t1"], CH)
+        else:
+            self.load_vec(v["mean"], "runningMean", c0, nch, 0.0)
+            self.load_vec(v["t1"], "runningVar", c0, nch, 1.0)
+            Adds(v["t1"], v["t1"], job.eps, CH)
+            Sqrt(v["t1"], v["t1"], CH)
+            Reciprocal(v["invstd"], v["t1"], CH)
+
+    def running_update(self, c0: int, nch: int) -> None:
+        """runningMean = (1 - m) runningMean + m mean; runningVar likewise with the unbiased
+        variance (v["t0"] holds the biased one)."""
+        job, v = self.job, self.v
+        M, m = job.N * job.S, job.momentum
+        if "runningMean" in job.has:
+            self.load_vec(v["t1"], "runningMean", c0, nch, 0.0)
+            Muls(v["t1"], v["t1"], 1.0 - m, CH)
+            Muls(v["t2"], v["mean"], m, CH)
+            Add(v["t1"], v["t1"], v["t2"], CH)
+            self.store_vec("runningMean", v["t1"], c0, nch)
+        if "runningVar" in job.has:
+            self.load_vec(v["t1"], "runningVar", c0, nch, 0.0)
+            Muls(v["t1"], v["t1"], 1.0 - m, CH)
+            Muls(v["t2"], v["t0"], m * M / max(M - 1, 1), CH)
+            Add(v["t1"], v["t1"], v["t2"], CH)
+            self.store_vec("runningVar", v["t1"], c0, nch)
+
+    def coefficients(self, c0: int, nch: int) -> None:
+        """Per channel: forward y = a x + bb; backward gradInput = a dy + bb x + c, and
+        gradWeight / gradBias from pass 1's sums."""
+        job, v = self.job, self.v
+        M = job.N * job.S
+        self.load_vec(v["w"], "weight", c0, nch, 1.0)
+        Mul(v["a"], v["w"], v["invstd"], CH)                   # w * invstd
+        if not job.backward:
+            self.load_vec(v["b"], "bias", c0, nch, 0.0)
+            Mul(v["t1"], v["mean"], v["a"], CH)
+            Sub(v["bb"], v["b"], v["t1"], CH)                  # b - mean * w * invstd
+            return
+        # v["sum"] = sum dy, v["sumsq"] = sum dy * x
+        Mul(v["t0"], v["mean"], v["sum"], CH)
+        Sub(v["t0"], v["sumsq"], v["t0"], CH)
+        Mul(v["t0"], v["t0"], v["invstd"], CH)                 # sum dy * xhat: gradWeight
+        if job.phase != "update":
+            self.store_vec("gradWeight", v["t0"], c0, nch)
+            self.store_vec("gradBias", v["sum"], c0, nch)
+        if not job.training:                                   # gradInput = w * invstd * dy
+            Duplicate(v["bb"], 0.0, CH)
+            Duplicate(v["c"], 0.0, CH)
+            return
+        Mul(v["t1"], v["a"], v["invstd"], CH)
+        Mul(v["t1"], v["t1"], v["t0"], CH)
+        Muls(v["bb"], v["t1"], -1.0 / M, CH)                   # -w invstd^2 sum(dy xhat) / M
+        Mul(v["t2"], v["a"], v["sum"], CH)
+        Muls(v["t2"], v["t2"], -1.0 / M, CH)                   # -w invstd sum(dy) / M
+        Mul(v["t1"], v["bb"], v["mean"], CH)
+        Sub(v["c"], v["t2"], v["t1"], CH)
+
+    def apply_channel(self, j: int, c: int) -> None:
+        """Pass 2 over channel c (slot j): y = a x + bb, or gradInput = a dy + bb x + c."""
+        v, T = self.v, self.job.tile
+        ta, tb, tc = self.t[2], self.t[3], self.t[4]
+        self.broadcast(v["a"], j, ta)
+        self.broadcast(v["bb"], j, tb)
+        if self.job.backward:
+            self.broadcast(v["c"], j, tc)
+            for n, s0, ln in self._tiles():
+                local, (dy, x) = self._load(("gradOutput", "input"), c, n, s0, ln)
+                Mul(dy, dy, ta, T)
+                Mul(x, x, tb, T)
+                Add(dy, dy, x, T)
+                Add(dy, dy, tc, T)
+                self._store("gradInput", dy, c, n, s0, ln)
+                self.in_que.FreeTensor(local)
+            return
+        for n, s0, ln in self._tiles():
+            local, (x,) = self._load(("input",), c, n, s0, ln)
+            Mul(x, x, ta, T)
+            Add(x, x, tb, T)
+            self._store("output", x, c, n, s0, ln)
+            self.in_que.FreeTensor(local)
+
+    def process(self) -> None:
+        job, v = self.job, self.v
+        first, count = job.ranges[GetBlockIdx()]
+        reduces = job.training or job.backward
+        for c0 in range(first, first + count, CH):
+            nch = min(CH, first + count - c0)
+            if reduces and job.phase != "update":
+                for j in range(nch):
+                    self.reduce_channel(j, c0 + j)
+                if nch < CH:
+                    Duplicate(self.acc[nch * CH], 0.0, (CH - nch) * CH)
+                    Duplicate(self.acc2[nch * CH], 0.0, (CH - nch) * CH)
+                self._channel_totals(self.acc, v["sum"])
+                self._channel_totals(self.acc2, v["sumsq"])
+                if job.phase == "reduce":
+                    self.store_vec("sum", v["sum"], c0, nch)
+                    self.store_vec("sumsq", v["sumsq"], c0, nch)
+                    if not job.backward:         # BNTrainingReduce: the sums only
+                        continue
+            elif reduces:
+                self.load_vec(v["sum"], "sum", c0, nch, 0.0)
+                self.load_vec(v["sumsq"], "sumsq", c0, nch, 0.0)
+            self.statistics(c0, nch)
+            self.coefficients(c0, nch)
+            if job.phase != "reduce" and (not job.backward or "gradInput" in job.has):
+                for j in range(nch):
+                    self.apply_channel(j, c0 + j)
+
+
+def batch_norm_body(gm: dict, job: BatchNormJob):
+    BatchNormKernel(job, gm).process()
+
+
+def _fill_body(dst: GM_ADDR, count: int, dtype, value: float):
+    """dst[:count] = value, one block (the small fills around an empty batch norm)."""
+    g = GlobalTensor(dtype)
+    g.SetGlobalBuffer(dst)
+    pipe = TPipe()
+    buf = TBuf(TPosition.VECCALC)
+    n = -(-count * dtype.itemsize // 32) * 32 // dtype.itemsize
+    pipe.InitBuffer(buf, n * dtype.itemsize)
+    t = buf.Get(dtype)
+    Duplicate(t, value, n)
+    ev = pipe.AllocEventID(HardEvent.V_MTE3)
+    SetFlag(HardEvent.V_MTE3, ev)
+    WaitFlag(HardEvent.V_MTE3, ev)
+    DataCopyPad(g, t, DataCopyExtParams(1, count * dtype.itemsize, 0, 0))
+
+
+def fill_launch(label: str, dst: GM_ADDR, count: int, dtype, value: float):
+    from simulator.program import KernelLaunch
+    return KernelLaunch(label, _fill_body, 1, "vector", (dst, count, np.dtype(dtype), value))

@@ -1,0 +1,123 @@
+"""The plan both batch-norm operators share: the call as (N, C, spatial), its channels split over
+the vector cores (whole channels a block, as CANN's BatchNormV3 splits them), the UB tile, the
+per-channel sums' workspace, Contiguous copies of non-contiguous inputs and ViewCopy write-backs of
+non-contiguous outputs, and the launches in CANN's order.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from simulator.aclnn import Plan, Workspace
+from simulator.enums import NUMPY_OF
+from simulator.program import KernelLaunch
+from ..common import split_evenly, tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
+from .kernel import ROWS, BatchNormJob, batch_norm_body, ub_need
+
+MAX_TILE = 4096
+
+
+def nc_s(t) -> tuple[int, int, int]:
+    """(N, C, spatial) of a tensor with channels at dim 1."""
+    d = t.viewDims
+    return int(d[0]), int(d[1]), int(np.prod(d[2:], dtype=np.int64))
+
+
+def pick_tile(S: int, isz: int, profile, forced: dict) -> int:
+    """The largest power-of-two tile (ROWS to MAX_TILE elements) that fits UB and is not far past
+    a row; a forced tileLength must be such a tile and fit."""
+    ub = ub_bytes(profile)
+    if "tileLength" in forced:
+        tile = int(forced["tileLength"])
+        if tile < ROWS or tile & (tile - 1):
+            raise tiling_error(f"BatchNorm tiling: tileLength {tile} must be a power of two >= {ROWS}")
+    else:
+        tile = ROWS
+        while tile < MAX_TILE and tile < S and ub_need(2 * tile, isz) <= ub:
+            tile *= 2
+    if ub_need(tile, isz) > ub:
+        raise tiling_error(f"BatchNorm tiling: a tile of {tile} elements needs {ub_need(tile, isz)} B of UB; "
+                           f"UB holds {ub} B")
+    return tile
+
+
+def channel_ranges(C: int, profile, forced: dict) -> tuple:
+    cores = min(int(forced.get("blockDim", 0)) or vector_core_count(profile), C)
+    return tuple((first, end - first) for first, end in split_evenly(C, cores) if end > first)
+
+
+class Launches:
+    """The tensors of one call, where each kernel finds them (the tensor, or a workspace copy),
+    and the launches around the kernels: Contiguous copies before, ViewCopy write-backs after."""
+
+    def __init__(self, workspace: Workspace, profile):
+        self.workspace, self.profile = workspace, profile
+        self.tensors: dict = {}
+        self.copies: list = []          # (name, tensor, part): inputs made contiguous first
+        self.dense: dict = {}           # name -> part: outputs written dense, then scattered
+
+    def add(self, name: str, t, output: bool = False, read: bool = True) -> None:
+        """A tensor the kernels use: an input (read), an output (written; `read` too when it is
+        updated in place, as the running statistics are)."""
+        if t is None or t.numel() == 0:
+            return
+        self.tensors[name] = t
+        if t.is_contiguous():
+            return
+        part = self.workspace.add(f"{name} dense ({'before the strided write-back' if output else 'a contiguous copy'})",
+                                  t.numel() * t.itemsize)
+        if output:
+            self.dense[name] = part
+        if read:
+            self.copies.append((name, t, part))
+
+    def addr(self, name: str, ws: int):
+        t = self.tensors[name]
+        part = self.dense.get(name) or next((p for n, _, p in self.copies if n == name), None)
+        if part is not None:
+            return workspace_arg(ws, part, NUMPY_OF[t.dataType], f"workspace:{name}")
+        return tensor_arg(t, name) + t.offset
+
+    def build(self, ws: int, kernels: list) -> list[KernelLaunch]:
+        """[Contiguous copies] + kernels(addr) + [ViewCopy write-backs]."""
+        out = []
+        for name, t, part in self.copies:
+            copy, _ = view_copy_launch(t, name, self.profile, gather=True)
+            out.append(copy(workspace_arg(ws, part, NUMPY_OF[t.dataType], f"workspace:{name}")))
+        out += kernels
+        for name, part in self.dense.items():
+            back, _ = view_copy_launch(self.tensors[name], name, self.profile, gather=False)
+            out.append(back(workspace_arg(ws, part, NUMPY_OF[self.tensors[name].dataType], f"workspace:{name}")))
+        return out
+
+
+def batch_norm_launch(label: str, job: BatchNormJob, io: Launches, ws: int, sums=None) -> KernelLaunch:
+    """One kernel launch of `job`, its GM arguments bound: every tensor the job names, and the
+    per-channel sums' workspace part (`sums`)."""
+    gm = {name: (io.addr(name, ws), NUMPY_OF[t.dataType]) for name, t in io.tensors.items() if name in job.has}
+    if sums is not None:
+        f32 = np.dtype(np.float32)
+        C = job.C
+        base = workspace_arg(ws, sums, f32, "workspace:sums")
+        gm["sum"] = (base, f32)
+        gm["sumsq"] = (base + C, f32)
+    return KernelLaunch(label, batch_norm_body, len(job.ranges), "vector", (gm, job))
+
+
+def two_launches(job: BatchNormJob, io: Launches, workspace: Workspace, labels: tuple, reduce_has: set,
+                 update_has: set):
+    """CANN's pair of TBE kernels (a reduction writing per-channel sums, then an update reading
+    them): the sums' part and a builder of the two launches."""
+    sums = workspace.add(f"per-channel sums ({job.C} x 2 FP32)", 2 * job.C * 4)
+    reduce_job = replace(job, phase="reduce", has=frozenset(reduce_has | {"sum", "sumsq"}))
+    update_job = replace(job, phase="update", has=frozenset(update_has | {"sum", "sumsq"}))
+
+    def kernels(ws):
+        return [batch_norm_launch(labels[0], reduce_job, io, ws, sums),
+                batch_norm_launch(labels[1], update_job, io, ws, sums)]
+    return kernels
+
+
+def plan_from(io: Launches, kernels, tiling: dict) -> Plan:
+    return Plan(io.workspace, lambda ws: io.build(ws, kernels(ws)), tiling)
