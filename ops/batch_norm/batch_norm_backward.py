@@ -94,14 +94,14 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
     io.tensors["gradOutput"] = io.tensors.pop("gradOut")          # the kernel's name for it
     io.copies = [("gradOutput" if n == "gradOut" else n, t, p) for n, t, p in io.copies]
     job = BatchNormJob(N, C, S, "backward-train" if training else "backward-infer", "both", float(a["eps"]), 0.0,
-                       xdt, None, pick_tile(S, xdt.itemsize, profile, tiling), channel_ranges(C, profile, tiling),
+                       xdt, None, *pick_tile(N, S, xdt.itemsize, profile, tiling), channel_ranges(C, profile, tiling),
                        frozenset(io.tensors))
     second = "BNTrainingReduceGrad" if training else "BNInferGrad"
     stats = {"weight", "runningMean", "runningVar", "saveMean", "saveInvstd"} & set(io.tensors)
     kernels = two_launches(job, io, io.workspace, ("BNTrainingUpdateGrad", second),
                            {"gradOutput", "input", "gradWeight", "gradBias"} & set(io.tensors) | stats,
                            {"gradOutput", "input", "gradInput"} & set(io.tensors) | stats)
-    figures = {"N": N, "C": C, "spatial": S, "tileLength": job.tile, "blockDim": len(job.ranges),
+    figures = {"N": N, "C": C, "spatial": S, "tileLength": job.tile, "rowsPerTile": job.rows, "blockDim": len(job.ranges),
                "kernels": f"BNTrainingUpdateGrad + {second}" if mask[0] else "BNTrainingUpdateGrad"}
     if not mask[0]:
         return plan_from(io, lambda ws: kernels(ws)[:1], figures)

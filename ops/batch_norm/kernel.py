@@ -46,6 +46,8 @@ class BatchNormJob:
     x_dtype: np.dtype         # input, output, gradOutput, gradInput
     w_dtype: np.dtype | None  # weight / bias / stats dtype (None: no weight)
     tile: int                 # elements per UB tile (a power of two >= ROWS)
+    rows: int                 # (n, c) rows a tile holds: several when a row is short, at `pitch`
+    pitch: int                # UB elements a row takes when a tile holds several (32-B aligned)
     ranges: tuple             # per block: (first channel, channel count)
     has: frozenset            # the tensors this launch reads or writes (weight, bias, sums, ...)
 
@@ -59,7 +61,8 @@ class BatchNormJob:
 
 
 FP32_TILES = 5            # two casts of the loaded tiles, three broadcast coefficients
-SMALL = 2 * CH * ROWS + 3 * CH * CH + 13 * CH      # broadcast blocks, sums, statistics, one raw vector (floats)
+# (floats) the broadcast rows and a block per coefficient, sums, statistics, one raw vector
+SMALL = 4 * CH * ROWS + 3 * CH * CH + 13 * CH
 
 
 def ub_need(tile: int, isz: int) -> int:
@@ -104,7 +107,8 @@ class BatchNormKernel:
             nonlocal at
             at += n
             return f[at - n]
-        self.rows, self.block = take(CH * ROWS), take(CH * ROWS)       # [ROWS][CH], [CH][ROWS]
+        self.rows = take(CH * ROWS)                                    # [ROWS][CH]
+        self.blocks = {k: take(CH * ROWS) for k in ("a", "bb", "c")}    # [CH][ROWS] per coefficient
         self.acc, self.acc2, self.accT = take(CH * CH), take(CH * CH), take(CH * CH)   # per channel, CH partials
         self.v = _Vectors(take(len(self.STATS) * CH), self.STATS)
         self.raw = take(CH).ReinterpretCast(np.uint8)
@@ -149,27 +153,36 @@ class BatchNormKernel:
 
     # ---- the passes over one channel ----------------------------------------------------------------
     def _tiles(self):
-        T, S = self.job.tile, self.job.S
-        per_row = -(-S // T)
-        count = self.job.N * per_row
-        for i in Loop(count, key=lambda i: (i % per_row) == per_row - 1, period=BUFFER_NUM):
+        """(first n, rows, first position, positions) per tile of one channel: a tile of several
+        short rows (`rows` of them, each at `pitch`), or a piece of one long row."""
+        job, T = self.job, self.job.tile
+        if job.rows > 1:
+            count = -(-job.N // job.rows)
+            for i in Loop(count, key=lambda i: i == count - 1, period=BUFFER_NUM):
+                yield i * job.rows, min(job.rows, job.N - i * job.rows), 0, job.S
+            return
+        per_row = -(-job.S // T)
+        for i in Loop(job.N * per_row, key=lambda i: (i % per_row) == per_row - 1, period=BUFFER_NUM):
             n, k = divmod(i, per_row)
-            yield n, k * T, min(T, S - k * T)
+            yield n, 1, k * T, min(T, job.S - k * T)
 
-    def _load(self, names, c: int, n: int, s0: int, ln: int):
-        """The tiles of tensors `names` at row (n, c), positions [s0, s0 + ln): (the queue's slot,
-        to free after use, and an FP32 tile per name: the slot itself for FP32 data, a cast
-        otherwise)."""
+    def _load(self, names, c: int, n: int, nrows: int, s0: int, ln: int):
+        """The tiles of tensors `names` at rows (n .. n + nrows, c), positions [s0, s0 + ln): (the
+        queue's slot, to free after use, and an FP32 tile per name: the slot itself for FP32 data,
+        a cast otherwise). What the rows leave of a tile is zero, so the sums may take it whole."""
         job, T = self.job, self.job.tile
         isz = job.x_dtype.itemsize
         local = self.in_que.AllocTensor(job.x_dtype)
-        if ln < T:            # the tail is reduced too: zero it before the load
+        if nrows * (job.pitch if nrows > 1 else ln) < T or (nrows > 1 and ln < job.pitch):
             Duplicate(local.ReinterpretCast(np.uint8).ReinterpretCast(np.float32), 0.0, len(names) * T * isz // 4)
             SetFlag(HardEvent.V_MTE2, self.ev_v_mte2)
             WaitFlag(HardEvent.V_MTE2, self.ev_v_mte2)
         off = (n * job.C + c) * job.S + s0
         for i, name in enumerate(names):
-            if (ln * isz) % 32 == 0:
+            if nrows > 1:
+                DataCopyPad(local[i * T], self.g[name][off],
+                            DataCopyExtParams(nrows, ln * isz, (job.C * job.S - ln) * isz, 0))
+            elif (ln * isz) % 32 == 0:
                 DataCopy(local[i * T], self.g[name][off], ln)
             else:
                 DataCopyPad(local[i * T], self.g[name][off], DataCopyExtParams(1, ln * isz, 0, 0))
@@ -181,7 +194,7 @@ class BatchNormKernel:
             Cast(self.t[i], local[i * T], RoundMode.CAST_NONE, T)
         return local, self.t[:len(names)]
 
-    def _store(self, name: str, src, c: int, n: int, s0: int, ln: int) -> None:
+    def _store(self, name: str, src, c: int, n: int, nrows: int, s0: int, ln: int) -> None:
         job, T = self.job, self.job.tile
         isz = job.x_dtype.itemsize
         y = self.out_que.AllocTensor(job.x_dtype)
@@ -192,7 +205,9 @@ class BatchNormKernel:
         self.out_que.EnQue(y)
         y = self.out_que.DeQue(job.x_dtype)
         off = (n * job.C + c) * job.S + s0
-        if (ln * isz) % 32 == 0:
+        if nrows > 1:
+            DataCopyPad(self.g[name][off], y, DataCopyExtParams(nrows, ln * isz, 0, (job.C * job.S - ln) * isz))
+        elif (ln * isz) % 32 == 0:
             DataCopy(self.g[name][off], y, ln)
         else:
             DataCopyPad(self.g[name][off], y, DataCopyExtParams(1, ln * isz, 0, 0))
@@ -213,8 +228,8 @@ class BatchNormKernel:
         Duplicate(s, 0.0, T)
         Duplicate(q, 0.0, T)
         names = ("gradOutput", "input") if self.job.backward else ("input",)
-        for n, s0, ln in self._tiles():
-            local, tiles = self._load(names, c, n, s0, ln)
+        for n, nrows, s0, ln in self._tiles():
+            local, tiles = self._load(names, c, n, nrows, s0, ln)
             a = tiles[0]
             b = tiles[1] if self.job.backward else tiles[0]
             Add(s, s, a, T)
@@ -233,16 +248,20 @@ class BatchNormKernel:
             Add(self.accT, self.accT, self.accT[rows * CH], rows * CH)
         Copy(dst, self.accT, CH)
 
-    def broadcast(self, vec, j: int, dst) -> None:
-        """dst[:T] = vec[j]: the group's vector as [ROWS][CH] rows, transposed to [CH][ROWS], row j
-        doubled to the tile."""
-        Copy(self.rows, vec, CH)
+    def spread(self, name: str) -> None:
+        """The group's coefficient `name` as [CH][ROWS], row j channel j's value: [ROWS][CH] rows
+        made by doubling copies, transposed."""
+        Copy(self.rows, self.v[name], CH)
         filled = 1
         while filled < ROWS:
             Copy(self.rows[filled * CH], self.rows, filled * CH)
             filled *= 2
-        Transpose(self.block, self.rows, None, TransposeParamsExt(1, CH, ROWS, 1, TransposeType.TRANSPOSE_NHWC2NCHW))
-        Copy(dst, self.block[j * ROWS], ROWS)
+        Transpose(self.blocks[name], self.rows, None,
+                  TransposeParamsExt(1, CH, ROWS, 1, TransposeType.TRANSPOSE_NHWC2NCHW))
+
+    def broadcast(self, name: str, j: int, dst) -> None:
+        """dst[:T] = channel j's coefficient `name`: its row of the spread block, doubled."""
+        Copy(dst, self.blocks[name][j * ROWS], ROWS)
         filled = ROWS
         while filled < self.job.tile:
             Copy(dst[filled], dst, filled)
@@ -333,24 +352,24 @@ class BatchNormKernel:
         """Pass 2 over channel c (slot j): y = a x + bb, or gradInput = a dy + bb x + c."""
         v, T = self.v, self.job.tile
         ta, tb, tc = self.t[2], self.t[3], self.t[4]
-        self.broadcast(v["a"], j, ta)
-        self.broadcast(v["bb"], j, tb)
+        self.broadcast("a", j, ta)
+        self.broadcast("bb", j, tb)
         if self.job.backward:
-            self.broadcast(v["c"], j, tc)
-            for n, s0, ln in self._tiles():
-                local, (dy, x) = self._load(("gradOutput", "input"), c, n, s0, ln)
+            self.broadcast("c", j, tc)
+            for n, nrows, s0, ln in self._tiles():
+                local, (dy, x) = self._load(("gradOutput", "input"), c, n, nrows, s0, ln)
                 Mul(dy, dy, ta, T)
                 Mul(x, x, tb, T)
                 Add(dy, dy, x, T)
                 Add(dy, dy, tc, T)
-                self._store("gradInput", dy, c, n, s0, ln)
+                self._store("gradInput", dy, c, n, nrows, s0, ln)
                 self.in_que.FreeTensor(local)
             return
-        for n, s0, ln in self._tiles():
-            local, (x,) = self._load(("input",), c, n, s0, ln)
+        for n, nrows, s0, ln in self._tiles():
+            local, (x,) = self._load(("input",), c, n, nrows, s0, ln)
             Mul(x, x, ta, T)
             Add(x, x, tb, T)
-            self._store("output", x, c, n, s0, ln)
+            self._store("output", x, c, n, nrows, s0, ln)
             self.in_que.FreeTensor(local)
 
     def process(self) -> None:
@@ -378,6 +397,8 @@ class BatchNormKernel:
             self.statistics(c0, nch)
             self.coefficients(c0, nch)
             if job.phase != "reduce" and (not job.backward or "gradInput" in job.has):
+                for name in ("a", "bb", "c") if job.backward else ("a", "bb"):
+                    self.spread(name)
                 for j in range(nch):
                     self.apply_channel(j, c0 + j)
 

@@ -24,22 +24,27 @@ def nc_s(t) -> tuple[int, int, int]:
     return int(d[0]), int(d[1]), int(np.prod(d[2:], dtype=np.int64))
 
 
-def pick_tile(S: int, isz: int, profile, forced: dict) -> int:
-    """The largest power-of-two tile (ROWS to MAX_TILE elements) that fits UB and is not far past
-    a row; a forced tileLength must be such a tile and fit."""
+def pick_tile(N: int, S: int, isz: int, profile, forced: dict) -> tuple[int, int, int]:
+    """(tile, rows, pitch): the largest power-of-two tile (ROWS to MAX_TILE elements) that fits UB
+    and is not far past what a channel holds; a channel's rows shorter than half a tile go several
+    to a tile (each at a 32-B aligned pitch), as CANN's kernels pack short rows. A forced
+    tileLength must be such a tile and fit."""
     ub = ub_bytes(profile)
+    pitch = -(-S * isz // 32) * 32 // isz
+    want = N * pitch if 2 * pitch <= MAX_TILE else S
     if "tileLength" in forced:
         tile = int(forced["tileLength"])
         if tile < ROWS or tile & (tile - 1):
             raise tiling_error(f"BatchNorm tiling: tileLength {tile} must be a power of two >= {ROWS}")
     else:
         tile = ROWS
-        while tile < MAX_TILE and tile < S and ub_need(2 * tile, isz) <= ub:
+        while tile < MAX_TILE and tile < want and ub_need(2 * tile, isz) <= ub:
             tile *= 2
     if ub_need(tile, isz) > ub:
         raise tiling_error(f"BatchNorm tiling: a tile of {tile} elements needs {ub_need(tile, isz)} B of UB; "
                            f"UB holds {ub} B")
-    return tile
+    rows = tile // pitch if 2 * pitch <= tile else 1
+    return tile, max(1, rows), pitch
 
 
 def channel_ranges(C: int, profile, forced: dict) -> tuple:
