@@ -132,7 +132,7 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
         for name in SAVED:
             io.add(name, a[name], output=True, read=False)
     job = BatchNormJob(N, C, S, "forward-train" if training else "forward-infer", "both", float(a["eps"]),
-                       float(a["momentum"]), xdt, None, *pick_tile(N, S, xdt.itemsize, profile, tiling),
+                       float(a["momentum"]), xdt, None, *pick_tile(N, S, xdt.itemsize, False, profile, tiling),
                        channel_ranges(C, profile, tiling), frozenset(io.tensors))
     figures = {"N": N, "C": C, "spatial": S, "tileLength": job.tile, "rowsPerTile": job.rows, "blockDim": len(job.ranges),
                "channelsPerBlock": max(n for _, n in job.ranges)}

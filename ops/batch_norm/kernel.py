@@ -60,15 +60,27 @@ class BatchNormJob:
         return self.mode.endswith("train")
 
 
-FP32_TILES = 5            # two casts of the loaded tiles, three broadcast coefficients
+
 # (floats) the broadcast rows and a block per coefficient, sums, statistics, one raw vector
 SMALL = 4 * CH * ROWS + 3 * CH * CH + 13 * CH
 
 
-def ub_need(tile: int, isz: int) -> int:
-    """UB bytes for a tile of `tile` elements: the input queue (two tensors a slot in the backward),
+def streams(backward: bool) -> int:
+    """Tensors a tile loads: x, or gradOutput and x."""
+    return 2 if backward else 1
+
+
+def fp32_tiles(backward: bool, isz: int) -> int:
+    """FP32 tiles: a cast of each loaded tensor (16-bit data), then the two sums of pass 1 or the
+    broadcast coefficients of pass 2 (two forward, three backward)."""
+    return (streams(backward) if isz != 4 else 0) + (3 if backward else 2)
+
+
+def ub_need(tile: int, isz: int, backward: bool) -> int:
+    """UB bytes for a tile of `tile` elements: the input queue (a slot holds each loaded tensor),
     the output queue, the FP32 tiles, and the small vectors."""
-    return BUFFER_NUM * 2 * tile * isz + BUFFER_NUM * tile * isz + FP32_TILES * tile * 4 + SMALL * 4
+    return (BUFFER_NUM * streams(backward) * tile * isz + BUFFER_NUM * tile * isz
+            + fp32_tiles(backward, isz) * tile * 4 + SMALL * 4)
 
 
 class _Vectors:
@@ -94,14 +106,17 @@ class BatchNormKernel:
         T, isz = job.tile, job.x_dtype.itemsize
         self.pipe = TPipe()
         self.in_que = TQue(TPosition.VECIN, BUFFER_NUM)
-        self.pipe.InitBuffer(self.in_que, BUFFER_NUM, 2 * T * isz)
+        self.pipe.InitBuffer(self.in_que, BUFFER_NUM, streams(job.backward) * T * isz)
         self.out_que = TQue(TPosition.VECOUT, BUFFER_NUM)
         self.pipe.InitBuffer(self.out_que, BUFFER_NUM, T * isz)
         calc = TBuf(TPosition.VECCALC)
-        self.pipe.InitBuffer(calc, (FP32_TILES * T + SMALL) * 4)
+        ntiles = fp32_tiles(job.backward, isz)
+        self.pipe.InitBuffer(calc, (ntiles * T + SMALL) * 4)
         f = calc.Get(float32)
-        self.t = [f[i * T] for i in range(FP32_TILES)]
-        at = FP32_TILES * T
+        self.t = [f[i * T] for i in range(ntiles)]
+        self.cast_tiles = self.t[:ntiles - (3 if job.backward else 2)]   # one a loaded tensor (16-bit data)
+        self.work = self.t[len(self.cast_tiles):]                          # sums, or coefficients
+        at = ntiles * T
 
         def take(n):
             nonlocal at
@@ -168,12 +183,16 @@ class BatchNormKernel:
 
     def _load(self, names, c: int, n: int, nrows: int, s0: int, ln: int):
         """The tiles of tensors `names` at rows (n .. n + nrows, c), positions [s0, s0 + ln): (the
-        queue's slot, to free after use, and an FP32 tile per name: the slot itself for FP32 data,
-        a cast otherwise). What the rows leave of a tile is zero, so the sums may take it whole."""
+        queue's slot, to free after use, an FP32 tile per name: the slot itself for FP32 data, a
+        cast otherwise, and the elements the tile's instructions take: the rows at their pitch.
+        Bytes the copy leaves between rows or in a row's last 32-B block are zeroed first, so the
+        sums may take them."""
         job, T = self.job, self.job.tile
         isz = job.x_dtype.itemsize
+        per_block = 32 // isz
+        count = nrows * job.pitch if nrows > 1 else -(-ln // per_block) * per_block
         local = self.in_que.AllocTensor(job.x_dtype)
-        if nrows * (job.pitch if nrows > 1 else ln) < T or (nrows > 1 and ln < job.pitch):
+        if (nrows > 1 and ln < job.pitch) or (ln * isz) % 32:
             Duplicate(local.ReinterpretCast(np.uint8).ReinterpretCast(np.float32), 0.0, len(names) * T * isz // 4)
             SetFlag(HardEvent.V_MTE2, self.ev_v_mte2)
             WaitFlag(HardEvent.V_MTE2, self.ev_v_mte2)
@@ -189,19 +208,19 @@ class BatchNormKernel:
         self.in_que.EnQue(local)
         local = self.in_que.DeQue(job.x_dtype)
         if job.x_dtype == F32:
-            return local, [local[i * T] for i in range(len(names))]
+            return local, [local[i * T] for i in range(len(names))], count
         for i in range(len(names)):
-            Cast(self.t[i], local[i * T], RoundMode.CAST_NONE, T)
-        return local, self.t[:len(names)]
+            Cast(self.cast_tiles[i], local[i * T], RoundMode.CAST_NONE, count)
+        return local, self.cast_tiles[:len(names)], count
 
-    def _store(self, name: str, src, c: int, n: int, nrows: int, s0: int, ln: int) -> None:
-        job, T = self.job, self.job.tile
+    def _store(self, name: str, src, count: int, c: int, n: int, nrows: int, s0: int, ln: int) -> None:
+        job = self.job
         isz = job.x_dtype.itemsize
         y = self.out_que.AllocTensor(job.x_dtype)
         if job.x_dtype != F32:
-            Cast(y, src, RoundMode.CAST_RINT, T)
+            Cast(y, src, RoundMode.CAST_RINT, count)
         else:
-            Copy(y, src, T)
+            Copy(y, src, count)
         self.out_que.EnQue(y)
         y = self.out_que.DeQue(job.x_dtype)
         off = (n * job.C + c) * job.S + s0
@@ -224,17 +243,17 @@ class BatchNormKernel:
     def reduce_channel(self, j: int, c: int) -> None:
         """Pass 1 over channel c (slot j): forward sum x, sum x^2; backward sum dy, sum dy * x."""
         T = self.job.tile
-        s, q = self.t[2], self.t[3]
+        s, q = self.work[0], self.work[1]
         Duplicate(s, 0.0, T)
         Duplicate(q, 0.0, T)
         names = ("gradOutput", "input") if self.job.backward else ("input",)
         for n, nrows, s0, ln in self._tiles():
-            local, tiles = self._load(names, c, n, nrows, s0, ln)
+            local, tiles, count = self._load(names, c, n, nrows, s0, ln)
             a = tiles[0]
             b = tiles[1] if self.job.backward else tiles[0]
-            Add(s, s, a, T)
-            Mul(b, a, b, T)
-            Add(q, q, b, T)
+            Add(s, s, a, count)
+            Mul(b, a, b, count)
+            Add(q, q, b, count)
             self.in_que.FreeTensor(local)
         self._fold(s, self.acc[j * CH])
         self._fold(q, self.acc2[j * CH])
@@ -351,25 +370,26 @@ class BatchNormKernel:
     def apply_channel(self, j: int, c: int) -> None:
         """Pass 2 over channel c (slot j): y = a x + bb, or gradInput = a dy + bb x + c."""
         v, T = self.v, self.job.tile
-        ta, tb, tc = self.t[2], self.t[3], self.t[4]
+        ta, tb = self.work[0], self.work[1]
+        tc = self.work[2] if self.job.backward else None
         self.broadcast("a", j, ta)
         self.broadcast("bb", j, tb)
         if self.job.backward:
             self.broadcast("c", j, tc)
             for n, nrows, s0, ln in self._tiles():
-                local, (dy, x) = self._load(("gradOutput", "input"), c, n, nrows, s0, ln)
-                Mul(dy, dy, ta, T)
-                Mul(x, x, tb, T)
-                Add(dy, dy, x, T)
-                Add(dy, dy, tc, T)
-                self._store("gradInput", dy, c, n, nrows, s0, ln)
+                local, (dy, x), count = self._load(("gradOutput", "input"), c, n, nrows, s0, ln)
+                Mul(dy, dy, ta, count)
+                Mul(x, x, tb, count)
+                Add(dy, dy, x, count)
+                Add(dy, dy, tc, count)
+                self._store("gradInput", dy, count, c, n, nrows, s0, ln)
                 self.in_que.FreeTensor(local)
             return
         for n, nrows, s0, ln in self._tiles():
-            local, (x,) = self._load(("input",), c, n, nrows, s0, ln)
-            Mul(x, x, ta, T)
-            Add(x, x, tb, T)
-            self._store("output", x, c, n, nrows, s0, ln)
+            local, (x,), count = self._load(("input",), c, n, nrows, s0, ln)
+            Mul(x, x, ta, count)
+            Add(x, x, tb, count)
+            self._store("output", x, count, c, n, nrows, s0, ln)
             self.in_que.FreeTensor(local)
 
     def process(self) -> None:

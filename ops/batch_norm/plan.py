@@ -15,7 +15,7 @@ from simulator.program import KernelLaunch
 from ..common import split_evenly, tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
 from .kernel import ROWS, BatchNormJob, batch_norm_body, ub_need
 
-MAX_TILE = 4096
+MAX_TILE = 8192
 
 
 def nc_s(t) -> tuple[int, int, int]:
@@ -24,7 +24,7 @@ def nc_s(t) -> tuple[int, int, int]:
     return int(d[0]), int(d[1]), int(np.prod(d[2:], dtype=np.int64))
 
 
-def pick_tile(N: int, S: int, isz: int, profile, forced: dict) -> tuple[int, int, int]:
+def pick_tile(N: int, S: int, isz: int, backward: bool, profile, forced: dict) -> tuple[int, int, int]:
     """(tile, rows, pitch): the largest power-of-two tile (ROWS to MAX_TILE elements) that fits UB
     and is not far past what a channel holds; a channel's rows shorter than half a tile go several
     to a tile (each at a 32-B aligned pitch), as CANN's kernels pack short rows. A forced
@@ -38,10 +38,10 @@ def pick_tile(N: int, S: int, isz: int, profile, forced: dict) -> tuple[int, int
             raise tiling_error(f"BatchNorm tiling: tileLength {tile} must be a power of two >= {ROWS}")
     else:
         tile = ROWS
-        while tile < MAX_TILE and tile < want and ub_need(2 * tile, isz) <= ub:
+        while tile < MAX_TILE and tile < want and ub_need(2 * tile, isz, backward) <= ub:
             tile *= 2
-    if ub_need(tile, isz) > ub:
-        raise tiling_error(f"BatchNorm tiling: a tile of {tile} elements needs {ub_need(tile, isz)} B of UB; "
+    if ub_need(tile, isz, backward) > ub:
+        raise tiling_error(f"BatchNorm tiling: a tile of {tile} elements needs {ub_need(tile, isz, backward)} B of UB; "
                            f"UB holds {ub} B")
     rows = tile // pitch if 2 * pitch <= tile else 1
     return tile, max(1, rows), pitch
