@@ -5,3 +5,4 @@ from . import silu_backward  # noqa: F401
 from . import conv  # noqa: F401  (ConvolutionBackward, ConvTbcBackward)
 from . import grid_sampler  # noqa: F401  (GridSampler2DBackward)
 from . import batch_norm  # noqa: F401  (BatchNorm, BatchNormBackward)
+from . import elementwise  # noqa: F401  (Add, Mul, Relu, ThresholdBackward)

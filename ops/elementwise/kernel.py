@@ -1,0 +1,129 @@
+"""The elementwise family's one vector kernel: the flat output split over the vector cores in
+blocks, each block in UB tiles through double-buffered queues (CopyIn, Compute, CopyOut), the
+inputs cast to the compute dtype on the way in and the result cast to the output's on the way out.
+An operator is its compute: a few instructions over FP32 or native tiles (COMPUTES).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from simulator.arith import ceil_div
+from simulator.kernel import (BUFFER_NUM, CMPMODE, GM_ADDR, SELMODE, Add, Cast, CompareScalar, DataCopy,
+                              DataCopyExtParams, DataCopyPad, GetBlockIdx, GlobalTensor, Loop, Mul, Muls, Relu,
+                              RoundMode, Select, TBuf, TPipe, TPosition, TQue)
+
+
+@dataclass(frozen=True)
+class ElementwiseJob:
+    total: int                # output elements
+    block: int                # elements a block (the last may be shorter)
+    tile: int                 # elements a UB tile
+    in_dtypes: tuple          # each input's dtype as it is in GM
+    out_dtype: np.dtype
+    compute_dtype: np.dtype   # what the arithmetic runs in
+    compute: str              # a key of COMPUTES
+    scalar: float = 0.0       # alpha, threshold
+
+
+def _add(dst, srcs, tmp, n, scalar):
+    a, b = srcs
+    if scalar != 1.0:
+        Muls(tmp, b, scalar, n)
+        b = tmp
+    Add(dst, a, b, n)
+
+
+def _mul(dst, srcs, tmp, n, scalar):
+    Mul(dst, srcs[0], srcs[1], n)
+
+
+def _relu(dst, srcs, tmp, n, scalar):
+    Relu(dst, srcs[0], n)
+
+
+def _threshold_backward(dst, srcs, tmp, n, scalar):
+    """gradInput = gradOutput where self > threshold, else 0."""
+    dy, x = srcs
+    mask = tmp.ReinterpretCast(np.uint8)
+    CompareScalar(mask, x, scalar, CMPMODE.GT, n)
+    Select(dst, mask, dy, 0.0, SELMODE.VSEL_TENSOR_SCALAR_MODE, n)
+
+
+# compute -> (instructions over tiles, needs a temporary tile)
+COMPUTES: dict[str, tuple[Callable, bool]] = {
+    "add": (_add, True), "mul": (_mul, False), "relu": (_relu, False),
+    "threshold_backward": (_threshold_backward, True),
+}
+
+
+def ub_per_element(job_in: tuple, out_dtype, compute_dtype) -> int:
+    """UB bytes per tile element: the input queue (every input), the output queue, the compute
+    tiles (a cast of each input that needs one, the result, a temporary)."""
+    cdt = np.dtype(compute_dtype)
+    casts = sum(1 for d in job_in if np.dtype(d) != cdt)
+    return (BUFFER_NUM * sum(np.dtype(d).itemsize for d in job_in) + BUFFER_NUM * np.dtype(out_dtype).itemsize
+            + (casts + 2) * cdt.itemsize)
+
+
+def _copy(dst, src, n: int, isz: int) -> None:
+    if (n * isz) % 32 == 0:
+        DataCopy(dst, src, n)
+    else:
+        DataCopyPad(dst, src, DataCopyExtParams(1, n * isz, 0, 0))
+
+
+def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
+    start = job.block * GetBlockIdx()
+    length = min(job.block, job.total - start)
+    gin = []
+    for a, dt in zip(ins, job.in_dtypes):
+        g = GlobalTensor(dt)
+        g.SetGlobalBuffer(a + start, length)
+        gin.append(g)
+    gout = GlobalTensor(job.out_dtype)
+    gout.SetGlobalBuffer(out + start, length)
+    T, cdt = job.tile, job.compute_dtype
+    offsets, at = [], 0
+    for dt in job.in_dtypes:
+        offsets.append(at)
+        at += T * np.dtype(dt).itemsize
+    pipe = TPipe()
+    in_que, out_que = TQue(TPosition.VECIN, BUFFER_NUM), TQue(TPosition.VECOUT, BUFFER_NUM)
+    pipe.InitBuffer(in_que, BUFFER_NUM, at)
+    pipe.InitBuffer(out_que, BUFFER_NUM, T * job.out_dtype.itemsize)
+    casts = [i for i, d in enumerate(job.in_dtypes) if np.dtype(d) != cdt]
+    calc = TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(calc, (len(casts) + 2) * T * cdt.itemsize)
+    work = calc.Get(cdt)
+    cast_of = {i: work[k * T] for k, i in enumerate(casts)}
+    result, tmp = work[len(casts) * T], work[(len(casts) + 1) * T]
+    fn, _ = COMPUTES[job.compute]
+    tiles = ceil_div(length, T)
+    for i in Loop(tiles, key=lambda i: i == tiles - 1, period=BUFFER_NUM):
+        n = min(T, length - i * T)
+        raw = in_que.AllocTensor(np.uint8)
+        for k, (g, dt) in enumerate(zip(gin, job.in_dtypes)):
+            _copy(raw[offsets[k]].ReinterpretCast(dt), g[i * T], n, np.dtype(dt).itemsize)
+        in_que.EnQue(raw)
+        raw = in_que.DeQue(np.uint8)
+        srcs = []
+        for k, dt in enumerate(job.in_dtypes):
+            src = raw[offsets[k]].ReinterpretCast(dt)
+            if k in cast_of:
+                Cast(cast_of[k], src, RoundMode.CAST_NONE, n)
+                src = cast_of[k]
+            srcs.append(src)
+        y = out_que.AllocTensor(job.out_dtype)
+        if job.out_dtype == cdt:
+            fn(y, srcs, tmp, n, job.scalar)
+        else:
+            fn(result, srcs, tmp, n, job.scalar)
+            Cast(y, result, RoundMode.CAST_RINT, n)
+        in_que.FreeTensor(raw)
+        out_que.EnQue(y)
+        y = out_que.DeQue(job.out_dtype)
+        _copy(gout[i * T], y, n, job.out_dtype.itemsize)
+        out_que.FreeTensor(y)

@@ -1,0 +1,50 @@
+"""The elementwise operators, each its checks' arguments and its compute (kernel.py COMPUTES):
+
+    aclnnAdd(self, other, alpha, out)                      out = self + alpha * other   (broadcast)
+    aclnnMul(self, other, out)                             out = self * other           (broadcast)
+    aclnnRelu(self, out)                                   out = max(self, 0)
+    aclnnThresholdBackward(gradOutput, self, threshold, gradInput)
+                                                           gradInput = gradOutput where self > threshold, else 0
+
+Checks (template.check): null tensors 161001; the operator on the series, valid views, dtypes of
+the series, shapes (broadcastable for Add and Mul, one shape otherwise), the output's shape, the
+scalars numbers: 161002. The launch is named as CANN's kernel (Add, Mul, Relu, ThresholdGradV2D).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.aclnn import OpDef, Param, register
+from . import template
+from .template import TILING_FIELDS
+
+
+def _binary_outputs(inputs: dict) -> dict:
+    a, b = np.asarray(inputs["self"]), np.asarray(inputs["other"])
+    return {"out": (np.broadcast_shapes(a.shape, b.shape), np.result_type(a, b))}
+
+
+def _define(name: str, params: list, inputs: tuple, output: str, compute: str, kernel: str, broadcast: bool,
+            scalar: str | None, infer) -> None:
+    scalars = (scalar,) if scalar else ()
+
+    def check(a, profile):
+        template.check(a, name, inputs, output, profile, broadcast, scalars)
+
+    def plan(a, profile, forced):
+        value = float(a[scalar]) if scalar else 0.0
+        return template.plan(a, kernel, inputs, output, compute, value, profile, forced)
+    register(OpDef(name, params, check, plan, infer, None, TILING_FIELDS))
+
+
+_define("Add", [Param("self", "tensor"), Param("other", "tensor"), Param("alpha", "float"),
+                Param("out", "tensor", output=True)], ("self", "other"), "out", "add", "Add", True, "alpha",
+        _binary_outputs)
+_define("Mul", [Param("self", "tensor"), Param("other", "tensor"), Param("out", "tensor", output=True)],
+        ("self", "other"), "out", "mul", "Mul", True, None, _binary_outputs)
+_define("Relu", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "relu", "Relu",
+        False, None, lambda i: {"out": (np.asarray(i["self"]).shape, np.asarray(i["self"]).dtype)})
+_define("ThresholdBackward", [Param("gradOutput", "tensor"), Param("self", "tensor"), Param("threshold", "float"),
+                              Param("gradInput", "tensor", output=True)], ("gradOutput", "self"), "gradInput",
+        "threshold_backward", "ThresholdGradV2D", False, "threshold",
+        lambda i: {"gradInput": (np.asarray(i["gradOutput"]).shape, np.asarray(i["gradOutput"]).dtype)})

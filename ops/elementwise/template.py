@@ -1,0 +1,142 @@
+"""What every elementwise operator shares: its checks (dtypes of the series, broadcastable shapes,
+an output of the broadcast shape and a dtype the result casts to), and its plan (broadcast and
+non-contiguous inputs made contiguous by the strided copies, a non-contiguous output written back,
+the flat kernel's blocks and tiles).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.acl import aclTensor
+from simulator.aclnn import Plan, Workspace, check_tensor_view, require_present, require_support
+from simulator.arith import align_up, ceil_div
+from simulator.enums import NUMPY_OF, dtype_name, param_invalid
+from simulator.program import KernelLaunch
+from ..common import tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
+from .kernel import COMPUTES, ElementwiseJob, elementwise_body, ub_per_element
+
+F32 = np.dtype(np.float32)
+MIN_BLOCK = 2048              # as SiluBackward: below this, fewer cores with longer blocks
+TILING_FIELDS = {"blockLength": "int", "tileLength": "int"}
+
+
+def broadcast_shape(shapes, op: str) -> tuple:
+    """numpy's rule: dims aligned from the right, each 1 or equal; else 161002."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for i in range(rank):
+        dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}
+        big = dims - {1}
+        if len(big) > 1:
+            raise param_invalid(f"{op}: shapes {[list(s) for s in shapes]} do not broadcast (dim {i}: {sorted(dims)})")
+        out.append(big.pop() if big else 1)
+    return tuple(out)
+
+
+def promote(names) -> str:
+    """torch's promotion among the floating dtypes: one -> itself; FLOAT with any -> FLOAT; FLOAT16
+    with BF16 -> FLOAT."""
+    s = set(names)
+    return s.pop() if len(s) == 1 else "FLOAT"
+
+
+def check(a: dict, op: str, inputs: tuple, output: str, profile, broadcast: bool, scalars: tuple = ()) -> None:
+    """Nulls (161001), then the series, views, dtypes, shapes and the output (161002)."""
+    require_present(a, inputs + (output,), op)
+    support = require_support(op, profile)
+    for name in inputs + (output,):
+        check_tensor_view(a[name], name)
+        dtype = dtype_name(a[name].dataType)
+        if dtype not in support.dtypes:
+            raise param_invalid(f"{op}: {name} has dtype {dtype}; {profile.series_name} supports "
+                                f"{', '.join(support.dtypes)}")
+        if len(a[name].viewDims) > (support.max_rank or 8):
+            raise param_invalid(f"{op}: {name} has rank {len(a[name].viewDims)}; at most {support.max_rank or 8}")
+    shapes = [a[n].viewDims for n in inputs]
+    if broadcast:
+        want = broadcast_shape(shapes, op)
+    else:
+        if len(set(shapes)) > 1:
+            raise param_invalid(f"{op}: {', '.join(inputs)} must have one shape, got {[list(s) for s in shapes]}")
+        want = shapes[0]
+    if a[output].viewDims != want:
+        raise param_invalid(f"{op}: {output} has shape {list(a[output].viewDims)}; it must be {list(want)}")
+    for name in scalars:
+        v = a[name]
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise param_invalid(f"{op}: {name} must be a number, got {v!r}")
+
+
+def _expanded(t: aclTensor, shape: tuple) -> aclTensor:
+    """t as a view of `shape`: the broadcast dims with stride 0."""
+    pad = len(shape) - len(t.viewDims)
+    strides = (0,) * pad + tuple(0 if d == 1 and s != 1 else st for d, s, st in
+                                 zip(t.viewDims, shape[pad:], t.stride))
+    return aclTensor(shape, t.dataType, strides, t.offset, t.format, t.storageDims, t.data)
+
+
+def tiling(n: int, per_elem: int, isz_min: int, profile, forced: dict) -> tuple[int, int, int]:
+    """(blocks, block, tile): the flat split over the vector cores and the UB tile."""
+    ub = ub_bytes(profile)
+    align = profile.vector.repeat_bytes // isz_min
+    max_tile = ub // per_elem // align * align
+    block = int(forced.get("blockLength", max(align_up(ceil_div(n, vector_core_count(profile)), align), MIN_BLOCK)))
+    tile = int(forced.get("tileLength", min(max_tile, align_up(block, align))))
+    if block <= 0 or tile <= 0 or tile * per_elem > ub or (tile * isz_min) % 32 or (block * isz_min) % 32:
+        raise tiling_error(f"elementwise tiling: blockLength {block} and tileLength {tile} must be positive "
+                           f"multiples of 32 B, and the tile fit UB ({tile} x {per_elem} B > {ub} B)"
+                           if tile * per_elem > ub else
+                           f"elementwise tiling: blockLength {block} and tileLength {tile} must be positive "
+                           f"multiples of 32 B")
+    return ceil_div(n, block), block, tile
+
+
+def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: float, profile, forced: dict) -> Plan:
+    """Contiguous copies of broadcast or strided inputs, the kernel, the ViewCopy of a strided
+    output."""
+    out = a[output]
+    n = out.numel()
+    if n == 0:
+        return Plan(Workspace(), lambda ws: [], {"launches": "none (empty output)"})
+    shape = out.viewDims
+    promoted = promote([dtype_name(a[x].dataType) for x in inputs])
+    # FP16 natively, as CANN's kernels run it; BF16 in FP32 (the vector unit has no BF16 arithmetic)
+    compute_dtype = np.dtype(np.float16) if promoted == "FLOAT16" else F32
+    workspace = Workspace()
+    sources = []
+    for name in inputs:
+        t = a[name]
+        view = t if t.viewDims == shape else _expanded(t, shape)
+        part = None if view.is_contiguous() else workspace.add(f"contiguous copy of {name}"
+                                                               + (" (broadcast)" if view is not t else ""),
+                                                               n * t.itemsize)
+        sources.append((name, view, part))
+    dense = None if out.is_contiguous() else workspace.add(f"{output} dense, before the strided write-back",
+                                                             n * out.itemsize)
+    in_dtypes = tuple(NUMPY_OF[a[x].dataType] for x in inputs)
+    per_elem = ub_per_element(in_dtypes, out.dtype, compute_dtype) + (compute_dtype.itemsize if
+                                                                       COMPUTES[compute][1] else 0)
+    blocks, block, tile = tiling(n, per_elem, min([d.itemsize for d in in_dtypes] + [out.itemsize]), profile, forced)
+    job = ElementwiseJob(n, block, tile, in_dtypes, np.dtype(out.dtype), np.dtype(compute_dtype), compute, float(scalar))
+
+    def build(ws):
+        launches, args = [], []
+        for name, view, part in sources:
+            if part is None:
+                args.append(tensor_arg(view, name) + view.offset)
+                continue
+            copy, _ = view_copy_launch(view, name, profile, gather=True)
+            addr = workspace_arg(ws, part, view.dtype, f"workspace:{name}")
+            launches.append(copy(addr))
+            args.append(addr)
+        dst = workspace_arg(ws, dense, out.dtype, f"workspace:{output}") if dense is not None \
+            else tensor_arg(out, output) + out.offset
+        launches.append(KernelLaunch(label, elementwise_body, blocks, "vector", (tuple(args), dst, job)))
+        if dense is not None:
+            back, _ = view_copy_launch(out, output, profile, gather=False)
+            launches.append(back(dst))
+        return launches
+
+    return Plan(workspace, build, {"blockDim": blocks, "blockLength": block, "tileLength": tile,
+                                   "computeDtype": dtype_name(job.compute_dtype),
+                                   "contiguousCopies": [s[0] for s in sources if s[2] is not None]})

@@ -1,0 +1,168 @@
+"""The elementwise family (Add, Mul, Relu, ThresholdBackward) against float64 formulas and torch's
+own ops in float64 where torch is installed: random shapes (ranks 1-5, broadcast operands,
+non-contiguous inputs, strided outputs, odd and tiny sizes), every dtype of the series, on
+Ascend910A, Ascend310P3 and Ascend910B1 / B4. `ELEMENTWISE_CASES=N` runs more.
+
+Tolerance: the computation rounds once in its compute dtype (FP16 natively, FP32 for BF16 and
+FP32: CANN's kernels) and once to the output dtype: |out - ref| <= (u_c + u_o) (|ref| + |parts|),
+with |parts| the magnitudes that make the result (|self| + |alpha other| for Add), plus half the
+output's subnormal spacing.
+"""
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import simulator
+from simulator import TensorLayout as T
+from simulator.enums import AclnnError
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+UNIT = {F16: 2.0 ** -11, BF16: 2.0 ** -8, F32: 2.0 ** -24}
+CHIPS = {"Ascend910A": "training", "Ascend310P3": "inference", "Ascend910B1": "A2", "Ascend910B4": "A2"}
+OPS = ("Add", "Mul", "Relu", "ThresholdBackward")
+N_CASES = int(os.environ.get("ELEMENTWISE_CASES", "200"))
+
+
+def draw_case(seed: int) -> dict:
+    rng = np.random.default_rng([seed, 31])
+    soc = list(CHIPS)[seed % len(CHIPS)]
+    ops = OPS if CHIPS[soc] != "inference" else OPS[:3]
+    op = ops[int(rng.integers(0, len(ops)))]
+    dtypes = [F16, F32] + ([BF16] if CHIPS[soc] == "A2" else [])
+    rank = int(rng.integers(1, 6))
+    big = rng.random() < 0.1
+    shape = tuple(int(rng.integers(1, 40 if big else 9)) for _ in range(rank))
+    other = shape
+    if op in ("Add", "Mul") and rng.random() < 0.4:           # a broadcast operand
+        other = tuple(1 if rng.random() < 0.5 else d for d in shape)[int(rng.integers(0, rank)):]
+        if rng.random() < 0.5:
+            shape, other = other, shape
+    return dict(seed=seed, soc=soc, op=op, shape=shape, other=other, dtype=dtypes[int(rng.integers(0, len(dtypes)))],
+                alpha=float(rng.choice([1.0, 0.5, -2.0])), threshold=float(rng.choice([0.0, 0.3, -1.0])),
+                noncontig=bool(rng.random() < 0.2 and rank >= 2), strided_out=bool(rng.random() < 0.2))
+
+
+def _id(c) -> str:
+    return f"seed{c['seed']}-{c['soc']}-{c['op']}-{'x'.join(map(str, c['shape']))}-{c['dtype'].name}"
+
+
+CASES = [draw_case(i) for i in range(N_CASES)]
+
+
+def _arrays(c):
+    rng = np.random.default_rng(40_000 + c["seed"])
+
+    def rand(shape):
+        a = rng.standard_normal(shape).astype(c["dtype"])
+        if c["noncontig"] and a.ndim >= 2:
+            a = np.swapaxes(np.ascontiguousarray(np.swapaxes(a, -1, -2)), -1, -2)
+        return a
+    return rand(c["shape"]), rand(c["other"])
+
+
+def reference(c, a, b):
+    """(result, magnitude of its parts) in float64."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if c["op"] == "Add":
+        return a64 + c["alpha"] * b64, np.abs(a64) + np.abs(c["alpha"] * b64)
+    if c["op"] == "Mul":
+        return a64 * b64, np.abs(a64 * b64)
+    if c["op"] == "Relu":
+        return np.maximum(a64, 0), np.abs(a64)
+    out = np.where(b64 > c["threshold"], a64, 0.0)
+    return out, np.abs(out)
+
+
+def _call(c, a, b, **out):
+    op = c["op"]
+    if op == "Add":
+        return simulator.run(op, c["soc"], self=a, other=b, alpha=c["alpha"], **out)
+    if op == "Mul":
+        return simulator.run(op, c["soc"], self=a, other=b, **out)
+    if op == "Relu":
+        return simulator.run(op, c["soc"], self=a, **out)
+    return simulator.run(op, c["soc"], gradOutput=a, self=b, threshold=c["threshold"], **out)
+
+
+def _run(c):
+    a, b = _arrays(c)
+    if c["op"] == "ThresholdBackward":
+        b = b.reshape(a.shape) if b.shape == a.shape else np.broadcast_to(b, a.shape).copy()
+    kept = (a.copy(), b.copy())
+    shape = np.broadcast_shapes(a.shape, b.shape) if c["op"] in ("Add", "Mul") else a.shape
+    name = "gradInput" if c["op"] == "ThresholdBackward" else "out"
+    extra, buf = {}, None
+    if c["strided_out"] and len(shape):
+        buf = np.full(tuple(shape[:-1]) + (2 * shape[-1],), np.nan, c["dtype"])
+        extra[name] = buf[..., ::2]
+    r = _call(c, a, b, **extra)
+    assert np.array_equal(a, kept[0]) and np.array_equal(b, kept[1]), "an input was modified"
+    out = r.outputs[name]
+    if buf is not None:
+        assert np.isnan(buf[..., 1::2].astype(np.float32)).all(), "a gap of the strided output was written"
+        out = buf[..., ::2]
+    return a, b, out
+
+
+def _close(out, ref, parts, dtype, what):
+    comp = F16 if dtype == F16 else F32
+    tol = (UNIT[comp] + UNIT[dtype]) * (np.abs(ref) + parts) + float(ml_dtypes.finfo(dtype).smallest_subnormal) / 2
+    err = np.abs(np.asarray(out).astype(np.float64) - ref)
+    bad = ~(err <= tol)
+    assert not bad.any(), f"{what}: {bad.sum()} of {bad.size} outside tolerance; worst err {err.max():.3g}"
+
+
+@pytest.mark.parametrize("c", CASES, ids=[_id(c) for c in CASES])
+def test_elementwise_matches_the_formula(c):
+    a, b, out = _run(c)
+    ref, parts = reference(c, a, b)
+    assert out.shape == ref.shape
+    _close(out, ref, parts, c["dtype"], _id(c))
+
+
+@pytest.mark.parametrize("c", CASES[:80], ids=[_id(c) for c in CASES[:80]])
+def test_elementwise_matches_torch(c):
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    a, b, out = _run(c)
+    ta, tb = (torch.from_numpy(np.ascontiguousarray(x).astype(np.float64)) for x in (a, b))
+    want = {"Add": lambda: torch.add(ta, tb, alpha=c["alpha"]), "Mul": lambda: torch.mul(ta, tb),
+            "Relu": lambda: torch.relu(ta),
+            "ThresholdBackward": lambda: torch.ops.aten.threshold_backward(ta, tb, c["threshold"])}[c["op"]]().numpy()
+    _, parts = reference(c, a, b)
+    _close(out, want, parts, c["dtype"], f"{_id(c)} vs torch")
+
+
+def test_launch_is_canns_kernel_and_broadcast_is_a_copy():
+    r = simulator.run("Add", "Ascend910B1", mode="timing", self=T((8, 64), F16), other=T((64,), F16), alpha=1.0)
+    assert [launch["name"] for launch in r.report.launches] == ["Contiguous(other)", "Add"]
+    r = simulator.run("ThresholdBackward", "Ascend910A", mode="timing", gradOutput=T((4, 8), F32), self=T((4, 8), F32),
+                      threshold=0.0)
+    assert [launch["name"] for launch in r.report.launches] == ["ThresholdGradV2D"]
+
+
+STATUS = {
+    "Add: int32": (161002, "Add", dict(self=T((4,), np.int32), other=T((4,), np.int32), alpha=1.0)),
+    "Add: no broadcast": (161002, "Add", dict(self=T((4, 3), F16), other=T((4,), F16), alpha=1.0, out=T((4, 3), F16))),
+    "Add: out shape": (161002, "Add", dict(self=T((4,), F16), other=T((4,), F16), alpha=1.0, out=T((5,), F16))),
+    "Add: alpha not a number": (161002, "Add", dict(self=T((4,), F16), other=T((4,), F16), alpha="x")),
+    "Mul: bf16 on 910A": (161002, "Mul", dict(self=T((4,), BF16), other=T((4,), BF16))),
+    "Relu: rank 9": (161002, "Relu", dict(self=T((1,) * 9, F16))),
+    "ThresholdBackward: shapes differ": (161002, "ThresholdBackward",
+                                         dict(gradOutput=T((4,), F16), self=T((5,), F16), threshold=0.0)),
+    "ThresholdBackward: null self": (161001, "ThresholdBackward", dict(gradOutput=T((4,), F16), self=None,
+                                                                        threshold=0.0)),
+}
+
+
+@pytest.mark.parametrize("name", list(STATUS))
+def test_documented_status_codes(name):
+    status, op, args = STATUS[name]
+    soc = "Ascend910A" if "910A" in name else "Ascend910B1"
+    with pytest.raises(AclnnError) as e:
+        simulator.run(op, soc, mode="timing", **args)
+    assert e.value.status == status, str(e.value)
