@@ -710,3 +710,28 @@ def test_touches_that_give_no_nominal_rows_fail_with_a_message():
     with pytest.raises(KernelBodyError, match=r"touches\(\d+\) must give NominalRows .*test_fast_mode.py:\d+"):
         simulator.run_kernel(_declared_loop_kernel, 1, dict(x=np.ones(40 * 16 + 64, np.float32), wrong_at=-1),
                              soc="Ascend910B1", mode="fast", trace=False)
+
+
+def _bn(shape, training=True):
+    c = shape[1]
+    v = TensorLayout((c,), np.float32)
+    return dict(input=TensorLayout(shape, np.float16), weight=v, bias=v, runningMean=v, runningVar=v,
+                training=training, momentum=0.1, eps=1e-5, saveMean=v, saveInvstd=v)
+
+
+@pytest.mark.parametrize("op, soc, kw", [
+    ("BatchNorm", "Ascend910B1", _bn((8, 64, 56, 56))),
+    ("BatchNorm", "Ascend910A", _bn((4, 128, 28, 28), training=False)),
+    ("BatchNormBackward", "Ascend910B1", dict(gradOut=TensorLayout((8, 64, 28, 28), np.float16),
+                                              input=TensorLayout((8, 64, 28, 28), np.float16),
+                                              weight=TensorLayout((64,), np.float32), training=True, eps=1e-5,
+                                              outputMask=[True, True, True])),
+    ("Add", "Ascend910B1", dict(self=TensorLayout((16, 256, 28, 28), np.float16),
+                                other=TensorLayout((16, 256, 28, 28), np.float16), alpha=1.0)),
+    ("ThresholdBackward", "Ascend910A", dict(gradOutput=TensorLayout((8, 512, 28, 28), np.float16),
+                                             self=TensorLayout((8, 512, 28, 28), np.float16), threshold=0.0)),
+], ids=["bn-910B1", "bn-infer-910A", "bn-backward-910B1", "add-910B1", "threshold-backward-910A"])
+def test_the_step_operators_loops_hold_the_bound(op, soc, kw):
+    """Batch norm's and the elementwise kernel's declared Loops pass the audit, and fast mode stays
+    inside its bound on them."""
+    _check_bound(op, soc, load_profile(soc), kw)

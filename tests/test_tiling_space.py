@@ -53,6 +53,13 @@ CALLS = {
     "conv_tbc": ("ConvTbcBackward", _tbc(50, 8, 96, 128, 3, 1)),
     "detr encoder level 3": ("GridSampler2DBackward", _grid(32, 32, 13, 19, 20197, 4)),
     "bicubic, odd C": ("GridSampler2DBackward", _grid(2, 37, 9, 11, 6, 5, interp=2)),
+    "resnet50 batch norm": ("BatchNorm", dict(input=TensorLayout((8, 256, 14, 14), F16), weight=TensorLayout((256,), F32),
+                                              bias=TensorLayout((256,), F32), runningMean=TensorLayout((256,), F32),
+                                              runningVar=TensorLayout((256,), F32), training=True, momentum=0.1,
+                                              eps=1e-5, saveMean=TensorLayout((256,), F32),
+                                              saveInvstd=TensorLayout((256,), F32))),
+    "residual add": ("Add", dict(self=TensorLayout((8, 256, 28, 28), F16), other=TensorLayout((8, 256, 28, 28), F16),
+                                 alpha=1.0)),
 }
 SOCS = ("Ascend910B1", "Ascend310P3", "Ascend910A")
 

@@ -32,7 +32,7 @@ from simulator.aclnn import OpDef, Param, Plan, Workspace, check_tensor_view, re
 from simulator.enums import NUMPY_OF, aclFormat, dtype_name, param_invalid, param_nullptr
 from ..common import tensor_arg, zero_fill_launch
 from .kernel import BatchNormJob, fill_launch
-from .plan import Launches, batch_norm_launch, channel_ranges, nc_s, pick_tile, plan_from, two_launches
+from .plan import Launches, tiling_space, batch_norm_launch, channel_ranges, nc_s, pick_tile, plan_from, two_launches
 
 OP = "BatchNorm"
 FORMATS = (aclFormat.ACL_FORMAT_ND, aclFormat.ACL_FORMAT_NCL, aclFormat.ACL_FORMAT_NCHW, aclFormat.ACL_FORMAT_NCDHW)
@@ -163,4 +163,4 @@ PARAMS = [Param("input", "tensor"), Param("weight", "tensor"), Param("bias", "te
           Param("momentum", "float"), Param("eps", "float"), Param("output", "tensor", output=True),
           Param("saveMean", "tensor", output=True), Param("saveInvstd", "tensor", output=True)]
 
-register(OpDef(OP, PARAMS, check, plan, infer_outputs, None, TILING_FIELDS))
+register(OpDef(OP, PARAMS, check, plan, infer_outputs, tiling_space(OP), TILING_FIELDS))

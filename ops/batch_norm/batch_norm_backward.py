@@ -34,7 +34,7 @@ from simulator.aclnn import OpDef, Param, Plan, Workspace, check_tensor_view, re
 from simulator.enums import NUMPY_OF, param_invalid, param_nullptr
 from .batch_norm import TILING_FIELDS, check_nd_tensor, check_number, check_vector
 from .kernel import BatchNormJob
-from .plan import Launches, channel_ranges, nc_s, pick_tile, plan_from, two_launches
+from .plan import Launches, tiling_space, channel_ranges, nc_s, pick_tile, plan_from, two_launches
 
 OP = "BatchNormBackward"
 VECTORS = ("weight", "runningMean", "runningVar", "saveMean", "saveInvstd")
@@ -125,4 +125,4 @@ PARAMS = [Param("gradOut", "tensor"), Param("input", "tensor"), Param("weight", 
           Param("gradInput", "tensor", output=True), Param("gradWeight", "tensor", output=True),
           Param("gradBias", "tensor", output=True)]
 
-register(OpDef(OP, PARAMS, check, plan, infer_outputs, None, TILING_FIELDS))
+register(OpDef(OP, PARAMS, check, plan, infer_outputs, tiling_space(OP), TILING_FIELDS))

@@ -126,3 +126,19 @@ def two_launches(job: BatchNormJob, io: Launches, workspace: Workspace, labels: 
 
 def plan_from(io: Launches, kernels, tiling: dict) -> Plan:
     return Plan(io.workspace, lambda ws: io.build(ws, kernels(ws)), tiling)
+
+
+def tiling_space(op: str):
+    """`ascend-sim tune`'s candidates for a batch-norm operator: a quarter, a half and three
+    quarters of the vector cores as blockDim, and every power-of-two tile from 256 elements
+    to 8192; the planner keeps the distinct ones it accepts."""
+    from ..tiling_space import distinct_accepted
+
+    def space(inputs: dict, profile) -> list[dict]:
+        cores = vector_core_count(profile)
+
+        def propose(default):
+            out = [{"blockDim": max(1, cores * q // 4)} for q in (1, 2, 3)]
+            return out + [{"tileLength": 256 << k} for k in range(6)]
+        return distinct_accepted(op, inputs, profile, propose)
+    return space

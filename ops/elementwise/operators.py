@@ -34,7 +34,7 @@ def _define(name: str, params: list, inputs: tuple, output: str, compute: str, k
     def plan(a, profile, forced):
         value = float(a[scalar]) if scalar else 0.0
         return template.plan(a, kernel, inputs, output, compute, value, profile, forced)
-    register(OpDef(name, params, check, plan, infer, None, TILING_FIELDS))
+    register(OpDef(name, params, check, plan, infer, template.tiling_space(name, inputs), TILING_FIELDS))
 
 
 _define("Add", [Param("self", "tensor"), Param("other", "tensor"), Param("alpha", "float"),

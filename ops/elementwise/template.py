@@ -140,3 +140,21 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
     return Plan(workspace, build, {"blockDim": blocks, "blockLength": block, "tileLength": tile,
                                    "computeDtype": dtype_name(job.compute_dtype),
                                    "contiguousCopies": [s[0] for s in sources if s[2] is not None]})
+
+
+def tiling_space(op: str, inputs_: tuple):
+    """`ascend-sim tune`'s candidates for an elementwise operator: block counts from a quarter of
+    the vector cores to eight times as many, by UB tiles from 1 KiB of output to the largest
+    that fits; the planner keeps the distinct ones it accepts."""
+    from ..tiling_space import distinct_accepted
+
+    def space(inputs: dict, profile) -> list[dict]:
+        n = int(np.prod(np.broadcast_shapes(*(tuple(inputs[name].shape) for name in inputs_))))
+        cores = vector_core_count(profile)
+
+        def propose(default):
+            blocks = sorted({align_up(ceil_div(n, max(1, cores * f // 4)), 128) for f in (1, 2, 4, 8, 16, 32)})
+            tiles = [512 << k for k in range(8)]
+            return [{"blockLength": b, "tileLength": t} for b in blocks for t in tiles if t <= align_up(b, 128)][:60]
+        return distinct_accepted(op, inputs, profile, propose)
+    return space
