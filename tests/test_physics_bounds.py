@@ -176,3 +176,28 @@ def test_silu_backward_respects_memory_and_vector_bounds(n, soc, dtype):
     lanes_per_cycle = profile.vector.repeat_bytes / np.dtype(dtype).itemsize * vec.count
     check(profile, r.cycles, {"device-memory": memory_bound(profile, _bytes(go, x), _bytes(x)),
                               "vector": math.ceil(n / lanes_per_cycle)})
+
+
+# ---- BatchNorm / BatchNormBackward -------------------------------------------------------------
+@pytest.mark.parametrize("op, soc, shape", [("BatchNorm", "Ascend910B1", (32, 64, 56, 56)),
+                                            ("BatchNorm", "Ascend910A", (32, 256, 28, 28)),
+                                            ("BatchNormBackward", "Ascend910B1", (32, 128, 28, 28)),
+                                            ("BatchNormBackward", "Ascend910A", (16, 512, 14, 14))])
+def test_batch_norm_respects_memory_and_vector_bounds(op, soc, shape):
+    """Training: every input element is read at least once (the statistics need all of it before
+    the first output), and each output element takes at least one vector lane-operation."""
+    c = shape[1]
+    x, v = TensorLayout(shape, F16), TensorLayout((c,), F32)
+    profile = simulator.load_profile(soc)
+    if op == "BatchNorm":
+        r = simulator.run(op, soc, mode="timing", trace=False, input=x, weight=v, bias=v, runningMean=v, runningVar=v,
+                          training=True, momentum=0.1, eps=1e-5, saveMean=v, saveInvstd=v)
+        reads, writes = _bytes(x), _bytes(x)
+    else:
+        r = simulator.run(op, soc, mode="timing", trace=False, gradOut=x, input=x, weight=v, saveMean=v,
+                          saveInvstd=v, training=True, eps=1e-5, outputMask=[True, True, True])
+        reads, writes = 2 * _bytes(x), _bytes(x)
+    _, vec = profile.core_kind_for("vector")
+    lanes_per_cycle = profile.vector.repeat_bytes / 2 * vec.count
+    check(profile, r.cycles, {"device-memory": memory_bound(profile, reads, writes),
+                              "vector": math.ceil(int(np.prod(shape)) / lanes_per_cycle)})

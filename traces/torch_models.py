@@ -181,15 +181,17 @@ def resnet50_b256(device: str = "meta", dtype=torch.float16) -> None:
     resnet50(batch=256, device=device, dtype=dtype)
 
 
+RESNET_OPS = ("ConvolutionBackward", "Convolution", "BatchNorm", "BatchNormBackward", "Relu", "ThresholdBackward",
+              "Add", "Mul")
 # trace name -> (model step, capture options, the operators the trace simulates, their calls in
 # this order of operators: ResNet-50's backward calls keep the indices that pins, tests and
 # benchmarks name); every other kernel of the step is estimated
 MODELS = {
-    "resnet50_conv_backward": (resnet50, {}, ("ConvolutionBackward", "Convolution")),    # distinct calls, counted
+    "resnet50_conv_backward": (resnet50, {}, RESNET_OPS),                   # distinct calls, counted
     "efficientnet_b0_silu_backward": (efficientnet_b0, {"merge": False}, ("SiluBackward",)),   # every SiLU, in order
     "fconv_wmt_en_de_conv_tbc_backward": (fconv_wmt_en_de, {"merge": False}, ("ConvTbcBackward",)),
     "deformable_detr_grid_sample_backward": (deformable_detr, {}, ("GridSampler2DBackward",)),
-    "resnet50_step_b256": (resnet50_b256, {}, ("ConvolutionBackward", "Convolution")),
+    "resnet50_step_b256": (resnet50_b256, {}, RESNET_OPS),
 }
 
 

@@ -10,7 +10,10 @@ and `regress` take the trace as a whole step.
     print(cap.summary())          # what the trace simulates, what it estimates, and the set-up left out
 
 A `TorchDispatchMode` sees every aten call below autograd, forward and backward. The calls we map
-(`convolution` -> Convolution, `convolution_backward` -> ConvolutionBackward, `silu_backward` -> SiluBackward,
+(`convolution` -> Convolution, `convolution_backward` -> ConvolutionBackward, `native_batch_norm`
+-> BatchNorm, `native_batch_norm_backward` -> BatchNormBackward, `add` / `mul` / `relu` /
+`threshold_backward` -> Add / Mul / Relu / ThresholdBackward (floating tensor operands; a scalar or
+integer operand is estimated), `silu_backward` -> SiluBackward,
 `grid_sampler_2d_backward` -> GridSampler2DBackward, `conv_tbc_backward` -> ConvTbcBackward) keep
 their shapes, dtypes and strides (a non-contiguous view stays one) and identical calls are counted
 (`count`), in the order they first ran.
@@ -86,6 +89,47 @@ def _convolution(a):
              "cubeMathType": 0})
 
 
+def _batch_norm(a):
+    inp, w, b, rm, rv, training, momentum, eps = a[:8]
+    return ({"input": inp, "weight": w, "bias": b, "runningMean": rm, "runningVar": rv},
+            {"training": bool(training), "momentum": float(momentum), "eps": float(eps)})
+
+
+def _batch_norm_backward(a):
+    go, inp, w, rm, rv, save_mean, save_invstd, training, eps, mask = a[:10]
+    # torch's save_invstd is 1 / sqrt(var + eps), CANN's the variance: the tensor's shape is what
+    # the trace keeps
+    return ({"gradOut": go, "input": inp, "weight": w, "runningMean": rm, "runningVar": rv,
+             "saveMean": save_mean, "saveInvstd": save_invstd},
+            {"training": bool(training), "eps": float(eps), "outputMask": [bool(m) for m in mask]})
+
+
+def _floating(*ts) -> bool:
+    """Tensors of a floating dtype (an operand the elementwise operators take)."""
+    return all(hasattr(t, "dtype") and hasattr(t, "shape") and t.dtype.is_floating_point for t in ts)
+
+
+def _add(a):
+    x, y = a[0], a[1]
+    alpha = a[2] if len(a) > 2 and a[2] is not None else 1
+    if not _floating(x, y) or isinstance(alpha, bool):
+        return None
+    return {"self": x, "other": y}, {"alpha": float(alpha)}
+
+
+def _mul(a):
+    return ({"self": a[0], "other": a[1]}, {}) if _floating(a[0], a[1]) else None
+
+
+def _relu(a):
+    return ({"self": a[0]}, {}) if _floating(a[0]) else None
+
+
+def _threshold_backward(a):
+    go, x, threshold = a[:3]
+    return ({"gradOutput": go, "self": x}, {"threshold": float(threshold)}) if _floating(go, x) else None
+
+
 def _silu_backward(a):
     return {"gradOutput": a[0], "self": a[1]}, {}
 
@@ -105,6 +149,12 @@ def _conv_tbc_backward(a):
 MAPPED: dict[str, tuple[str, Callable]] = {
     "convolution": ("Convolution", _convolution),
     "convolution_backward": ("ConvolutionBackward", _convolution_backward),
+    "native_batch_norm": ("BatchNorm", _batch_norm),
+    "native_batch_norm_backward": ("BatchNormBackward", _batch_norm_backward),
+    "add": ("Add", _add),
+    "mul": ("Mul", _mul),
+    "relu": ("Relu", _relu),
+    "threshold_backward": ("ThresholdBackward", _threshold_backward),
     "silu_backward": ("SiluBackward", _silu_backward),
     "grid_sampler_2d_backward": ("GridSampler2DBackward", _grid_sampler_2d_backward),
     # composite on CPU (it decomposes into mm calls below autograd, where the dispatch mode sits;
@@ -112,6 +162,9 @@ MAPPED: dict[str, tuple[str, Callable]] = {
     "conv_tbc_backward": ("ConvTbcBackward", _conv_tbc_backward),
 }
 
+
+# mapped ops that do not begin the step when they run before it (set-up arithmetic is common)
+NOT_STEP_START = {"add", "mul", "relu", "threshold_backward"}
 
 # ops on the Cube (matmul and convolution); every other op's estimate is on the vector unit
 CUBE_OPS = {"convolution", "_convolution", "convolution_backward", "conv_tbc", "conv_tbc_backward",
@@ -169,7 +222,8 @@ class Capture:
             nbytes = _tensor_bytes(args) + _tensor_bytes(kwargs) + _tensor_bytes(out)
         if not self.started:
             torch = _torch()
-            if name in MAPPED or (torch.is_grad_enabled() and _requires_grad(args, kwargs)):
+            if (name in MAPPED and name not in NOT_STEP_START) or (torch.is_grad_enabled()
+                                                                     and _requires_grad(args, kwargs)):
                 self.started = True
             else:
                 st = self.setup.setdefault(name, OpStats())
@@ -183,11 +237,11 @@ class Capture:
         flops = self._count_flops(func, args, kwargs, out)
         stats.flops += flops
         stats.calls += 1
-        if name in MAPPED:
-            self.add(name, _flat_args(func, args, kwargs), _as_estimated(name, flops, nbytes, args, kwargs, out,
-                                                                        self.ops[name].calls))
+        estimated = _as_estimated(name, flops, nbytes, args, kwargs, out, self.ops[name].calls) if kernel else None
+        if name in MAPPED and self.add(name, _flat_args(func, args, kwargs), estimated):
+            pass
         elif kernel:
-            self.add_estimated(_as_estimated(name, flops, nbytes, args, kwargs, out, self.ops[name].calls))
+            self.add_estimated(estimated)
         else:
             self.no_kernel[name] = self.no_kernel.get(name, 0) + 1
 
@@ -200,11 +254,15 @@ class Capture:
             self._est_index[key] = len(self.estimated)
             self.estimated.append(est)
 
-    def add(self, name: str, args: list, as_estimated: EstimatedCall) -> None:
+    def add(self, name: str, args: list, as_estimated: EstimatedCall) -> bool:
         """A mapped call (aten op `name` with its schema-order arguments) into the trace, with its
-        estimated form (for a trace that leaves its operator out of the simulated part)."""
+        estimated form (for a trace that leaves its operator out of the simulated part); False
+        when the operator cannot take this call (a scalar or integer operand): it is estimated."""
         op, fn = MAPPED[name]
-        tensors, attrs = fn(args)
+        mapped = fn(args)
+        if mapped is None:
+            return False
+        tensors, attrs = mapped
         call = Call(op, {k: _spec(op, k, t) for k, t in tensors.items() if t is not None}, attrs,
                     label=f"aten.{name} #{self.ops[name].calls}")
         key = call.key()
@@ -214,6 +272,7 @@ class Capture:
             self._index[key] = len(self.calls)
             self.calls.append(call)
             self._mapped_estimated.append(as_estimated)
+        return True
 
     def _count_flops(self, func, args, kwargs, out) -> int:
         name = func._overloadpacket.__name__
