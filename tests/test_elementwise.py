@@ -1,12 +1,13 @@
-"""The elementwise family (Add, Mul, Relu, ThresholdBackward) against float64 formulas and torch's
+"""The elementwise family (Add, Mul, Relu, Sigmoid, Silu, ThresholdBackward) against float64 formulas and torch's
 own ops in float64 where torch is installed: random shapes (ranks 1-5, broadcast operands,
 non-contiguous inputs, strided outputs, odd and tiny sizes), every dtype of the series, on
 Ascend910A, Ascend310P3 and Ascend910B1 / B4. `ELEMENTWISE_CASES=N` runs more.
 
-Tolerance: the computation rounds once in its compute dtype (FP16 natively, FP32 for BF16 and
-FP32: CANN's kernels) and once to the output dtype: |out - ref| <= (u_c + u_o) (|ref| + |parts|),
-with |parts| the magnitudes that make the result (|self| + |alpha other| for Add), plus half the
-output's subnormal spacing.
+Tolerance: the computation rounds in its compute dtype (FP16 natively, FP32 for BF16 and FP32,
+and for Sigmoid and SiLU always: CANN's kernels) and once to the output dtype: |out - ref| <=
+(u_c + u_o) (|ref| + |parts|), with |parts| the magnitudes that make the result (|self| +
+|alpha other| for Add; four times the value for Sigmoid and SiLU, whose exp and reciprocal each
+round), plus half the output's subnormal spacing.
 """
 from __future__ import annotations
 
@@ -24,14 +25,14 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 UNIT = {F16: 2.0 ** -11, BF16: 2.0 ** -8, F32: 2.0 ** -24}
 CHIPS = {"Ascend910A": "training", "Ascend310P3": "inference", "Ascend910B1": "A2", "Ascend910B4": "A2"}
-OPS = ("Add", "Mul", "Relu", "ThresholdBackward")
+OPS = ("Add", "Mul", "Relu", "Sigmoid", "Silu", "ThresholdBackward")
 N_CASES = int(os.environ.get("ELEMENTWISE_CASES", "200"))
 
 
 def draw_case(seed: int) -> dict:
     rng = np.random.default_rng([seed, 31])
     soc = list(CHIPS)[seed % len(CHIPS)]
-    ops = OPS if CHIPS[soc] != "inference" else OPS[:3]
+    ops = OPS if CHIPS[soc] != "inference" else OPS[:-1]
     op = ops[int(rng.integers(0, len(ops)))]
     dtypes = [F16, F32] + ([BF16] if CHIPS[soc] == "A2" else [])
     rank = int(rng.integers(1, 6))
@@ -74,6 +75,10 @@ def reference(c, a, b):
         return a64 * b64, np.abs(a64 * b64)
     if c["op"] == "Relu":
         return np.maximum(a64, 0), np.abs(a64)
+    if c["op"] in ("Sigmoid", "Silu"):
+        s = 1 / (1 + np.exp(-a64))
+        # FP32 exp and reciprocal: a few units of FP32 each, relative to the value
+        return (s, 4 * s + 0) if c["op"] == "Sigmoid" else (a64 * s, 4 * np.abs(a64 * s))
     out = np.where(b64 > c["threshold"], a64, 0.0)
     return out, np.abs(out)
 
@@ -84,7 +89,7 @@ def _call(c, a, b, **out):
         return simulator.run(op, c["soc"], self=a, other=b, alpha=c["alpha"], **out)
     if op == "Mul":
         return simulator.run(op, c["soc"], self=a, other=b, **out)
-    if op == "Relu":
+    if op in ("Relu", "Sigmoid", "Silu"):
         return simulator.run(op, c["soc"], self=a, **out)
     return simulator.run(op, c["soc"], gradOutput=a, self=b, threshold=c["threshold"], **out)
 
@@ -109,8 +114,8 @@ def _run(c):
     return a, b, out
 
 
-def _close(out, ref, parts, dtype, what):
-    comp = F16 if dtype == F16 else F32
+def _close(out, ref, parts, dtype, what, op=""):
+    comp = F16 if dtype == F16 and op not in ("Sigmoid", "Silu") else F32
     tol = (UNIT[comp] + UNIT[dtype]) * (np.abs(ref) + parts) + float(ml_dtypes.finfo(dtype).smallest_subnormal) / 2
     err = np.abs(np.asarray(out).astype(np.float64) - ref)
     bad = ~(err <= tol)
@@ -122,7 +127,7 @@ def test_elementwise_matches_the_formula(c):
     a, b, out = _run(c)
     ref, parts = reference(c, a, b)
     assert out.shape == ref.shape
-    _close(out, ref, parts, c["dtype"], _id(c))
+    _close(out, ref, parts, c["dtype"], _id(c), c["op"])
 
 
 @pytest.mark.parametrize("c", CASES[:80], ids=[_id(c) for c in CASES[:80]])
@@ -131,10 +136,11 @@ def test_elementwise_matches_torch(c):
     a, b, out = _run(c)
     ta, tb = (torch.from_numpy(np.ascontiguousarray(x).astype(np.float64)) for x in (a, b))
     want = {"Add": lambda: torch.add(ta, tb, alpha=c["alpha"]), "Mul": lambda: torch.mul(ta, tb),
-            "Relu": lambda: torch.relu(ta),
+            "Relu": lambda: torch.relu(ta), "Sigmoid": lambda: torch.sigmoid(ta),
+            "Silu": lambda: torch.nn.functional.silu(ta),
             "ThresholdBackward": lambda: torch.ops.aten.threshold_backward(ta, tb, c["threshold"])}[c["op"]]().numpy()
     _, parts = reference(c, a, b)
-    _close(out, want, parts, c["dtype"], f"{_id(c)} vs torch")
+    _close(out, want, parts, c["dtype"], f"{_id(c)} vs torch", c["op"])
 
 
 def test_launch_is_canns_kernel_and_broadcast_is_a_copy():

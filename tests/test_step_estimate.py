@@ -342,12 +342,12 @@ def test_capture_writes_the_estimated_part_into_the_trace(tmp_path):
     with simulator.capture() as cap:
         m(x).sum().backward()
     back = studies.load_trace(cap.save(tmp_path / "t.yaml"))
-    assert [c.op for c in back.calls] == ["SiluBackward"]
+    assert [c.op for c in back.calls] == ["Silu", "SiluBackward"]
     mms = [e for e in back.estimated if e.unit == "cube"]
     # forward addmm x2, backward mm: 2 x (8x16x32 + 8x32x4) forward, and the gradients
     assert sum(e.flops * e.count for e in mms) == cap.ops["addmm"].flops + cap.ops["mm"].flops
     assert sum(e.flops * e.count for e in mms if e.op == "aten.addmm") == 2 * (8 * 16 * 32 + 8 * 32 * 4)
-    assert {e.op for e in back.estimated} >= {"aten.addmm", "aten.mm", "aten.silu"}
+    assert {e.op for e in back.estimated} >= {"aten.addmm", "aten.mm"} and "aten.silu" not in {e.op for e in back.estimated}
     assert "estimated" in cap.summary() and "set-up" not in cap.summary()
 
 

@@ -11,9 +11,9 @@ from typing import Callable
 import numpy as np
 
 from simulator.arith import ceil_div
-from simulator.kernel import (BUFFER_NUM, CMPMODE, GM_ADDR, SELMODE, Add, Cast, CompareScalar, DataCopy,
-                              DataCopyExtParams, DataCopyPad, GetBlockIdx, GlobalTensor, Loop, Mul, Muls, Relu,
-                              RoundMode, Select, TBuf, TPipe, TPosition, TQue)
+from simulator.kernel import (BUFFER_NUM, CMPMODE, GM_ADDR, SELMODE, Add, Adds, Cast, CompareScalar, DataCopy,
+                              DataCopyExtParams, DataCopyPad, Exp, GetBlockIdx, GlobalTensor, Loop, Mul, Muls,
+                              Reciprocal, Relu, RoundMode, Select, TBuf, TPipe, TPosition, TQue)
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,26 @@ def _threshold_backward(dst, srcs, tmp, n, scalar):
     Select(dst, mask, dy, 0.0, SELMODE.VSEL_TENSOR_SCALAR_MODE, n)
 
 
-# compute -> (instructions over tiles, needs a temporary tile)
-COMPUTES: dict[str, tuple[Callable, bool]] = {
-    "add": (_add, True), "mul": (_mul, False), "relu": (_relu, False),
-    "threshold_backward": (_threshold_backward, True),
+def _sigmoid(dst, srcs, tmp, n, scalar):
+    """1 / (1 + e^-x)."""
+    Muls(tmp, srcs[0], -1.0, n)
+    Exp(tmp, tmp, n)
+    Adds(tmp, tmp, 1.0, n)
+    Reciprocal(dst, tmp, n)
+
+
+def _silu(dst, srcs, tmp, n, scalar):
+    """x * sigmoid(x)."""
+    _sigmoid(tmp, srcs, tmp, n, scalar)
+    Mul(dst, srcs[0], tmp, n)
+
+
+# compute -> (instructions over tiles, needs a temporary tile, computes in FP32 whatever the dtype:
+# CANN's TBE Sigmoid and SiLU cast 16-bit data to FP32 on the way in)
+COMPUTES: dict[str, tuple[Callable, bool, bool]] = {
+    "add": (_add, True, False), "mul": (_mul, False, False), "relu": (_relu, False, False),
+    "threshold_backward": (_threshold_backward, True, False),
+    "sigmoid": (_sigmoid, True, True), "silu": (_silu, True, True),
 }
 
 
@@ -100,7 +116,7 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     work = calc.Get(cdt)
     cast_of = {i: work[k * T] for k, i in enumerate(casts)}
     result, tmp = work[len(casts) * T], work[(len(casts) + 1) * T]
-    fn, _ = COMPUTES[job.compute]
+    fn = COMPUTES[job.compute][0]
     tiles = ceil_div(length, T)
     for i in Loop(tiles, key=lambda i: i == tiles - 1, period=BUFFER_NUM):
         n = min(T, length - i * T)

@@ -3,12 +3,14 @@
     aclnnAdd(self, other, alpha, out)                      out = self + alpha * other   (broadcast)
     aclnnMul(self, other, out)                             out = self * other           (broadcast)
     aclnnRelu(self, out)                                   out = max(self, 0)
+    aclnnSigmoid(self, out)                                out = 1 / (1 + e^-self)      (in FP32)
+    aclnnSilu(self, out)                                   out = self * sigmoid(self)  (in FP32)
     aclnnThresholdBackward(gradOutput, self, threshold, gradInput)
                                                            gradInput = gradOutput where self > threshold, else 0
 
 Checks (template.check): null tensors 161001; the operator on the series, valid views, dtypes of
 the series, shapes (broadcastable for Add and Mul, one shape otherwise), the output's shape, the
-scalars numbers: 161002. The launch is named as CANN's kernel (Add, Mul, Relu, ThresholdGradV2D).
+scalars numbers: 161002. The launch is named as CANN's kernel (Add, Mul, Relu, ThresholdGradV2D, Sigmoid, Swish).
 """
 from __future__ import annotations
 
@@ -48,3 +50,9 @@ _define("ThresholdBackward", [Param("gradOutput", "tensor"), Param("self", "tens
                               Param("gradInput", "tensor", output=True)], ("gradOutput", "self"), "gradInput",
         "threshold_backward", "ThresholdGradV2D", False, "threshold",
         lambda i: {"gradInput": (np.asarray(i["gradOutput"]).shape, np.asarray(i["gradOutput"]).dtype)})
+
+_unary_out = lambda i: {"out": (np.asarray(i["self"]).shape, np.asarray(i["self"]).dtype)}  # noqa: E731
+_define("Sigmoid", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "sigmoid",
+        "Sigmoid", False, None, _unary_out)
+_define("Silu", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "silu", "Swish",
+        False, None, _unary_out)

@@ -101,7 +101,7 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
     shape = out.viewDims
     promoted = promote([dtype_name(a[x].dataType) for x in inputs])
     # FP16 natively, as CANN's kernels run it; BF16 in FP32 (the vector unit has no BF16 arithmetic)
-    compute_dtype = np.dtype(np.float16) if promoted == "FLOAT16" else F32
+    compute_dtype = np.dtype(np.float16) if promoted == "FLOAT16" and not COMPUTES[compute][2] else F32
     workspace = Workspace()
     sources = []
     for name in inputs:

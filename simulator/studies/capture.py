@@ -12,7 +12,7 @@ and `regress` take the trace as a whole step.
 A `TorchDispatchMode` sees every aten call below autograd, forward and backward. The calls we map
 (`convolution` -> Convolution, `convolution_backward` -> ConvolutionBackward, `native_batch_norm`
 -> BatchNorm, `native_batch_norm_backward` -> BatchNormBackward, `add` / `mul` / `relu` /
-`threshold_backward` -> Add / Mul / Relu / ThresholdBackward (floating tensor operands; a scalar or
+`threshold_backward` / `sigmoid` / `silu` -> Add / Mul / Relu / ThresholdBackward / Sigmoid / Silu (floating tensor operands; a scalar or
 integer operand is estimated), `silu_backward` -> SiluBackward,
 `grid_sampler_2d_backward` -> GridSampler2DBackward, `conv_tbc_backward` -> ConvTbcBackward) keep
 their shapes, dtypes and strides (a non-contiguous view stays one) and identical calls are counted
@@ -121,7 +121,7 @@ def _mul(a):
     return ({"self": a[0], "other": a[1]}, {}) if _floating(a[0], a[1]) else None
 
 
-def _relu(a):
+def _unary(a):
     return ({"self": a[0]}, {}) if _floating(a[0]) else None
 
 
@@ -153,8 +153,10 @@ MAPPED: dict[str, tuple[str, Callable]] = {
     "native_batch_norm_backward": ("BatchNormBackward", _batch_norm_backward),
     "add": ("Add", _add),
     "mul": ("Mul", _mul),
-    "relu": ("Relu", _relu),
+    "relu": ("Relu", _unary),
     "threshold_backward": ("ThresholdBackward", _threshold_backward),
+    "sigmoid": ("Sigmoid", _unary),
+    "silu": ("Silu", _unary),
     "silu_backward": ("SiluBackward", _silu_backward),
     "grid_sampler_2d_backward": ("GridSampler2DBackward", _grid_sampler_2d_backward),
     # composite on CPU (it decomposes into mm calls below autograd, where the dispatch mode sits;
@@ -164,7 +166,7 @@ MAPPED: dict[str, tuple[str, Callable]] = {
 
 
 # mapped ops that do not begin the step when they run before it (set-up arithmetic is common)
-NOT_STEP_START = {"add", "mul", "relu", "threshold_backward"}
+NOT_STEP_START = {"add", "mul", "relu", "threshold_backward", "sigmoid", "silu"}
 
 # ops on the Cube (matmul and convolution); every other op's estimate is on the vector unit
 CUBE_OPS = {"convolution", "_convolution", "convolution_backward", "conv_tbc", "conv_tbc_backward",
