@@ -290,6 +290,7 @@ STATUS_CASES = {
     "dilation 0": (161002, "Ascend910B1", _args(dilation=[1, 0])),
     "negative padding": (161002, "Ascend910B1", _args(padding=[-1, 1])),
     "padding of 3 in 2D": (161002, "Ascend910B1", _args(padding=[1, 1, 1])),
+    "padding of 1 in 2D": (161002, "Ascend910B1", _args(padding=[1])),
     "groups 0": (161002, "Ascend910B1", _args(groups=0)),
     "channels vs groups": (161002, "Ascend910B1", _args(groups=2)),
     "output shape": (161002, "Ascend910B1", _args(output=T((2, 6, 7, 8), F16))),

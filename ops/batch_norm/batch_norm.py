@@ -10,7 +10,7 @@ Checks, as CANN's (ops-nn norm/batch_norm_v3/op_host/op_api/aclnn_batch_norm.cpp
  2. the operator on this product series; valid tensor views                         -> 161002
  3. every tensor's dtype in the series' list (profile `operators.BatchNorm`)
  4. input rank 2..8, formats ND / NCL / NCHW / NCDHW (a 5-D tensor NCDHW), output with
-    input's shape and format
+    input's shape, format and dtype
  5. weight, bias, runningMean, runningVar (and saveMean, saveInvstd when training) 1-D of C
  6. momentum and eps numbers
 
@@ -87,9 +87,10 @@ def check(a: dict, profile) -> None:
     x, y = a["input"], a["output"]
     check_nd_tensor(x, "input", support, profile, OP)
     check_nd_tensor(y, "output", support, profile, OP)
-    if y.viewDims != x.viewDims or y.format != x.format:
-        raise param_invalid(f"{OP}: output ({list(y.viewDims)}, {y.format.name}) must have input's shape and format "
-                            f"({list(x.viewDims)}, {x.format.name})")
+    if y.viewDims != x.viewDims or y.format != x.format or y.dataType != x.dataType:
+        raise param_invalid(f"{OP}: output ({list(y.viewDims)}, {y.format.name}, {dtype_name(y.dataType)}) must have "
+                            f"input's shape, format and dtype ({list(x.viewDims)}, {x.format.name}, "
+                            f"{dtype_name(x.dataType)})")
     C = x.viewDims[1]
     for name in VECTORS + (SAVED if training else ()):
         if a[name] is not None:
@@ -132,7 +133,7 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
         for name in SAVED:
             io.add(name, a[name], output=True, read=False)
     job = BatchNormJob(N, C, S, "forward-train" if training else "forward-infer", "both", float(a["eps"]),
-                       float(a["momentum"]), xdt, None, *pick_tile(N, S, xdt.itemsize, False, profile, tiling),
+                       float(a["momentum"]), xdt, *pick_tile(N, S, xdt.itemsize, False, profile, tiling),
                        channel_ranges(C, profile, tiling), frozenset(io.tensors))
     figures = {"N": N, "C": C, "spatial": S, "tileLength": job.tile, "rowsPerTile": job.rows, "blockDim": len(job.ranges),
                "channelsPerBlock": max(n for _, n in job.ranges)}

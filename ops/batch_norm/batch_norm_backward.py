@@ -94,7 +94,7 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
     io.tensors["gradOutput"] = io.tensors.pop("gradOut")          # the kernel's name for it
     io.copies = [("gradOutput" if n == "gradOut" else n, t, p) for n, t, p in io.copies]
     job = BatchNormJob(N, C, S, "backward-train" if training else "backward-infer", "both", float(a["eps"]), 0.0,
-                       xdt, None, *pick_tile(N, S, xdt.itemsize, True, profile, tiling), channel_ranges(C, profile, tiling),
+                       xdt, *pick_tile(N, S, xdt.itemsize, True, profile, tiling), channel_ranges(C, profile, tiling),
                        frozenset(io.tensors))
     second = "BNTrainingReduceGrad" if training else "BNInferGrad"
     stats = {"weight", "runningMean", "runningVar", "saveMean", "saveInvstd"} & set(io.tensors)

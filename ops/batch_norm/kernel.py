@@ -43,8 +43,7 @@ class BatchNormJob:
                               # sums from the workspace, pass 2), or "both" in one launch
     eps: float
     momentum: float
-    x_dtype: np.dtype         # input, output, gradOutput, gradInput
-    w_dtype: np.dtype | None  # weight / bias / stats dtype (None: no weight)
+    x_dtype: np.dtype         # input, output, gradOutput, gradInput (the 1-D tensors keep their own)
     tile: int                 # elements per UB tile (a power of two >= ROWS)
     rows: int                 # (n, c) rows a tile holds: several when a row is short, at `pitch`
     pitch: int                # UB elements a row takes when a tile holds several (32-B aligned)
@@ -369,7 +368,6 @@ class BatchNormKernel:
 
     def apply_channel(self, j: int, c: int) -> None:
         """Pass 2 over channel c (slot j): y = a x + bb, or gradInput = a dy + bb x + c."""
-        v, T = self.v, self.job.tile
         ta, tb = self.work[0], self.work[1]
         tc = self.work[2] if self.job.backward else None
         self.broadcast("a", j, ta)

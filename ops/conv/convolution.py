@@ -56,7 +56,8 @@ OP = "Convolution"
 BIAS_DTYPES = ("FLOAT", "FLOAT16", "BF16")
 # the backward planner's words for the roles the forward call gives its tensors, for the names of
 # its launches and workspace parts: gradOutput is what the Cube reads (input), gradInput what it
-# writes (output)
+# writes (output). (A plain replacement: the forward plans no gradWeight, whose names it would
+# garble.)
 _ROLES = (("gradOutput", "input"), ("gradInput", "output"))
 
 
@@ -81,8 +82,6 @@ def _pads(padding: list, nd: int, transposed: bool) -> tuple:
         return ((padding[0], padding[1]),)
     if nd == 2 and len(padding) == 4:
         return ((padding[0], padding[1]), (padding[2], padding[3]))
-    if nd == 2 and len(padding) == 1:
-        return ((padding[0], padding[0]),) * 2
     allowed = {1: "1" if transposed else "1 or 2 ([left, right])", 2: "2 or 4 ([top, bottom, left, right])",
                3: "3"}[nd]
     raise param_invalid(f"{OP}: padding has {len(padding)} entries; a {nd}D {'transposed ' if transposed else ''}"
@@ -245,8 +244,9 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
                             cube_compute_dtype(promoted, a["cubeMathType"], profile, OP), int(a["cubeMathType"]),
                             a["bias"])
     inner = plan_convolution_backward(call, profile, tiling)
-    nd = len(x.viewDims) - 2         # CANN runs a 1D convolution as a 2D one
-    kernel = f"Conv{max(2, nd)}D{'Transpose' if a['transposed'] else ''}"
+    nd = len(x.viewDims) - 2         # CANN runs a 1D convolution as a 2D one, a 3D one as Conv3DV2 (A2)
+    kernel = {(2, False): "Conv2D", (2, True): "Conv2DTranspose", (3, False): "Conv3DV2",
+              (3, True): "Conv3DTranspose"}[(max(2, nd), bool(a["transposed"]))]
     # (the report's names only: the launches keep the parts they were built with, at the same offsets)
     inner.workspace.parts = [replace(p, purpose=_in_forward_words(p.purpose, kernel)) for p in inner.workspace.parts]
     if "gradInput" in inner.tiling:

@@ -19,7 +19,8 @@ their shapes, dtypes and strides (a non-contiguous view stays one) and identical
 (`count`), in the order they first ran.
 
 The captured region is the step: it begins at the first aten call made with autograd recording
-and a tensor that requires grad (the forward's first layer), or at the first mapped call, and
+and a tensor that requires grad (the forward's first layer), or at the first mapped call other
+than the elementwise ones (NOT_STEP_START: set-up arithmetic is common), and
 ends with the block. What runs before it in the block (building the model: `empty`, weight init
 such as `uniform_` under no_grad, `_to_copy` casts of the parameters, creating the inputs) is
 set-up: reported, not counted. Inside the step, views and allocations (`detach`, `view`,
@@ -97,6 +98,9 @@ def _batch_norm(a):
 
 def _batch_norm_backward(a):
     go, inp, w, rm, rv, save_mean, save_invstd, training, eps, mask = a[:10]
+    # in eval mode torch hands empty saved statistics: none, as aclnn takes them
+    save_mean, save_invstd = (None, None) if not training or save_mean is None or save_mean.numel() == 0 \
+        else (save_mean, save_invstd)
     # torch's save_invstd is 1 / sqrt(var + eps), CANN's the variance: the tensor's shape is what
     # the trace keeps
     return ({"gradOut": go, "input": inp, "weight": w, "runningMean": rm, "runningVar": rv,
@@ -105,8 +109,10 @@ def _batch_norm_backward(a):
 
 
 def _floating(*ts) -> bool:
-    """Tensors of a floating dtype (an operand the elementwise operators take)."""
-    return all(hasattr(t, "dtype") and hasattr(t, "shape") and t.dtype.is_floating_point for t in ts)
+    """Tensors of a floating dtype with at least one dimension (an operand the elementwise
+    operators take; a 0-dim tensor promotes as a scalar in torch, which they do not model)."""
+    return all(hasattr(t, "dtype") and hasattr(t, "shape") and t.dtype.is_floating_point and t.dim() > 0
+               for t in ts)
 
 
 def _add(a):
@@ -154,6 +160,10 @@ MAPPED: dict[str, tuple[str, Callable]] = {
     "add": ("Add", _add),
     "mul": ("Mul", _mul),
     "relu": ("Relu", _unary),
+    # the in-place forms (torchvision's ReLU(inplace=True), `out += identity`): the same kernels
+    "add_": ("Add", _add),
+    "mul_": ("Mul", _mul),
+    "relu_": ("Relu", _unary),
     "threshold_backward": ("ThresholdBackward", _threshold_backward),
     "sigmoid": ("Sigmoid", _unary),
     "silu": ("Silu", _unary),
@@ -166,7 +176,7 @@ MAPPED: dict[str, tuple[str, Callable]] = {
 
 
 # mapped ops that do not begin the step when they run before it (set-up arithmetic is common)
-NOT_STEP_START = {"add", "mul", "relu", "threshold_backward", "sigmoid", "silu"}
+NOT_STEP_START = {"add", "mul", "relu", "threshold_backward", "sigmoid", "silu", "add_", "mul_", "relu_"}
 
 # ops on the Cube (matmul and convolution); every other op's estimate is on the vector unit
 CUBE_OPS = {"convolution", "_convolution", "convolution_backward", "conv_tbc", "conv_tbc_backward",
