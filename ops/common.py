@@ -17,10 +17,23 @@ from simulator.kernel import (GM_ADDR, DataCopy, DataCopyExtParams, DataCopyPad,
 from simulator.kernel.vector import Transpose, TransposeParamsExt, TransposeType
 from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
-from simulator.enums import AclnnError, aclnnStatus
+from simulator.enums import AclnnError, aclnnStatus, param_invalid
 from simulator.profile import Profile
 
 MAX_BLOCK_COUNT = 4095          # DataCopyExtParams.blockCount is 12 bits
+
+
+def promote(names) -> str:
+    """The floating dtypes' promotion (torch's, as the aclnn operators take it): one dtype is
+    itself; any two different ones (FLOAT with FLOAT16 / BF16, FLOAT16 with BF16) are FLOAT."""
+    s = set(names)
+    return s.pop() if len(s) == 1 else "FLOAT"
+
+
+def check_number(v, name: str, op: str) -> None:
+    """A scalar attribute (alpha, eps, momentum, threshold) must be a number: else 161002."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise param_invalid(f"{op}: {name} must be a number, got {v!r}")
 
 
 def tiling_error(msg: str) -> AclnnError:

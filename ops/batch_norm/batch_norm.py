@@ -30,7 +30,7 @@ import numpy as np
 
 from simulator.aclnn import OpDef, Param, Plan, Workspace, check_tensor_view, register, require_present, require_support
 from simulator.enums import NUMPY_OF, aclFormat, dtype_name, param_invalid, param_nullptr
-from ..common import tensor_arg, zero_fill_launch
+from ..common import check_number, tensor_arg, zero_fill_launch
 from .kernel import BatchNormJob, fill_launch
 from .plan import Launches, tiling_space, batch_norm_launch, channel_ranges, nc_s, pick_tile, plan_from, two_launches
 
@@ -64,11 +64,6 @@ def check_vector(t, name: str, C: int, support, profile, op: str) -> None:
                             f"{', '.join(support.dtypes)}")
     if t.viewDims != (C,):
         raise param_invalid(f"{op}: {name} has shape {list(t.viewDims)}; it must be [{C}] (input's channels)")
-
-
-def check_number(v, name: str, op: str) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise param_invalid(f"{op}: {name} must be a number, got {v!r}")
 
 
 def check(a: dict, profile) -> None:

@@ -32,7 +32,8 @@ import numpy as np
 from simulator.acl import aclBoolArray
 from simulator.aclnn import OpDef, Param, Plan, Workspace, check_tensor_view, register, require_present, require_support
 from simulator.enums import NUMPY_OF, param_invalid, param_nullptr
-from .batch_norm import TILING_FIELDS, check_nd_tensor, check_number, check_vector
+from ..common import check_number
+from .batch_norm import TILING_FIELDS, check_nd_tensor, check_vector
 from .kernel import BatchNormJob
 from .plan import Launches, tiling_space, channel_ranges, nc_s, pick_tile, plan_from, two_launches
 

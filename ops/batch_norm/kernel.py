@@ -25,6 +25,7 @@ from simulator.kernel import (BUFFER_NUM, GM_ADDR, Add, Adds, Cast, Copy, DataCo
                               Muls, Reciprocal, RoundMode, SetFlag, Sqrt, Sub, TBuf, TPipe, TPosition, TQue,
                               WaitFlag, float32)
 from simulator.kernel.vector import Transpose, TransposeParamsExt, TransposeType
+from simulator.program import KernelLaunch
 
 CH = 16            # channels whose statistics travel together (one transpose's rows)
 ROWS = 64          # the broadcast block's width, before a row is doubled to the tile
@@ -82,16 +83,6 @@ def ub_need(tile: int, isz: int, backward: bool) -> int:
             + fp32_tiles(backward, isz) * tile * 4 + SMALL * 4)
 
 
-class _Vectors:
-    """The [CH] FP32 vectors of a channel group, 32-B aligned slots of one buffer."""
-
-    def __init__(self, buf, names):
-        self.at = {n: buf[i * CH] for i, n in enumerate(names)}
-
-    def __getitem__(self, name):
-        return self.at[name]
-
-
 class BatchNormKernel:
     STATS = ("sum", "sumsq", "mean", "invstd", "w", "b", "a", "bb", "c", "t0", "t1", "t2")
 
@@ -124,7 +115,8 @@ class BatchNormKernel:
         self.rows = take(CH * ROWS)                                    # [ROWS][CH]
         self.blocks = {k: take(CH * ROWS) for k in ("a", "bb", "c")}    # [CH][ROWS] per coefficient
         self.acc, self.acc2, self.accT = take(CH * CH), take(CH * CH), take(CH * CH)   # per channel, CH partials
-        self.v = _Vectors(take(len(self.STATS) * CH), self.STATS)
+        stats = take(len(self.STATS) * CH)          # the group's [CH] FP32 vectors, 32-B aligned slots
+        self.v = {name: stats[i * CH] for i, name in enumerate(self.STATS)}
         self.raw = take(CH).ReinterpretCast(np.uint8)
         self.ev_mte2_v = self.pipe.AllocEventID(HardEvent.MTE2_V)
         self.ev_v_mte3 = self.pipe.AllocEventID(HardEvent.V_MTE3)
@@ -441,6 +433,5 @@ def _fill_body(dst: GM_ADDR, count: int, dtype, value: float):
     DataCopyPad(g, t, DataCopyExtParams(1, count * dtype.itemsize, 0, 0))
 
 
-def fill_launch(label: str, dst: GM_ADDR, count: int, dtype, value: float):
-    from simulator.program import KernelLaunch
+def fill_launch(label: str, dst: GM_ADDR, count: int, dtype, value: float) -> KernelLaunch:
     return KernelLaunch(label, _fill_body, 1, "vector", (dst, count, np.dtype(dtype), value))

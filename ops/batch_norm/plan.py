@@ -12,6 +12,7 @@ import numpy as np
 from simulator.aclnn import Plan, Workspace
 from simulator.enums import NUMPY_OF
 from simulator.program import KernelLaunch
+from ..tiling_space import distinct_accepted
 from ..common import split_evenly, tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
 from .kernel import ROWS, BatchNormJob, batch_norm_body, ub_need
 
@@ -132,8 +133,6 @@ def tiling_space(op: str):
     """`ascend-sim tune`'s candidates for a batch-norm operator: a quarter, a half and three
     quarters of the vector cores as blockDim, and every power-of-two tile from 256 elements
     to 8192; the planner keeps the distinct ones it accepts."""
-    from ..tiling_space import distinct_accepted
-
     def space(inputs: dict, profile) -> list[dict]:
         cores = vector_core_count(profile)
 

@@ -30,7 +30,8 @@ from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, re
                              require_support)
 from simulator.enums import aclFormat, dtype_name, param_invalid
 
-from .convolution_backward import TILING_FIELDS, cube_compute_dtype, promote
+from ..common import promote
+from .convolution_backward import TILING_FIELDS, cube_compute_dtype
 from .geometry import ConvGeometry
 from .plan import ConvBackwardCall, plan_convolution_backward
 from .space import conv_tbc_space

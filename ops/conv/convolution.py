@@ -47,7 +47,8 @@ from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register, req
 from simulator.enums import dtype_name, param_invalid, param_nullptr
 
 from .convolution_backward import (BIAS_FORMATS, FORMATS_BY_RANK, TILING_FIELDS, check_series_limits, conv_out_len,
-                                   cube_compute_dtype, int_values, promote)
+                                   cube_compute_dtype, int_values)
+from ..common import promote
 from .geometry import ConvGeometry
 from .plan import ConvBackwardCall, plan_convolution_backward
 from .space import conv_tiling_space

@@ -43,6 +43,7 @@ from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, re
                              require_support)
 from simulator.enums import aclFormat, dtype_name, param_invalid, param_nullptr
 
+from ..common import promote
 from .geometry import ConvGeometry
 from .plan import ConvBackwardCall, plan_convolution_backward
 from .space import convolution_space
@@ -67,14 +68,6 @@ TILING_FIELDS = {**{f: "int" for f in ("baseM", "baseN", "baseK", "dxBaseM", "dx
 
 
 # ---- helpers shared with ConvTbcBackward ---------------------------------------------------------
-def promote(names: list[str]) -> str:
-    """Convolution dtype promotion: f32 with f16/bf16 -> f32; f16 with bf16 -> f32."""
-    s = set(names)
-    if len(s) == 1:
-        return names[0]
-    return "FLOAT"
-
-
 def cube_compute_dtype(promoted: str, cube_math: int, profile, op: str) -> str:
     """The Cube's compute dtype for a promoted input dtype and cubeMathType (SPEC section 3),
     gated on what the chip's Cube multiplies (profile `cube.macs_per_cycle`): 161002 if the

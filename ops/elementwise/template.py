@@ -12,7 +12,8 @@ from simulator.aclnn import Plan, Workspace, check_tensor_view, require_present,
 from simulator.arith import align_up, ceil_div
 from simulator.enums import NUMPY_OF, dtype_name, param_invalid
 from simulator.program import KernelLaunch
-from ..common import tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
+from ..common import check_number, promote, tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
+from ..tiling_space import distinct_accepted
 from .kernel import COMPUTES, ElementwiseJob, elementwise_body, ub_per_element
 
 F32 = np.dtype(np.float32)
@@ -31,13 +32,6 @@ def broadcast_shape(shapes, op: str) -> tuple:
             raise param_invalid(f"{op}: shapes {[list(s) for s in shapes]} do not broadcast (dim {i}: {sorted(dims)})")
         out.append(big.pop() if big else 1)
     return tuple(out)
-
-
-def promote(names) -> str:
-    """torch's promotion among the floating dtypes: one -> itself; FLOAT with any -> FLOAT; FLOAT16
-    with BF16 -> FLOAT."""
-    s = set(names)
-    return s.pop() if len(s) == 1 else "FLOAT"
 
 
 def check(a: dict, op: str, inputs: tuple, output: str, profile, broadcast: bool, scalars: tuple = ()) -> None:
@@ -62,9 +56,7 @@ def check(a: dict, op: str, inputs: tuple, output: str, profile, broadcast: bool
     if a[output].viewDims != want:
         raise param_invalid(f"{op}: {output} has shape {list(a[output].viewDims)}; it must be {list(want)}")
     for name in scalars:
-        v = a[name]
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise param_invalid(f"{op}: {name} must be a number, got {v!r}")
+        check_number(a[name], name, op)
 
 
 def _expanded(t: aclTensor, shape: tuple) -> aclTensor:
@@ -146,8 +138,6 @@ def tiling_space(op: str, inputs_: tuple):
     """`ascend-sim tune`'s candidates for an elementwise operator: block counts from a quarter of
     the vector cores to eight times as many, by UB tiles from 1 KiB of output to the largest
     that fits; the planner keeps the distinct ones it accepts."""
-    from ..tiling_space import distinct_accepted
-
     def space(inputs: dict, profile) -> list[dict]:
         n = int(np.prod(np.broadcast_shapes(*(tuple(inputs[name].shape) for name in inputs_))))
         cores = vector_core_count(profile)
