@@ -255,18 +255,19 @@ def _view_copy_body(strided: GM_ADDR, dense: GM_ADDR, blocks, gather: bool, isz:
             WaitFlag(HardEvent.MTE3_MTE2, back[k])
 
 
-def view_copy_launch(t: aclTensor, name: str, profile: Profile, gather: bool):
+def view_copy_launch(t: aclTensor, name: str, profile: Profile, gather: bool, label: str | None = None):
     """A launch builder that copies view `t` into (gather) or out of (scatter) a dense
-    workspace buffer. Returns (builder(dense GM_ADDR) -> KernelLaunch, block_dim).
+    workspace buffer, its launch named `label` (else Contiguous(name) / ViewCopy(name)).
+    Returns (builder(dense GM_ADDR) -> KernelLaunch, block_dim).
     Permuted views (innermost view dimension not unit-stride, some other dimension unit-stride)
     take the transpose path (`plan_transpose_copy`); everything else the generic run copy."""
+    title = label or ("Contiguous" if gather else "ViewCopy") + f"({name})"
     tp = plan_transpose_copy(t, profile)
     if tp is not None:
         strided = tensor_arg(t, name)
 
         def build_t(dense: GM_ADDR) -> KernelLaunch:
-            label = ("Contiguous" if gather else "ViewCopy") + f"({name})"
-            return KernelLaunch(label, _transpose_copy_body, tp.block_dim, "vector",
+            return KernelLaunch(title, _transpose_copy_body, tp.block_dim, "vector",
                                 (strided, dense, tp, gather))
         return build_t, tp.block_dim
     block_dim, blocks = plan_view_copy(t, profile)
@@ -274,8 +275,7 @@ def view_copy_launch(t: aclTensor, name: str, profile: Profile, gather: bool):
     strided = tensor_arg(t, name)
 
     def build(dense: GM_ADDR) -> KernelLaunch:
-        label = ("Contiguous" if gather else "ViewCopy") + f"({name})"
-        return KernelLaunch(label, _view_copy_body, block_dim, "vector",
+        return KernelLaunch(title, _view_copy_body, block_dim, "vector",
                             (strided, dense, blocks, gather, t.itemsize, slot))
     return build, block_dim
 

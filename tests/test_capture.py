@@ -109,6 +109,24 @@ def test_conv_tbc_encoder_is_what_generate_writes():
 
 
 @needs_torch
+def test_fconv_glu_and_its_backward_are_captured_and_replay_as_torch_computes():
+    """The fconv encoder's 15 GLUs and their backward become Glu / GluBackward calls over the
+    channel dim; a captured GluBackward call replays to torch's gradient."""
+    with simulator.capture(merge=False) as cap:
+        torch_models.fconv_wmt_en_de(T=6, B=2, device="cpu")
+    glu = [c for c in cap.calls if c.op == "Glu"]
+    back = [c for c in cap.calls if c.op == "GluBackward"]
+    assert len(glu) == len(back) == 15 and {c.attrs["dim"] for c in glu + back} == {2}
+    call = back[0]
+    x = np.random.default_rng(0).standard_normal(call.tensors["self"].shape).astype(np.float32)
+    g = np.random.default_rng(1).standard_normal(call.tensors["gradOut"].shape).astype(np.float32)
+    r = simulator.run("GluBackward", "Ascend910B1", gradOut=g, self=x, **call.attrs)
+    tx = torch.from_numpy(x.astype(np.float64)).requires_grad_()
+    torch.nn.functional.glu(tx, call.attrs["dim"]).backward(torch.from_numpy(g.astype(np.float64)))
+    np.testing.assert_allclose(r.outputs["out"], tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@needs_torch
 def test_deformable_sampling_keeps_pytorchs_non_contiguous_gradient():
     """ms_deform_attn_core_pytorch as published: the grid_sample calls are what generate writes,
     except that autograd hands grid_sample's backward a slice of the stacked levels' gradient,

@@ -201,3 +201,26 @@ def test_batch_norm_respects_memory_and_vector_bounds(op, soc, shape):
     lanes_per_cycle = profile.vector.repeat_bytes / 2 * vec.count
     check(profile, r.cycles, {"device-memory": memory_bound(profile, reads, writes),
                               "vector": math.ceil(int(np.prod(shape)) / lanes_per_cycle)})
+
+
+# ---- Glu / GluBackward -------------------------------------------------------------------------
+@pytest.mark.parametrize("op, soc, shape, dtype", [("Glu", "Ascend910B1", (50, 80, 2048), F16),
+                                                   ("Glu", "Ascend910A", (64, 4096), F32),
+                                                   ("GluBackward", "Ascend910B1", (50, 80, 2048), F16),
+                                                   ("GluBackward", "Ascend310P3", (64, 4096), F32)])
+def test_glu_respects_memory_and_vector_bounds(op, soc, shape, dtype):
+    """self is read at least once and the output written; each output element takes at least one
+    vector lane-operation (the sigmoid alone takes four)."""
+    x = TensorLayout(shape, dtype)
+    half = TensorLayout(shape[:-1] + (shape[-1] // 2,), dtype)
+    profile = simulator.load_profile(soc)
+    if op == "Glu":
+        r = simulator.run(op, soc, mode="timing", trace=False, self=x, dim=-1)
+        reads, writes, outs = _bytes(x), _bytes(half), int(np.prod(half.shape))
+    else:
+        r = simulator.run(op, soc, mode="timing", trace=False, gradOut=half, self=x, dim=-1)
+        reads, writes, outs = _bytes(x, half), _bytes(x), int(np.prod(shape))
+    _, vec = profile.core_kind_for("vector")
+    lanes_per_cycle = profile.vector.repeat_bytes / np.dtype(dtype).itemsize * vec.count
+    check(profile, r.cycles, {"device-memory": memory_bound(profile, reads, writes),
+                              "vector": math.ceil(outs / lanes_per_cycle)})

@@ -13,7 +13,7 @@ import numpy as np
 from simulator.arith import ceil_div
 from simulator.kernel import (BUFFER_NUM, CMPMODE, GM_ADDR, SELMODE, Add, Adds, Cast, CompareScalar, DataCopy,
                               DataCopyExtParams, DataCopyPad, Exp, GetBlockIdx, GlobalTensor, Loop, Mul, Muls,
-                              Reciprocal, Relu, RoundMode, Select, TBuf, TPipe, TPosition, TQue)
+                              Reciprocal, Relu, RoundMode, Select, Sub, TBuf, TPipe, TPosition, TQue)
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,10 @@ def _add(dst, srcs, tmp, n, scalar):
         Muls(tmp, b, scalar, n)
         b = tmp
     Add(dst, a, b, n)
+
+
+def _sub(dst, srcs, tmp, n, scalar):
+    Sub(dst, srcs[0], srcs[1], n)
 
 
 def _mul(dst, srcs, tmp, n, scalar):
@@ -69,9 +73,10 @@ def _silu(dst, srcs, tmp, n, scalar):
 # compute -> (instructions over tiles, needs a temporary tile, computes in FP32 whatever the dtype:
 # CANN's TBE Sigmoid and SiLU cast 16-bit data to FP32 on the way in)
 COMPUTES: dict[str, tuple[Callable, bool, bool]] = {
-    "add": (_add, True, False), "mul": (_mul, False, False), "relu": (_relu, False, False),
+    "add": (_add, True, False), "sub": (_sub, False, False), "mul": (_mul, False, False), "relu": (_relu, False, False),
     "threshold_backward": (_threshold_backward, True, False),
     "sigmoid": (_sigmoid, True, True), "silu": (_silu, True, True),
+    "cast": (None, False, False),          # one Cast from the input's dtype to the output's (elementwise_body)
 }
 
 
@@ -133,7 +138,10 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
                 src = cast_of[k]
             srcs.append(src)
         y = out_que.AllocTensor(job.out_dtype)
-        if job.out_dtype == cdt:
+        if fn is None:
+            widening = job.out_dtype.itemsize > cdt.itemsize
+            Cast(y, srcs[0], RoundMode.CAST_NONE if widening else RoundMode.CAST_RINT, n)
+        elif job.out_dtype == cdt:
             fn(y, srcs, tmp, n, job.scalar)
         else:
             fn(result, srcs, tmp, n, job.scalar)

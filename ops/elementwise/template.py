@@ -12,7 +12,7 @@ from simulator.aclnn import Plan, Workspace, check_tensor_view, require_present,
 from simulator.arith import align_up, ceil_div
 from simulator.enums import NUMPY_OF, dtype_name, param_invalid
 from simulator.program import KernelLaunch
-from ..common import check_number, promote, tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
+from ..common import check_number, tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
 from ..tiling_space import distinct_accepted
 from .kernel import COMPUTES, ElementwiseJob, elementwise_body, ub_per_element
 
@@ -83,6 +83,24 @@ def tiling(n: int, per_elem: int, isz_min: int, profile, forced: dict) -> tuple[
     return ceil_div(n, block), block, tile
 
 
+def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced: dict | None = None,
+             scalar: float = 0.0) -> tuple[ElementwiseJob, int]:
+    """(job, blocks) of the flat kernel computing `compute` over n elements. It computes in FP16
+    when every input is FP16, as CANN's kernels do, unless the op computes in FP32 (Sigmoid, SiLU);
+    else in FP32 (the vector unit has no BF16 arithmetic). A Cast computes in its input's dtype."""
+    in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
+    if compute == "cast":
+        compute_dtype = in_dtypes[0]
+    else:
+        all_f16 = all(d == np.float16 for d in in_dtypes)
+        compute_dtype = np.dtype(np.float16) if all_f16 and not COMPUTES[compute][2] else F32
+    per_elem = ub_per_element(in_dtypes, out_dtype, compute_dtype) + (compute_dtype.itemsize if
+                                                                      COMPUTES[compute][1] else 0)
+    blocks, block, tile = tiling(n, per_elem, min([d.itemsize for d in in_dtypes] + [np.dtype(out_dtype).itemsize]),
+                                 profile, forced or {})
+    return ElementwiseJob(n, block, tile, in_dtypes, np.dtype(out_dtype), compute_dtype, compute, float(scalar)), blocks
+
+
 def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: float, profile, forced: dict) -> Plan:
     """Contiguous copies of broadcast or strided inputs, the kernel, the ViewCopy of a strided
     output."""
@@ -91,9 +109,6 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
     if n == 0:
         return Plan(Workspace(), lambda ws: [], {"launches": "none (empty output)"})
     shape = out.viewDims
-    promoted = promote([dtype_name(a[x].dataType) for x in inputs])
-    # FP16 natively, as CANN's kernels run it; BF16 in FP32 (the vector unit has no BF16 arithmetic)
-    compute_dtype = np.dtype(np.float16) if promoted == "FLOAT16" and not COMPUTES[compute][2] else F32
     workspace = Workspace()
     sources = []
     for name in inputs:
@@ -106,10 +121,8 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
     dense = None if out.is_contiguous() else workspace.add(f"{output} dense, before the strided write-back",
                                                              n * out.itemsize)
     in_dtypes = tuple(NUMPY_OF[a[x].dataType] for x in inputs)
-    per_elem = ub_per_element(in_dtypes, out.dtype, compute_dtype) + (compute_dtype.itemsize if
-                                                                       COMPUTES[compute][1] else 0)
-    blocks, block, tile = tiling(n, per_elem, min([d.itemsize for d in in_dtypes] + [out.itemsize]), profile, forced)
-    job = ElementwiseJob(n, block, tile, in_dtypes, np.dtype(out.dtype), np.dtype(compute_dtype), compute, float(scalar))
+    job, blocks = flat_job(compute, in_dtypes, out.dtype, n, profile, forced, scalar)
+    block, tile = job.block, job.tile
 
     def build(ws):
         launches, args = [], []

@@ -13,7 +13,7 @@ A `TorchDispatchMode` sees every aten call below autograd, forward and backward.
 (`convolution` -> Convolution, `convolution_backward` -> ConvolutionBackward, `native_batch_norm`
 -> BatchNorm, `native_batch_norm_backward` -> BatchNormBackward, `add` / `mul` / `relu` /
 `threshold_backward` / `sigmoid` / `silu` -> Add / Mul / Relu / ThresholdBackward / Sigmoid / Silu (floating tensor operands; a scalar or
-integer operand is estimated), `silu_backward` -> SiluBackward,
+integer operand is estimated), `silu_backward` -> SiluBackward, `glu` / `glu_backward` -> Glu / GluBackward,
 `grid_sampler_2d_backward` -> GridSampler2DBackward, `conv_tbc_backward` -> ConvTbcBackward) keep
 their shapes, dtypes and strides (a non-contiguous view stays one) and identical calls are counted
 (`count`), in the order they first ran.
@@ -140,6 +140,14 @@ def _silu_backward(a):
     return {"gradOutput": a[0], "self": a[1]}, {}
 
 
+def _glu(a):
+    return ({"self": a[0]}, {"dim": int(a[1]) if len(a) > 1 else -1}) if _floating(a[0]) else None
+
+
+def _glu_backward(a):
+    return ({"gradOut": a[0], "self": a[1]}, {"dim": int(a[2])}) if _floating(a[0], a[1]) else None
+
+
 def _grid_sampler_2d_backward(a):
     go, inp, grid, interp, pad, align, mask = a[:7]
     return ({"gradOutput": go, "input": inp, "grid": grid},
@@ -168,6 +176,8 @@ MAPPED: dict[str, tuple[str, Callable]] = {
     "sigmoid": ("Sigmoid", _unary),
     "silu": ("Silu", _unary),
     "silu_backward": ("SiluBackward", _silu_backward),
+    "glu": ("Glu", _glu),
+    "glu_backward": ("GluBackward", _glu_backward),
     "grid_sampler_2d_backward": ("GridSampler2DBackward", _grid_sampler_2d_backward),
     # composite on CPU (it decomposes into mm calls below autograd, where the dispatch mode sits;
     # torch_npu runs it as one kernel): recorded from the autograd node of torch.conv_tbc instead
