@@ -151,6 +151,27 @@ def test_launch_is_canns_kernel_and_broadcast_is_a_copy():
     assert [launch["name"] for launch in r.report.launches] == ["ThresholdGradV2D"]
 
 
+@pytest.mark.parametrize("soc, self_shape, other_shape, dtype", [
+    ("Ascend910B1", (8, 96, 1, 1), (8, 96, 7, 7), F16),           # EfficientNet's squeeze-excite scale
+    ("Ascend910A", (4, 24, 9, 9), (4, 24, 1, 1), F32),
+    ("Ascend310P3", (2, 3, 1), (2, 3, 40000), F16),              # a row longer than a UB tile: tiles part rows
+    ("Ascend910B4", (3, 1), (3, 5), BF16),
+])
+def test_an_operand_broadcast_along_rows_is_broadcast_in_ub(soc, self_shape, other_shape, dtype):
+    """(N, C, 1, 1) against (N, C, H, W): no Contiguous copy of the expanded operand; the kernel
+    reads one value a row and broadcasts it in UB, so it moves fewer bytes than a same-shape Mul
+    and, past a few thousand elements, takes fewer cycles."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal(self_shape).astype(dtype), rng.standard_normal(other_shape).astype(dtype)
+    r = simulator.run("Mul", soc, self=a, other=b)
+    assert [launch["name"] for launch in r.report.launches] == ["Mul"]
+    want = a.astype(np.float64) * b.astype(np.float64)
+    _close(r.outputs["out"], want, np.abs(want), dtype, "row broadcast")
+    big = max(self_shape, other_shape, key=lambda s: int(np.prod(s)))
+    same = simulator.run("Mul", soc, mode="timing", self=T(big, dtype), other=T(big, dtype))
+    assert r.cycles < same.cycles or int(np.prod(big)) < 4096       # a tiny call pays the Broadcast
+
+
 STATUS = {
     "Add: int32": (161002, "Add", dict(self=T((4,), np.int32), other=T((4,), np.int32), alpha=1.0)),
     "Add: no broadcast": (161002, "Add", dict(self=T((4, 3), F16), other=T((4,), F16), alpha=1.0, out=T((4, 3), F16))),

@@ -10,8 +10,8 @@ from typing import Callable
 
 import numpy as np
 
-from simulator.arith import ceil_div
-from simulator.kernel import (BUFFER_NUM, CMPMODE, GM_ADDR, SELMODE, Add, Adds, Cast, CompareScalar, DataCopy,
+from simulator.arith import align_up, ceil_div
+from simulator.kernel import (BUFFER_NUM, CMPMODE, GM_ADDR, SELMODE, Add, Adds, Broadcast, Cast, CompareScalar, DataCopy,
                               DataCopyExtParams, DataCopyPad, Exp, GetBlockIdx, GlobalTensor, Loop, Mul, Muls,
                               Reciprocal, Relu, RoundMode, Select, Sub, TBuf, TPipe, TPosition, TQue)
 
@@ -26,6 +26,8 @@ class ElementwiseJob:
     compute_dtype: np.dtype   # what the arithmetic runs in
     compute: str              # a key of COMPUTES
     scalar: float = 0.0       # alpha, threshold
+    row: int = 0              # the broadcast inputs' row: each of their values covers `row` outputs
+    broadcast: tuple = ()     # the inputs given compact (one value a row) and broadcast in UB
 
 
 def _add(dst, srcs, tmp, n, scalar):
@@ -99,10 +101,14 @@ def _copy(dst, src, n: int, isz: int) -> None:
 def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     start = job.block * GetBlockIdx()
     length = min(job.block, job.total - start)
+    B = job.row
     gin = []
-    for a, dt in zip(ins, job.in_dtypes):
+    for k, (a, dt) in enumerate(zip(ins, job.in_dtypes)):
         g = GlobalTensor(dt)
-        g.SetGlobalBuffer(a + start, length)
+        if k in job.broadcast:              # blocks and tiles start on a row
+            g.SetGlobalBuffer(a + start // B, ceil_div(length, B))
+        else:
+            g.SetGlobalBuffer(a + start, length)
         gin.append(g)
     gout = GlobalTensor(job.out_dtype)
     gout.SetGlobalBuffer(out + start, length)
@@ -110,7 +116,11 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     offsets, at = [], 0
     for dt in job.in_dtypes:
         offsets.append(at)
-        at += T * np.dtype(dt).itemsize
+        at += align_up(T * np.dtype(dt).itemsize, 32)
+    stage = {}                              # a broadcast input's compact values, beside its tile
+    for k in job.broadcast:
+        stage[k] = at = align_up(at, 32)
+        at += max(1, T // B) * np.dtype(job.in_dtypes[k]).itemsize
     pipe = TPipe()
     in_que, out_que = TQue(TPosition.VECIN, BUFFER_NUM), TQue(TPosition.VECOUT, BUFFER_NUM)
     pipe.InitBuffer(in_que, BUFFER_NUM, at)
@@ -127,9 +137,16 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
         n = min(T, length - i * T)
         raw = in_que.AllocTensor(np.uint8)
         for k, (g, dt) in enumerate(zip(gin, job.in_dtypes)):
-            _copy(raw[offsets[k]].ReinterpretCast(dt), g[i * T], n, np.dtype(dt).itemsize)
+            if k in stage:
+                _copy(raw[stage[k]].ReinterpretCast(dt), g[i * T // B], max(1, n // B), np.dtype(dt).itemsize)
+            else:
+                _copy(raw[offsets[k]].ReinterpretCast(dt), g[i * T], n, np.dtype(dt).itemsize)
         in_que.EnQue(raw)
         raw = in_que.DeQue(np.uint8)
+        for k in stage:                     # whole rows, or a part of one row
+            rows, cols = (n // B, B) if n >= B else (1, n)
+            Broadcast(raw[offsets[k]].ReinterpretCast(job.in_dtypes[k]),
+                      raw[stage[k]].ReinterpretCast(job.in_dtypes[k]), (rows, cols), (rows, 1))
         srcs = []
         for k, dt in enumerate(job.in_dtypes):
             src = raw[offsets[k]].ReinterpretCast(dt)

@@ -67,6 +67,39 @@ def _expanded(t: aclTensor, shape: tuple) -> aclTensor:
     return aclTensor(shape, t.dataType, strides, t.offset, t.format, t.storageDims, t.data)
 
 
+def broadcast_row(t: aclTensor, shape: tuple) -> int:
+    """B when contiguous t, against an output of `shape`, holds one value per B consecutive
+    outputs (its shape is the output's leading dims, then ones: (N, C, 1, 1) against (N, C, H,
+    W), B = H W), which the kernel broadcasts in UB as CANN's broadcast kernels do; else 0."""
+    if not t.is_contiguous() or len(t.viewDims) != len(shape):
+        return 0
+    j = len(shape)
+    while j > 0 and t.viewDims[j - 1] == 1:
+        j -= 1
+    B = int(np.prod(shape[j:], dtype=np.int64))
+    return B if B > 1 and t.viewDims[:j] == shape[:j] else 0
+
+
+def row_tiling(n: int, B: int, per_elem: int, isz: int, profile, forced: dict) -> tuple[int, int, int]:
+    """(blocks, block, tile) when inputs broadcast along rows of B: blocks of whole rows, tiles of
+    whole rows or an exact part of one (a tile never straddles a row). The compact values take
+    at most one more element of UB per tile element."""
+    ub = ub_bytes(profile) - 64
+    max_tile = ub // (per_elem + isz)
+    rows = n // B
+    block = int(forced.get("blockLength", B * max(ceil_div(rows, vector_core_count(profile)), ceil_div(MIN_BLOCK, B))))
+    if B <= max_tile:
+        tile = B * min(max_tile // B, block // B)
+    else:
+        tile = next((B // p for p in range(2, B + 1) if B % p == 0 and B // p <= max_tile), 0)
+    tile = int(forced.get("tileLength", tile))
+    if block <= 0 or tile <= 0 or block % B or (tile % B and B % tile) or tile * (per_elem + isz) > ub:
+        raise tiling_error(f"elementwise tiling with operands broadcast along rows of {B}: blockLength {block} "
+                           f"must be whole rows and tileLength {tile} whole rows or an exact part of one, "
+                           f"fitting UB ({tile} x {per_elem + isz} B, {ub} B)")
+    return ceil_div(n, block), block, tile
+
+
 def tiling(n: int, per_elem: int, isz_min: int, profile, forced: dict) -> tuple[int, int, int]:
     """(blocks, block, tile): the flat split over the vector cores and the UB tile."""
     ub = ub_bytes(profile)
@@ -84,7 +117,7 @@ def tiling(n: int, per_elem: int, isz_min: int, profile, forced: dict) -> tuple[
 
 
 def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced: dict | None = None,
-             scalar: float = 0.0) -> tuple[ElementwiseJob, int]:
+             scalar: float = 0.0, row: int = 0, broadcast: tuple = ()) -> tuple[ElementwiseJob, int]:
     """(job, blocks) of the flat kernel computing `compute` over n elements. It computes in FP16
     when every input is FP16, as CANN's kernels do, unless the op computes in FP32 (Sigmoid, SiLU);
     else in FP32 (the vector unit has no BF16 arithmetic). A Cast computes in its input's dtype."""
@@ -96,9 +129,14 @@ def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced:
         compute_dtype = np.dtype(np.float16) if all_f16 and not COMPUTES[compute][2] else F32
     per_elem = ub_per_element(in_dtypes, out_dtype, compute_dtype) + (compute_dtype.itemsize if
                                                                       COMPUTES[compute][1] else 0)
-    blocks, block, tile = tiling(n, per_elem, min([d.itemsize for d in in_dtypes] + [np.dtype(out_dtype).itemsize]),
-                                 profile, forced or {})
-    return ElementwiseJob(n, block, tile, in_dtypes, np.dtype(out_dtype), compute_dtype, compute, float(scalar)), blocks
+    if broadcast:
+        blocks, block, tile = row_tiling(n, row, per_elem, max(in_dtypes[k].itemsize for k in broadcast), profile,
+                                         forced or {})
+    else:
+        blocks, block, tile = tiling(n, per_elem, min([d.itemsize for d in in_dtypes] + [np.dtype(out_dtype).itemsize]),
+                                     profile, forced or {})
+    return ElementwiseJob(n, block, tile, in_dtypes, np.dtype(out_dtype), compute_dtype, compute, float(scalar),
+                          row, tuple(broadcast)), blocks
 
 
 def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: float, profile, forced: dict) -> Plan:
@@ -110,10 +148,16 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
         return Plan(Workspace(), lambda ws: [], {"launches": "none (empty output)"})
     shape = out.viewDims
     workspace = Workspace()
-    sources = []
-    for name in inputs:
+    sources, row, broadcast = [], 0, []
+    for k, name in enumerate(inputs):
         t = a[name]
         view = t if t.viewDims == shape else _expanded(t, shape)
+        b = 0 if view.is_contiguous() else broadcast_row(t, shape)
+        if b and row in (0, b):
+            row = b
+            broadcast.append(k)
+            sources.append((name, t, None))
+            continue
         part = None if view.is_contiguous() else workspace.add(f"contiguous copy of {name}"
                                                                + (" (broadcast)" if view is not t else ""),
                                                                n * t.itemsize)
@@ -121,7 +165,7 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
     dense = None if out.is_contiguous() else workspace.add(f"{output} dense, before the strided write-back",
                                                              n * out.itemsize)
     in_dtypes = tuple(NUMPY_OF[a[x].dataType] for x in inputs)
-    job, blocks = flat_job(compute, in_dtypes, out.dtype, n, profile, forced, scalar)
+    job, blocks = flat_job(compute, in_dtypes, out.dtype, n, profile, forced, scalar, row, tuple(broadcast))
     block, tile = job.block, job.tile
 
     def build(ws):
@@ -144,7 +188,8 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
 
     return Plan(workspace, build, {"blockDim": blocks, "blockLength": block, "tileLength": tile,
                                    "computeDtype": dtype_name(job.compute_dtype),
-                                   "contiguousCopies": [s[0] for s in sources if s[2] is not None]})
+                                   "contiguousCopies": [s[0] for s in sources if s[2] is not None],
+                                   "broadcastInUB": [inputs[k] for k in broadcast]})
 
 
 def tiling_space(op: str, inputs_: tuple):

@@ -116,6 +116,22 @@ def Copy(dst: LocalTensor, src: LocalTensor, count: int | None = None) -> None:
     _vec("copy", "Copy", dst, (src,), count, copy)
 
 
+def Broadcast(dst: LocalTensor, src: LocalTensor, dstShape: tuple, srcShape: tuple) -> None:
+    """Ascend C's Broadcast (advanced API, two dimensions): src, of srcShape (a, 1) or (1, b),
+    repeated along its unit axis into dst, of dstShape (a, b). Priced as a vector copy of dst's
+    bytes: the API writes each destination element once (Brcb, then block copies)."""
+    a, b = (int(d) for d in dstShape)
+    if len(srcShape) != 2 or tuple(srcShape) not in ((a, 1), (1, b)):
+        raise _fault(PIPE_V, f"Broadcast: srcShape {tuple(srcShape)} must be ({a}, 1) or (1, {b}) for dstShape ({a}, {b})")
+    if src.dtype != dst.dtype:
+        raise _fault(PIPE_V, f"Broadcast: operand dtypes differ ({dst!r}, {src!r})")
+    n_src = int(srcShape[0]) * int(srcShape[1])
+
+    def compute(ctx):
+        dst.view(ctx, a * b).reshape(a, b)[...] = src.view(ctx, n_src).reshape(tuple(srcShape))
+    _vec_spans("copy", "Broadcast", ((dst, a * b),), ((src, n_src),), a * b * dst.dtype.itemsize, dst.dtype, compute)
+
+
 _ROUNDERS = {RoundMode.CAST_FLOOR: np.floor, RoundMode.CAST_CEIL: np.ceil,
              RoundMode.CAST_TRUNC: np.trunc, RoundMode.CAST_RINT: np.rint,
              RoundMode.CAST_NONE: np.rint,
@@ -317,6 +333,6 @@ def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor |
 
 
 __all__ = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Adds", "Muls", "Maxs", "Mins", "Exp", "Ln", "Abs",
-           "Sqrt", "Relu", "Reciprocal", "Duplicate", "Copy", "Cast",
+           "Sqrt", "Relu", "Reciprocal", "Duplicate", "Copy", "Broadcast", "Cast",
            "CMPMODE", "SELMODE", "Compare", "CompareScalar", "Select",
            "TransposeType", "TransposeParamsExt", "Transpose"]
