@@ -5,4 +5,5 @@ from . import silu_backward  # noqa: F401
 from . import conv  # noqa: F401  (ConvolutionBackward, ConvTbcBackward)
 from . import grid_sampler  # noqa: F401  (GridSampler2DBackward)
 from . import batch_norm  # noqa: F401  (BatchNorm, BatchNormBackward)
-from . import elementwise  # noqa: F401  (Add, Mul, Relu, ThresholdBackward)
+from . import elementwise  # noqa: F401  (Add, Mul, Relu, ThresholdBackward, Sigmoid, Silu, Glu, GluBackward)
+from . import reduce  # noqa: F401  (ReduceSum, Mean)

@@ -224,3 +224,23 @@ def test_glu_respects_memory_and_vector_bounds(op, soc, shape, dtype):
     lanes_per_cycle = profile.vector.repeat_bytes / np.dtype(dtype).itemsize * vec.count
     check(profile, r.cycles, {"device-memory": memory_bound(profile, reads, writes),
                               "vector": math.ceil(outs / lanes_per_cycle)})
+
+
+# ---- ReduceSum / Mean ----------------------------------------------------------------------------
+@pytest.mark.parametrize("op, soc, shape, dims", [("Mean", "Ascend910B1", (32, 1152, 7, 7), [2, 3]),
+                                                  ("ReduceSum", "Ascend910A", (32, 96, 112, 112), [2, 3]),
+                                                  ("ReduceSum", "Ascend910B4", (64, 512, 256), [0]),
+                                                  ("Mean", "Ascend310P3", (4096, 4096), [])])
+def test_reductions_respect_memory_and_vector_bounds(op, soc, shape, dims):
+    """Every input element is read once and takes at least one FP32 lane-operation (the adds or
+    the vcadd); FLOAT16 input."""
+    from simulator.enums import aclDataType
+    x = TensorLayout(shape, F16)
+    profile = simulator.load_profile(soc)
+    names = ("dim", "keepDim") if op == "Mean" else ("dims", "keepDims")
+    r = simulator.run(op, soc, mode="timing", trace=False, self=x, dtype=int(aclDataType.ACL_FLOAT16),
+                      **{names[0]: dims, names[1]: True})
+    _, vec = profile.core_kind_for("vector")
+    lanes_per_cycle = profile.vector.repeat_bytes / 4 * vec.count
+    check(profile, r.cycles, {"device-memory": memory_bound(profile, _bytes(x), 0),
+                              "vector": math.ceil(int(np.prod(shape)) / lanes_per_cycle)})

@@ -132,6 +132,29 @@ def Broadcast(dst: LocalTensor, src: LocalTensor, dstShape: tuple, srcShape: tup
     _vec_spans("copy", "Broadcast", ((dst, a * b),), ((src, n_src),), a * b * dst.dtype.itemsize, dst.dtype, compute)
 
 
+def WholeReduceSum(dst: LocalTensor, src: LocalTensor, mask: int, repeatTimes: int, dstRepStride: int,
+                   srcBlkStride: int, srcRepStride: int) -> None:
+    """Ascend C's WholeReduceSum (vcadd): repeat i sums the first `mask` elements of src's repeat
+    i, which starts i x srcRepStride 32-B blocks in, into dst[i x dstRepStride]. A repeat reads at
+    most 256 B; the sum runs in the operands' dtype, pairwise."""
+    isz = src.dtype.itemsize
+    lanes = 256 // isz
+    mask, repeats = int(mask), int(repeatTimes)
+    if not 0 < mask <= lanes or not 0 < repeats <= 255 or int(srcBlkStride) != 1:
+        raise _fault(PIPE_V, f"WholeReduceSum: mask {mask} must be in [1, {lanes}], repeatTimes {repeats} in "
+                             f"[1, 255] and srcBlkStride 1 (got {srcBlkStride})")
+    if src.dtype != dst.dtype:
+        raise _fault(PIPE_V, f"WholeReduceSum: operand dtypes differ ({dst!r}, {src!r})")
+    step = int(srcRepStride) * 32 // isz
+    n_src, n_dst = (repeats - 1) * step + mask, (repeats - 1) * int(dstRepStride) + 1
+
+    def compute(ctx):
+        a = src.view(ctx, n_src)
+        rows = np.lib.stride_tricks.as_strided(a, (repeats, mask), (step * isz, isz))
+        dst.view(ctx, n_dst)[::max(1, int(dstRepStride))][:repeats] = rows.sum(axis=1, dtype=src.dtype)
+    _vec_spans("reduce_sum", "WholeReduceSum", ((dst, n_dst),), ((src, n_src),), repeats * 256, dst.dtype, compute)
+
+
 _ROUNDERS = {RoundMode.CAST_FLOOR: np.floor, RoundMode.CAST_CEIL: np.ceil,
              RoundMode.CAST_TRUNC: np.trunc, RoundMode.CAST_RINT: np.rint,
              RoundMode.CAST_NONE: np.rint,
@@ -333,6 +356,6 @@ def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor |
 
 
 __all__ = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Adds", "Muls", "Maxs", "Mins", "Exp", "Ln", "Abs",
-           "Sqrt", "Relu", "Reciprocal", "Duplicate", "Copy", "Broadcast", "Cast",
+           "Sqrt", "Relu", "Reciprocal", "Duplicate", "Copy", "Broadcast", "WholeReduceSum", "Cast",
            "CMPMODE", "SELMODE", "Compare", "CompareScalar", "Select",
            "TransposeType", "TransposeParamsExt", "Transpose"]

@@ -13,7 +13,7 @@ A `TorchDispatchMode` sees every aten call below autograd, forward and backward.
 (`convolution` -> Convolution, `convolution_backward` -> ConvolutionBackward, `native_batch_norm`
 -> BatchNorm, `native_batch_norm_backward` -> BatchNormBackward, `add` / `mul` / `relu` /
 `threshold_backward` / `sigmoid` / `silu` -> Add / Mul / Relu / ThresholdBackward / Sigmoid / Silu (floating tensor operands; a scalar or
-integer operand is estimated), `silu_backward` -> SiluBackward, `glu` / `glu_backward` -> Glu / GluBackward,
+integer operand is estimated), `silu_backward` -> SiluBackward, `glu` / `glu_backward` -> Glu / GluBackward, `sum` / `mean` -> ReduceSum / Mean,
 `grid_sampler_2d_backward` -> GridSampler2DBackward, `conv_tbc_backward` -> ConvTbcBackward) keep
 their shapes, dtypes and strides (a non-contiguous view stays one) and identical calls are counted
 (`count`), in the order they first ran.
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..enums import aclDataType
 from .trace import Call, EstimatedCall, StudyError, TensorSpec, Workload, default_init, save_trace
 
 TORCH_DTYPES = {"float32": "FLOAT", "float16": "FLOAT16", "bfloat16": "BF16", "float64": "DOUBLE",
@@ -148,6 +149,25 @@ def _glu_backward(a):
     return ({"gradOut": a[0], "self": a[1]}, {"dim": int(a[2])}) if _floating(a[0], a[1]) else None
 
 
+def _reduction(dims_name: str, keep_name: str):
+    """sum / mean, their default (every dim) and .dim overloads, dtype kwarg included; a floating
+    self only."""
+    def mapped(a):
+        x = a[0]
+        if not _floating(x):
+            return None
+        if len(a) >= 3 or (len(a) == 2 and isinstance(a[1], (list, tuple))):
+            dims, keep, dtype = (list(a[1]) if a[1] is not None else []), bool(len(a) > 2 and a[2]), \
+                (a[3] if len(a) > 3 else None)
+        else:
+            dims, keep, dtype = [], False, (a[1] if len(a) > 1 else None)
+        name = TORCH_DTYPES.get(str(dtype or x.dtype).replace("torch.", ""))
+        if name not in ("FLOAT", "FLOAT16", "BF16"):
+            return None
+        return {"self": x}, {dims_name: [int(d) for d in dims], keep_name: keep, "dtype": int(aclDataType[f"ACL_{name}"])}
+    return mapped
+
+
 def _grid_sampler_2d_backward(a):
     go, inp, grid, interp, pad, align, mask = a[:7]
     return ({"gradOutput": go, "input": inp, "grid": grid},
@@ -178,6 +198,8 @@ MAPPED: dict[str, tuple[str, Callable]] = {
     "silu_backward": ("SiluBackward", _silu_backward),
     "glu": ("Glu", _glu),
     "glu_backward": ("GluBackward", _glu_backward),
+    "sum": ("ReduceSum", _reduction("dims", "keepDims")),
+    "mean": ("Mean", _reduction("dim", "keepDim")),
     "grid_sampler_2d_backward": ("GridSampler2DBackward", _grid_sampler_2d_backward),
     # composite on CPU (it decomposes into mm calls below autograd, where the dispatch mode sits;
     # torch_npu runs it as one kernel): recorded from the autograd node of torch.conv_tbc instead
@@ -186,7 +208,8 @@ MAPPED: dict[str, tuple[str, Callable]] = {
 
 
 # mapped ops that do not begin the step when they run before it (set-up arithmetic is common)
-NOT_STEP_START = {"add", "mul", "relu", "threshold_backward", "sigmoid", "silu", "add_", "mul_", "relu_"}
+NOT_STEP_START = {"add", "mul", "relu", "threshold_backward", "sigmoid", "silu", "add_", "mul_", "relu_", "sum",
+                  "mean"}
 
 # ops on the Cube (matmul and convolution); every other op's estimate is on the vector unit
 CUBE_OPS = {"convolution", "_convolution", "convolution_backward", "conv_tbc", "conv_tbc_backward",
