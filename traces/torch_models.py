@@ -183,6 +183,8 @@ def resnet50_b256(device: str = "meta", dtype=torch.float16) -> None:
 
 RESNET_OPS = ("ConvolutionBackward", "Convolution", "BatchNorm", "BatchNormBackward", "Relu", "ThresholdBackward",
               "Add", "Mul")
+EFFICIENTNET_OPS = ("ConvolutionBackward", "Convolution", "BatchNorm", "BatchNormBackward", "Silu", "SiluBackward",
+                    "Sigmoid", "Mul", "Add", "Mean", "ReduceSum")
 # trace name -> (model step, capture options, the operators the trace simulates, their calls in
 # this order of operators: ResNet-50's backward calls keep the indices that pins, tests and
 # benchmarks name); every other kernel of the step is estimated
@@ -192,6 +194,7 @@ MODELS = {
     "fconv_wmt_en_de_conv_tbc_backward": (fconv_wmt_en_de, {"merge": False}, ("ConvTbcBackward",)),
     "deformable_detr_grid_sample_backward": (deformable_detr, {}, ("GridSampler2DBackward",)),
     "resnet50_step_b256": (resnet50_b256, {}, RESNET_OPS),
+    "efficientnet_b0_step": (efficientnet_b0, {}, EFFICIENTNET_OPS),      # the whole step, distinct calls counted
 }
 
 

@@ -5,6 +5,7 @@ aclnnConvTbcBackward
     convolution_backward.py  the operator: checks, the normalised call, the OpDef
     convolution.py           aclnnConvolution: its checks, then gradInput's plan of its adjoint
     conv_tbc_backward.py     aclnnConvTbcBackward: its checks, then the same plan on permuted views
+    conv_tbc.py              aclnnConvTbc: the same checks, then aclnnConvolution on permuted views
     plan.py                  workspace parts, tiling and launches of one call
     geometry.py              the normalised convolution (ConvGeometry), img2col families, map layouts,
                              space-to-depth (how the Cube sees it)
@@ -19,3 +20,4 @@ aclnnConvTbcBackward
 from . import convolution_backward  # noqa: F401  (registers ConvolutionBackward)
 from . import convolution  # noqa: F401  (registers Convolution)
 from . import conv_tbc_backward  # noqa: F401  (registers ConvTbcBackward)
+from . import conv_tbc  # noqa: F401  (registers ConvTbc)

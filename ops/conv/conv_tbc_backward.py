@@ -41,33 +41,35 @@ TBC_FORMATS = (aclFormat.ACL_FORMAT_ND, aclFormat.ACL_FORMAT_NCL)
 NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias")
 
 
-def check(a: dict, profile) -> None:
-    """Phase 1's checks, in the order the module docstring lists them: the first that fails is
-    the call's status. A call that passes is a conv1d that tbc_as_conv1d can state."""
-    op = OP
-    require_present(a, NAMES, op)
+def check_tbc(a: dict, profile, op: str, x: str, y: str, outputs: dict, operands: tuple) -> None:
+    """The checks conv_tbc and its backward share, in the order the module docstring lists them
+    (the first that fails is the call's status): x is the (T, B, Cin) input's name, y the
+    (T_out, B, Cout) tensor's, outputs an output name -> the name whose shape it must have,
+    operands the tensors whose dtypes promote to the Cube's input dtype."""
+    names = tuple(dict.fromkeys((y, x, "weight", "bias") + tuple(outputs)))
+    require_present(a, names, op)
     support = require_support(op, profile)
-    for name in NAMES:
+    for name in names:
         check_tensor_view(a[name], name)
-    for name in NAMES:
+    for name in names:
         dtype = dtype_name(a[name].dataType)
         if dtype not in support.dtypes:
             raise param_invalid(f"{op}: {name} has dtype {dtype}; {profile.series_name} supports "
                                 f"{', '.join(support.dtypes)}")
-    promoted = promote([dtype_name(a[n].dataType) for n in ("self", "input", "weight")])
-    for name in NAMES:
+    promoted = promote([dtype_name(a[n].dataType) for n in operands])
+    for name in names:
         t = a[name]
         allowed = (aclFormat.ACL_FORMAT_ND,) if name in ("bias", "gradBias") else TBC_FORMATS
         if t.format not in allowed:
             raise param_invalid(f"{op}: {name} has format {t.format.name}; it must be "
                                 f"{' or '.join(f.name for f in allowed)}")
     cube_compute_dtype(promoted, a["cubeMathType"], profile, op)
-    grad_output, input_, weight, bias = a["self"], a["input"], a["weight"], a["bias"]
-    for name, t, r in (("self", grad_output, 3), ("input", input_, 3), ("weight", weight, 3), ("bias", bias, 1)):
+    grad_output, input_, weight, bias = a[y], a[x], a["weight"], a["bias"]
+    for name, t, r in ((y, grad_output, 3), (x, input_, 3), ("weight", weight, 3), ("bias", bias, 1)):
         if len(t.viewDims) != r:
             raise param_invalid(f"{op}: {name} has rank {len(t.viewDims)}; it must be {r}-D")
     if input_.viewDims[2] != weight.viewDims[1]:
-        raise param_invalid(f"{op}: input channels input[2] = {input_.viewDims[2]} != weight[1] = {weight.viewDims[1]}")
+        raise param_invalid(f"{op}: input channels {x}[2] = {input_.viewDims[2]} != weight[1] = {weight.viewDims[1]}")
     if bias.viewDims[0] != weight.viewDims[2]:
         raise param_invalid(f"{op}: bias[0] = {bias.viewDims[0]} != weight[2] = {weight.viewDims[2]} (output channels)")
     pad = a["pad"]
@@ -87,19 +89,23 @@ def check(a: dict, profile) -> None:
     t_out = T + 2 * pad + 1 - K
     want = (t_out, B, weight.viewDims[2])
     if grad_output.viewDims != want:
-        raise param_invalid(f"{op}: self (gradOutput) shape {list(grad_output.viewDims)} must be "
+        raise param_invalid(f"{op}: {y} shape {list(grad_output.viewDims)} must be "
                             f"[T + 2*pad + 1 - K, B, Cout] = {list(want)}")
-    for name, ref in (("gradInput", input_), ("gradWeight", weight), ("gradBias", bias)):
-        if a[name].viewDims != ref.viewDims:
-            raise param_invalid(f"{op}: {name} shape {list(a[name].viewDims)} != "
-                                f"{ {'gradInput': 'input', 'gradWeight': 'weight', 'gradBias': 'bias'}[name]} "
-                                f"shape {list(ref.viewDims)}")
+    for name, ref in outputs.items():
+        if a[name].viewDims != a[ref].viewDims:
+            raise param_invalid(f"{op}: {name} shape {list(a[name].viewDims)} != {ref} shape {list(a[ref].viewDims)}")
     if grad_output.numel() == 0:
-        raise param_invalid(f"{op}: self (gradOutput) {list(grad_output.viewDims)} is empty")
+        raise param_invalid(f"{op}: {y} {list(grad_output.viewDims)} is empty")
     if any(t.numel() == 0 for t in (input_, weight)):
         if not support.options.get("empty_tensors", False):
             raise param_invalid(f"{op}: empty tensors are not supported on {profile.series_name} "
-                                f"(input {list(input_.viewDims)}, weight {list(weight.viewDims)})")
+                                f"({x} {list(input_.viewDims)}, weight {list(weight.viewDims)})")
+
+
+def check(a: dict, profile) -> None:
+    """Phase 1's checks. A call that passes is a conv1d that tbc_as_conv1d can state."""
+    check_tbc(a, profile, OP, "input", "self", {"gradInput": "input", "gradWeight": "weight", "gradBias": "bias"},
+              ("self", "input", "weight"))
 
 
 def _permuted(t: aclTensor, order, fmt=aclFormat.ACL_FORMAT_NCL) -> aclTensor:

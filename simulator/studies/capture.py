@@ -14,7 +14,7 @@ A `TorchDispatchMode` sees every aten call below autograd, forward and backward.
 -> BatchNorm, `native_batch_norm_backward` -> BatchNormBackward, `add` / `mul` / `relu` /
 `threshold_backward` / `sigmoid` / `silu` -> Add / Mul / Relu / ThresholdBackward / Sigmoid / Silu (floating tensor operands; a scalar or
 integer operand is estimated), `silu_backward` -> SiluBackward, `glu` / `glu_backward` -> Glu / GluBackward, `sum` / `mean` -> ReduceSum / Mean,
-`grid_sampler_2d_backward` -> GridSampler2DBackward, `conv_tbc_backward` -> ConvTbcBackward) keep
+`grid_sampler_2d_backward` -> GridSampler2DBackward, `conv_tbc` -> ConvTbc, `conv_tbc_backward` -> ConvTbcBackward) keep
 their shapes, dtypes and strides (a non-contiguous view stays one) and identical calls are counted
 (`count`), in the order they first ran.
 
@@ -175,6 +175,11 @@ def _grid_sampler_2d_backward(a):
              "outputMask": [bool(m) for m in mask]})
 
 
+def _conv_tbc(a):
+    x, w, bias = a[:3]
+    return {"self": x, "weight": w, "bias": bias}, {"pad": int(a[3]) if len(a) > 3 else 0, "cubeMathType": 0}
+
+
 def _conv_tbc_backward(a):
     grad, inp, w, bias, pad = a[:5]
     return {"self": grad, "input": inp, "weight": w, "bias": bias}, {"pad": int(pad), "cubeMathType": 0}
@@ -204,6 +209,7 @@ MAPPED: dict[str, tuple[str, Callable]] = {
     # composite on CPU (it decomposes into mm calls below autograd, where the dispatch mode sits;
     # torch_npu runs it as one kernel): recorded from the autograd node of torch.conv_tbc instead
     "conv_tbc_backward": ("ConvTbcBackward", _conv_tbc_backward),
+    "conv_tbc": ("ConvTbc", _conv_tbc),
 }
 
 
