@@ -191,7 +191,8 @@ EFFICIENTNET_OPS = ("ConvolutionBackward", "Convolution", "BatchNorm", "BatchNor
 MODELS = {
     "resnet50_conv_backward": (resnet50, {}, RESNET_OPS),                   # distinct calls, counted
     "efficientnet_b0_silu_backward": (efficientnet_b0, {"merge": False}, ("SiluBackward",)),   # every SiLU, in order
-    "fconv_wmt_en_de_conv_tbc_backward": (fconv_wmt_en_de, {"merge": False}, ("ConvTbcBackward",)),
+    "fconv_wmt_en_de_conv_tbc_backward": (fconv_wmt_en_de, {"merge": False},
+                                          ("ConvTbcBackward", "ConvTbc", "Glu", "GluBackward")),
     "deformable_detr_grid_sample_backward": (deformable_detr, {}, ("GridSampler2DBackward",)),
     "resnet50_step_b256": (resnet50_b256, {}, RESNET_OPS),
     "efficientnet_b0_step": (efficientnet_b0, {}, EFFICIENTNET_OPS),      # the whole step, distinct calls counted
