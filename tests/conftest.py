@@ -47,6 +47,9 @@ def examples(default: int) -> int:
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
+UNIT = {F16: 2.0 ** -11, BF16: 2.0 ** -8, F32: 2.0 ** -24}          # unit roundoff
+# one chip of each series that has the vector operators, and a second A2 one
+VECTOR_CHIPS = {"Ascend910A": "training", "Ascend310P3": "inference", "Ascend910B1": "A2", "Ascend910B4": "A2"}
 
 ACL_DT = {F32: aclDataType.ACL_FLOAT, F16: aclDataType.ACL_FLOAT16, BF16: aclDataType.ACL_BF16,
           np.dtype(np.float64): aclDataType.ACL_DOUBLE, np.dtype(np.int32): aclDataType.ACL_INT32,
@@ -289,3 +292,22 @@ def make_device():
 @pytest.fixture
 def device(make_device) -> SimDevice:
     return make_device()
+
+
+def assert_within(out, ref, tol, what: str) -> None:
+    """Every element of out within tol of the float64 reference (a NaN fails)."""
+    err = np.abs(np.asarray(out).astype(np.float64) - ref)
+    bad = ~(err <= tol)
+    assert not bad.any(), f"{what}: {bad.sum()} of {bad.size} outside tolerance; worst err {err.max():.3g}"
+
+
+def assert_status(op: str, soc: str, args: dict, status: int) -> None:
+    """The call is refused in phase 1 with this status code."""
+    import simulator
+    from simulator.enums import AclnnError
+    try:
+        simulator.run(op, soc, mode="timing", **args)
+    except AclnnError as e:
+        assert e.status == status, str(e)
+    else:
+        raise AssertionError(f"{op} on {soc} was accepted; expected status {status}")
