@@ -20,7 +20,7 @@ import pytest
 import simulator
 from conftest import BF16, F16, F32, UNIT, VECTOR_CHIPS, assert_status, assert_within
 from simulator import TensorLayout as T
-from simulator.enums import aclDataType
+from simulator.enums import AclnnError, aclDataType
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -127,6 +127,10 @@ def test_launches_are_canns():
     r = simulator.run("ReduceSum", "Ascend910A", mode="timing", self=T((8, 16, 32), F16), dims=[0, 2], keepDims=False,
                       dtype=int(ACL[F32]), out=T((16,), F32))
     assert [x["name"] for x in r.report.launches] == ["Cast", "ReduceSum", "ReduceSum"]
+    for shape, dims in (((32, 1000), [0]), ((3, 7000), [0]), ((1, 100_000), [])):    # wide rows fill UB
+        r = simulator.run("ReduceSum", "Ascend910B1", mode="timing", self=T(shape, F16), dims=dims, keepDims=True,
+                          dtype=int(ACL[F16]))
+        assert r.cycles > 0
     r = simulator.run("Mean", "Ascend310P3", self=np.zeros((0, 4), F32), dim=[0], keepDim=False, dtype=int(ACL[F32]))
     assert [x["name"] for x in r.report.launches] == ["Fill"] and np.isnan(r.outputs["out"]).all()
 
@@ -159,3 +163,26 @@ STATUS = {
 def test_documented_status_codes(name):
     status, op, args = STATUS[name]
     assert_status(op, "Ascend910A" if "910A" in name else "Ascend910B1", args, status)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_every_reduction_plan_fits_ub_or_is_refused_as_a_tiling_error(seed):
+    """Random (A, R, B) geometries, wide rows and long ones, on the chips and on what-ifs with UB cut
+    down to 1/2 .. 1/16: the call runs (no kernel fault) or is refused with 561002."""
+    from simulator.studies import make_profile
+    rng = np.random.default_rng([seed, 7])
+    soc = list(CHIPS)[seed % len(CHIPS)]
+    shape = tuple(int(rng.choice([1, 3, 17, 64, 65, 1000, 4097, 30000])) for _ in range(3))
+    while int(np.prod(shape)) > 3_000_000:
+        shape = shape[1:]
+    dims = [int(d) for d in rng.permutation(len(shape))[:int(rng.integers(1, len(shape) + 1))]]
+    kind = "aiv" if CHIPS[soc] == "A2" else "aicore"
+    profile = make_profile(soc, {f"cores.{kind}.buffers.UB": f"/{int(rng.choice([1, 2, 4, 16]))}"})
+    dtype = [F16, F32][seed % 2]
+    try:
+        r = simulator.run("ReduceSum", profile=profile, mode="timing", self=T(shape, dtype), dims=dims, keepDims=False,
+                          dtype=int(ACL[dtype]))
+    except AclnnError as e:
+        assert e.status == 561002, str(e)
+    else:
+        assert r.cycles > 0

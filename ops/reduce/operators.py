@@ -130,7 +130,7 @@ def plan_pass(A: int, R: int, B: int, in_dtype, out_dtype, scale: float, profile
         fits = rows >= LANES and rows & (rows - 1) == 0 and rows * (2 * isz + wide + 4) + MAX_REPEAT * (4 + 2 * osz) <= ub
     else:
         cols = min(B, 4096)
-        per_col = 4 + 2 * osz
+        per_col = 8 + 2 * osz          # the accumulator, the result, the output queue's two tiles
         cp = align_up(cols * isz, 32) // isz
         group = int(forced.get("rowsPerTile", max(1, min(R, 4095, (ub - cols * per_col) // (cp * (2 * isz + wide))))))
         items = A * ceil_div(B, cols)
