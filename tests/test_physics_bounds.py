@@ -244,3 +244,16 @@ def test_reductions_respect_memory_and_vector_bounds(op, soc, shape, dims):
     lanes_per_cycle = profile.vector.repeat_bytes / 4 * vec.count
     check(profile, r.cycles, {"device-memory": memory_bound(profile, _bytes(x), 0),
                               "vector": math.ceil(int(np.prod(shape)) / lanes_per_cycle)})
+
+
+# ---- Mm ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("soc, mnk", [("Ascend910B1", (2048, 2048, 2048)), ("Ascend910A", (1024, 4096, 1024)),
+                                      ("Ascend910B4", (4096, 256, 4096)), ("Ascend310P3", (512, 512, 512))])
+def test_mm_respects_memory_and_cube_bounds(soc, mnk):
+    """FLOAT16: the Cube's peak over its cores, and every operand read once and the output written."""
+    M, N, K = mnk
+    a, b, c = TensorLayout((M, K), F16), TensorLayout((K, N), F16), TensorLayout((M, N), F16)
+    profile = simulator.load_profile(soc)
+    r = simulator.run("Mm", soc, mode="timing", trace=False, self=a, mat2=b, cubeMathType=0)
+    check(profile, r.cycles, {"device-memory": memory_bound(profile, _bytes(a, b), _bytes(c)),
+                              "cube": cube_bound(profile, M * N * K)})

@@ -1,0 +1,229 @@
+"""aclnnMm and aclnnMatmul on the template GEMM (kernel.py), with the launches CANN's aclnn layer
+puts around its MatMul:
+
+    aclnnMm(self, mat2, out, cubeMathType)           out (M, N) = self (M, K) @ mat2 (K, N)
+    aclnnMatmul(self, other, out, cubeMathType)      1-D and 2-D operands as torch.matmul takes them,
+                                                     and an N-D self against a 2-D other (the batch
+                                                     folded into M)
+
+    [Contiguous] [Cast to the Cube's input dtype] [TransData ND -> NZ: the training and inference
+    series, whose Cube reads FRACTAL_NZ] [a transpose of mat2: 32-bit data, which load2d cannot
+    transpose] MatMul [Cast to out's dtype] [ViewCopy(out)]
+
+The Cube's dtype follows cubeMathType as for the convolution (SPEC section 3): FLOAT16 and BF16
+as they are; FLOAT as FP32 (KEEP_DTYPE, A2), HF32 (ALLOW_FP32_DOWN_PRECISION / USE_HF32, A2) or
+FP16 (USE_FP16, and every FP32 call on the FP16-only Cube of the training and inference series).
+
+Checks: null tensors 161001; then 161002: the operator on the series, dtypes of the series,
+ranks (Mm: 2 and 2; Matmul: 1 or more, other 1 or 2, a batched other is not modelled), the
+contracted dims equal, out's shape, cubeMathType for the promoted dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.acl import aclTensor
+from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register, require_present, require_support
+from simulator.arith import align_up, ceil_div
+from simulator.enums import dtype_name, param_invalid
+from simulator.kernel import (GM_ADDR, DataCopy, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx,
+                              GlobalTensor, HardEvent, Loop, PIPE_ALL, PipeBarrier, SetFlag, TBuf, TPipe, TPosition,
+                              WaitFlag)
+from simulator.program import KernelLaunch
+from ..common import promote, split_evenly, ub_bytes, vector_core_count
+from ..conv.convolution_backward import cube_compute_dtype
+from ..elementwise.chain import Chain
+from .kernel import DTYPES, gemm_kernel, gemm_tiling
+
+TILING_FIELDS = {"baseM": "int", "baseN": "int"}
+
+
+# ---- TransData ND -> FRACTAL_NZ (the coupled chips' Cube reads NZ from GM) ------------------------
+def _nd_to_nz_body(src: GM_ADDR, dst: GM_ADDR, rows: int, cols: int, dtype, chunk: int, items: tuple):
+    """Per item (column strip s, row chunk): the chunk's rows of the strip's c0 columns into UB
+    rows of 32 B (zeros past the matrix), then one contiguous write into the strip's NZ rows."""
+    first, count = items[GetBlockIdx()]
+    isz = np.dtype(dtype).itemsize
+    c0, r16 = 32 // isz, align_up(rows, 16)
+    chunks = ceil_div(r16, chunk)
+    sGm, dGm = GlobalTensor(dtype), GlobalTensor(dtype)
+    sGm.SetGlobalBuffer(src)
+    dGm.SetGlobalBuffer(dst)
+    pipe, buf = TPipe(), TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(buf, 2 * chunk * 32)
+    ub = buf.Get(dtype)
+    loaded = [pipe.AllocEventID(HardEvent.MTE2_MTE3) for _ in range(2)]
+    written = [pipe.AllocEventID(HardEvent.MTE3_MTE2) for _ in range(2)]
+    zeroed = pipe.AllocEventID(HardEvent.V_MTE2)
+    pending = [False, False]
+    for i in Loop(count, key=lambda i: (i < 2, (first + i) % chunks == chunks - 1,
+                                        (first + i) // chunks == ceil_div(cols, c0) - 1), period=2):
+        s, ch = divmod(first + i, chunks)
+        r0, k = ch * chunk, i % 2
+        n_rows = min(chunk, r16 - r0)
+        real = max(0, min(n_rows, rows - r0))
+        width = min(c0, cols - s * c0)
+        t = ub[k * chunk * c0]
+        if pending[k]:
+            WaitFlag(HardEvent.MTE3_MTE2, written[k])
+        if real < n_rows or width < c0:           # the padding rows and columns are zeros (few items:
+            PipeBarrier(PIPE_ALL)                 # a full barrier keeps the slot's last write-out first)
+            Duplicate(t, 0.0, n_rows * c0)
+            SetFlag(HardEvent.V_MTE2, zeroed)
+            WaitFlag(HardEvent.V_MTE2, zeroed)
+        if real:
+            DataCopyPad(t, sGm[r0 * cols + s * c0], DataCopyExtParams(real, width * isz, (cols - width) * isz, 0))
+        SetFlag(HardEvent.MTE2_MTE3, loaded[k])
+        WaitFlag(HardEvent.MTE2_MTE3, loaded[k])
+        DataCopy(dGm[(s * r16 + r0) * c0], t, n_rows * c0)
+        SetFlag(HardEvent.MTE3_MTE2, written[k])
+        pending[k] = True
+    for k in range(2):
+        if pending[k]:
+            WaitFlag(HardEvent.MTE3_MTE2, written[k])
+
+
+def nd_to_nz_launch(src, dst, rows: int, cols: int, dtype, profile) -> KernelLaunch:
+    chunk = min(align_up(rows, 16), max(16, ub_bytes(profile) // 2 // 32 // 16 * 16), 4080)
+    items = ceil_div(cols, 32 // np.dtype(dtype).itemsize) * ceil_div(align_up(rows, 16), chunk)
+    blocks = tuple((a, b - a) for a, b in split_evenly(items, vector_core_count(profile)) if b > a)
+    return KernelLaunch("TransData(ND -> FRACTAL_NZ)", _nd_to_nz_body, len(blocks), "vector",
+                        (src, dst, rows, cols, np.dtype(dtype), chunk, blocks))
+
+
+def nz_elements(rows: int, cols: int, dtype) -> int:
+    c0 = 32 // np.dtype(dtype).itemsize
+    return align_up(rows, 16) * ceil_div(cols, c0) * c0
+
+
+# ---- checks ---------------------------------------------------------------------------------------
+def _matrix_views(a: dict, left: str, right: str) -> tuple[aclTensor, aclTensor, aclTensor]:
+    """self, other and out as 2-D views (M, K), (K, N), (M, N): a 1-D operand is a row or a column,
+    an N-D self's batch is folded into M (a contiguous self and out)."""
+    x, w, y = a[left], a[right], a["out"]
+
+    def view(t, shape, strides):
+        return aclTensor(shape, t.dataType, strides, t.offset, t.format, t.storageDims, t.data)
+    if len(x.viewDims) == 1:
+        x2 = view(x, (1, x.viewDims[0]), (0, x.stride[0]))
+    else:
+        lead = int(np.prod(x.viewDims[:-1], dtype=np.int64))
+        x2 = x if len(x.viewDims) == 2 else view(x, (lead, x.viewDims[-1]), (x.viewDims[-1], 1))
+    w2 = view(w, (w.viewDims[0], 1), (w.stride[0], 0)) if len(w.viewDims) == 1 else w
+    M, N = x2.viewDims[0], w2.viewDims[1]
+    y2 = view(y, (M, N), (N, 1)) if y.viewDims != (M, N) else y
+    return x2, w2, y2
+
+
+def _expected_out(xs: tuple, ws: tuple) -> tuple:
+    if len(xs) == 1 and len(ws) == 1:
+        return ()
+    if len(ws) == 1:
+        return xs[:-1]
+    if len(xs) == 1:
+        return (ws[1],)
+    return xs[:-1] + (ws[1],)
+
+
+def _check(a: dict, profile, op: str, right: str) -> None:
+    names = ("self", right, "out")
+    require_present(a, names, op)
+    support = require_support(op, profile)
+    for name in names:
+        check_tensor_view(a[name], name)
+        if dtype_name(a[name].dataType) not in support.dtypes:
+            raise param_invalid(f"{op}: {name} has dtype {dtype_name(a[name].dataType)}; {profile.series_name} "
+                                f"supports {', '.join(support.dtypes)}")
+    xs, ws = a["self"].viewDims, a[right].viewDims
+    if op == "Mm" and (len(xs), len(ws)) != (2, 2):
+        raise param_invalid(f"Mm: self and mat2 must be 2-D, got {len(xs)}-D and {len(ws)}-D")
+    if not xs or not ws or len(xs) > 6:
+        raise param_invalid(f"{op}: self has rank {len(xs)} and {right} rank {len(ws)}; each must be 1 to 6")
+    if len(ws) > 2:
+        raise param_invalid(f"{op}: a batched {right} (rank {len(ws)}) is not modelled; 1-D or 2-D only")
+    if xs[-1] != ws[0]:
+        raise param_invalid(f"{op}: self's last dim {xs[-1]} must equal {right}'s first, {ws[0]} ({list(xs)} @ {list(ws)})")
+    want = _expected_out(xs, ws)
+    if a["out"].viewDims != want:
+        raise param_invalid(f"{op}: out has shape {list(a['out'].viewDims)}; it must be {list(want)}")
+    if len(xs) > 2 and not (a["self"].is_contiguous() and a["out"].is_contiguous()):
+        raise param_invalid(f"{op}: an N-D self folds into M only when self and out are contiguous")
+    cube_compute_dtype(promote([dtype_name(a[n].dataType) for n in ("self", right)]), a["cubeMathType"], profile, op)
+
+
+# ---- plan -----------------------------------------------------------------------------------------
+def plan(a: dict, profile, forced: dict, op: str, right: str) -> Plan:
+    x, w, y = _matrix_views(a, "self", right)
+    (M, K), N = x.viewDims, w.viewDims[1]
+    compute = cube_compute_dtype(promote([dtype_name(t.dataType) for t in (x, w)]), a["cubeMathType"], profile, op)
+    in_t, out_t = (np.dtype(d) for d in DTYPES[compute])
+    c = Chain(profile, {})
+    if M * N == 0:
+        return Plan(c.workspace, c.build, {"launches": "none (empty output)"})
+    t = gemm_tiling(M, N, K, compute, profile.soc_version, in_t.itemsize == 4, profile=profile,
+                    **{k: int(v) for k, v in forced.items() if k in TILING_FIELDS})
+
+    def dense(src: aclTensor, name: str, shape: tuple, transpose: bool):
+        """src as a dense (rows, cols) matrix of the Cube's input dtype, transposed if asked."""
+        buf = src
+        if not src.is_contiguous() or transpose and src.dtype != in_t:
+            buf = c.buffer(f"{name} contiguous", src.numel(), src.dtype)
+            c.contiguous(src, name, buf)
+        if src.dtype != in_t:
+            cast = c.buffer(f"{name} as {dtype_name(in_t)}", src.numel(), in_t)
+            c.flat("Cast", "cast", [(buf, 0)], (cast, 0), src.numel())
+            buf = cast
+        if transpose:
+            rows, cols = shape
+            out = c.buffer(f"{name} transposed", rows * cols, in_t)
+            c.copy(f"Transpose({name})", buf, (cols, rows), (1, cols), out, gather=True)
+            buf = out
+        return buf
+    a_buf = dense(x, "self", (M, K), False)
+    b_buf = dense(w, right, (K, N), t.transB)
+    if t.nzInputs:
+        for name, rows, cols in (("self", M, K), (right, K, N)):
+            src = a_buf if name == "self" else b_buf
+            nz = c.buffer(f"{name} in FRACTAL_NZ", nz_elements(rows, cols, in_t), in_t)
+            c.launch(lambda addr, s=src, d=nz, r=rows, k=cols: nd_to_nz_launch(addr(s), addr(d), r, k, in_t, profile))
+            if name == "self":
+                a_buf = nz
+            else:
+                b_buf = nz
+    direct = y.is_contiguous() and y.dtype == out_t
+    result = y if direct else c.buffer("MatMul's result", M * N, out_t)
+    c.launch(lambda addr: KernelLaunch("MatMul", gemm_kernel, t.usedCoreNum, "cube",
+                                       (addr(a_buf), addr(b_buf), addr(result), t)))
+    if not direct:
+        final = y if y.is_contiguous() else c.buffer("out dense, before the strided write-back", M * N, y.dtype)
+        if y.dtype != out_t:
+            c.flat("Cast", "cast", [(result, 0)], (final, 0), M * N)
+        else:
+            final = result
+        if not y.is_contiguous():
+            c.view_copy(y, "out", final)
+    return Plan(c.workspace, c.build, {"cubeDtype": compute, "baseM": t.baseM, "baseN": t.baseN, "baseK": t.baseK,
+                                       "blockDim": t.usedCoreNum, "nzInputs": t.nzInputs, "transB": t.transB})
+
+
+def _infer(right: str):
+    def infer(i: dict) -> dict:
+        x, w = np.asarray(i["self"]), np.asarray(i[right])
+        return {"out": (_expected_out(x.shape, w.shape), np.result_type(x, w))}
+    return infer
+
+
+def _space(op: str, right: str):
+    def space(inputs: dict, profile) -> list[dict]:
+        from ..tiling_space import distinct_accepted
+        return distinct_accepted(op, inputs, profile, lambda default: [
+            {"baseM": m, "baseN": n} for m in (16, 32, 64, 128, 256) for n in (16, 64, 128, 256, 512)])
+    return space
+
+
+for _op, _right in (("Mm", "mat2"), ("Matmul", "other")):
+    register(OpDef(_op, [Param("self", "tensor"), Param(_right, "tensor"), Param("out", "tensor", output=True),
+                         Param("cubeMathType", "int")],
+                   (lambda op, r: lambda a, profile: _check(a, profile, op, r))(_op, _right),
+                   (lambda op, r: lambda a, profile, forced: plan(a, profile, forced, op, r))(_op, _right),
+                   _infer(_right), _space(_op, _right), TILING_FIELDS))

@@ -1,0 +1,151 @@
+"""aclnnMm and aclnnMatmul against float64 matrix products and torch.matmul (float64) where torch is
+installed: random M, K, N (1 to a few hundred, across the 16-row fractals and the L0 tiles),
+Matmul's 1-D and N-D operands, non-contiguous (column-major) operands, strided outputs, an out
+dtype other than the inputs', every dtype and cubeMathType the series allows, on Ascend910A,
+Ascend310P3 (FRACTAL_NZ inputs by TransData) and Ascend910B1 / B4. `MATMUL_CASES=N` runs more.
+
+Tolerance, as for the convolution (tests/test_convolution_backward.py), with A = |self| @ |other|:
+|out - ref| <= (2 u_c + max(1e-5, K 2^-24)) A + u_o |ref| + s_o, u_c the Cube's input dtype's unit
+roundoff (HF32 2^-12), u_o the output's, s_o half its smallest subnormal step.
+"""
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import simulator
+from conftest import BF16, F16, F32, UNIT, VECTOR_CHIPS, assert_status, assert_within
+from simulator import TensorLayout as T
+
+CHIPS = VECTOR_CHIPS
+N_CASES = int(os.environ.get("MATMUL_CASES", "60"))
+CUBE_UNIT = {"FLOAT16": 2.0 ** -11, "BF16": 2.0 ** -8, "HF32": 2.0 ** -12, "FLOAT": 2.0 ** -24}
+
+
+def compute_dtype(series: str, dtype, math: int) -> str:
+    if dtype == F16:
+        return "FLOAT16"
+    if dtype == BF16:
+        return "BF16"
+    if series != "A2" or math == 2:
+        return "FLOAT16"
+    return {0: "FLOAT", 1: "HF32", 3: "HF32"}[math]
+
+
+def draw_case(seed: int) -> dict:
+    rng = np.random.default_rng([seed, 113])
+    soc = list(CHIPS)[seed % len(CHIPS)]
+    series = CHIPS[soc]
+    dtypes = [F16, F32] + ([BF16] if series == "A2" else [])
+    dtype = dtypes[int(rng.integers(0, len(dtypes)))]
+    maths = [1, 2] if dtype == F32 and series != "A2" else ([0, 1] if dtype == BF16 else [0, 1, 2, 3])
+    hi = 400 if rng.random() < 0.2 else 70
+    M, K, N = (int(rng.integers(1, hi)) for _ in range(3))
+    op = "Mm" if rng.random() < 0.4 else "Matmul"
+    xs, ws = (M, K), (K, N)
+    if op == "Matmul":
+        form = int(rng.integers(0, 5))
+        xs = {0: (K,), 1: (M, K), 2: (2, 3, M, K), 3: (M, K), 4: (3, M, K)}[form]
+        ws = (K,) if form == 3 else (K, N)
+    out = dtypes[int(rng.integers(0, len(dtypes)))] if rng.random() < 0.2 else dtype
+    return dict(seed=seed, soc=soc, op=op, xs=xs, ws=ws, dtype=dtype, out=out, math=int(rng.choice(maths)),
+                fortran=bool(rng.random() < 0.25 and len(xs) == 2), strided_out=bool(rng.random() < 0.15 and op == "Mm"))
+
+
+CASES = [draw_case(i) for i in range(N_CASES)]
+
+
+def _id(c) -> str:
+    return (f"seed{c['seed']}-{c['soc']}-{c['op']}-{'x'.join(map(str, c['xs']))}@{'x'.join(map(str, c['ws']))}-"
+            f"{c['dtype'].name}-to-{c['out'].name}-m{c['math']}")
+
+
+def _run(c):
+    rng = np.random.default_rng(11_000 + c["seed"])
+    x = rng.standard_normal(c["xs"]).astype(c["dtype"])
+    w = rng.standard_normal(c["ws"]).astype(c["dtype"])
+    if c["fortran"]:
+        x, w = np.asfortranarray(x), (np.asfortranarray(w) if w.ndim == 2 else w)
+    kept = (x.copy(), w.copy())
+    shape = np.matmul(np.zeros(c["xs"]), np.zeros(c["ws"])).shape
+    right = "mat2" if c["op"] == "Mm" else "other"
+    buf = None
+    if c["strided_out"]:
+        buf = np.full(shape[:-1] + (2 * shape[-1],), np.nan, c["out"])
+        out = buf[..., ::2]
+    else:
+        out = np.zeros(shape, c["out"])
+    r = simulator.run(c["op"], c["soc"], self=x, **{right: w}, out=out, cubeMathType=c["math"])
+    assert np.array_equal(x, kept[0]) and np.array_equal(w, kept[1]), "an input was modified"
+    got = r.outputs["out"]
+    if buf is not None:
+        assert np.isnan(buf[..., 1::2].astype(np.float32)).all(), "a gap of the strided output was written"
+        got = buf[..., ::2]
+    return x, w, got
+
+
+def _close(c, got, ref, mag, what):
+    comp = compute_dtype(CHIPS[c["soc"]], c["dtype"], c["math"])
+    K = c["ws"][0]
+    tol = ((2 * CUBE_UNIT[comp] + max(1e-5, K * 2.0 ** -24)) * mag + UNIT[c["out"]] * np.abs(ref)
+           + float(ml_dtypes.finfo(c["out"]).smallest_subnormal) / 2)
+    assert_within(got, ref, tol, what)
+
+
+@pytest.mark.parametrize("c", CASES, ids=[_id(c) for c in CASES])
+def test_matmul_matches_the_product(c):
+    x, w, got = _run(c)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    ref, mag = np.matmul(x64, w64), np.matmul(np.abs(x64), np.abs(w64))
+    assert got.shape == ref.shape and got.dtype == c["out"]
+    _close(c, got, ref, mag, _id(c))
+
+
+@pytest.mark.parametrize("c", CASES[:25], ids=[_id(c) for c in CASES[:25]])
+def test_matmul_matches_torch(c):
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    x, w, got = _run(c)
+    tx, tw = (torch.from_numpy(np.ascontiguousarray(a).astype(np.float64)) for a in (x, w))
+    _close(c, got, torch.matmul(tx, tw).numpy(), torch.matmul(tx.abs(), tw.abs()).numpy(), f"{_id(c)} vs torch")
+
+
+def test_launches_are_canns():
+    r = simulator.run("Mm", "Ascend910B1", mode="timing", self=T((256, 512), F16), mat2=T((512, 384), F16),
+                      cubeMathType=0)
+    assert [x["name"] for x in r.report.launches] == ["MatMul"]
+    r = simulator.run("Mm", "Ascend910B1", mode="timing", self=T((256, 512), F32), mat2=T((512, 384), F32),
+                      cubeMathType=0)
+    assert [x["name"] for x in r.report.launches] == ["Transpose(mat2)", "MatMul"]
+    r = simulator.run("Mm", "Ascend910A", mode="timing", self=T((256, 512), F16), mat2=T((512, 384), F16),
+                      cubeMathType=0)
+    assert [x["name"] for x in r.report.launches] == ["TransData(ND -> FRACTAL_NZ)"] * 2 + ["MatMul"]
+
+
+def _args(**over):
+    a = dict(self=T((8, 16), F16), mat2=T((16, 4), F16), out=T((8, 4), F16), cubeMathType=0)
+    a.update(over)
+    return a
+
+
+STATUS = {
+    "Mm: null mat2": (161001, "Mm", "Ascend910B1", _args(mat2=None)),
+    "Mm: bf16 on 910A": (161002, "Mm", "Ascend910A", _args(self=T((8, 16), BF16), mat2=T((16, 4), BF16),
+                                                           out=T((8, 4), BF16))),
+    "Mm: 1-D self": (161002, "Mm", "Ascend910B1", _args(self=T((16,), F16), out=T((4,), F16))),
+    "Mm: K differs": (161002, "Mm", "Ascend910B1", _args(mat2=T((15, 4), F16))),
+    "Mm: out shape": (161002, "Mm", "Ascend910B1", _args(out=T((8, 5), F16))),
+    "Mm: FP32 KEEP_DTYPE on 910A": (161002, "Mm", "Ascend910A", _args(self=T((8, 16), F32), mat2=T((16, 4), F32),
+                                                                      out=T((8, 4), F32))),
+    "Mm: cubeMathType 7": (161002, "Mm", "Ascend910B1", _args(cubeMathType=7)),
+    "Matmul: batched other": (161002, "Matmul", "Ascend910B1", dict(self=T((2, 8, 16), F16), other=T((2, 16, 4), F16),
+                                                                   out=T((2, 8, 4), F16), cubeMathType=0)),
+}
+
+
+@pytest.mark.parametrize("name", list(STATUS))
+def test_documented_status_codes(name):
+    status, op, soc, args = STATUS[name]
+    assert_status(op, soc, args, status)
