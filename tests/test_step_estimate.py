@@ -327,10 +327,11 @@ def test_bytes_of_a_tiny_step_against_a_hand_count():
             "threshold_backward": 4 + 24 + 24}            # the expanded gradient spans one element; y; out
     assert {n: s.bytes for n, s in cap.ops.items() if s.bytes} == want
     assert all(cap.ops[n].bytes == 0 for n in ("detach", "expand"))
-    # relu and threshold_backward are mapped (Relu, ThresholdBackward): their bytes are the simulated share
-    assert cap.coverage() == {"flops": 0.0, "bytes": pytest.approx((48 + 52) / (48 + 28 + 4 + 52))}
-    assert sum(e.count for e in cap.estimated) == 2 and all(e.unit == "vector" for e in cap.estimated)
-    assert [c.op for c in cap.calls] == ["Relu", "ThresholdBackward"]
+    # relu, sum and threshold_backward are mapped (Relu, ReduceSum, ThresholdBackward): their bytes are
+    # the simulated share
+    assert cap.coverage() == {"flops": 0.0, "bytes": pytest.approx((48 + 28 + 52) / (48 + 28 + 4 + 52))}
+    assert sum(e.count for e in cap.estimated) == 1 and all(e.unit == "vector" for e in cap.estimated)
+    assert [c.op for c in cap.calls] == ["Relu", "ReduceSum", "ThresholdBackward"]
 
 
 @needs_torch
@@ -342,12 +343,12 @@ def test_capture_writes_the_estimated_part_into_the_trace(tmp_path):
     with simulator.capture() as cap:
         m(x).sum().backward()
     back = studies.load_trace(cap.save(tmp_path / "t.yaml"))
-    assert [c.op for c in back.calls] == ["Silu", "SiluBackward"]
+    assert [c.op for c in back.calls if c.op.startswith("Silu")] == ["Silu", "SiluBackward"]
+    assert {c.op for c in back.calls} == {"Silu", "SiluBackward", "ReduceSum", "Mm"}      # the backward's mm
     mms = [e for e in back.estimated if e.unit == "cube"]
-    # forward addmm x2, backward mm: 2 x (8x16x32 + 8x32x4) forward, and the gradients
-    assert sum(e.flops * e.count for e in mms) == cap.ops["addmm"].flops + cap.ops["mm"].flops
-    assert sum(e.flops * e.count for e in mms if e.op == "aten.addmm") == 2 * (8 * 16 * 32 + 8 * 32 * 4)
-    assert {e.op for e in back.estimated} >= {"aten.addmm", "aten.mm"} and "aten.silu" not in {e.op for e in back.estimated}
+    # forward addmm x2: 2 x (8x16x32 + 8x32x4); the backward's mm calls are simulated
+    assert sum(e.flops * e.count for e in mms) == cap.ops["addmm"].flops == 2 * (8 * 16 * 32 + 8 * 32 * 4)
+    assert "aten.addmm" in {e.op for e in back.estimated} and not {"aten.silu", "aten.mm"} & {e.op for e in back.estimated}
     assert "estimated" in cap.summary() and "set-up" not in cap.summary()
 
 
@@ -387,5 +388,6 @@ def test_conv_tbc_flops_against_a_hand_count():
     assert cap.ops["conv_tbc"].flops == fwd
     assert cap.ops["conv_tbc_backward"].flops == 2 * fwd    # input and weight gradients
     (call,) = [c for c in cap.calls if c.op == "ConvTbcBackward"]
+    assert [c.op for c in cap.calls if c.op.startswith("ConvTbc")] == ["ConvTbc", "ConvTbcBackward"]
     assert "mm" not in cap.ops          # its parts are its own
-    assert cap.coverage()["flops"] == pytest.approx(2 / 3)
+    assert cap.coverage()["flops"] == pytest.approx(1.0)

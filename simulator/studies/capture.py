@@ -13,7 +13,7 @@ A `TorchDispatchMode` sees every aten call below autograd, forward and backward.
 (`convolution` -> Convolution, `convolution_backward` -> ConvolutionBackward, `native_batch_norm`
 -> BatchNorm, `native_batch_norm_backward` -> BatchNormBackward, `add` / `mul` / `relu` /
 `threshold_backward` / `sigmoid` / `silu` -> Add / Mul / Relu / ThresholdBackward / Sigmoid / Silu (floating tensor operands; a scalar or
-integer operand is estimated), `silu_backward` -> SiluBackward, `glu` / `glu_backward` -> Glu / GluBackward, `sum` / `mean` -> ReduceSum / Mean,
+integer operand is estimated), `silu_backward` -> SiluBackward, `glu` / `glu_backward` -> Glu / GluBackward, `sum` / `mean` -> ReduceSum / Mean, `mm` -> Mm,
 `grid_sampler_2d_backward` -> GridSampler2DBackward, `conv_tbc` -> ConvTbc, `conv_tbc_backward` -> ConvTbcBackward) keep
 their shapes, dtypes and strides (a non-contiguous view stays one) and identical calls are counted
 (`count`), in the order they first ran.
@@ -168,6 +168,10 @@ def _reduction(dims_name: str, keep_name: str):
     return mapped
 
 
+def _mm(a):
+    return ({"self": a[0], "mat2": a[1]}, {"cubeMathType": 0}) if _floating(a[0], a[1]) else None
+
+
 def _grid_sampler_2d_backward(a):
     go, inp, grid, interp, pad, align, mask = a[:7]
     return ({"gradOutput": go, "input": inp, "grid": grid},
@@ -205,6 +209,7 @@ MAPPED: dict[str, tuple[str, Callable]] = {
     "glu_backward": ("GluBackward", _glu_backward),
     "sum": ("ReduceSum", _reduction("dims", "keepDims")),
     "mean": ("Mean", _reduction("dim", "keepDim")),
+    "mm": ("Mm", _mm),
     "grid_sampler_2d_backward": ("GridSampler2DBackward", _grid_sampler_2d_backward),
     # composite on CPU (it decomposes into mm calls below autograd, where the dispatch mode sits;
     # torch_npu runs it as one kernel): recorded from the autograd node of torch.conv_tbc instead
@@ -370,11 +375,14 @@ class Capture:
         """The trace: the mapped calls simulated (all, or those of the operators in `simulate`;
         the others join the estimated part), every other kernel estimated."""
         cov = self.coverage(simulate)
-        calls, estimated = [], []
+        calls, estimated, index = [], [], {}
         for c, e in zip(self.calls, self._mapped_estimated):
             if simulate is None or c.op in simulate:
                 calls.append(Call(c.op, dict(c.tensors), dict(c.attrs), c.stream, c.label, c.count, c.tiling))
+            elif e.key() in index:          # identical estimates counted, as add_estimated does
+                estimated[index[e.key()]].count += c.count
             else:
+                index[e.key()] = len(estimated)
                 estimated.append(EstimatedCall(e.op, e.unit, e.dtype, e.flops, e.bytes, c.count, c.label, e.shape))
         estimated += [EstimatedCall(e.op, e.unit, e.dtype, e.flops, e.bytes, e.count, e.label, e.shape)
                       for e in self.estimated]
