@@ -98,6 +98,25 @@ def _copy(dst, src, n: int, isz: int) -> None:
         DataCopyPad(dst, src, DataCopyExtParams(1, n * isz, 0, 0))
 
 
+def ub_layout(job: ElementwiseJob) -> tuple[list, dict, int, int, int]:
+    """Where each input's tile, each broadcast input's compact values and the compute tiles sit
+    (32-B aligned): (tile offsets, staging offsets, input slot bytes, compute tile stride in
+    elements, UB bytes in all)."""
+    T, cdt = job.tile, np.dtype(job.compute_dtype)
+    offsets, at = [], 0
+    for dt in job.in_dtypes:
+        offsets.append(at)
+        at += align_up(T * np.dtype(dt).itemsize, 32)
+    stage = {}
+    for k in job.broadcast:
+        stage[k] = at
+        at = align_up(at + max(1, T // job.row) * np.dtype(job.in_dtypes[k]).itemsize, 32)
+    stride = align_up(T * cdt.itemsize, 32) // cdt.itemsize
+    casts = sum(1 for d in job.in_dtypes if np.dtype(d) != cdt)
+    total = BUFFER_NUM * at + BUFFER_NUM * align_up(T * job.out_dtype.itemsize, 32) + (casts + 2) * stride * cdt.itemsize
+    return offsets, stage, at, stride, total
+
+
 def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     start = job.block * GetBlockIdx()
     length = min(job.block, job.total - start)
@@ -105,32 +124,25 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     gin = []
     for k, (a, dt) in enumerate(zip(ins, job.in_dtypes)):
         g = GlobalTensor(dt)
-        if k in job.broadcast:              # blocks and tiles start on a row
-            g.SetGlobalBuffer(a + start // B, ceil_div(length, B))
+        if k in job.broadcast:              # tiles never straddle a row; a block may start inside one
+            g.SetGlobalBuffer(a, ceil_div(job.total, B))
         else:
             g.SetGlobalBuffer(a + start, length)
         gin.append(g)
     gout = GlobalTensor(job.out_dtype)
     gout.SetGlobalBuffer(out + start, length)
     T, cdt = job.tile, job.compute_dtype
-    offsets, at = [], 0
-    for dt in job.in_dtypes:
-        offsets.append(at)
-        at += align_up(T * np.dtype(dt).itemsize, 32)
-    stage = {}                              # a broadcast input's compact values, beside its tile
-    for k in job.broadcast:
-        stage[k] = at = align_up(at, 32)
-        at += max(1, T // B) * np.dtype(job.in_dtypes[k]).itemsize
+    offsets, stage, at, stride, _ = ub_layout(job)
     pipe = TPipe()
     in_que, out_que = TQue(TPosition.VECIN, BUFFER_NUM), TQue(TPosition.VECOUT, BUFFER_NUM)
     pipe.InitBuffer(in_que, BUFFER_NUM, at)
     pipe.InitBuffer(out_que, BUFFER_NUM, T * job.out_dtype.itemsize)
     casts = [i for i, d in enumerate(job.in_dtypes) if np.dtype(d) != cdt]
     calc = TBuf(TPosition.VECCALC)
-    pipe.InitBuffer(calc, (len(casts) + 2) * T * cdt.itemsize)
+    pipe.InitBuffer(calc, (len(casts) + 2) * stride * cdt.itemsize)
     work = calc.Get(cdt)
-    cast_of = {i: work[k * T] for k, i in enumerate(casts)}
-    result, tmp = work[len(casts) * T], work[(len(casts) + 1) * T]
+    cast_of = {i: work[k * stride] for k, i in enumerate(casts)}
+    result, tmp = work[len(casts) * stride], work[(len(casts) + 1) * stride]
     fn = COMPUTES[job.compute][0]
     tiles = ceil_div(length, T)
     for i in Loop(tiles, key=lambda i: i == tiles - 1, period=BUFFER_NUM):
@@ -138,7 +150,7 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
         raw = in_que.AllocTensor(np.uint8)
         for k, (g, dt) in enumerate(zip(gin, job.in_dtypes)):
             if k in stage:
-                _copy(raw[stage[k]].ReinterpretCast(dt), g[i * T // B], max(1, n // B), np.dtype(dt).itemsize)
+                _copy(raw[stage[k]].ReinterpretCast(dt), g[(start + i * T) // B], max(1, n // B), np.dtype(dt).itemsize)
             else:
                 _copy(raw[offsets[k]].ReinterpretCast(dt), g[i * T], n, np.dtype(dt).itemsize)
         in_que.EnQue(raw)

@@ -14,10 +14,11 @@ from simulator.enums import NUMPY_OF, dtype_name, param_invalid
 from simulator.program import KernelLaunch
 from ..common import check_number, tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
 from ..tiling_space import distinct_accepted
-from .kernel import COMPUTES, ElementwiseJob, elementwise_body, ub_per_element
+from .kernel import COMPUTES, ElementwiseJob, elementwise_body, ub_layout, ub_per_element
 
 F32 = np.dtype(np.float32)
 MIN_BLOCK = 2048              # as SiluBackward: below this, fewer cores with longer blocks
+MIN_PART = 512               # a row split into tiles: parts of at least this many elements, else no UB broadcast
 TILING_FIELDS = {"blockLength": "int", "tileLength": "int"}
 
 
@@ -80,23 +81,28 @@ def broadcast_row(t: aclTensor, shape: tuple) -> int:
     return B if B > 1 and t.viewDims[:j] == shape[:j] else 0
 
 
-def row_tiling(n: int, B: int, per_elem: int, isz: int, profile, forced: dict) -> tuple[int, int, int]:
-    """(blocks, block, tile) when inputs broadcast along rows of B: blocks of whole rows, tiles of
-    whole rows or an exact part of one (a tile never straddles a row). The compact values take
-    at most one more element of UB per tile element."""
-    ub = ub_bytes(profile) - 64
-    max_tile = ub // (per_elem + isz)
-    rows = n // B
-    block = int(forced.get("blockLength", B * max(ceil_div(rows, vector_core_count(profile)), ceil_div(MIN_BLOCK, B))))
-    if B <= max_tile:
-        tile = B * min(max_tile // B, block // B)
+def row_tiling(n: int, B: int, need, profile, forced: dict) -> tuple[int, int, int]:
+    """(blocks, block, tile) when inputs broadcast along rows of B: tiles of whole rows or an exact
+    part of one (a tile never straddles a row), blocks of whole tiles over the vector cores; need(tile)
+    is the kernel's UB bytes. 0 tiles when a row has no part of a useful size that fits."""
+    ub = ub_bytes(profile)
+    rows_fit, share = 1, max(MIN_BLOCK, ceil_div(n, vector_core_count(profile)))   # a core's share of the work
+    while B * rows_fit * 2 <= share and need(B * rows_fit * 2) <= ub:
+        rows_fit *= 2
+    if need(B) <= ub:
+        tile = B * rows_fit
     else:
-        tile = next((B // p for p in range(2, B + 1) if B % p == 0 and B // p <= max_tile), 0)
+        tile = next((B // p for p in range(2, B // MIN_PART + 1) if B % p == 0 and need(B // p) <= ub), 0)
     tile = int(forced.get("tileLength", tile))
-    if block <= 0 or tile <= 0 or block % B or (tile % B and B % tile) or tile * (per_elem + isz) > ub:
-        raise tiling_error(f"elementwise tiling with operands broadcast along rows of {B}: blockLength {block} "
-                           f"must be whole rows and tileLength {tile} whole rows or an exact part of one, "
-                           f"fitting UB ({tile} x {per_elem + isz} B, {ub} B)")
+    if tile <= 0:
+        return 0, 0, 0
+    tiles = ceil_div(n, tile)
+    block = int(forced.get("blockLength", tile * max(ceil_div(tiles, vector_core_count(profile)),
+                                                     ceil_div(MIN_BLOCK, tile))))
+    if block <= 0 or block % tile or (tile % B and B % tile) or need(tile) > ub:
+        raise tiling_error(f"elementwise tiling with operands broadcast along rows of {B}: tileLength {tile} must "
+                           f"be whole rows or an exact part of one and fit UB ({need(tile)} B of {ub} B), "
+                           f"blockLength {block} whole tiles")
     return ceil_div(n, block), block, tile
 
 
@@ -130,8 +136,12 @@ def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced:
     per_elem = ub_per_element(in_dtypes, out_dtype, compute_dtype) + (compute_dtype.itemsize if
                                                                       COMPUTES[compute][1] else 0)
     if broadcast:
-        blocks, block, tile = row_tiling(n, row, per_elem, max(in_dtypes[k].itemsize for k in broadcast), profile,
-                                         forced or {})
+        def need(tile):
+            return ub_layout(ElementwiseJob(n, tile, tile, in_dtypes, np.dtype(out_dtype), compute_dtype, compute,
+                                            float(scalar), row, tuple(broadcast)))[4]
+        blocks, block, tile = row_tiling(n, row, need, profile, forced or {})
+        if not tile:
+            return None, 0
     else:
         blocks, block, tile = tiling(n, per_elem, min([d.itemsize for d in in_dtypes] + [np.dtype(out_dtype).itemsize]),
                                      profile, forced or {})
@@ -139,9 +149,10 @@ def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced:
                           row, tuple(broadcast)), blocks
 
 
-def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: float, profile, forced: dict) -> Plan:
-    """Contiguous copies of broadcast or strided inputs, the kernel, the ViewCopy of a strided
-    output."""
+def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: float, profile, forced: dict,
+         ub_broadcast: bool = True) -> Plan:
+    """Contiguous copies of strided inputs and of broadcast ones the kernel cannot broadcast in UB,
+    the kernel, the ViewCopy of a strided output."""
     out = a[output]
     n = out.numel()
     if n == 0:
@@ -152,7 +163,7 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
     for k, name in enumerate(inputs):
         t = a[name]
         view = t if t.viewDims == shape else _expanded(t, shape)
-        b = 0 if view.is_contiguous() else broadcast_row(t, shape)
+        b = 0 if view.is_contiguous() or not ub_broadcast else broadcast_row(t, shape)
         if b and row in (0, b):
             row = b
             broadcast.append(k)
@@ -166,6 +177,8 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
                                                              n * out.itemsize)
     in_dtypes = tuple(NUMPY_OF[a[x].dataType] for x in inputs)
     job, blocks = flat_job(compute, in_dtypes, out.dtype, n, profile, forced, scalar, row, tuple(broadcast))
+    if job is None:                 # no part of a row fits: the broadcast operands are copied out dense
+        return plan(a, label, inputs, output, compute, scalar, profile, forced, ub_broadcast=False)
     block, tile = job.block, job.tile
 
     def build(ws):
