@@ -127,6 +127,12 @@ def test_launches_are_canns():
     r = simulator.run("ReduceSum", "Ascend910A", mode="timing", self=T((8, 16, 32), F16), dims=[0, 2], keepDims=False,
                       dtype=int(ACL[F32]), out=T((16,), F32))
     assert [x["name"] for x in r.report.launches] == ["Cast", "ReduceSum", "ReduceSum"]
+    # a sum over the batch (few column tiles) splits R over the cores, then adds the parts: within 2x of
+    # the same bytes summed along rows
+    over_rows, along_rows = (simulator.run("ReduceSum", "Ascend910B1", mode="timing", self=T(shape, F16), dims=dims,
+                                           keepDims=False, dtype=int(ACL[F16]))
+                             for shape, dims in (((4096, 1024), [0]), ((1024, 4096), [1])))
+    assert over_rows.report.launches[0]["block_dim"] == 48 and over_rows.cycles < 2 * along_rows.cycles
     for shape, dims in (((32, 1000), [0]), ((3, 7000), [0]), ((1, 100_000), [])):    # wide rows fill UB
         r = simulator.run("ReduceSum", "Ascend910B1", mode="timing", self=T(shape, F16), dims=dims, keepDims=True,
                           dtype=int(ACL[F16]))

@@ -13,8 +13,8 @@ the Atlas A2 / training / inference path (the 950's single GluGrad kernel is not
 
 Checks, in ops-nn's order: null tensors 161001; then 161002: the operator on the series, dtypes
 of the series (DOUBLE, which the vector unit cannot compute, is refused), ranks 1 to 8, dim in
-[-rank, rank), an even size at dim, the halved shape (out for Glu, gradOut for the backward), out
-the shape of self (backward) and gradOut and out the dtype of self (backward).
+[-rank, rank), an even size at dim; then Glu: out the halved shape; GluBackward: gradOut and
+out the dtype of self, gradOut the halved shape, out the shape of self.
 """
 from __future__ import annotations
 

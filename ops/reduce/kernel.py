@@ -38,8 +38,8 @@ class ReduceJob:
     rows: int             # B == 1, short rows: rows a tile; long rows: elements a chunk
     cols: int             # B > 1: columns a tile
     group: int            # B > 1: R rows a copy
-    part: int = 0         # B == 1, long rows: elements of a row a work item (0: the whole row; else each
-                          # item sums one part into an FP32 partial and a second pass adds the parts)
+    part: int = 0         # rows of R a work item sums (0: all; else each item sums one part into an FP32
+                          # partial and a second pass adds the parts)
 
 
 def _store(g: GlobalTensor, at: int, res, job: ReduceJob, n: int, que: TQue) -> None:
@@ -132,17 +132,21 @@ def reduce_body(src: GM_ADDR, dst: GM_ADDR, job: ReduceJob):
             _store(gout, first + t * MAX_REPEAT, res, job, k, out_que)
     else:
         col_tiles = ceil_div(job.B, job.cols)
-        groups = ceil_div(job.R, job.group)
-        for i in Loop(count, key=lambda i: (first + i) % col_tiles == col_tiles - 1, period=1):
-            a, ct = divmod(first + i, col_tiles)
+        part = job.part or job.R
+        parts = ceil_div(job.R, part)
+        for i in Loop(count, key=lambda i: ((first + i) % col_tiles == col_tiles - 1,
+                                           (first + i) // col_tiles % parts == parts - 1), period=1):
+            ap, ct = divmod(first + i, col_tiles)
+            a, p = divmod(ap, parts)
             c0 = ct * job.cols
             n = min(job.cols, job.B - c0)
+            r_begin = p * part
+            r_end = min(job.R, r_begin + part)
             Duplicate(acc, 0.0, n)
-            for gi in range(groups):
-                r0 = gi * job.group
-                k = min(job.group, job.R - r0)
+            for r0 in range(r_begin, r_end, job.group):
+                k = min(job.group, r_end - r0)
                 x, padded, raw = _load(gin, (a * job.R + r0) * job.B + c0, k, n, job.B - n, in_que, wide, job)
                 for r in range(k):
                     Add(acc, acc, x[r * padded], n)
                 in_que.FreeTensor(raw)
-            _store(gout, a * job.B + c0, acc, job, n, out_que)
+            _store(gout, ap * job.B + c0, acc, job, n, out_que)

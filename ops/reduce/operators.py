@@ -33,6 +33,7 @@ from .kernel import F32, LANES, MAX_REPEAT, ReduceJob, reduce_body
 
 TILING_FIELDS = {"rowsPerTile": "int"}
 SPLIT_ROW = 16384     # a row this long, with fewer rows than cores, is split over the cores
+SPLIT_ROWS_B = 8      # B > 1 with fewer column tiles than cores: parts of at least this many rows of R
 
 
 def _dtype_of(v) -> np.dtype:
@@ -133,7 +134,7 @@ def plan_pass(A: int, R: int, B: int, in_dtype, out_dtype, scale: float, profile
         per_col = 8 + 2 * osz          # the accumulator, the result, the output queue's two tiles
         cp = align_up(cols * isz, 32) // isz
         group = int(forced.get("rowsPerTile", max(1, min(R, 4095, (ub - cols * per_col) // (cp * (2 * isz + wide))))))
-        items = A * ceil_div(B, cols)
+        items = A * ceil_div(B, cols) * (ceil_div(R, part) if part else 1)
         fits = group >= 1 and group * cp * (2 * isz + wide) + cols * per_col <= ub and group <= 4095
     if not fits:
         raise tiling_error(f"reduction tiling over (A {A}, R {R}, B {B}): rowsPerTile {forced.get('rowsPerTile')} "
@@ -173,6 +174,9 @@ def plan(a: dict, op: str, dims_name: str, kernel: str, mean: bool, profile, for
         if B == 1 and A < cores and R >= SPLIT_ROW:      # few long rows: parts over the cores, then their sum
             part = align_up(ceil_div(R, ceil_div(cores, A)), LANES)
             steps += [(A, R, 1, part), (A, ceil_div(R, part), 1, 0)]
+        elif B > 1 and 2 * A * ceil_div(B, 4096) <= cores and R >= 2 * SPLIT_ROWS_B:   # few column tiles: R split
+            part = max(SPLIT_ROWS_B, ceil_div(R, ceil_div(cores, A * ceil_div(B, 4096))))
+            steps += [(A, R, B, part), (A, ceil_div(R, part), B, 0)]
         else:
             steps.append((A, R, B, 0))
     count = n // out.numel() if mean else 1

@@ -110,10 +110,11 @@ def _batch_norm_backward(a):
 
 
 def _floating(*ts) -> bool:
-    """Tensors of a floating dtype with at least one dimension (an operand the elementwise
-    operators take; a 0-dim tensor promotes as a scalar in torch, which they do not model)."""
+    """Tensors of FLOAT, FLOAT16 or BF16 with at least one dimension (an operand the operators
+    take; a 0-dim tensor promotes as a scalar in torch, which they do not model; DOUBLE runs on
+    no vector or cube unit we model)."""
     return all(hasattr(t, "dtype") and hasattr(t, "shape") and t.dtype.is_floating_point and t.dim() > 0
-               for t in ts)
+               and str(t.dtype) != "torch.float64" for t in ts)
 
 
 def _add(a):
@@ -181,6 +182,8 @@ def _grid_sampler_2d_backward(a):
 
 def _conv_tbc(a):
     x, w, bias = a[:3]
+    if not _floating(x, w, bias):
+        return None
     return {"self": x, "weight": w, "bias": bias}, {"pad": int(a[3]) if len(a) > 3 else 0, "cubeMathType": 0}
 
 
