@@ -311,3 +311,16 @@ def assert_status(op: str, soc: str, args: dict, status: int) -> None:
         assert e.status == status, str(e)
     else:
         raise AssertionError(f"{op} on {soc} was accepted; expected status {status}")
+
+
+def cube_dtype(series: str, dtype, math: int) -> str:
+    """The Cube's compute dtype for an input dtype and cubeMathType (SPEC section 3, restated here):
+    FLOAT16 and BF16 as they are; FLOAT as FLOAT (KEEP_DTYPE) or HF32 (1, 3) on A2, FLOAT16 with
+    USE_FP16 and on the FP16-only Cube of the other series."""
+    if dtype == F16:
+        return "FLOAT16"
+    if dtype == BF16:
+        return "BF16"
+    if series != "A2" or math == 2:
+        return "FLOAT16"
+    return {0: "FLOAT", 1: "HF32", 3: "HF32"}[math]

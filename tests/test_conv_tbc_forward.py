@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import simulator
-from conftest import assert_status, assert_within
+from conftest import assert_status, assert_within, cube_dtype
 from simulator import TensorLayout as T
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -27,14 +27,6 @@ UNIT = {"FLOAT16": 2.0 ** -11, "BF16": 2.0 ** -8, "HF32": 2.0 ** -12, "FLOAT": 2
 OUT_UNIT = {F16: 2.0 ** -11, BF16: 2.0 ** -8, F32: 2.0 ** -24}
 CHIPS = {"Ascend910A": "training", "Ascend910B1": "A2", "Ascend910B4": "A2"}
 N_CASES = int(os.environ.get("CONV_TBC_FORWARD_CASES", "60"))
-
-
-def compute_dtype(series: str, dtype, math: int) -> str:
-    if series == "training" or dtype == F16 or math == 2:
-        return "FLOAT16" if dtype != BF16 else "BF16"
-    if dtype == BF16:
-        return "BF16"
-    return {0: "FLOAT", 1: "HF32", 3: "HF32"}[math]
 
 
 def draw_case(seed: int) -> dict:
@@ -86,7 +78,7 @@ def reference(x, w, b, pad):
 
 def _close(c, out, ref, mag, what):
     series = CHIPS[c["soc"]]
-    comp = compute_dtype(series, c["dtype"], c["math"])
+    comp = cube_dtype(series, c["dtype"], c["math"])
     n = c["K"] * c["Cin"]
     tol = ((2 * UNIT[comp] + max(1e-5, n * 2.0 ** -24)) * mag + 2 * OUT_UNIT[c["dtype"]] * np.abs(ref)
            + float(ml_dtypes.finfo(c["dtype"]).smallest_subnormal) / 2)

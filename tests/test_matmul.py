@@ -17,22 +17,12 @@ import numpy as np
 import pytest
 
 import simulator
-from conftest import BF16, F16, F32, UNIT, VECTOR_CHIPS, assert_status, assert_within
+from conftest import BF16, F16, F32, UNIT, VECTOR_CHIPS, assert_status, assert_within, cube_dtype
 from simulator import TensorLayout as T
 
 CHIPS = VECTOR_CHIPS
 N_CASES = int(os.environ.get("MATMUL_CASES", "60"))
 CUBE_UNIT = {"FLOAT16": 2.0 ** -11, "BF16": 2.0 ** -8, "HF32": 2.0 ** -12, "FLOAT": 2.0 ** -24}
-
-
-def compute_dtype(series: str, dtype, math: int) -> str:
-    if dtype == F16:
-        return "FLOAT16"
-    if dtype == BF16:
-        return "BF16"
-    if series != "A2" or math == 2:
-        return "FLOAT16"
-    return {0: "FLOAT", 1: "HF32", 3: "HF32"}[math]
 
 
 def draw_case(seed: int) -> dict:
@@ -88,7 +78,7 @@ def _run(c):
 
 
 def _close(c, got, ref, mag, what):
-    comp = compute_dtype(CHIPS[c["soc"]], c["dtype"], c["math"])
+    comp = cube_dtype(CHIPS[c["soc"]], c["dtype"], c["math"])
     K = c["ws"][0]
     tol = ((2 * CUBE_UNIT[comp] + max(1e-5, K * 2.0 ** -24)) * mag + UNIT[c["out"]] * np.abs(ref)
            + float(ml_dtypes.finfo(c["out"]).smallest_subnormal) / 2)
