@@ -88,6 +88,8 @@ def _gemm(fig, spec):
     M, N, K = spec["mnk"] if "mnk" in spec else (spec["size"],) * 3
     in_t, out_t = DTYPES[dtype]
     tile = dict(zip(("baseM", "baseN"), spec.get("tile", ())))
+    if spec.get("value") == "us" and dtype in ("FLOAT16", "BF16"):
+        return _mm_operator(soc, profile, M, N, K, in_t, tile)
     trans_b = spec.get("trans_b", np.dtype(in_t).itemsize == 4)
     t = gemm_tiling(M, N, K, dtype, soc, trans_b, profile=profile, **tile)
     a_elems, b_elems = input_elements(t)      # (FRACTAL_NZ, padded, on chips without ND -> NZ)
@@ -98,6 +100,17 @@ def _gemm(fig, spec):
     if spec.get("value") == "us":         # msprof's Task Duration of the kernel
         return rep.kernel_us, note
     return 2.0 * M * N * K / ((rep.time_us + extra) * 1e-6) / 1e12, note
+
+
+def _mm_operator(soc, profile, M, N, K, in_t, tile):
+    """The call through aclnnMm (its launches: on A2, for 16-bit data, the MatMul alone), cold as
+    one call: msprof's Task Durations summed."""
+    import simulator
+    from simulator import TensorLayout
+    r = simulator.run("Mm", soc, profile=profile, mode="timing", trace=False, self=TensorLayout((M, K), in_t),
+                      mat2=TensorLayout((K, N), in_t), cubeMathType=0, tiling=tile or None)
+    t = r.report
+    return t.kernel_us, f"aclnnMm: {', '.join(x['name'] for x in t.launches)}, bound by {t.bound}"
 
 
 def _unary(fig, spec):
