@@ -730,8 +730,20 @@ def _bn(shape, training=True):
                                 other=TensorLayout((16, 256, 28, 28), np.float16), alpha=1.0)),
     ("ThresholdBackward", "Ascend910A", dict(gradOutput=TensorLayout((8, 512, 28, 28), np.float16),
                                              self=TensorLayout((8, 512, 28, 28), np.float16), threshold=0.0)),
-], ids=["bn-910B1", "bn-infer-910A", "bn-backward-910B1", "add-910B1", "threshold-backward-910A"])
+    ("Mul", "Ascend910B1", dict(self=TensorLayout((32, 96, 56, 56), np.float16),
+                                other=TensorLayout((32, 96, 1, 1), np.float16))),
+    ("Mean", "Ascend910A", dict(self=TensorLayout((32, 96, 56, 56), np.float16), dim=[2, 3], keepDim=True,
+                                dtype=1)),
+    ("ReduceSum", "Ascend910B1", dict(self=TensorLayout((4096, 1024), np.float16), dims=[0], keepDims=False,
+                                      dtype=1)),
+    ("GluBackward", "Ascend910B1", dict(gradOut=TensorLayout((50, 80, 1024), np.float16),
+                                        self=TensorLayout((50, 80, 2048), np.float16), dim=-1)),
+    ("Mm", "Ascend910A", dict(self=TensorLayout((1024, 2048), np.float16), mat2=TensorLayout((2048, 1024), np.float16),
+                              cubeMathType=0)),
+], ids=["bn-910B1", "bn-infer-910A", "bn-backward-910B1", "add-910B1", "threshold-backward-910A",
+        "se-mul-broadcast-910B1", "mean-910A", "sum-over-batch-910B1", "glu-backward-910B1", "mm-910A"])
 def test_the_step_operators_loops_hold_the_bound(op, soc, kw):
-    """Batch norm's and the elementwise kernel's declared Loops pass the audit, and fast mode stays
+    """Batch norm's, the elementwise kernel's (row broadcast included), the reductions', Glu's chain
+    and the MatMul's (TransData to NZ, the GEMM) declared Loops pass the audit, and fast mode stays
     inside its bound on them."""
     _check_bound(op, soc, load_profile(soc), kw)

@@ -145,7 +145,10 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     result, tmp = work[len(casts) * stride], work[(len(casts) + 1) * stride]
     fn = COMPUTES[job.compute][0]
     tiles = ceil_div(length, T)
-    for i in Loop(tiles, key=lambda i: i == tiles - 1, period=BUFFER_NUM):
+    # a broadcast input's compact copy costs by its address's 32-B phase: part of what makes a tile alike
+    phase = [(k, np.dtype(job.in_dtypes[k]).itemsize) for k in job.broadcast]
+    for i in Loop(tiles, key=lambda i: (i == tiles - 1,) + tuple((start + i * T) // B * isz % 32 for _, isz in phase),
+                  period=BUFFER_NUM):
         n = min(T, length - i * T)
         raw = in_que.AllocTensor(np.uint8)
         for k, (g, dt) in enumerate(zip(gin, job.in_dtypes)):
