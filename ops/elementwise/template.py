@@ -202,7 +202,7 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
     return Plan(workspace, build, {"blockDim": blocks, "blockLength": block, "tileLength": tile,
                                    "computeDtype": dtype_name(job.compute_dtype),
                                    "contiguousCopies": [s[0] for s in sources if s[2] is not None],
-                                   "broadcastInUB": [inputs[k] for k in broadcast]})
+                                   **({"broadcastInUB": [inputs[k] for k in broadcast]} if broadcast else {})})
 
 
 def tiling_space(op: str, inputs_: tuple):
