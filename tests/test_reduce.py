@@ -22,11 +22,8 @@ from conftest import BF16, F16, F32, UNIT, VECTOR_CHIPS, assert_status, assert_w
 from simulator import TensorLayout as T
 from simulator.enums import AclnnError, aclDataType
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
-F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
-UNIT = {F16: 2.0 ** -11, BF16: 2.0 ** -8, F32: 2.0 ** -24}
 ACL = {F16: aclDataType.ACL_FLOAT16, BF16: aclDataType.ACL_BF16, F32: aclDataType.ACL_FLOAT}
-CHIPS = {"Ascend910A": "training", "Ascend310P3": "inference", "Ascend910B1": "A2", "Ascend910B4": "A2"}
+CHIPS = VECTOR_CHIPS
 N_CASES = int(os.environ.get("REDUCE_CASES", "120"))
 NAMES = {"ReduceSum": ("dims", "keepDims"), "Mean": ("dim", "keepDim")}
 

@@ -52,9 +52,6 @@ class Chain:
         """Any other launch: make(address of a buffer or tensor) -> KernelLaunch, at build time."""
         self.steps.append(("launch", "", make))
 
-    def address(self, ws: int, b, name: str = ""):
-        return self._addr(ws, b, name)
-
     def _dtype(self, b):
         return b.dtype if isinstance(b, aclTensor) else self.parts[b][1]
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.acl import aclTensor
 from simulator.aclnn import OpDef, Param, Plan, Workspace, check_tensor_view, register, require_present, require_support
 from simulator.arith import align_up, ceil_div
 from simulator.enums import NUMPY_OF, aclDataType, dtype_name, param_invalid
@@ -149,7 +148,7 @@ def _cast(label, src, dst, n, from_dtype, to_dtype, profile):
     return KernelLaunch(label, elementwise_body, blocks, "vector", ((src,), dst, job))
 
 
-def plan(a: dict, op: str, dims_name: str, kernel: str, mean: bool, profile, forced: dict) -> Plan:
+def plan(a: dict, dims_name: str, kernel: str, mean: bool, profile, forced: dict) -> Plan:
     self_, out = a["self"], a["out"]
     dtype = _dtype_of(a["dtype"])
     dims = list(a[dims_name].values)
@@ -228,7 +227,7 @@ def _infer(dims_name: str, keep_name: str):
     return infer
 
 
-def _space(op: str, dims_name: str):
+def _space(op: str):
     def space(inputs: dict, profile) -> list[dict]:
         from ..tiling_space import distinct_accepted
         return distinct_accepted(op, inputs, profile, lambda default: [{"rowsPerTile": r} for r in
@@ -241,6 +240,6 @@ for _op, _dims, _keep, _kernel, _mean in (("ReduceSum", "dims", "keepDims", "Red
     register(OpDef(_op, [Param("self", "tensor"), Param(_dims, "int_array"), Param(_keep, "bool"), Param("dtype", "int"),
                          Param("out", "tensor", output=True)],
                    (lambda op, d, k: lambda a, profile: _check(a, op, d, k, profile))(_op, _dims, _keep),
-                   (lambda op, d, kn, m: lambda a, profile, forced: plan(a, op, d, kn, m, profile, forced))(
-                       _op, _dims, _kernel, _mean),
-                   _infer(_dims, _keep), _space(_op, _dims), TILING_FIELDS))
+                   (lambda d, kn, m: lambda a, profile, forced: plan(a, d, kn, m, profile, forced))(
+                       _dims, _kernel, _mean),
+                   _infer(_dims, _keep), _space(_op), TILING_FIELDS))
