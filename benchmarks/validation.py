@@ -213,17 +213,17 @@ def _aclnn_conv(fig, spec):
 
 
 def _sigmoid(fig, spec):
-    """examples/sigmoid_kernel.py (CANN's Sigmoid as it runs on A2), warm: its Task Duration."""
-    from hardware_measurements import run_calls
-    from sigmoid_kernel import DTYPES as SIG_DTYPES, blocks_of, sigmoid_kernel, sigmoid_tiling
-    p = load_profile(fig["chip"])
-    _, kind = p.core_kind_for("vector")
-    n = int(np.prod(spec["shape"]))
-    t = sigmoid_tiling(n, spec["dtype"], kind.count, kind.buffers["UB"])
-    dt = SIG_DTYPES[spec["dtype"]]
-    rep = run_calls([(sigmoid_kernel, blocks_of(t), "vector", ("x", "y"), (t,))], {"x": (dt, n), "y": (dt, n)},
-                    soc=fig["chip"], calls=2)
-    return rep.kernel_us, f"{blocks_of(t)} blocks, tiles of {t.tile}, L2 hits {rep.l2['hit_rate']:.0%}, bound by {rep.bound}"
+    """The call through aclnnSigmoid (its one launch: CANN's Sigmoid kernel, ops/elementwise/sigmoid.py),
+    warm: its Task Duration."""
+    import simulator
+    from simulator import TensorLayout
+    from simulator.studies.trace import numpy_dtype
+    dt = numpy_dtype(spec["dtype"])
+    r = simulator.run("Sigmoid", fig["chip"], mode="timing", trace=False, warmup=1,
+                      self=TensorLayout(spec["shape"], dt))
+    rep, facts = r.report, r.report.tiling
+    return rep.kernel_us, (f"{facts['blockDim']} blocks, tiles of {facts['tileLength']}, "
+                           f"L2 hits {rep.l2['hit_rate']:.0%}, bound by {rep.bound}")
 
 
 def _transdata(fig, spec):

@@ -13,7 +13,6 @@ from simulator.aclnn import Workspace
 from simulator.enums import ACL_OF, aclFormat
 from simulator.program import KernelLaunch
 from ..common import tensor_arg, view_copy_launch, workspace_arg
-from .kernel import elementwise_body
 from .template import flat_job
 
 
@@ -74,7 +73,7 @@ class Chain:
             if kind == "flat":
                 ins, (out, off), job, blocks = d
                 args = tuple(self._addr(ws, b, label) + o for b, o in ins)
-                launches.append(KernelLaunch(label, elementwise_body, blocks, "vector",
+                launches.append(KernelLaunch(label, job.body, blocks, "vector",
                                              (args, self._addr(ws, out, label) + off, job)))
             elif kind == "launch":
                 launches.append(d(lambda b, _ws=ws: self._addr(_ws, b)))

@@ -29,6 +29,10 @@ class ElementwiseJob:
     row: int = 0              # the broadcast inputs' row: each of their values covers `row` outputs
     broadcast: tuple = ()     # the inputs given compact (one value a row) and broadcast in UB
 
+    @property
+    def body(self):
+        return elementwise_body
+
 
 def _add(dst, srcs, tmp, n, scalar):
     a, b = srcs

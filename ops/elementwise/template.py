@@ -14,7 +14,8 @@ from simulator.enums import NUMPY_OF, dtype_name, param_invalid
 from simulator.program import KernelLaunch
 from ..common import check_number, tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
 from ..tiling_space import distinct_accepted
-from .kernel import COMPUTES, ElementwiseJob, elementwise_body, ub_layout, ub_per_element
+from .kernel import COMPUTES, ElementwiseJob, ub_layout, ub_per_element
+from .sigmoid import sigmoid_job
 
 F32 = np.dtype(np.float32)
 MIN_BLOCK = 2048              # as SiluBackward: below this, fewer cores with longer blocks
@@ -124,10 +125,13 @@ def tiling(n: int, per_elem: int, isz_min: int, profile, forced: dict) -> tuple[
 
 def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced: dict | None = None,
              scalar: float = 0.0, row: int = 0, broadcast: tuple = ()) -> tuple[ElementwiseJob, int]:
-    """(job, blocks) of the flat kernel computing `compute` over n elements. It computes in FP16
-    when every input is FP16, as CANN's kernels do, unless the op computes in FP32 (Sigmoid, SiLU);
-    else in FP32 (the vector unit has no BF16 arithmetic). A Cast computes in its input's dtype."""
+    """(job, blocks) of the flat kernel computing `compute` over n elements (job.body runs it). It
+    computes in FP16 when every input is FP16, as CANN's kernels do, unless the op computes in FP32
+    (Sigmoid, SiLU); else in FP32 (the vector unit has no BF16 arithmetic). A Cast computes in its
+    input's dtype. A sigmoid with one dtype in and out is CANN's own Sigmoid kernel (sigmoid.py)."""
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
+    if compute == "sigmoid" and in_dtypes[0] == np.dtype(out_dtype):
+        return sigmoid_job(n, out_dtype, profile, forced)
     if compute == "cast":
         compute_dtype = in_dtypes[0]
     else:
@@ -193,7 +197,7 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
             args.append(addr)
         dst = workspace_arg(ws, dense, out.dtype, f"workspace:{output}") if dense is not None \
             else tensor_arg(out, output) + out.offset
-        launches.append(KernelLaunch(label, elementwise_body, blocks, "vector", (tuple(args), dst, job)))
+        launches.append(KernelLaunch(label, job.body, blocks, "vector", (tuple(args), dst, job)))
         if dense is not None:
             back, _ = view_copy_launch(out, output, profile, gather=False)
             launches.append(back(dst))
