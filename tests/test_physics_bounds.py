@@ -257,3 +257,16 @@ def test_mm_respects_memory_and_cube_bounds(soc, mnk):
     r = simulator.run("Mm", soc, mode="timing", trace=False, self=a, mat2=b, cubeMathType=0)
     check(profile, r.cycles, {"device-memory": memory_bound(profile, _bytes(a, b), _bytes(c)),
                               "cube": cube_bound(profile, M * N * K)})
+
+
+@pytest.mark.parametrize("soc, mnk", [("Ascend910B1", (2048, 1000, 2048)), ("Ascend910A", (256, 1000, 2048)),
+                                      ("Ascend310P3", (512, 512, 512))])
+def test_addmm_respects_memory_and_cube_bounds(soc, mnk):
+    """FLOAT16 with a bias row: the Cube's peak, and mat1, mat2, the bias and out each moved once."""
+    M, N, K = mnk
+    s, a, b, c = (TensorLayout(x, F16) for x in ((N,), (M, K), (K, N), (M, N)))
+    profile = simulator.load_profile(soc)
+    r = simulator.run("Addmm", soc, mode="timing", trace=False, self=s, mat1=a, mat2=b, beta=1.0, alpha=1.0,
+                      cubeMathType=0)
+    check(profile, r.cycles, {"device-memory": memory_bound(profile, _bytes(s, a, b), _bytes(c)),
+                              "cube": cube_bound(profile, M * N * K)})

@@ -30,10 +30,10 @@ class Chain:
         self.parts[name] = (self.workspace.add(name, n * np.dtype(dtype).itemsize), np.dtype(dtype))
         return name
 
-    def flat(self, label: str, compute: str, ins: list, out, n: int) -> None:
+    def flat(self, label: str, compute: str, ins: list, out, n: int, scalar: float = 0.0) -> None:
         """A flat kernel: ins and out are (buffer name or aclTensor, element offset)."""
-        dtypes = tuple(self._dtype(b) for b, _ in ins)
-        job, blocks = flat_job(compute, dtypes, self._dtype(out[0]), n, self.profile, self.forced)
+        dtypes = tuple(self.dtype(b) for b, _ in ins)
+        job, blocks = flat_job(compute, dtypes, self.dtype(out[0]), n, self.profile, self.forced, scalar)
         self.steps.append(("flat", label, (ins, out, job, blocks)))
         self.facts.append(f"{label} {blocks}x{job.tile}")
 
@@ -51,7 +51,7 @@ class Chain:
         """Any other launch: make(address of a buffer or tensor) -> KernelLaunch, at build time."""
         self.steps.append(("launch", "", make))
 
-    def _dtype(self, b):
+    def dtype(self, b) -> np.dtype:
         return b.dtype if isinstance(b, aclTensor) else self.parts[b][1]
 
     def _addr(self, ws: int, b, name: str = ""):

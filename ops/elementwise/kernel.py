@@ -50,6 +50,10 @@ def _mul(dst, srcs, tmp, n, scalar):
     Mul(dst, srcs[0], srcs[1], n)
 
 
+def _muls(dst, srcs, tmp, n, scalar):
+    Muls(dst, srcs[0], scalar, n)
+
+
 def _relu(dst, srcs, tmp, n, scalar):
     Relu(dst, srcs[0], n)
 
@@ -79,7 +83,8 @@ def _silu(dst, srcs, tmp, n, scalar):
 # compute -> (instructions over tiles, needs a temporary tile, computes in FP32 whatever the dtype:
 # CANN's TBE Sigmoid and SiLU cast 16-bit data to FP32 on the way in)
 COMPUTES: dict[str, tuple[Callable, bool, bool]] = {
-    "add": (_add, True, False), "sub": (_sub, False, False), "mul": (_mul, False, False), "relu": (_relu, False, False),
+    "add": (_add, True, False), "sub": (_sub, False, False), "mul": (_mul, False, False), "muls": (_muls, False, False),
+    "relu": (_relu, False, False),
     "threshold_backward": (_threshold_backward, True, False),
     "sigmoid": (_sigmoid, True, True), "silu": (_silu, True, True),
     "cast": (None, False, False),          # one Cast from the input's dtype to the output's (elementwise_body)

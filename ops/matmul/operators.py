@@ -152,14 +152,11 @@ def _check(a: dict, profile, op: str, right: str) -> None:
 
 
 # ---- plan -----------------------------------------------------------------------------------------
-def plan(a: dict, profile, forced: dict, op: str, right: str) -> Plan:
-    x, w, y = _matrix_views(a, "self", right)
+def gemm_steps(c: Chain, x: aclTensor, w: aclTensor, names: tuple, compute: str, profile, forced: dict, y=None):
+    """The launches of x (M, K) @ w (K, N) up to and with the MatMul: (result, tiling). The result
+    is y itself when y is a contiguous tensor of the Cube's out dtype, else a workspace buffer."""
     (M, K), N = x.viewDims, w.viewDims[1]
-    compute = cube_compute_dtype(promote([dtype_name(t.dataType) for t in (x, w)]), a["cubeMathType"], profile, op)
     in_t, out_t = (np.dtype(d) for d in DTYPES[compute])
-    c = Chain(profile, {})
-    if M * N == 0:
-        return Plan(c.workspace, c.build, {"launches": "none (empty output)"})
     t = gemm_tiling(M, N, K, compute, profile.soc_version, in_t.itemsize == 4, profile=profile,
                     **{k: int(v) for k, v in forced.items() if k in TILING_FIELDS})
 
@@ -179,31 +176,47 @@ def plan(a: dict, profile, forced: dict, op: str, right: str) -> Plan:
             c.copy(f"Transpose({name})", buf, (cols, rows), (1, cols), out, gather=True)
             buf = out
         return buf
-    a_buf = dense(x, "self", (M, K), False)
+    left, right = names
+    a_buf = dense(x, left, (M, K), False)
     b_buf = dense(w, right, (K, N), t.transB)
     if t.nzInputs:
-        for name, rows, cols in (("self", M, K), (right, K, N)):
-            src = a_buf if name == "self" else b_buf
+        for name, rows, cols in ((left, M, K), (right, K, N)):
+            src = a_buf if name == left else b_buf
             nz = c.buffer(f"{name} in FRACTAL_NZ", nz_elements(rows, cols, in_t), in_t)
             c.launch(lambda addr, s=src, d=nz, r=rows, k=cols: nd_to_nz_launch(addr(s), addr(d), r, k, in_t, profile))
-            if name == "self":
+            if name == left:
                 a_buf = nz
             else:
                 b_buf = nz
-    direct = y.is_contiguous() and y.dtype == out_t
+    direct = y is not None and y.is_contiguous() and y.dtype == out_t
     result = y if direct else c.buffer("MatMul's result", M * N, out_t)
     c.launch(lambda addr: KernelLaunch("MatMul", gemm_kernel, t.usedCoreNum, "cube",
                                        (addr(a_buf), addr(b_buf), addr(result), t)))
-    if not direct:
+    return result, t
+
+
+def _facts(compute: str, t) -> dict:
+    return {"cubeDtype": compute, "baseM": t.baseM, "baseN": t.baseN, "baseK": t.baseK,
+            "blockDim": t.usedCoreNum, "nzInputs": t.nzInputs, "transB": t.transB}
+
+
+def plan(a: dict, profile, forced: dict, op: str, right: str) -> Plan:
+    x, w, y = _matrix_views(a, "self", right)
+    (M, K), N = x.viewDims, w.viewDims[1]
+    compute = cube_compute_dtype(promote([dtype_name(t.dataType) for t in (x, w)]), a["cubeMathType"], profile, op)
+    c = Chain(profile, {})
+    if M * N == 0:
+        return Plan(c.workspace, c.build, {"launches": "none (empty output)"})
+    result, t = gemm_steps(c, x, w, ("self", right), compute, profile, forced, y)
+    if result is not y:
         final = y if y.is_contiguous() else c.buffer("out dense, before the strided write-back", M * N, y.dtype)
-        if y.dtype != out_t:
+        if y.dtype != np.dtype(DTYPES[compute][1]):
             c.flat("Cast", "cast", [(result, 0)], (final, 0), M * N)
         else:
             final = result
         if not y.is_contiguous():
             c.view_copy(y, "out", final)
-    return Plan(c.workspace, c.build, {"cubeDtype": compute, "baseM": t.baseM, "baseN": t.baseN, "baseK": t.baseK,
-                                       "blockDim": t.usedCoreNum, "nzInputs": t.nzInputs, "transB": t.transB})
+    return Plan(c.workspace, c.build, _facts(compute, t))
 
 
 def _infer(right: str):

@@ -173,6 +173,14 @@ def _mm(a):
     return ({"self": a[0], "mat2": a[1]}, {"cubeMathType": 0}) if _floating(a[0], a[1]) else None
 
 
+def _addmm(a):
+    s, x, w = a[:3]
+    beta, alpha = (a[3] if len(a) > 3 else 1), (a[4] if len(a) > 4 else 1)
+    if not _floating(s, x, w) or s.dim() > 2 or isinstance(beta, bool) or isinstance(alpha, bool):
+        return None
+    return {"self": s, "mat1": x, "mat2": w}, {"beta": float(beta), "alpha": float(alpha), "cubeMathType": 0}
+
+
 def _grid_sampler_2d_backward(a):
     go, inp, grid, interp, pad, align, mask = a[:7]
     return ({"gradOutput": go, "input": inp, "grid": grid},
@@ -213,6 +221,7 @@ MAPPED: dict[str, tuple[str, Callable]] = {
     "sum": ("ReduceSum", _reduction("dims", "keepDims")),
     "mean": ("Mean", _reduction("dim", "keepDim")),
     "mm": ("Mm", _mm),
+    "addmm": ("Addmm", _addmm),
     "grid_sampler_2d_backward": ("GridSampler2DBackward", _grid_sampler_2d_backward),
     # composite on CPU (it decomposes into mm calls below autograd, where the dispatch mode sits;
     # torch_npu runs it as one kernel): recorded from the autograd node of torch.conv_tbc instead
