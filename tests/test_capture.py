@@ -205,6 +205,22 @@ def test_summary_ranks_what_it_could_not_map():
 
 
 @needs_torch
+def test_max_pooling_is_simulated_with_its_indices():
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.MaxPool2d(3, 2, 1))
+    x = torch.randn(2, 3, 20, 20)
+    with simulator.capture() as cap:
+        y = m(x)
+    (call,) = [c for c in cap.calls if c.op == "MaxPool2dWithIndices"]
+    assert call.attrs["kernelSize"] == [3, 3] and call.attrs["stride"] == [2, 2] and call.attrs["padding"] == [1, 1]
+    kw = studies.build_inputs(call)
+    r = simulator.run("MaxPool2dWithIndices", "Ascend910B1", **kw)
+    want, where = torch.nn.functional.max_pool2d(torch.from_numpy(kw["self"]), 3, 2, 1, return_indices=True)
+    np.testing.assert_array_equal(r.outputs["out"], want.numpy())
+    np.testing.assert_array_equal(r.outputs["indices"], where.numpy())
+    assert y.shape == want.shape
+
+
+@needs_torch
 def test_nothing_to_save_says_so(tmp_path):
     with simulator.capture() as cap:
         torch.randn(4, 4).exp()                      # no operator of ours

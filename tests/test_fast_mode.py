@@ -740,10 +740,14 @@ def _bn(shape, training=True):
                                         self=TensorLayout((50, 80, 2048), np.float16), dim=-1)),
     ("Mm", "Ascend910A", dict(self=TensorLayout((1024, 2048), np.float16), mat2=TensorLayout((2048, 1024), np.float16),
                               cubeMathType=0)),
+    ("MaxPool2dWithIndices", "Ascend910B1", dict(self=TensorLayout((8, 64, 112, 112), np.float16), kernelSize=[3, 3],
+                                                 stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceilMode=False)),
+    ("Sigmoid", "Ascend910B1", dict(self=TensorLayout((4096, 4096), np.float32))),
 ], ids=["bn-910B1", "bn-infer-910A", "bn-backward-910B1", "add-910B1", "threshold-backward-910A",
-        "se-mul-broadcast-910B1", "mean-910A", "sum-over-batch-910B1", "glu-backward-910B1", "mm-910A"])
+        "se-mul-broadcast-910B1", "mean-910A", "sum-over-batch-910B1", "glu-backward-910B1", "mm-910A",
+        "max-pool-910B1", "sigmoid-910B1"])
 def test_the_step_operators_loops_hold_the_bound(op, soc, kw):
-    """Batch norm's, the elementwise kernel's (row broadcast included), the reductions', Glu's chain
-    and the MatMul's (TransData to NZ, the GEMM) declared Loops pass the audit, and fast mode stays
+    """Batch norm's, the elementwise kernel's (row broadcast included), the reductions', Glu's chain,
+    the MatMul's (TransData to NZ, the GEMM), max pooling's and Sigmoid's declared Loops pass the audit, and fast mode stays
     inside its bound on them."""
     _check_bound(op, soc, load_profile(soc), kw)

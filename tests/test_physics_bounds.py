@@ -270,3 +270,20 @@ def test_addmm_respects_memory_and_cube_bounds(soc, mnk):
                       cubeMathType=0)
     check(profile, r.cycles, {"device-memory": memory_bound(profile, _bytes(s, a, b), _bytes(c)),
                               "cube": cube_bound(profile, M * N * K)})
+
+
+@pytest.mark.parametrize("soc, shape, dtype", [("Ascend910B1", (8, 64, 112, 112), F16),
+                                               ("Ascend910B4", (4, 128, 56, 56), F32)])
+def test_max_pool_respects_memory_and_vector_bounds(soc, shape, dtype):
+    """3x3, stride 2, pad 1 (ResNet's stem): self read once, out and INT64 indices written once;
+    each output compared once per tap (one lane a cycle per vector lane of the core's width)."""
+    N, C, H, W = shape
+    Ho, Wo = (H - 1) // 2 + 1, (W - 1) // 2 + 1
+    x, out, idx = TensorLayout(shape, dtype), TensorLayout((N, C, Ho, Wo), dtype), TensorLayout((N, C, Ho, Wo), np.int64)
+    profile = simulator.load_profile(soc)
+    r = simulator.run("MaxPool2dWithIndices", soc, mode="timing", trace=False, self=x, kernelSize=[3, 3],
+                      stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceilMode=False, out=out, indices=idx)
+    _, kind = profile.core_kind_for("vector")
+    lanes_per_cycle = kind.count * profile.vector.repeat_bytes // 4
+    check(profile, r.cycles, {"device-memory": memory_bound(profile, _bytes(x), _bytes(out, idx)),
+                              "vector": math.ceil(N * C * Ho * Wo * 9 / lanes_per_cycle)})

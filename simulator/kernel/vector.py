@@ -230,13 +230,60 @@ def _check_mask(name: str, mask: LocalTensor) -> None:
         raise _fault(PIPE_V, f"{name}: the mask must be a uint8 tensor, got {mask!r}")
 
 
+@dataclass(frozen=True)
+class BinaryRepeatParams:
+    """The repeat form's strides, in 32-byte blocks: between repeats (RepStride) and between the
+    blocks of one repeat (BlkStride; only 1, contiguous, is modelled)."""
+    dstBlkStride: int = 1
+    src0BlkStride: int = 1
+    src1BlkStride: int = 1
+    dstRepStride: int = 8
+    src0RepStride: int = 8
+    src1RepStride: int = 8
+
+
+def _repeat_form(name: str, tensors: tuple, mask: int, repeat: int, rep_strides: tuple, blk_strides: tuple):
+    """Per operand (index array of its elements, extent in elements) for `repeat` repeats of
+    `mask` elements each, repeat k starting rep_stride * 32 bytes after repeat k-1."""
+    if any(int(b) != 1 for b in blk_strides):
+        raise _fault(PIPE_V, f"{name}: block strides other than 1 are not modelled")
+    width = 256 // max(t.dtype.itemsize for t in tensors)
+    if not 0 < mask <= width or not 0 < repeat <= 255:
+        raise _fault(PIPE_V, f"{name}: mask {mask} must be 1..{width} and repeatTimes {repeat} 1..255")
+    out = []
+    for t, rep in zip(tensors, rep_strides):
+        step = int(rep) * 32 // t.dtype.itemsize
+        index = (np.arange(repeat)[:, None] * step + np.arange(mask)[None, :]).ravel()
+        out.append((index, (repeat - 1) * step + mask))
+    return out, width
+
+
 def Compare(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, cmpMode: CMPMODE,
-            count: int) -> None:
-    """dst (uint8 bit mask, element i -> bit i % 8 of byte i // 8) = src0 <cmpMode> src1."""
+            count: int, repeatTimes: int | None = None, repeatParams: BinaryRepeatParams | None = None) -> None:
+    """dst (uint8 bit mask, element i -> bit i % 8 of byte i // 8) = src0 <cmpMode> src1. The
+    repeat form (count is then the mask: elements per repeat, with repeatTimes and repeatParams)
+    compares repeat k's elements at its strided addresses; its bits start at bit k x (256 B /
+    the element size), as the hardware packs one repeat's result."""
     if src0.dtype != src1.dtype:
         raise _fault(PIPE_V, f"Compare: operand dtypes differ ({src0!r}, {src1!r})")
     _check_mask("Compare", dst)
-    n, op = int(count), _CMP[CMPMODE(cmpMode)]
+    op = _CMP[CMPMODE(cmpMode)]
+    if repeatTimes is not None:
+        p = repeatParams or BinaryRepeatParams()
+        mask, repeat = int(count), int(repeatTimes)
+        ((i0, n0), (i1, n1)), width = _repeat_form("Compare", (src0, src1), mask, repeat,
+                                                   (p.src0RepStride, p.src1RepStride),
+                                                   (p.src0BlkStride, p.src1BlkStride))
+        nbits = repeat * width
+
+        def compute(ctx):
+            bits = np.zeros((repeat, width), bool)
+            bits[:, :mask] = op(src0.view(ctx, n0)[i0], src1.view(ctx, n1)[i1]).reshape(repeat, mask)
+            dst.view(ctx, _mask_bytes(nbits))[...] = np.packbits(bits.ravel(), bitorder="little")
+        _vec_spans("cmp", "Compare", ((dst, _mask_bytes(nbits)),), ((src0, n0), (src1, n1)), repeat * 256,
+                   src0.dtype, compute)
+        return
+    n = int(count)
 
     def compute(ctx):
         bits = op(src0.view(ctx, n), src1.view(ctx, n))
@@ -260,34 +307,53 @@ def CompareScalar(dst: LocalTensor, src0: LocalTensor, src1Scalar, cmpMode: CMPM
 
 
 def Select(dst: LocalTensor, selMask: LocalTensor, src0: LocalTensor, src1, selMode: SELMODE,
-           count: int) -> None:
+           count: int, repeatTimes: int | None = None, repeatParams: BinaryRepeatParams | None = None) -> None:
     """dst[i] = src0[i] where bit i of selMask is set, else src1[i] (VSEL_TENSOR_TENSOR_MODE) or
-    the scalar src1 (VSEL_TENSOR_SCALAR_MODE)."""
+    the scalar src1 (VSEL_TENSOR_SCALAR_MODE). The repeat form (count is the mask, with
+    repeatTimes and repeatParams) reads repeat k's bits from bit k x (256 B / the element size),
+    as Compare's repeat form writes them."""
     _check_mask("Select", selMask)
     mode = SELMODE(selMode)
-    n = int(count)
     if src0.dtype != dst.dtype:
         raise _fault(PIPE_V, f"Select: operand dtypes differ ({dst!r}, {src0!r})")
-    reads = [(selMask, _mask_bytes(n)), (src0, n)]
-    if mode is SELMODE.VSEL_TENSOR_TENSOR_MODE:
+    tensor_mode = mode is SELMODE.VSEL_TENSOR_TENSOR_MODE
+    if tensor_mode:
         if not isinstance(src1, LocalTensor) or src1.dtype != dst.dtype:
             raise _fault(PIPE_V, f"Select: tensor-tensor mode needs src1 a {dst.dtype} LocalTensor")
-        reads.append((src1, n))
     elif mode is SELMODE.VSEL_TENSOR_SCALAR_MODE:
         if isinstance(src1, LocalTensor):
             raise _fault(PIPE_V, "Select: tensor-scalar mode takes a scalar src1")
         scalar = dst.dtype.type(src1)
     else:
         raise _fault(PIPE_V, f"Select: mode {mode.name} is not modelled")
+    if repeatTimes is not None:
+        p = repeatParams or BinaryRepeatParams()
+        mask, repeat = int(count), int(repeatTimes)
+        ops = (dst, src0) + ((src1,) if tensor_mode else ())
+        forms, width = _repeat_form("Select", ops, mask, repeat,
+                                    (p.dstRepStride, p.src0RepStride, p.src1RepStride)[:len(ops)],
+                                    (p.dstBlkStride, p.src0BlkStride, p.src1BlkStride)[:len(ops)])
+        (id_, nd), (i0, n0) = forms[0], forms[1]
+        nbits = repeat * width
+        reads = [(selMask, _mask_bytes(nbits)), (src0, n0)] + ([(src1, forms[2][1])] if tensor_mode else [])
+
+        def compute(ctx):
+            bits = np.unpackbits(selMask.view(ctx, _mask_bytes(nbits)), bitorder="little")[:nbits]
+            bits = bits.reshape(repeat, width)[:, :mask].ravel().astype(bool)
+            other = src1.view(ctx, forms[2][1])[forms[2][0]] if tensor_mode else scalar
+            out = dst.view(ctx, nd)
+            out[id_] = np.where(bits, src0.view(ctx, n0)[i0], other)
+        _vec_spans("select", "Select", ((dst, nd),), tuple(reads), repeat * 256, dst.dtype, compute)
+        return
+    n = int(count)
+    reads = [(selMask, _mask_bytes(n)), (src0, n)] + ([(src1, n)] if tensor_mode else [])
 
     def compute(ctx):
         bits = np.unpackbits(selMask.view(ctx, _mask_bytes(n)), bitorder="little")[:n].astype(bool)
-        other = src1.view(ctx, n) if mode is SELMODE.VSEL_TENSOR_TENSOR_MODE else scalar
+        other = src1.view(ctx, n) if tensor_mode else scalar
         dst.view(ctx, n)[...] = np.where(bits, src0.view(ctx, n), other)
     _vec_spans("select", "Select", ((dst, n),), tuple(reads), n * dst.dtype.itemsize, dst.dtype,
                compute)
-
-
 
 
 # ---- Transpose (UB, PIPE_V): NCHW <-> NHWC, from which NC1HWC0 (NCHW2NHWC on (N*C1, C0, H, W))
@@ -357,5 +423,5 @@ def Transpose(dst: LocalTensor, src: LocalTensor, sharedTmpBuffer: LocalTensor |
 
 __all__ = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Adds", "Muls", "Maxs", "Mins", "Exp", "Ln", "Abs",
            "Sqrt", "Relu", "Reciprocal", "Duplicate", "Copy", "Broadcast", "WholeReduceSum", "Cast",
-           "CMPMODE", "SELMODE", "Compare", "CompareScalar", "Select",
+           "CMPMODE", "SELMODE", "BinaryRepeatParams", "Compare", "CompareScalar", "Select",
            "TransposeType", "TransposeParamsExt", "Transpose"]

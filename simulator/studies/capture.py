@@ -181,6 +181,17 @@ def _addmm(a):
     return {"self": s, "mat1": x, "mat2": w}, {"beta": float(beta), "alpha": float(alpha), "cubeMathType": 0}
 
 
+def _max_pool2d_with_indices(a):
+    x, k = a[0], list(a[1])
+    stride, padding, dilation = (list(a[i]) if len(a) > i and a[i] is not None else d
+                                 for i, d in ((2, []), (3, [0]), (4, [1])))
+    if not _floating(x) or any(int(v) != 1 for v in dilation):
+        return None
+    return {"self": x}, {"kernelSize": [int(v) for v in k], "stride": [int(v) for v in stride],
+                         "padding": [int(v) for v in padding], "dilation": [int(v) for v in dilation],
+                         "ceilMode": bool(a[5]) if len(a) > 5 else False}
+
+
 def _grid_sampler_2d_backward(a):
     go, inp, grid, interp, pad, align, mask = a[:7]
     return ({"gradOutput": go, "input": inp, "grid": grid},
@@ -222,6 +233,7 @@ MAPPED: dict[str, tuple[str, Callable]] = {
     "mean": ("Mean", _reduction("dim", "keepDim")),
     "mm": ("Mm", _mm),
     "addmm": ("Addmm", _addmm),
+    "max_pool2d_with_indices": ("MaxPool2dWithIndices", _max_pool2d_with_indices),
     "grid_sampler_2d_backward": ("GridSampler2DBackward", _grid_sampler_2d_backward),
     # composite on CPU (it decomposes into mm calls below autograd, where the dispatch mode sits;
     # torch_npu runs it as one kernel): recorded from the autograd node of torch.conv_tbc instead

@@ -1,0 +1,155 @@
+"""aclnnMaxPool2dWithIndices against a direct loop over the windows written from the document's
+formula (float64; the first maximum in window order wins, as torch's) and against
+torch.nn.functional.max_pool2d(return_indices=True) where torch is installed: random N, C, H, W,
+kernels to 7, strides, paddings to kernel / 2, ceilMode, 3-D and 4-D self, every dtype, INT32 and
+INT64 indices, forced tilings, on Ascend910B1 and Ascend910B4 (the operator is A2's only).
+`MAX_POOL_CASES=N` runs more.
+
+Exact: a maximum is one of its inputs, so out equals the reference bit for bit and indices are
+equal, whatever the dtype (ties broken by the first in window order; the random data has ties
+in FLOAT16 / BF16).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import simulator
+from conftest import BF16, F16, F32, assert_status
+from simulator import TensorLayout as T
+
+N_CASES = int(os.environ.get("MAX_POOL_CASES", "40"))
+CHIPS = ("Ascend910B1", "Ascend910B4")
+
+
+def out_size(size, k, s, p, ceil):
+    n = (size + 2 * p - k + (s - 1 if ceil else 0)) // s + 1
+    return n - 1 if ceil and (n - 1) * s >= size + p else n
+
+
+def reference(x: np.ndarray, k, s, p, ceil):
+    """Each window's maximum and the flat index h W + w of its first maximum."""
+    x64 = x.astype(np.float64)
+    *lead, H, W = x64.shape
+    Ho, Wo = out_size(H, k[0], s[0], p[0], ceil), out_size(W, k[1], s[1], p[1], ceil)
+    planes = x64.reshape(-1, H, W)
+    out = np.full((planes.shape[0], Ho, Wo), -np.inf)
+    idx = np.zeros((planes.shape[0], Ho, Wo), np.int64)
+    for oh in range(Ho):
+        for ow in range(Wo):
+            for i in range(k[0]):
+                for j in range(k[1]):
+                    h, w = oh * s[0] - p[0] + i, ow * s[1] - p[1] + j
+                    if 0 <= h < H and 0 <= w < W:
+                        v = planes[:, h, w]
+                        better = v > out[:, oh, ow]
+                        out[:, oh, ow] = np.where(better, v, out[:, oh, ow])
+                        idx[:, oh, ow] = np.where(better, h * W + w, idx[:, oh, ow])
+    return out.reshape(*lead, Ho, Wo), idx.reshape(*lead, Ho, Wo)
+
+
+def draw_case(seed: int) -> dict:
+    rng = np.random.default_rng([seed, 131])
+    k = tuple(int(v) for v in rng.integers(1, 8, 2)) if rng.random() < 0.7 else (3, 3)
+    s = tuple(int(v) for v in rng.integers(1, 4, 2))
+    p = tuple(int(rng.integers(0, kk // 2 + 1)) for kk in k)
+    H, W = (int(rng.integers(kk, kk + 40)) for kk in k)
+    lead = (int(rng.integers(1, 3)), int(rng.integers(1, 90))) if rng.random() < 0.8 else (int(rng.integers(1, 70)),)
+    forced = None
+    if rng.random() < 0.2:
+        forced = {"planes": int(rng.choice([16, 32, 64])), "rows": int(rng.integers(1, 4)),
+                  "cols": int(rng.integers(1, 9))}
+    return dict(seed=seed, soc=CHIPS[seed % 2], shape=lead + (H, W), k=k, s=s, p=p, ceil=bool(rng.random() < 0.4),
+                dtype=(F32, F16, BF16)[int(rng.integers(0, 3))], idx=(np.int32, np.int64)[int(rng.integers(0, 2))],
+                forced=forced)
+
+
+CASES = [draw_case(i) for i in range(N_CASES)]
+
+
+def _id(c) -> str:
+    return (f"seed{c['seed']}-{c['soc']}-{'x'.join(map(str, c['shape']))}-k{c['k']}-s{c['s']}-p{c['p']}"
+            f"{'-ceil' if c['ceil'] else ''}-{np.dtype(c['dtype']).name}-{np.dtype(c['idx']).name}"
+            f"{'-forced' if c['forced'] else ''}").replace(" ", "")
+
+
+def _run(c):
+    x = np.random.default_rng(13_000 + c["seed"]).standard_normal(c["shape"]).astype(c["dtype"])
+    kept = x.copy()
+    H, W = c["shape"][-2:]
+    shape = c["shape"][:-2] + (out_size(H, c["k"][0], c["s"][0], c["p"][0], c["ceil"]),
+                               out_size(W, c["k"][1], c["s"][1], c["p"][1], c["ceil"]))
+    r = simulator.run("MaxPool2dWithIndices", c["soc"], self=x, kernelSize=list(c["k"]), stride=list(c["s"]),
+                      padding=list(c["p"]), dilation=[1, 1], ceilMode=c["ceil"], out=np.zeros(shape, c["dtype"]),
+                      indices=np.zeros(shape, c["idx"]), tiling=c["forced"])
+    assert np.array_equal(x, kept), "self was modified"
+    return x, r
+
+
+@pytest.mark.parametrize("c", CASES, ids=[_id(c) for c in CASES])
+def test_max_pool_matches_the_windows(c):
+    x, r = _run(c)
+    out, idx = reference(x, c["k"], c["s"], c["p"], c["ceil"])
+    assert r.out.dtype == c["dtype"] and r.indices.dtype == c["idx"]
+    np.testing.assert_array_equal(r.out.astype(np.float64), out, err_msg=_id(c))
+    np.testing.assert_array_equal(r.indices, idx, err_msg=_id(c))
+
+
+@pytest.mark.parametrize("c", CASES[:15], ids=[_id(c) for c in CASES[:15]])
+def test_max_pool_matches_torch(c):
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    x, r = _run(c)
+    out, idx = torch.nn.functional.max_pool2d(torch.from_numpy(x.astype(np.float64)), c["k"], c["s"], c["p"], 1,
+                                              c["ceil"], True)
+    np.testing.assert_array_equal(r.out.astype(np.float64), out.numpy(), err_msg=_id(c))
+    np.testing.assert_array_equal(r.indices, idx.numpy(), err_msg=_id(c))
+
+
+def _args(**over):
+    a = dict(self=T((2, 4, 8, 8), F32), kernelSize=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1],
+             ceilMode=False, out=T((2, 4, 4, 4), F32), indices=T((2, 4, 4, 4), np.int32))
+    a.update(over)
+    return a
+
+
+STATUS = {
+    "null self": (161001, "Ascend910B1", _args(self=None)),
+    "not on the training series": (161002, "Ascend910A", _args()),
+    "int32 self": (161002, "Ascend910B1", _args(self=T((2, 4, 8, 8), np.int32), out=T((2, 4, 4, 4), np.int32))),
+    "out dtype differs": (161002, "Ascend910B1", _args(out=T((2, 4, 4, 4), F16))),
+    "float indices": (161002, "Ascend910B1", _args(indices=T((2, 4, 4, 4), F32))),
+    "2-D self": (161002, "Ascend910B1", _args(self=T((8, 8), F32))),
+    "kernelSize of 3": (161002, "Ascend910B1", _args(kernelSize=[3, 3, 3])),
+    "kernelSize 0": (161002, "Ascend910B1", _args(kernelSize=[0, 3])),
+    "stride of 3": (161002, "Ascend910B1", _args(stride=[1, 1, 1])),
+    "stride 0": (161002, "Ascend910B1", _args(stride=[0, 2])),
+    "padding over kernel / 2": (161002, "Ascend910B1", _args(padding=[2, 2])),
+    "negative padding": (161002, "Ascend910B1", _args(padding=[-1])),
+    "dilation 2": (161002, "Ascend910B1", _args(dilation=[2, 2])),
+    "dilation of 3": (161002, "Ascend910B1", _args(dilation=[1, 1, 1])),
+    "an output dim of 0": (161002, "Ascend910B1", _args(self=T((2, 4, 2, 8), F32), padding=[0, 0],
+                                                          out=T((2, 4, 0, 3), F32), indices=T((2, 4, 0, 3), np.int32))),
+    "out shape": (161002, "Ascend910B1", _args(out=T((2, 4, 4, 5), F32))),
+    "indices shape": (161002, "Ascend910B1", _args(indices=T((2, 4, 5, 4), np.int32))),
+}
+
+
+@pytest.mark.parametrize("name", list(STATUS))
+def test_documented_status_codes(name):
+    status, soc, args = STATUS[name]
+    assert_status("MaxPool2dWithIndices", soc, args, status)
+
+
+def test_stride_defaults_to_the_kernel():
+    x = np.random.default_rng(5).standard_normal((1, 16, 9, 9)).astype(F32)
+    r = simulator.run("MaxPool2dWithIndices", "Ascend910B1", self=x, kernelSize=[3], stride=[], padding=[0],
+                      dilation=[1], ceilMode=False)
+    out, idx = reference(x, (3, 3), (3, 3), (0, 0), False)
+    np.testing.assert_array_equal(r.out, out)
+    np.testing.assert_array_equal(r.indices, idx)
+
+
+def test_a_bad_forced_tiling_is_a_tiling_error():
+    assert_status("MaxPool2dWithIndices", "Ascend910B1", _args(tiling={"planes": 24}), 561002)
