@@ -743,9 +743,13 @@ def _bn(shape, training=True):
     ("MaxPool2dWithIndices", "Ascend910B1", dict(self=TensorLayout((8, 64, 112, 112), np.float16), kernelSize=[3, 3],
                                                  stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceilMode=False)),
     ("Sigmoid", "Ascend910B1", dict(self=TensorLayout((4096, 4096), np.float32))),
+    ("MaxPool2dWithIndicesBackward", "Ascend910B4", dict(
+        gradOutput=TensorLayout((4, 64, 56, 56), np.float32), self=TensorLayout((4, 64, 112, 112), np.float32),
+        indices=TensorLayout((4, 64, 56, 56), np.int32), kernelSize=[3, 3], stride=[2, 2], padding=[1, 1],
+        dilation=[1, 1], ceilMode=False)),
 ], ids=["bn-910B1", "bn-infer-910A", "bn-backward-910B1", "add-910B1", "threshold-backward-910A",
         "se-mul-broadcast-910B1", "mean-910A", "sum-over-batch-910B1", "glu-backward-910B1", "mm-910A",
-        "max-pool-910B1", "sigmoid-910B1"])
+        "max-pool-910B1", "sigmoid-910B1", "max-pool-backward-910B4"])
 def test_the_step_operators_loops_hold_the_bound(op, soc, kw):
     """Batch norm's, the elementwise kernel's (row broadcast included), the reductions', Glu's chain,
     the MatMul's (TransData to NZ, the GEMM), max pooling's and Sigmoid's declared Loops pass the audit, and fast mode stays

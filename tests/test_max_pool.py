@@ -153,3 +153,95 @@ def test_stride_defaults_to_the_kernel():
 
 def test_a_bad_forced_tiling_is_a_tiling_error():
     assert_status("MaxPool2dWithIndices", "Ascend910B1", _args(tiling={"planes": 24}), 561002)
+
+
+# ---- MaxPool2dWithIndicesBackward (A2: FLOAT gradients, INT32 indices) ----------------------------
+def grad_reference(go: np.ndarray, idx: np.ndarray, self_shape) -> tuple[np.ndarray, np.ndarray]:
+    """gradInput[plane, idx] += gradOutput, in float64; and the sum of |gradOutput| landing on
+    each element (the FP32 adds' rounding scales with it)."""
+    *lead, H, W = self_shape
+    planes = int(np.prod(lead))
+    g = go.astype(np.float64).reshape(planes, -1)
+    i = idx.astype(np.int64).reshape(planes, -1) + np.arange(planes)[:, None] * H * W
+    out, mag = np.zeros(planes * H * W), np.zeros(planes * H * W)
+    np.add.at(out, i.ravel(), g.ravel())
+    np.add.at(mag, i.ravel(), np.abs(g).ravel())
+    return out.reshape(self_shape), mag.reshape(self_shape)
+
+
+GRAD_CASES = [dict(draw_case(1000 + i), dtype=F32, idx=np.int32) for i in range(N_CASES // 2)]
+
+
+def _run_grad(c):
+    rng = np.random.default_rng(14_000 + c["seed"])
+    x = rng.standard_normal(c["shape"]).astype(F32)
+    _, idx = reference(x, c["k"], c["s"], c["p"], c["ceil"])
+    go = rng.standard_normal(idx.shape).astype(F32)
+    idx = idx.astype(np.int32)
+    kept = (go.copy(), idx.copy())
+    r = simulator.run("MaxPool2dWithIndicesBackward", c["soc"], gradOutput=go, self=x, indices=idx,
+                      kernelSize=list(c["k"]), stride=list(c["s"]), padding=list(c["p"]), dilation=[1, 1],
+                      ceilMode=c["ceil"], tiling=c["forced"])
+    assert np.array_equal(go, kept[0]) and np.array_equal(idx, kept[1]), "an input was modified"
+    return x, go, idx, r.outputs["gradInput"]
+
+
+def _grad_close(c, got, go, idx, ref, what):
+    _, mag = grad_reference(go, idx, c["shape"])
+    adds = c["k"][0] * c["k"][1]                 # at most this many windows reach one element
+    tol = adds * 2.0 ** -24 * mag + 1e-30
+    assert got.shape == ref.shape and got.dtype == F32, what
+    assert np.all(np.abs(got.astype(np.float64) - ref) <= tol), f"{what}: max error {np.abs(got - ref).max()}"
+
+
+@pytest.mark.parametrize("c", GRAD_CASES, ids=[_id(c) for c in GRAD_CASES])
+def test_max_pool_backward_scatters_to_the_maxima(c):
+    _, go, idx, got = _run_grad(c)
+    ref, _ = grad_reference(go, idx, c["shape"])
+    _grad_close(c, got, go, idx, ref, _id(c))
+
+
+@pytest.mark.parametrize("c", GRAD_CASES[:8], ids=[_id(c) for c in GRAD_CASES[:8]])
+def test_max_pool_backward_matches_torch(c):
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    x, go, idx, got = _run_grad(c)
+    ref = torch.ops.aten.max_pool2d_with_indices_backward(
+        torch.from_numpy(go.astype(np.float64)), torch.from_numpy(x.astype(np.float64)), list(c["k"]), list(c["s"]),
+        list(c["p"]), [1, 1], c["ceil"], torch.from_numpy(idx.astype(np.int64))).numpy()
+    _grad_close(c, got, go, idx, ref, f"{_id(c)} vs torch")
+
+
+def _grad_args(**over):
+    a = dict(gradOutput=T((2, 4, 4, 4), F32), self=T((2, 4, 8, 8), F32), indices=T((2, 4, 4, 4), np.int32),
+             kernelSize=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceilMode=False,
+             gradInput=T((2, 4, 8, 8), F32))
+    a.update(over)
+    return a
+
+
+GRAD_STATUS = {
+    "null self": (161001, "Ascend910B1", _grad_args(self=None)),
+    "null indices": (161001, "Ascend910B1", _grad_args(indices=None)),
+    "null gradOutput": (161001, "Ascend910B1", _grad_args(gradOutput=None)),
+    "not on the training series": (161002, "Ascend910A", _grad_args()),
+    "FLOAT16 on A2": (161002, "Ascend910B1", _grad_args(gradOutput=T((2, 4, 4, 4), F16), self=T((2, 4, 8, 8), F16),
+                                                        gradInput=T((2, 4, 8, 8), F16))),
+    "INT64 indices on A2": (161002, "Ascend910B1", _grad_args(indices=T((2, 4, 4, 4), np.int64))),
+    "2-D self": (161002, "Ascend910B1", _grad_args(self=T((8, 8), F32), gradInput=T((8, 8), F32))),
+    "kernelSize of 3": (161002, "Ascend910B1", _grad_args(kernelSize=[3, 3, 3])),
+    "kernelSize 0": (161002, "Ascend910B1", _grad_args(kernelSize=[0, 3])),
+    "stride of 3": (161002, "Ascend910B1", _grad_args(stride=[2, 2, 2])),
+    "stride 0": (161002, "Ascend910B1", _grad_args(stride=[0, 2])),
+    "padding of 3": (161002, "Ascend910B1", _grad_args(padding=[1, 1, 1])),
+    "padding over kernel": (161002, "Ascend910B1", _grad_args(padding=[4, 4])),
+    "dilation 2": (161002, "Ascend910B1", _grad_args(dilation=[2, 2])),
+    "gradOutput shape": (161002, "Ascend910B1", _grad_args(gradOutput=T((2, 4, 4, 5), F32))),
+    "indices shape": (161002, "Ascend910B1", _grad_args(indices=T((2, 4, 5, 4), np.int32))),
+    "gradInput shape": (161002, "Ascend910B1", _grad_args(gradInput=T((2, 4, 8, 9), F32))),
+}
+
+
+@pytest.mark.parametrize("name", list(GRAD_STATUS))
+def test_backward_documented_status_codes(name):
+    status, soc, args = GRAD_STATUS[name]
+    assert_status("MaxPool2dWithIndicesBackward", soc, args, status)

@@ -287,3 +287,18 @@ def test_max_pool_respects_memory_and_vector_bounds(soc, shape, dtype):
     lanes_per_cycle = kind.count * profile.vector.repeat_bytes // 4
     check(profile, r.cycles, {"device-memory": memory_bound(profile, _bytes(x), _bytes(out, idx)),
                               "vector": math.ceil(N * C * Ho * Wo * 9 / lanes_per_cycle)})
+
+
+def test_max_pool_backward_respects_memory_and_vector_bounds():
+    """gradOutput and indices read once, gradInput zeroed and written once; per tap each output
+    compared once."""
+    soc, (N, C, H, W) = "Ascend910B1", (8, 64, 112, 112)
+    go, idx = TensorLayout((N, C, 56, 56), F32), TensorLayout((N, C, 56, 56), np.int32)
+    x = TensorLayout((N, C, H, W), F32)
+    profile = simulator.load_profile(soc)
+    r = simulator.run("MaxPool2dWithIndicesBackward", soc, mode="timing", trace=False, gradOutput=go, self=x,
+                      indices=idx, kernelSize=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceilMode=False)
+    _, kind = profile.core_kind_for("vector")
+    lanes_per_cycle = kind.count * profile.vector.repeat_bytes // 4
+    check(profile, r.cycles, {"device-memory": memory_bound(profile, _bytes(go, idx), 2 * _bytes(x)),
+                              "vector": math.ceil(N * C * 56 * 56 * 9 / lanes_per_cycle)})

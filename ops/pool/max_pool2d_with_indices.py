@@ -40,10 +40,10 @@ F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
 
 
-def _pair(v, name: str, lengths: tuple, default=None) -> tuple[int, int]:
+def _pair(v, name: str, lengths: tuple, default=None, op: str = OP) -> tuple[int, int]:
     v = [] if v is None else list(getattr(v, "values", v))
     if len(v) not in lengths:
-        raise param_invalid(f"{OP}: {name} has length {len(v)}; it must be {' or '.join(map(str, lengths))}")
+        raise param_invalid(f"{op}: {name} has length {len(v)}; it must be {' or '.join(map(str, lengths))}")
     if not v:
         return default
     return (int(v[0]), int(v[-1]))

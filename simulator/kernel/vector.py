@@ -56,10 +56,25 @@ def _vec(op_class: str, name: str, dst: LocalTensor, srcs: tuple, count: int | N
 
 
 def _binary(op_class, name, ufunc):
-    def op(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, count: int | None = None):
+    def op(dst: LocalTensor, src0: LocalTensor, src1: LocalTensor, count: int | None = None,
+           repeatTimes: int | None = None, repeatParams: "BinaryRepeatParams | None" = None):
+        """count elements; or the repeat form: count is the mask (elements a repeat), repeat k's
+        operands RepStride x 32 B after repeat k-1's (repeatParams)."""
         if src0.dtype != dst.dtype or src1.dtype != dst.dtype:
             raise _fault(PIPE_V, f"{name}: operand dtypes differ ({dst!r}, {src0!r}, {src1!r})")
-        _vec(op_class, name, dst, (src0, src1), count, lambda d, a, b: ufunc(a, b, out=d))
+        if repeatTimes is None:
+            _vec(op_class, name, dst, (src0, src1), count, lambda d, a, b: ufunc(a, b, out=d))
+            return
+        p = repeatParams or BinaryRepeatParams()
+        mask, repeat = int(count), int(repeatTimes)
+        ((id_, nd), (i0, n0), (i1, n1)), _ = _repeat_form(
+            name, (dst, src0, src1), mask, repeat, (p.dstRepStride, p.src0RepStride, p.src1RepStride),
+            (p.dstBlkStride, p.src0BlkStride, p.src1BlkStride))
+
+        def compute(ctx):
+            a, b = src0.view(ctx, n0)[i0], src1.view(ctx, n1)[i1]
+            dst.view(ctx, nd)[id_] = ufunc(a, b)
+        _vec_spans(op_class, name, ((dst, nd),), ((src0, n0), (src1, n1)), repeat * 256, dst.dtype, compute)
     op.__name__ = name
     return op
 

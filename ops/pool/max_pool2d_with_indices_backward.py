@@ -1,0 +1,260 @@
+"""aclnnMaxPool2dWithIndicesBackward(gradOutput, self, indices, kernelSize, stride, padding, dilation,
+ceilMode, gradInput): each gradOutput element added to gradInput at its window's maximum, the flat
+index h W + w in `indices` (torch's max_pool2d_with_indices_backward). Atlas A2 only, and there
+(the document) FLOAT gradients, INT32 indices and dilation 1.
+
+Two launches, as CANN's non-deterministic default (MaxPool3DGradWithArgmax, atomic adds):
+a zero fill of gradInput, then the scatter: per tile of G planes x output rows and columns,
+gradOutput and indices come into UB one DataCopyPad per plane and are transposed so the planes
+are the vector lanes; the tile's input window is zeroed; per output row and tap, an Adds gives
+the tap's flat index on a template of the columns' offsets, a repeat-form Compare EQ against
+the indices and a Select keep the gradients whose maximum sits at that tap, and a repeat-form Add
+adds them into the window at the tap's columns (the repeat stride steps the stride's columns).
+The window is transposed back and added into gradInput with atomic adds, one copy per plane
+(windows of neighbouring tiles overlap). Our own: the tile search (shared with the forward).
+
+Checks: null self / indices (and gradOutput / gradInput) 161001; then 161002: the series, dtypes
+(FLOAT gradients, INT32 indices on A2), rank 3 or 4, kernelSize / stride / padding lengths and
+values (padding in 0..kernelSize, as this document states it), dilation 1, gradOutput's and
+indices' shapes (the pooled shape), gradInput's (self's).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.aclnn import OpDef, Param, Plan, Workspace, check_tensor_view, register, require_present, \
+    require_support
+from simulator.arith import align_up, ceil_div
+from simulator.enums import dtype_name, param_invalid
+from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Add, Adds, BinaryRepeatParams, Compare, DataCopyExtParams,
+                              DataCopyPad, Duplicate, GetBlockIdx, GlobalTensor, Loop, PIPE_ALL, PipeBarrier, Select,
+                              SetAtomicAdd, SetAtomicNone, TBuf, TPipe, TPosition, Transpose, TransposeParamsExt,
+                              TransposeType)
+from simulator.program import KernelLaunch
+from ..common import split_evenly, tensor_arg, tiling_error, ub_bytes, vector_core_count, zero_fill_launch
+from .max_pool2d_with_indices import _pair, out_size
+
+OP = "MaxPool2dWithIndicesBackward"
+TILING_FIELDS = {"planes": "int", "rows": "int", "cols": "int"}
+F32, I32 = np.dtype(np.float32), np.dtype(np.int32)
+
+
+def _geometry(a: dict):
+    k = _pair(a["kernelSize"], "kernelSize", (1, 2), op=OP)
+    s = _pair(a["stride"], "stride", (0, 1, 2), default=k, op=OP)
+    p = _pair(a["padding"], "padding", (1, 2), op=OP)
+    d = _pair(a["dilation"], "dilation", (1, 2), op=OP)
+    return k, s, p, d
+
+
+def _check(a: dict, profile) -> None:
+    names = ("gradOutput", "self", "indices", "gradInput")
+    require_present(a, names, OP)
+    support = require_support(OP, profile)
+    for name in names:
+        check_tensor_view(a[name], name)
+    for name in ("gradOutput", "self", "gradInput"):
+        if dtype_name(a[name].dataType) not in support.dtypes:
+            raise param_invalid(f"{OP}: {name} has dtype {dtype_name(a[name].dataType)}; {profile.series_name} "
+                                f"supports {', '.join(support.dtypes)}")
+    if dtype_name(a["indices"].dataType) != "INT32":
+        raise param_invalid(f"{OP}: indices has dtype {dtype_name(a['indices'].dataType)}; "
+                            f"{profile.series_name} supports INT32")
+    x = a["self"]
+    if len(x.viewDims) not in (3, 4):
+        raise param_invalid(f"{OP}: self must be 3-D or 4-D, got {len(x.viewDims)}-D")
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _geometry(a)
+    if min(kh, kw) <= 0 or min(sh, sw) <= 0:
+        raise param_invalid(f"{OP}: kernelSize {[kh, kw]} and stride {[sh, sw]} must be positive")
+    if not (0 <= ph <= kh and 0 <= pw <= kw):
+        raise param_invalid(f"{OP}: padding {[ph, pw]} must be in 0 .. kernelSize ({[kh, kw]})")
+    if (dh, dw) != (1, 1):
+        raise param_invalid(f"{OP}: dilation {[dh, dw]} must be 1 on {profile.series_name}")
+    H, W = x.viewDims[-2:]
+    ceil = bool(a["ceilMode"])
+    want = tuple(x.viewDims[:-2]) + (out_size(H, kh, sh, ph, ceil), out_size(W, kw, sw, pw, ceil))
+    for name in ("gradOutput", "indices"):
+        if a[name].viewDims != want:
+            raise param_invalid(f"{OP}: {name} has shape {list(a[name].viewDims)}; the pooled shape is {list(want)}")
+    if a["gradInput"].viewDims != x.viewDims:
+        raise param_invalid(f"{OP}: gradInput has shape {list(a['gradInput'].viewDims)}; it must be self's "
+                            f"{list(x.viewDims)}")
+
+
+@dataclass(frozen=True)
+class GradJob:
+    nc: int
+    H: int
+    W: int
+    Ho: int
+    Wo: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    pt: int
+    pl: int
+    G: int                    # planes a tile (the FP32 lanes: a multiple of 16 up to 64)
+    hy: int                   # output rows a tile
+    wy: int                   # output columns a tile
+    items: tuple = ()         # per block: (first tile, tiles)
+
+    @property
+    def tiles(self) -> tuple[int, int, int]:
+        return ceil_div(self.nc, self.G), ceil_div(self.Ho, self.hy), ceil_div(self.Wo, self.wy)
+
+
+def _window(job: GradJob, hn: int, wn: int, c_lo: int) -> tuple[int, int, int, int]:
+    """As the forward's: the window's rows and columns, the UB column of its column 0 (its first
+    in-image column starts a 32-B block), its UB row width."""
+    hx, wx = (hn - 1) * job.sh + job.kh, (wn - 1) * job.sw + job.kw
+    off = (-c_lo) % 8
+    return hx, wx, off, align_up(off + wx, 8)
+
+
+def _buffers(job: GradJob) -> list[tuple[str, int]]:
+    hx, _, _, wxA = _window(job, job.hy, job.wy, 0)
+    wxA += 8
+    wyA = align_up(job.wy, 8)
+    tile = job.G * job.hy * wyA * 4
+    win = job.G * hx * wxA * 4
+    return [("go", tile), ("ix", tile), ("goT", tile), ("ixT", tile), ("win", win), ("winT", win),
+            ("tmpl", job.wy * job.G * 4), ("cand", job.wy * job.G * 4), ("sel", job.wy * job.G * 4),
+            ("bits", job.wy * 8)]
+
+
+def ub_need(job: GradJob) -> int:
+    return sum(align_up(b, 32) for _, b in _buffers(job))
+
+
+def grad_job(x, out_hw, k, s, p, profile, forced: dict) -> GradJob:
+    *lead, H, W = x.viewDims
+    nc = int(np.prod(lead, dtype=np.int64))
+    base = dict(nc=nc, H=H, W=W, Ho=out_hw[0], Wo=out_hw[1], kh=k[0], kw=k[1], sh=s[0], sw=s[1], pt=p[0], pl=p[1])
+    ub, best = ub_bytes(profile), None
+    Ho, Wo = out_hw
+    for G in sorted({min(align_up(nc, 16), g) for g in (16, 32, 64)}):
+        for wt in range(1, Wo + 1):
+            wy = ceil_div(Wo, wt)
+            if (wt > 1 and ceil_div(Wo, wt - 1) == wy) or ub_need(GradJob(G=G, hy=1, wy=wy, **base)) > ub:
+                continue
+            hy = 1
+            while hy < Ho and ub_need(GradJob(G=G, hy=hy + 1, wy=wy, **base)) <= ub:
+                hy += 1
+            tiles = ceil_div(nc, G) * ceil_div(Ho, hy) * wt
+            cost = tiles * (3 * G * 40 + hy * k[0] * k[1] * 4 * (20 + wy))
+            if best is None or cost < best[0]:
+                best = (cost, G, hy, wy)
+            break
+    if best is None:
+        raise tiling_error(f"{OP}: no tile of 16 planes and one output row fits UB ({ub} B)")
+    _, G, hy, wy = best
+    G, hy, wy = int(forced.get("planes", G)), int(forced.get("rows", hy)), int(forced.get("cols", wy))
+    if G % 16 or not 16 <= G <= 64 or hy <= 0 or wy <= 0 or ub_need(GradJob(G=G, hy=hy, wy=wy, **base)) > ub:
+        raise tiling_error(f"{OP} tiling: planes {G} must be a multiple of 16 up to 64, rows {hy} and cols {wy} "
+                           f"positive, and the tile fit UB ({ub} B)")
+    total = ceil_div(nc, G) * ceil_div(Ho, hy) * ceil_div(Wo, wy)
+    items = tuple((a_, b - a_) for a_, b in split_evenly(total, vector_core_count(profile)) if b > a_)
+    return GradJob(G=G, hy=hy, wy=wy, items=items, **base)
+
+
+def grad_body(grad_out: GM_ADDR, indices: GM_ADDR, grad_in: GM_ADDR, job: GradJob):
+    first, count = job.items[GetBlockIdx()]
+    gGm, iGm, xGm = GlobalTensor(F32), GlobalTensor(I32), GlobalTensor(F32)
+    gGm.SetGlobalBuffer(grad_out, job.nc * job.Ho * job.Wo)
+    iGm.SetGlobalBuffer(indices, job.nc * job.Ho * job.Wo)
+    xGm.SetGlobalBuffer(grad_in, job.nc * job.H * job.W)
+    G = job.G
+    pipe, got = TPipe(), {}
+    for name, nbytes in _buffers(job):
+        got[name] = TBuf(TPosition.VECCALC)
+        pipe.InitBuffer(got[name], align_up(nbytes, 32))
+    go, ix, goT, ixT = got["go"].Get(F32), got["ix"].Get(I32), got["goT"].Get(F32), got["ixT"].Get(I32)
+    win, winT = got["win"].Get(F32), got["winT"].Get(F32)
+    tmpl, cand, sel, bits = got["tmpl"].Get(I32), got["cand"].Get(I32), got["sel"].Get(F32), got["bits"].Get(np.uint8)
+    for w in range(job.wy):
+        Duplicate(tmpl[w * G], w * job.sw, G)
+    lb = G * 4 // 32
+    row_rp = BinaryRepeatParams(dstRepStride=lb, src0RepStride=lb, src1RepStride=lb)
+    tap_rp = BinaryRepeatParams(dstRepStride=job.sw * lb, src0RepStride=job.sw * lb, src1RepStride=lb)
+    n_g, n_h, n_w = job.tiles
+    plane_o, plane_i = job.Ho * job.Wo, job.H * job.W
+    for t in Loop(range(first, first + count),
+                  key=lambda t: (t // (n_h * n_w) == n_g - 1, t // n_w % n_h in (0, n_h - 1), t % n_w in (0, n_w - 1))):
+        gi, rest = divmod(t, n_h * n_w)
+        hi, wi = divmod(rest, n_w)
+        g0, oh0, ow0 = gi * G, hi * job.hy, wi * job.wy
+        gn, hn, wn = min(G, job.nc - g0), min(job.hy, job.Ho - oh0), min(job.wy, job.Wo - ow0)
+        wnA = align_up(wn, 8)
+        ih0, iw0 = oh0 * job.sh - job.pt, ow0 * job.sw - job.pl
+        c_lo = max(0, -iw0)
+        hx, wx, off, wxA = _window(job, hn, wn, c_lo)
+        r_lo, r_hi, c_hi = max(0, -ih0), min(hx, job.H - ih0), min(wx, job.W - iw0)
+        PipeBarrier(PIPE_ALL)
+        if gn < G or wnA > wn:              # lanes and columns no copy fills
+            Duplicate(go, 0.0, G * hn * wnA)
+            Duplicate(ix, -1, G * hn * wnA)
+            PipeBarrier(PIPE_ALL)
+        at = g0 * plane_o + oh0 * job.Wo + ow0
+        for src, dst in ((gGm, go), (iGm, ix)):
+            for p in range(gn):
+                DataCopyPad(dst[p * hn * wnA], src[at + p * plane_o],
+                            DataCopyExtParams(hn, wn * 4, (job.Wo - wn) * 4, (wnA - align_up(wn, 8)) // 8))
+        PipeBarrier(PIPE_ALL)
+        Transpose(goT, go, None, TransposeParamsExt(1, G, hn, wnA, TransposeType.TRANSPOSE_NCHW2NHWC))
+        Transpose(ixT, ix, None, TransposeParamsExt(1, G, hn, wnA, TransposeType.TRANSPOSE_NCHW2NHWC))
+        Duplicate(win, 0.0, hx * wxA * G)
+        for r in range(hn):
+            g_row, i_row = goT[r * wnA * G], ixT[r * wnA * G]
+            for i in range(job.kh):
+                ih = r * job.sh + i
+                for j in range(job.kw):
+                    Adds(cand, tmpl, (ih0 + ih) * job.W + iw0 + j, wn * G)
+                    Compare(bits, i_row, cand, CMPMODE.EQ, G, wn, row_rp)
+                    Select(sel, bits, g_row, 0.0, SELMODE.VSEL_TENSOR_SCALAR_MODE, G, wn, row_rp)
+                    tap = win[(ih * wxA + off + j) * G]
+                    Add(tap, tap, sel, G, wn, tap_rp)
+        Transpose(winT, win, None, TransposeParamsExt(1, G, hx, wxA, TransposeType.TRANSPOSE_NHWC2NCHW))
+        PipeBarrier(PIPE_ALL)
+        cols = c_hi - c_lo
+        SetAtomicAdd(F32)
+        for p in range(gn):
+            DataCopyPad(xGm[(g0 + p) * plane_i + (ih0 + r_lo) * job.W + iw0 + c_lo],
+                        winT[p * hx * wxA + r_lo * wxA + off + c_lo],
+                        DataCopyExtParams(r_hi - r_lo, cols * 4, (wxA * 4 - align_up(cols * 4, 32)) // 32,
+                                          (job.W - cols) * 4))
+        SetAtomicNone()
+
+
+def _plan(a: dict, profile, forced: dict) -> Plan:
+    go, x, idx, gi = a["gradOutput"], a["self"], a["indices"], a["gradInput"]
+    for name, t in (("gradOutput", go), ("indices", idx), ("gradInput", gi)):
+        if not t.is_contiguous():
+            raise param_invalid(f"{OP}: a non-contiguous {name} is not modelled")
+    k, s, p, _ = _geometry(a)
+    job = grad_job(x, go.viewDims[-2:], k, s, p, profile, forced)
+
+    def build(ws):
+        dst = tensor_arg(gi, "gradInput") + gi.offset
+        return [zero_fill_launch("MemSet(gradInput)", dst, gi.numel() * 4, profile),
+                KernelLaunch("MaxPoolGradWithArgmax", grad_body, len(job.items), "vector",
+                             (tensor_arg(go, "gradOutput") + go.offset, tensor_arg(idx, "indices") + idx.offset, dst,
+                              job))]
+    return Plan(Workspace(), build, {"blockDim": len(job.items), "planes": job.G, "rows": job.hy, "cols": job.wy,
+                                     "tiles": int(np.prod(job.tiles))})
+
+
+def _space(inputs: dict, profile) -> list[dict]:
+    from ..tiling_space import distinct_accepted
+    return distinct_accepted(OP, inputs, profile, lambda default: [
+        {"planes": g, "rows": r, "cols": c} for g in (16, 32, 64) for r in (1, 2, 4, 8) for c in (8, 16, 32, 64)])
+
+
+register(OpDef(OP, [Param("gradOutput", "tensor"), Param("self", "tensor"), Param("indices", "tensor"),
+                    Param("kernelSize", "int_array"), Param("stride", "int_array"), Param("padding", "int_array"),
+                    Param("dilation", "int_array"), Param("ceilMode", "bool"),
+                    Param("gradInput", "tensor", output=True)],
+               _check, _plan, lambda i: {"gradInput": (np.asarray(i["self"]).shape, np.asarray(i["self"]).dtype)},
+               _space, TILING_FIELDS))
