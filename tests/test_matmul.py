@@ -1,6 +1,6 @@
 """aclnnMm and aclnnMatmul against float64 matrix products and torch.matmul (float64) where torch is
 installed: random M, K, N (1 to a few hundred, across the 16-row fractals and the L0 tiles),
-Matmul's 1-D and N-D operands, non-contiguous (column-major) operands, strided outputs, an out
+Matmul's 1-D and N-D operands and batched others (broadcast batch dims: one BatchMatMul launch), non-contiguous (column-major) operands, strided outputs, an out
 dtype other than the inputs', every dtype and cubeMathType the series allows, on Ascend910A,
 Ascend310P3 (FRACTAL_NZ inputs by TransData) and Ascend910B1 / B4. `MATMUL_CASES=N` runs more.
 
@@ -37,12 +37,14 @@ def draw_case(seed: int) -> dict:
     op = "Mm" if rng.random() < 0.4 else "Matmul"
     xs, ws = (M, K), (K, N)
     if op == "Matmul":
-        form = int(rng.integers(0, 5))
-        xs = {0: (K,), 1: (M, K), 2: (2, 3, M, K), 3: (M, K), 4: (3, M, K)}[form]
-        ws = (K,) if form == 3 else (K, N)
+        form = int(rng.integers(0, 9))
+        xs = {0: (K,), 1: (M, K), 2: (2, 3, M, K), 3: (M, K), 4: (3, M, K), 5: (3, M, K), 6: (K,), 7: (2, 1, M, K),
+              8: (M, K)}[form]
+        ws = {3: (K,), 5: (3, K, N), 6: (2, K, N), 7: (1, 3, K, N), 8: (2, 2, K, N)}.get(form, (K, N))
     out = dtypes[int(rng.integers(0, len(dtypes)))] if rng.random() < 0.2 else dtype
     return dict(seed=seed, soc=soc, op=op, xs=xs, ws=ws, dtype=dtype, out=out, math=int(rng.choice(maths)),
-                fortran=bool(rng.random() < 0.25 and len(xs) == 2), strided_out=bool(rng.random() < 0.15 and op == "Mm"))
+                fortran=bool(rng.random() < 0.25 and len(xs) == 2 and len(ws) <= 2),
+                strided_out=bool(rng.random() < 0.15 and (op == "Mm" or len(ws) > 2)))
 
 
 CASES = [draw_case(i) for i in range(N_CASES)]
@@ -79,7 +81,7 @@ def _run(c):
 
 def _close(c, got, ref, mag, what):
     comp = cube_dtype(CHIPS[c["soc"]], c["dtype"], c["math"])
-    K = c["ws"][0]
+    K = c["xs"][-1]
     tol = ((2 * CUBE_UNIT[comp] + max(1e-5, K * 2.0 ** -24)) * mag + UNIT[c["out"]] * np.abs(ref)
            + float(ml_dtypes.finfo(c["out"]).smallest_subnormal) / 2)
     assert_within(got, ref, tol, what)
@@ -130,8 +132,10 @@ STATUS = {
     "Mm: FP32 KEEP_DTYPE on 910A": (161002, "Mm", "Ascend910A", _args(self=T((8, 16), F32), mat2=T((16, 4), F32),
                                                                       out=T((8, 4), F32))),
     "Mm: cubeMathType 7": (161002, "Mm", "Ascend910B1", _args(cubeMathType=7)),
-    "Matmul: batched other": (161002, "Matmul", "Ascend910B1", dict(self=T((2, 8, 16), F16), other=T((2, 16, 4), F16),
-                                                                   out=T((2, 8, 4), F16), cubeMathType=0)),
+    "Matmul: batch dims do not broadcast": (161002, "Matmul", "Ascend910B1", dict(
+        self=T((2, 8, 16), F16), other=T((3, 16, 4), F16), out=T((3, 8, 4), F16), cubeMathType=0)),
+    "Matmul: contracted dims differ (batched)": (161002, "Matmul", "Ascend910B1", dict(
+        self=T((2, 8, 16), F16), other=T((2, 15, 4), F16), out=T((2, 8, 4), F16), cubeMathType=0)),
 }
 
 

@@ -73,6 +73,9 @@ class GemmTiling:
     swizzleOffset: int = 3      # output-tile order: catlass GemmIdentityBlockSwizzle<3, direction>
     swizzleDirection: int = 0   # 0: windows of 3 tile rows walked along N (M >= N); 1: along M
     nzInputs: bool = False      # A and B are FRACTAL_NZ in GM (chips without an ND -> NZ copy)
+    batch: int = 1              # matrices: C[b] = A[b] @ B[b], the tiles of every b over the cores
+    strideA: int = 0            # elements from A[b] to A[b + 1] (0: one A for every b)
+    strideB: int = 0
 
     @property
     def l1K(self) -> int:
@@ -80,7 +83,8 @@ class GemmTiling:
 
 
 def gemm_tiling(M: int, N: int, K: int, dtype: str = "FLOAT16", soc: str = "Ascend910B1",
-                trans_b: bool = False, profile=None, baseM: int = 128, baseN: int = 256) -> GemmTiling:
+                trans_b: bool = False, profile=None, baseM: int = 128, baseN: int = 256, batch: int = 1,
+                strideA: int = 0, strideB: int = 0) -> GemmTiling:
     """Pick tiles that fit the chip's L1 / L0A / L0B (double-buffered) and L0C, and use all its
     cube cores. The defaults give CANN's template MatMul on A2 for 16-bit types (catlass
     examples/00_basic_matmul: L1 tile 128 x 256 x 256, L0 tile 128 x 256 x 64, L0A / L0B ping-pong,
@@ -115,9 +119,10 @@ def gemm_tiling(M: int, N: int, K: int, dtype: str = "FLOAT16", soc: str = "Asce
     m_tiles, n_tiles = _ceil(M, bm), _ceil(N, step_n * bn)
     return GemmTiling(M=M, N=N, K=K, dtype=dtype, transB=trans_b, baseM=bm, baseN=bn, baseK=bk,
                       stepK=step_k, stepN=step_n, mTiles=m_tiles, nTiles=n_tiles,
-                      kTiles=_ceil(K, bk * step_k), usedCoreNum=min(kind.count, m_tiles * n_tiles),
+                      kTiles=_ceil(K, bk * step_k), usedCoreNum=min(kind.count, batch * m_tiles * n_tiles),
                       splitAByK=p.series != "training", fixpipe="PIPE_FIX" in kind.pipes,
-                      swizzleDirection=0 if M >= N else 1, nzInputs="GM_L1_ND2NZ" not in p.paths)
+                      swizzleDirection=0 if M >= N else 1, nzInputs="GM_L1_ND2NZ" not in p.paths,
+                      batch=batch, strideA=strideA, strideB=strideB)
 
 
 def to_nz(x: np.ndarray, c0: int) -> np.ndarray:
@@ -188,7 +193,7 @@ class KernelGemm:
     def Process(self):
         t = self.t
         blocks, me = GetBlockNum(), GetBlockIdx()
-        steps = [(tile, kt) for tile in range(me, t.mTiles * t.nTiles, blocks) for kt in range(t.kTiles)]
+        steps = [(tile, kt) for tile in range(me, t.batch * t.mTiles * t.nTiles, blocks) for kt in range(t.kTiles)]
         if steps:
             self.CopyIn(*steps[0])
         for i, (tile, kt) in enumerate(steps):
@@ -201,52 +206,58 @@ class KernelGemm:
     # -- tile geometry ----------------------------------------------------------------------
     def _tile(self, tile: int, kt: int):
         t = self.t
-        mt, nt = swizzled_tile(tile, t.mTiles, t.nTiles, t.swizzleOffset, t.swizzleDirection)
+        mt, nt = swizzled_tile(tile % (t.mTiles * t.nTiles), t.mTiles, t.nTiles, t.swizzleOffset, t.swizzleDirection)
         m0, n0, k0 = mt * t.baseM, nt * t.stepN * t.baseN, kt * t.l1K
         return (m0, min(t.baseM, t.M - m0), n0, min(t.stepN * t.baseN, t.N - n0),
                 k0, min(t.l1K, t.K - k0))
 
     # -- CopyIn: GM -> L1 (ND -> NZ) --------------------------------------------------------------
+    def _batch(self, tile: int) -> tuple[int, int]:
+        """The GM offsets (elements) of the tile's A and B."""
+        b = tile // (self.t.mTiles * self.t.nTiles)
+        return b * self.t.strideA, b * self.t.strideB
+
     def CopyIn(self, tile: int, kt: int):
         t, c0 = self.t, self.c0
         m0, mv, n0, nv, k0, kv = self._tile(tile, kt)
+        ao, bo = self._batch(tile)
         if t.nzInputs:
-            self.CopyInNz(m0, mv, n0, nv, k0, kv)
+            self.CopyInNz(m0, mv, n0, nv, k0, kv, ao, bo)
             return
         a1 = self.inQueueA1.AllocTensor(self.inT)
         m16 = _align(mv, 16)
         if mv % 16:     # tail rows: zero the padding the loads will read
             InitConstValue(a1, InitConstValueParams(1, m16 * _ceil(kv, c0), 0, 0))
-        DataCopy(a1, self.aGm[m0 * t.K + k0], Nd2NzParams(1, mv, kv, 0, t.K, m16, 1, 0))
+        DataCopy(a1, self.aGm[ao + m0 * t.K + k0], Nd2NzParams(1, mv, kv, 0, t.K, m16, 1, 0))
         self.inQueueA1.EnQue(a1)
         b1 = self.inQueueB1.AllocTensor(self.inT)
         if t.transB:    # B^T (N x K): rows n, columns k
             n16 = _align(nv, 16)
             if nv % 16:
                 InitConstValue(b1, InitConstValueParams(1, n16 * _ceil(kv, c0), 0, 0))
-            DataCopy(b1, self.bGm[n0 * t.K + k0], Nd2NzParams(1, nv, kv, 0, t.K, n16, 1, 0))
+            DataCopy(b1, self.bGm[bo + n0 * t.K + k0], Nd2NzParams(1, nv, kv, 0, t.K, n16, 1, 0))
         else:           # B (K x N): rows k, columns n
             k16 = _align(kv, 16)
             if kv % 16:
                 InitConstValue(b1, InitConstValueParams(1, k16 * _ceil(nv, c0), 0, 0))
-            DataCopy(b1, self.bGm[k0 * t.N + n0], Nd2NzParams(1, kv, nv, 0, t.N, k16, 1, 0))
+            DataCopy(b1, self.bGm[bo + k0 * t.N + n0], Nd2NzParams(1, kv, nv, 0, t.N, k16, 1, 0))
         self.inQueueB1.EnQue(b1)
 
-    def CopyInNz(self, m0: int, mv: int, n0: int, nv: int, k0: int, kv: int):
+    def CopyInNz(self, m0: int, mv: int, n0: int, nv: int, k0: int, kv: int, ao: int = 0, bo: int = 0):
         """A and B already FRACTAL_NZ in GM: each tile's column strips, rows padded to 16 (zeros
         in GM), one strided copy per operand into the L1 layout the ND -> NZ copy would give."""
         t, c0 = self.t, self.c0
         a1 = self.inQueueA1.AllocTensor(self.inT)
         m16, M16 = _align(mv, 16), _align(t.M, 16)
-        DataCopy(a1, self.aGm[((k0 // c0) * M16 + m0) * c0], DataCopyParams(_ceil(kv, c0), m16, M16 - m16, 0))
+        DataCopy(a1, self.aGm[ao + ((k0 // c0) * M16 + m0) * c0], DataCopyParams(_ceil(kv, c0), m16, M16 - m16, 0))
         self.inQueueA1.EnQue(a1)
         b1 = self.inQueueB1.AllocTensor(self.inT)
         if t.transB:    # B^T (N x K) in NZ: strips of k, rows n
             n16, N16 = _align(nv, 16), _align(t.N, 16)
-            DataCopy(b1, self.bGm[((k0 // c0) * N16 + n0) * c0], DataCopyParams(_ceil(kv, c0), n16, N16 - n16, 0))
+            DataCopy(b1, self.bGm[bo + ((k0 // c0) * N16 + n0) * c0], DataCopyParams(_ceil(kv, c0), n16, N16 - n16, 0))
         else:           # B (K x N) in NZ: strips of n, rows k
             k16, K16 = _align(kv, 16), _align(t.K, 16)
-            DataCopy(b1, self.bGm[((n0 // c0) * K16 + k0) * c0], DataCopyParams(_ceil(nv, c0), k16, K16 - k16, 0))
+            DataCopy(b1, self.bGm[bo + ((n0 // c0) * K16 + k0) * c0], DataCopyParams(_ceil(nv, c0), k16, K16 - k16, 0))
         self.inQueueB1.EnQue(b1)
 
     # -- Split (L1 -> L0A / L0B) and Compute (Mmad) ------------------------------------------------
@@ -321,7 +332,7 @@ class KernelGemm:
             nOff = j * t.baseN
             nb = min(t.baseN, nv - nOff)
             c1 = self.outQueueCO1.DeQue(float32)
-            dst = self.cGm[m0 * t.N + n0 + nOff]
+            dst = self.cGm[tile // (t.mTiles * t.nTiles) * t.M * t.N + m0 * t.N + n0 + nOff]
             if t.fixpipe:       # A2: NZ -> ND and fp32 -> output dtype on the way out
                 Fixpipe(dst, c1, FixpipeParamsV220(nSize=nb, mSize=mv, srcStride=m16, dstStride=t.N))
                 self.outQueueCO1.FreeTensor(c1)

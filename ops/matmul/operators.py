@@ -40,12 +40,13 @@ TILING_FIELDS = {"baseM": "int", "baseN": "int"}
 
 # ---- TransData ND -> FRACTAL_NZ (the coupled chips' Cube reads NZ from GM) ------------------------
 def _nd_to_nz_body(src: GM_ADDR, dst: GM_ADDR, rows: int, cols: int, dtype, chunk: int, items: tuple):
-    """Per item (column strip s, row chunk): the chunk's rows of the strip's c0 columns into UB
-    rows of 32 B (zeros past the matrix), then one contiguous write into the strip's NZ rows."""
+    """Per item (matrix, column strip s, row chunk): the chunk's rows of the strip's c0 columns
+    into UB rows of 32 B (zeros past the matrix), then one contiguous write into the strip's NZ rows."""
     first, count = items[GetBlockIdx()]
     isz = np.dtype(dtype).itemsize
     c0, r16 = 32 // isz, align_up(rows, 16)
     chunks = ceil_div(r16, chunk)
+    per_matrix = ceil_div(cols, c0) * chunks
     sGm, dGm = GlobalTensor(dtype), GlobalTensor(dtype)
     sGm.SetGlobalBuffer(src)
     dGm.SetGlobalBuffer(dst)
@@ -57,8 +58,10 @@ def _nd_to_nz_body(src: GM_ADDR, dst: GM_ADDR, rows: int, cols: int, dtype, chun
     zeroed = pipe.AllocEventID(HardEvent.V_MTE2)
     pending = [False, False]
     for i in Loop(count, key=lambda i: (i < 2, (first + i) % chunks == chunks - 1,
-                                        (first + i) // chunks == ceil_div(cols, c0) - 1), period=2):
-        s, ch = divmod(first + i, chunks)
+                                        (first + i) % per_matrix // chunks == ceil_div(cols, c0) - 1), period=2):
+        b, rest = divmod(first + i, per_matrix)
+        s, ch = divmod(rest, chunks)
+        at_src, at_dst = b * rows * cols, b * r16 * ceil_div(cols, c0) * c0
         r0, k = ch * chunk, i % 2
         n_rows = min(chunk, r16 - r0)
         real = max(0, min(n_rows, rows - r0))
@@ -72,10 +75,10 @@ def _nd_to_nz_body(src: GM_ADDR, dst: GM_ADDR, rows: int, cols: int, dtype, chun
             SetFlag(HardEvent.V_MTE2, zeroed)
             WaitFlag(HardEvent.V_MTE2, zeroed)
         if real:
-            DataCopyPad(t, sGm[r0 * cols + s * c0], DataCopyExtParams(real, width * isz, (cols - width) * isz, 0))
+            DataCopyPad(t, sGm[at_src + r0 * cols + s * c0], DataCopyExtParams(real, width * isz, (cols - width) * isz, 0))
         SetFlag(HardEvent.MTE2_MTE3, loaded[k])
         WaitFlag(HardEvent.MTE2_MTE3, loaded[k])
-        DataCopy(dGm[(s * r16 + r0) * c0], t, n_rows * c0)
+        DataCopy(dGm[at_dst + (s * r16 + r0) * c0], t, n_rows * c0)
         SetFlag(HardEvent.MTE3_MTE2, written[k])
         pending[k] = True
     for k in range(2):
@@ -83,9 +86,10 @@ def _nd_to_nz_body(src: GM_ADDR, dst: GM_ADDR, rows: int, cols: int, dtype, chun
             WaitFlag(HardEvent.MTE3_MTE2, written[k])
 
 
-def nd_to_nz_launch(src, dst, rows: int, cols: int, dtype, profile) -> KernelLaunch:
+def nd_to_nz_launch(src, dst, rows: int, cols: int, dtype, profile, batch: int = 1) -> KernelLaunch:
+    """One TransData of `batch` (rows, cols) matrices, one after another in GM, to FRACTAL_NZ."""
     chunk = min(align_up(rows, 16), max(16, ub_bytes(profile) // 2 // 32 // 16 * 16), 4080)
-    items = ceil_div(cols, 32 // np.dtype(dtype).itemsize) * ceil_div(align_up(rows, 16), chunk)
+    items = batch * ceil_div(cols, 32 // np.dtype(dtype).itemsize) * ceil_div(align_up(rows, 16), chunk)
     blocks = tuple((a, b - a) for a, b in split_evenly(items, vector_core_count(profile)) if b > a)
     return KernelLaunch("TransData(ND -> FRACTAL_NZ)", _nd_to_nz_body, len(blocks), "vector",
                         (src, dst, rows, cols, np.dtype(dtype), chunk, blocks))
@@ -116,13 +120,18 @@ def _matrix_views(a: dict, left: str, right: str) -> tuple[aclTensor, aclTensor,
 
 
 def _expected_out(xs: tuple, ws: tuple) -> tuple:
+    """torch.matmul's result shape (the batch dims broadcast; None when they do not)."""
     if len(xs) == 1 and len(ws) == 1:
         return ()
     if len(ws) == 1:
         return xs[:-1]
-    if len(xs) == 1:
-        return (ws[1],)
-    return xs[:-1] + (ws[1],)
+    if len(ws) == 2:
+        return (ws[1],) if len(xs) == 1 else xs[:-1] + (ws[1],)
+    try:
+        batch = np.broadcast_shapes(xs[:-2], ws[:-2])
+    except ValueError:
+        return None
+    return batch + ((ws[-1],) if len(xs) == 1 else (xs[-2], ws[-1]))
 
 
 def _check(a: dict, profile, op: str, right: str) -> None:
@@ -139,29 +148,42 @@ def _check(a: dict, profile, op: str, right: str) -> None:
         raise param_invalid(f"Mm: self and mat2 must be 2-D, got {len(xs)}-D and {len(ws)}-D")
     if not xs or not ws or len(xs) > 6:
         raise param_invalid(f"{op}: self has rank {len(xs)} and {right} rank {len(ws)}; each must be 1 to 6")
-    if len(ws) > 2:
-        raise param_invalid(f"{op}: a batched {right} (rank {len(ws)}) is not modelled; 1-D or 2-D only")
-    if xs[-1] != ws[0]:
-        raise param_invalid(f"{op}: self's last dim {xs[-1]} must equal {right}'s first, {ws[0]} ({list(xs)} @ {list(ws)})")
+    if len(ws) > 6:
+        raise param_invalid(f"{op}: {right} has rank {len(ws)}; at most 6")
+    k_right = ws[0] if len(ws) == 1 else ws[-2]
+    if xs[-1] != k_right:
+        raise param_invalid(f"{op}: self's last dim {xs[-1]} must equal {right}'s contracted dim, {k_right} "
+                            f"({list(xs)} @ {list(ws)})")
     want = _expected_out(xs, ws)
+    if want is None:
+        raise param_invalid(f"{op}: the batch dims of self {list(xs[:-2])} and {right} {list(ws[:-2])} do not "
+                            f"broadcast")
     if a["out"].viewDims != want:
         raise param_invalid(f"{op}: out has shape {list(a['out'].viewDims)}; it must be {list(want)}")
-    if len(xs) > 2 and not (a["self"].is_contiguous() and a["out"].is_contiguous()):
+    if len(xs) > 2 and len(ws) <= 2 and not (a["self"].is_contiguous() and a["out"].is_contiguous()):
         raise param_invalid(f"{op}: an N-D self folds into M only when self and out are contiguous")
     cube_compute_dtype(promote([dtype_name(a[n].dataType) for n in ("self", right)]), a["cubeMathType"], profile, op)
 
 
 # ---- plan -----------------------------------------------------------------------------------------
-def gemm_steps(c: Chain, x: aclTensor, w: aclTensor, names: tuple, compute: str, profile, forced: dict, y=None):
+def gemm_steps(c: Chain, x: aclTensor, w: aclTensor, names: tuple, compute: str, profile, forced: dict, y=None,
+               batch: int = 1):
     """The launches of x (M, K) @ w (K, N) up to and with the MatMul: (result, tiling). The result
-    is y itself when y is a contiguous tensor of the Cube's out dtype, else a workspace buffer."""
-    (M, K), N = x.viewDims, w.viewDims[1]
+    is y itself when y is a contiguous tensor of the Cube's out dtype, else a workspace buffer.
+    `batch` > 1: x and w are (..., M, K) and (..., K, N) views holding `batch` matrices each (the
+    broadcast ones expanded) or one 2-D matrix for every product, and one MatMul launch runs them."""
+    (M, K), N = x.viewDims[-2:], w.viewDims[-1]
     in_t, out_t = (np.dtype(d) for d in DTYPES[compute])
+    counts = [1 if len(v.viewDims) == 2 else batch for v in (x, w)]
+    strides = [n * (nz_elements(r, k, in_t) if _nz_inputs(profile) else r * k) if n > 1 else 0
+               for n, (r, k) in zip(counts, ((M, K), (K, N)))]
     t = gemm_tiling(M, N, K, compute, profile.soc_version, in_t.itemsize == 4, profile=profile,
-                    **{k: int(v) for k, v in forced.items() if k in TILING_FIELDS})
+                    **{k: int(v) for k, v in forced.items() if k in TILING_FIELDS},
+                    **({"batch": batch, "strideA": strides[0] // counts[0], "strideB": strides[1] // counts[1]}
+                       if batch > 1 else {}))
 
     def dense(src: aclTensor, name: str, shape: tuple, transpose: bool):
-        """src as a dense (rows, cols) matrix of the Cube's input dtype, transposed if asked."""
+        """src as dense (rows, cols) matrices of the Cube's input dtype, transposed if asked."""
         buf = src
         if not src.is_contiguous() or transpose and src.dtype != in_t:
             buf = c.buffer(f"{name} contiguous", src.numel(), src.dtype)
@@ -172,27 +194,37 @@ def gemm_steps(c: Chain, x: aclTensor, w: aclTensor, names: tuple, compute: str,
             buf = cast
         if transpose:
             rows, cols = shape
-            out = c.buffer(f"{name} transposed", rows * cols, in_t)
-            c.copy(f"Transpose({name})", buf, (cols, rows), (1, cols), out, gather=True)
+            nb = src.numel() // (rows * cols)
+            out = c.buffer(f"{name} transposed", nb * rows * cols, in_t)
+            if nb == 1:
+                c.copy(f"Transpose({name})", buf, (cols, rows), (1, cols), out, gather=True)
+            else:
+                c.copy(f"Transpose({name})", buf, (nb, cols, rows), (rows * cols, 1, cols), out, gather=True)
             buf = out
         return buf
     left, right = names
     a_buf = dense(x, left, (M, K), False)
     b_buf = dense(w, right, (K, N), t.transB)
     if t.nzInputs:
-        for name, rows, cols in ((left, M, K), (right, K, N)):
+        for name, rows, cols, nb in ((left, M, K, counts[0]), (right, K, N, counts[1])):
             src = a_buf if name == left else b_buf
-            nz = c.buffer(f"{name} in FRACTAL_NZ", nz_elements(rows, cols, in_t), in_t)
-            c.launch(lambda addr, s=src, d=nz, r=rows, k=cols: nd_to_nz_launch(addr(s), addr(d), r, k, in_t, profile))
+            nz = c.buffer(f"{name} in FRACTAL_NZ", nb * nz_elements(rows, cols, in_t), in_t)
+            c.launch(lambda addr, s=src, d=nz, r=rows, k=cols, n=nb: nd_to_nz_launch(addr(s), addr(d), r, k, in_t,
+                                                                                    profile, n))
             if name == left:
                 a_buf = nz
             else:
                 b_buf = nz
     direct = y is not None and y.is_contiguous() and y.dtype == out_t
-    result = y if direct else c.buffer("MatMul's result", M * N, out_t)
-    c.launch(lambda addr: KernelLaunch("MatMul", gemm_kernel, t.usedCoreNum, "cube",
+    result = y if direct else c.buffer("MatMul's result", batch * M * N, out_t)
+    c.launch(lambda addr: KernelLaunch("MatMul" if batch == 1 else "BatchMatMul", gemm_kernel, t.usedCoreNum, "cube",
                                        (addr(a_buf), addr(b_buf), addr(result), t)))
     return result, t
+
+
+def _nz_inputs(profile) -> bool:
+    """The Cube reads FRACTAL_NZ from GM (the chip has no ND -> NZ copy): as gemm_tiling decides."""
+    return "GM_L1_ND2NZ" not in profile.paths
 
 
 def _facts(compute: str, t) -> dict:
@@ -200,7 +232,32 @@ def _facts(compute: str, t) -> dict:
             "blockDim": t.usedCoreNum, "nzInputs": t.nzInputs, "transB": t.transB}
 
 
+def _batched_views(a: dict, right: str):
+    """self and other for a batched other: each a 2-D matrix when its batch is one matrix, else a
+    view over the whole broadcast batch (stride 0 where it broadcasts). Returns (x, w, out, the
+    batch's matrices); out holds them dense when it is contiguous."""
+    x, w, y = a["self"], a[right], a["out"]
+
+    def view(t, shape, strides):
+        return aclTensor(tuple(shape), t.dataType, tuple(strides), t.offset, t.format, t.storageDims, t.data)
+    if len(x.viewDims) == 1:
+        x = view(x, (1, x.viewDims[0]), (0, x.stride[0]))
+    batch = tuple(np.broadcast_shapes(x.viewDims[:-2], w.viewDims[:-2]))
+    B = int(np.prod(batch, dtype=np.int64))
+
+    def over_batch(t):
+        own = t.viewDims[:-2]
+        if int(np.prod(own, dtype=np.int64)) == 1:
+            return view(t, t.viewDims[-2:], t.stride[-2:])
+        pad = len(batch) - len(own)
+        strides = [0] * pad + [0 if d == 1 else st for d, st in zip(own, t.stride[:-2])]
+        return view(t, batch + t.viewDims[-2:], strides + list(t.stride[-2:]))
+    return over_batch(x), over_batch(w), y, B
+
+
 def plan(a: dict, profile, forced: dict, op: str, right: str) -> Plan:
+    if len(a[right].viewDims) > 2:
+        return _batched_plan(a, profile, forced, op, right)
     x, w, y = _matrix_views(a, "self", right)
     (M, K), N = x.viewDims, w.viewDims[1]
     compute = cube_compute_dtype(promote([dtype_name(t.dataType) for t in (x, w)]), a["cubeMathType"], profile, op)
@@ -217,6 +274,25 @@ def plan(a: dict, profile, forced: dict, op: str, right: str) -> Plan:
         if not y.is_contiguous():
             c.view_copy(y, "out", final)
     return Plan(c.workspace, c.build, _facts(compute, t))
+
+
+def _batched_plan(a: dict, profile, forced: dict, op: str, right: str) -> Plan:
+    x, w, y, B = _batched_views(a, right)
+    M, N = x.viewDims[-2], w.viewDims[-1]
+    compute = cube_compute_dtype(promote([dtype_name(t.dataType) for t in (x, w)]), a["cubeMathType"], profile, op)
+    c = Chain(profile, {})
+    if B * M * N == 0:
+        return Plan(c.workspace, c.build, {"launches": "none (empty output)"})
+    result, t = gemm_steps(c, x, w, ("self", right), compute, profile, forced, y, batch=B)
+    if result is not y:
+        final = y if y.is_contiguous() else c.buffer("out dense, before the strided write-back", B * M * N, y.dtype)
+        if y.dtype != np.dtype(DTYPES[compute][1]):
+            c.flat("Cast", "cast", [(result, 0)], (final, 0), B * M * N)
+        else:
+            final = result
+        if not y.is_contiguous():
+            c.view_copy(a["out"], "out", final)
+    return Plan(c.workspace, c.build, _facts(compute, t) | {"batch": B})
 
 
 def _infer(right: str):
