@@ -221,6 +221,27 @@ def test_max_pooling_is_simulated_with_its_indices():
 
 
 @needs_torch
+def test_batched_matmul_and_grid_sample_are_simulated():
+    a, b = torch.randn(3, 5, 7), torch.randn(3, 7, 4)
+    inp, grid = torch.randn(2, 3, 6, 5), torch.rand(2, 4, 3, 2) * 2 - 1
+    with simulator.capture() as cap:
+        torch.bmm(a, b)
+        torch.nn.functional.grid_sample(inp, grid, align_corners=False)
+    ops = [c.op for c in cap.calls]
+    assert ops == ["Matmul", "GridSampler2D"]
+    kw = studies.build_inputs(cap.calls[0])
+    assert kw["self"].shape == (3, 5, 7) and kw["other"].shape == (3, 7, 4)
+    r = simulator.run("Matmul", "Ascend910B1", **kw)
+    np.testing.assert_allclose(r.outputs["out"], kw["self"].astype(np.float64) @ kw["other"].astype(np.float64),
+                               rtol=1e-4, atol=1e-4)
+    kw = studies.build_inputs(cap.calls[1])
+    r = simulator.run("GridSampler2D", "Ascend910B1", **kw)
+    want = torch.nn.functional.grid_sample(torch.from_numpy(kw["input"]), torch.from_numpy(kw["grid"]),
+                                           align_corners=kw["alignCorners"])
+    np.testing.assert_allclose(r.outputs["out"], want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@needs_torch
 def test_nothing_to_save_says_so(tmp_path):
     with simulator.capture() as cap:
         torch.randn(4, 4).exp()                      # no operator of ours

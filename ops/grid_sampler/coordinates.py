@@ -5,7 +5,9 @@ kernel (`kernel.py`), which owns the buffers (`self.t` the tiling, `self.scratch
 What it leaves for gridGrad and the scatters: `corner_weights` (one P-vector per corner or tap),
 `corner_in_bounds` (their 0/1 validity, None when padding makes every tap valid), the gradient
 factors `gix_mult` / `giy_mult`, and for bicubic the coefficients `cubic_x` / `cubic_y` and their
-derivatives `cubic_x_grad` / `cubic_y_grad`.
+derivatives `cubic_x_grad` / `cubic_y_grad`. The forward kernel (forward_kernel.py) sets
+`coordinate_grads = False` and passes no gradient vectors: then none of the gradient work is
+recorded (bicubic's derivative coefficients, the padding's gradient factors).
 """
 from __future__ import annotations
 
@@ -18,7 +20,10 @@ TT = SELMODE.VSEL_TENSOR_TENSOR_MODE
 
 
 class SourceCoordinates:
-    """Coordinate math of GridSampler2DGrad, per tile of P grid points, all in UB vectors."""
+    """Coordinate math of GridSampler2DGrad and GridSampler2D, per tile of P grid points, all in
+    UB vectors."""
+
+    coordinate_grads = True     # compute d(coordinate)/d(grid) too (the backward)
 
     def unnormalize(self, v, size):
         """grid_sampler_unnormalize_set_grad: returns the constant d(coord)/d(grid)."""
@@ -100,12 +105,14 @@ class SourceCoordinates:
             Select(sg, m, sg, h, TT, P)
             Mul(g, g, sg, P)
 
-    def source_index(self, v, size, g):
-        """grid_sampler_compute_source_index_set_grad: v in place, g = its gradient factor."""
+    def source_index(self, v, size, g=None):
+        """grid_sampler_compute_source_index(_set_grad): v in place, g = its gradient factor (None:
+        no gradient, the forward's grid_sampler_compute_source_index)."""
         t = self.t
         mult = self.unnormalize(v, size)
         self.sanitize(v)
-        Duplicate(g, mult, t.P)
+        if g is not None:
+            Duplicate(g, mult, t.P)
         if t.padding == BORDER:
             self.clip(v, size, g)
         elif t.padding == REFLECTION:
@@ -183,7 +190,7 @@ class SourceCoordinates:
 
     def cubic(self, c, cg, tv):
         """PyTorch's get_cubic_upsample_coefficients (c: 4 vectors) and
-        get_cubic_coefficients_grad (cg), for the fractional part tv."""
+        get_cubic_coefficients_grad (cg; None: not wanted), for the fractional part tv."""
         s, P, A = self.scratch, self.t.P, CUBIC_A
         u = s.vec("cu")
         # c0 = conv2(t + 1), c1 = conv1(t), c2 = conv1(1 - t), c3 = conv2(2 - t)
@@ -204,6 +211,8 @@ class SourceCoordinates:
                 Adds(d, d, 8 * A, P)
                 Mul(d, d, u, P)
                 Adds(d, d, -4 * A, P)
+        if cg is None:
+            return
         # gradients: x = -1 - t, -t, 1 - t, 2 - t
         forms = ((-1.0, -3 * A, -10 * A, -8 * A), (0.0, -3 * (A + 2), -2 * (A + 3), None),
                  (1.0, 3 * (A + 2), -2 * (A + 3), None), (2.0, 3 * A, -10 * A, 8 * A))
@@ -235,7 +244,8 @@ class SourceCoordinates:
             Cast(fi, v, RoundMode.CAST_FLOOR, P)
             Cast(f, fi, RoundMode.CAST_NONE, P)
             Sub(tv, v, f, P)
-        cx, cy, gx, gy = s.vec("cx", 4), s.vec("cy", 4), s.vec("gcx", 4), s.vec("gcy", 4)
+        cx, cy = s.vec("cx", 4), s.vec("cy", 4)
+        gx, gy = (s.vec("gcx", 4), s.vec("gcy", 4)) if self.coordinate_grads else (None, None)
         self.cubic(cx, gx, tx)
         self.cubic(cy, gy, ty)
         self.cubic_x, self.cubic_y, self.cubic_x_grad, self.cubic_y_grad = cx, cy, gx, gy

@@ -1,6 +1,7 @@
 """The main kernel (vector cores): per tile of grid points, the corner coordinates and weights,
 the gathered corners, gridGrad, and the inputGrad contributions scattered by atomic-add
-DataCopyPadIndirect, software-pipelined.
+DataCopyPadIndirect, software-pipelined. `GridPointTiles` is what it shares with the forward
+kernel (forward_kernel.py): tiles of grid points, the grid tile's coordinates, the corner gathers.
 """
 from __future__ import annotations
 
@@ -75,7 +76,99 @@ def _identity_offsets(H: int, W: int, C: int, Ho: int, Wo: int, pad: int, p0: in
     return out
 
 
-class KernelGridSampler2DGrad(SourceCoordinates):
+class GridPointTiles(SourceCoordinates):
+    """What both GridSampler kernels do alike: tiles of P grid points of one image (dealt over
+    the blocks by the tiling), channel chunks, the grid tile brought in (CopyInGrid, GridXY),
+    and the corner runs gathered from the NHWC input by DataCopyPadIndirect (GatherOps), with
+    the nominal addresses the L2 model and fast mode's Loop see (StepTouches). Expects
+    gridQ, cornerQ, scratch, idxEvent and xws set by the kernel's Init."""
+
+    def _tile(self, tile):
+        t = self.t
+        n, j = divmod(tile, t.tiles_per_n)
+        p0 = j * t.P
+        return n, p0, min(t.P, t.Ho * t.Wo - p0)
+
+    def _chunk(self, tile, ch):
+        """The tile's image, first point and point count, and the chunk's first channel and count."""
+        c0 = ch * self.t.Cc
+        return (*self._tile(tile), c0, min(self.t.Cc, self.t.C - c0))
+
+    # ---- grid tile -> coordinates, weights, masks, offsets ------------------------------------
+    def CopyInGrid(self, tile):
+        t = self.t
+        n, p0, cnt = self._tile(tile)
+        g = self.gridQ.AllocTensor(t.io)
+        DataCopyPad(g, self.gridGm[(n * t.Ho * t.Wo + p0) * 2],
+                    DataCopyExtParams(1, cnt * 2 * t.io.itemsize, 0, 0))
+        self.gridQ.EnQue(g)
+
+    def GridXY(self):
+        """The grid tile (gridQ) as two compute-dtype P-vectors, x then y."""
+        t, s, P = self.t, self.scratch, self.t.P
+        g = self.gridQ.DeQue(t.io)
+        xy = s.vec("xy", 2)
+        if t.io.itemsize != t.cdt.itemsize:
+            gf = s.vec("gridf", 2)
+            Cast(gf, g, RoundMode.CAST_NONE, 2 * P)
+            transpose_2d(xy, gf, P, 2)                 # [P][2] -> [2][P]: x then y
+        else:
+            transpose_2d(xy, g, P, 2)
+        self.gridQ.FreeTensor(g)
+        return xy, xy[P]
+
+    def _chunk_gm(self, base: GM_ADDR, n, c0) -> GlobalTensor:
+        t = self.t
+        g = GlobalTensor(t.cdt)
+        g.SetGlobalBuffer(base + ((t.pad + n * t.H * t.W) * t.C + c0))
+        return g
+
+    def _nominal(self, n, p0, cnt, dy, dx, L) -> np.ndarray:
+        """The element offsets an identity grid would touch at points p0..p0+cnt-1 (for the L2
+        model only), from the image's start (the same in every image)."""
+        t = self.t
+        return _identity_offsets(t.H, t.W, t.C, t.Ho, t.Wo, t.pad, p0, cnt, dy, dx, L)
+
+    def _indirect_runs(self, tile, ch, gather: bool):
+        """Per corner run of the step: (its first corner, the GM tensor, the copies' params, their
+        nominal offsets) of its gathers (from the input) or its atomic scatters (to the
+        accumulator)."""
+        t, P, Ccp = self.t, self.t.P, self.t.Ccp
+        n, p0, cnt, c0, cc = self._chunk(tile, ch)
+        esz = t.cdt.itemsize
+        gm = self._chunk_gm(self.xws if gather else self.acc, n, c0)
+        ub_gap = (P * Ccp * esz - align_up(cc * esz, 32)) // 32
+        for k0, L, dy, dx in t.runs:
+            gm_gap = (t.C - cc) * esz
+            params = (DataCopyExtParams(L, cc * esz, gm_gap, ub_gap) if gather else
+                      DataCopyExtParams(L, cc * esz, ub_gap, gm_gap))
+            yield k0, gm, params, self._nominal(n, p0, cnt, dy, dx, L)
+
+    def StepTouches(self, i, steps):
+        """What step i's gathers (the next step's corners) and scatters show the L2: the Loop's
+        `touches`, for the steps fast mode skips."""
+        t, out = self.t, []
+        if t.need_x and i + 1 < len(steps):
+            out += [nominal_rows(gm, params, nom, True) for _, gm, params, nom in self._indirect_runs(*steps[i + 1], True)]
+        if t.need_in:
+            out += [nominal_rows(gm, params, nom, False) for _, gm, params, nom in self._indirect_runs(*steps[i], False)]
+        return out
+
+    def GatherOps(self, tile, ch):
+        """Allocate the corner buffer now; return (the gathers, the EnQue that ends them)."""
+        t, P, Ccp = self.t, self.t.P, self.t.Ccp
+        cnt = self._tile(tile)[2]
+        x = self.cornerQ.AllocTensor(t.cdt)
+        if ch == 0:
+            WaitFlag(HardEvent.V_MTE2, self.idxEvent)
+        runs = []
+        for r, (k0, gm, params, nominal) in enumerate(self._indirect_runs(tile, ch, True)):
+            idx = self.scratch.int_vec(f"idx{tile % 2}_{r}")
+            runs.append(IndirectCopies(x[k0 * P * Ccp], gm, params, idx, 0, cnt, Ccp, nominal))
+        return runs, partial(self.cornerQ.EnQue, x)
+
+
+class KernelGridSampler2DGrad(GridPointTiles):
     """Init, then per tile: CopyInGrid, ComputeCoords, per channel chunk (CopyInGradOutput,
     Gather, ComputeChunk, Scatter), ComputeGridGrad, CopyOutGridGrad."""
 
@@ -174,17 +267,6 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             if last and t.need_gg:
                 self.CopyOutGridGrad(tile)
 
-    def _tile(self, tile):
-        t = self.t
-        n, j = divmod(tile, t.tiles_per_n)
-        p0 = j * t.P
-        return n, p0, min(t.P, t.Ho * t.Wo - p0)
-
-    def _chunk(self, tile, ch):
-        """The tile's image, first point and point count, and the chunk's first channel and count."""
-        c0 = ch * self.t.Cc
-        return (*self._tile(tile), c0, min(self.t.Cc, self.t.C - c0))
-
     @staticmethod
     def Interleave(a, b):
         """Issue two (runs of copies, finish) alternately, a copy from each in turn, then their
@@ -202,28 +284,10 @@ class KernelGridSampler2DGrad(SourceCoordinates):
             if x:
                 x[1]()
 
-    # ---- grid tile -> coordinates, weights, masks, offsets ------------------------------------
-    def CopyInGrid(self, tile):
-        t = self.t
-        n, p0, cnt = self._tile(tile)
-        g = self.gridQ.AllocTensor(t.io)
-        DataCopyPad(g, self.gridGm[(n * t.Ho * t.Wo + p0) * 2],
-                    DataCopyExtParams(1, cnt * 2 * t.io.itemsize, 0, 0))
-        self.gridQ.EnQue(g)
-
     def ComputeCoords(self, tile):
-        t, s, P = self.t, self.scratch, self.t.P
+        t, s = self.t, self.scratch
         par = tile % 2
-        g = self.gridQ.DeQue(t.io)
-        xy = s.vec("xy", 2)
-        if t.io.itemsize != t.cdt.itemsize:
-            gf = s.vec("gridf", 2)
-            Cast(gf, g, RoundMode.CAST_NONE, 2 * P)
-            transpose_2d(xy, gf, P, 2)                 # [P][2] -> [2][P]: x then y
-        else:
-            transpose_2d(xy, g, P, 2)
-        self.gridQ.FreeTensor(g)
-        ix, iy = xy, xy[P]
+        ix, iy = self.GridXY()
         if t.interp == BICUBIC:
             # d(source coordinate)/d(grid), PyTorch's gix_mult / giy_mult: constants here (bicubic
             # pads each tap, not the coordinate), per-point vectors below
@@ -254,56 +318,6 @@ class KernelGridSampler2DGrad(SourceCoordinates):
         DataCopyPad(g, self.goGm[(n * t.C + c0) * HoWo + p0],
                     DataCopyExtParams(cc, cnt * isz, (HoWo - cnt) * isz, (t.P * isz - row) // 32))
         self.gradOutQ.EnQue(g)
-
-    def _chunk_gm(self, base: GM_ADDR, n, c0) -> GlobalTensor:
-        t = self.t
-        g = GlobalTensor(t.cdt)
-        g.SetGlobalBuffer(base + ((t.pad + n * t.H * t.W) * t.C + c0))
-        return g
-
-    def _nominal(self, n, p0, cnt, dy, dx, L) -> np.ndarray:
-        """The element offsets an identity grid would touch at points p0..p0+cnt-1 (for the L2
-        model only), from the image's start (the same in every image)."""
-        t = self.t
-        return _identity_offsets(t.H, t.W, t.C, t.Ho, t.Wo, t.pad, p0, cnt, dy, dx, L)
-
-    def _indirect_runs(self, tile, ch, gather: bool):
-        """Per corner run of the step: (its first corner, the GM tensor, the copies' params, their
-        nominal offsets) of its gathers (from the input) or its atomic scatters (to the
-        accumulator)."""
-        t, P, Ccp = self.t, self.t.P, self.t.Ccp
-        n, p0, cnt, c0, cc = self._chunk(tile, ch)
-        esz = t.cdt.itemsize
-        gm = self._chunk_gm(self.xws if gather else self.acc, n, c0)
-        ub_gap = (P * Ccp * esz - align_up(cc * esz, 32)) // 32
-        for k0, L, dy, dx in t.runs:
-            gm_gap = (t.C - cc) * esz
-            params = (DataCopyExtParams(L, cc * esz, gm_gap, ub_gap) if gather else
-                      DataCopyExtParams(L, cc * esz, ub_gap, gm_gap))
-            yield k0, gm, params, self._nominal(n, p0, cnt, dy, dx, L)
-
-    def StepTouches(self, i, steps):
-        """What step i's gathers (the next step's corners) and scatters show the L2: the Loop's
-        `touches`, for the steps fast mode skips."""
-        t, out = self.t, []
-        if t.need_x and i + 1 < len(steps):
-            out += [nominal_rows(gm, params, nom, True) for _, gm, params, nom in self._indirect_runs(*steps[i + 1], True)]
-        if t.need_in:
-            out += [nominal_rows(gm, params, nom, False) for _, gm, params, nom in self._indirect_runs(*steps[i], False)]
-        return out
-
-    def GatherOps(self, tile, ch):
-        """Allocate the corner buffer now; return (the gathers, the EnQue that ends them)."""
-        t, P, Ccp = self.t, self.t.P, self.t.Ccp
-        cnt = self._tile(tile)[2]
-        x = self.cornerQ.AllocTensor(t.cdt)
-        if ch == 0:
-            WaitFlag(HardEvent.V_MTE2, self.idxEvent)
-        runs = []
-        for r, (k0, gm, params, nominal) in enumerate(self._indirect_runs(tile, ch, True)):
-            idx = self.scratch.int_vec(f"idx{tile % 2}_{r}")
-            runs.append(IndirectCopies(x[k0 * P * Ccp], gm, params, idx, 0, cnt, Ccp, nominal))
-        return runs, partial(self.cornerQ.EnQue, x)
 
     def ComputeChunk(self, tile, ch):
         t, s, P, Ccp, K = self.t, self.scratch, self.t.P, self.t.Ccp, self.t.K

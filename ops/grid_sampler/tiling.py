@@ -105,47 +105,114 @@ def plan_main(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, need_in, need
     one per vector core); one that cannot work, or a call no tiling fits, is 561002."""
     K, runs, pad = geometry(interp, padding)
     need_x = need_gg and interp != NEAREST
-    esz = cdt.itemsize
-    cblk = 32 // esz
-    HoWo = Ho * Wo
-    ub = ub_bytes(profile) - UB_RESERVE
     n_vec, n_int = _scratch_counts(interp, K, len(runs))
+
+    def make(P, Cc, Ccp):
+        return GridSamplerGradTiling(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, P, Cc,
+                                     Ccp, ceil_div(C, Cc), K, runs, pad, need_x, need_in, need_gg,
+                                     0, (), n_vec, n_int)
+    return fit_tiles(OP, N, C, Ho * Wo, cdt, profile, override, make, main_buffers)
+
+
+def fit_tiles(op: str, N, C, HoWo, cdt, profile, override, make, buffers):
+    """Both GridSampler kernels' tile search: grid points per tile P (a multiple of P_ALIGN, at
+    most P_MAX) and channels per pass Cc, the largest whose buffers (`buffers(make(P, Cc, Ccp))`,
+    byte sizes) fit UB, P first; Cc halves (to 32 bytes of the compute dtype) while P would fall
+    under 32. `override`: pointsPerTile / channelsPerChunk / blockDim forced (561002 where they
+    cannot work, or where no tiling fits). Returns the tiling with its tiles dealt over the
+    blocks."""
+    cblk = 32 // cdt.itemsize
+    ub = ub_bytes(profile) - UB_RESERVE
     p_cap = min(P_MAX, align_up(HoWo, P_ALIGN))
     override = override or {}
     o_p, o_c = override.get("pointsPerTile"), override.get("channelsPerChunk")
     o_b = override.get("blockDim")
     if o_b is not None and o_b > MAX_BLOCK_DIM:
-        raise tiling_error(f"{OP} tiling: blockDim {o_b} exceeds {MAX_BLOCK_DIM}")
+        raise tiling_error(f"{op} tiling: blockDim {o_b} exceeds {MAX_BLOCK_DIM}")
     if o_p is not None and (o_p % P_ALIGN or o_p > P_MAX):
-        raise tiling_error(f"{OP} tiling: pointsPerTile {o_p} must be a multiple of {P_ALIGN}, at most {P_MAX}")
+        raise tiling_error(f"{op} tiling: pointsPerTile {o_p} must be a multiple of {P_ALIGN}, at most {P_MAX}")
     if o_c is not None and o_c > C:
-        raise tiling_error(f"{OP} tiling: channelsPerChunk {o_c} exceeds C = {C}")
+        raise tiling_error(f"{op} tiling: channelsPerChunk {o_c} exceeds C = {C}")
     p_range = [o_p] if o_p else range(p_cap, P_ALIGN - 1, -P_ALIGN)
     Cc = o_c or C
     while True:
         Ccp = align_up(Cc, cblk)
         best = None
         for P in p_range:
-            t = GridSamplerGradTiling(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, P, Cc,
-                                      Ccp, ceil_div(C, Cc), K, runs, pad, need_x, need_in, need_gg,
-                                      0, (), n_vec, n_int)
-            if sum(align_up(b, 32) for b in main_buffers(t)) <= ub:
+            t = make(P, Cc, Ccp)
+            if sum(align_up(b, 32) for b in buffers(t)) <= ub:
                 best = t
                 break
         if best is not None and (o_c or o_p or best.P >= min(p_cap, 32) or Cc <= cblk):
             break
         if o_c or Cc <= cblk:
             if o_p or o_c:
-                raise tiling_error(f"{OP} tiling: no tiling fits UB ({ub} B usable) for C={C} "
+                raise tiling_error(f"{op} tiling: no tiling fits UB ({ub} B usable) for C={C} "
                                    f"(pointsPerTile {o_p}, channelsPerChunk {o_c})")
-            smallest = GridSamplerGradTiling(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, P_ALIGN, Cc,
-                                             Ccp, ceil_div(C, Cc), K, runs, pad, need_x, need_in, need_gg,
-                                             0, (), n_vec, n_int)
-            need = sum(align_up(b, 32) for b in main_buffers(smallest)) + UB_RESERVE
-            raise tiling_error(f"{OP} tiling: " + ub_too_small(
+            need = sum(align_up(b, 32) for b in buffers(make(P_ALIGN, Cc, Ccp))) + UB_RESERVE
+            raise tiling_error(f"{op} tiling: " + ub_too_small(
                 profile, need, f"the smallest tile ({P_ALIGN} points x {Cc} channels, {UB_RESERVE} B reserved)"))
         Cc = align_up(ceil_div(Cc, 2), cblk)
     t = best
     t.tiles_per_n = ceil_div(HoWo, t.P)
     t.blocks = split_evenly(N * t.tiles_per_n, o_b or vector_core_count(profile))
     return t
+
+
+# ---- the forward (aclnnGridSampler2D) -------------------------------------------------------------
+FORWARD_OP = "GridSampler2D"
+
+
+@dataclass
+class GridSamplerTiling:
+    """What the forward kernel (GridSampler2D) receives (host-side tiling struct)."""
+    N: int
+    C: int
+    H: int
+    W: int
+    Ho: int
+    Wo: int
+    interp: int
+    padding: int
+    align: bool
+    io: np.dtype            # tensors' dtype
+    cdt: np.dtype           # compute dtype (FLOAT, or DOUBLE)
+    P: int                  # grid points per tile
+    Cc: int                 # channels per chunk
+    Ccp: int                # Cc padded to 32 bytes
+    nch: int                # channel chunks
+    K: int                  # corner planes
+    runs: tuple
+    pad: int                # zero pixels before / after the NHWC input
+    tiles_per_n: int
+    blocks: tuple           # per block: (first tile, end tile)
+    n_vec: int              # scratch vectors (compute dtype, P each)
+    n_int: int              # scratch int32 vectors (P each)
+    need_x = True           # (what the shared gather code asks) the corners are gathered ...
+    need_in = False         # ... and nothing is scattered
+
+
+def forward_buffers(t: GridSamplerTiling) -> list[int]:
+    """Byte sizes of every UB buffer the forward kernel allocates, in its order."""
+    P, Ccp, K = t.P, t.Ccp, t.K
+    isz, esz = t.io.itemsize, t.cdt.itemsize
+    out = [P * 2 * isz]                                      # grid tile
+    out += [K * P * Ccp * esz] * 2                           # gathered corners, double-buffered
+    out.append(K * P * Ccp * esz)                            # the weights broadcast along the channels
+    out += [Ccp * P * isz] * 2                               # output tile (channel-major), double-buffered
+    if isz != esz:
+        out.append(Ccp * P * esz)                            # channel-major before the cast
+    out.append(t.n_vec * P * esz + t.n_int * P * 4 + 4 * 32)  # small vectors and masks
+    return out
+
+
+def plan_forward(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, profile, override=None):
+    """The forward kernel's tiling (fit_tiles: the same search and overrides as the backward's)."""
+    K, runs, pad = geometry(interp, padding)
+    n_vec, n_int = _scratch_counts(interp, K, len(runs))
+    n_vec += 2 * K                                           # the weights kept per tile parity
+
+    def make(P, Cc, Ccp):
+        return GridSamplerTiling(N, C, H, W, Ho, Wo, interp, padding, align, io, cdt, P, Cc, Ccp,
+                                 ceil_div(C, Cc), K, runs, pad, 0, (), n_vec, n_int)
+    return fit_tiles(FORWARD_OP, N, C, Ho * Wo, cdt, profile, override, make, forward_buffers)

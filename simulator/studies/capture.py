@@ -14,7 +14,8 @@ A `TorchDispatchMode` sees every aten call below autograd, forward and backward.
 -> BatchNorm, `native_batch_norm_backward` -> BatchNormBackward, `add` / `mul` / `relu` /
 `threshold_backward` / `sigmoid` / `silu` -> Add / Mul / Relu / ThresholdBackward / Sigmoid / Silu (floating tensor operands; a scalar or
 integer operand is estimated), `silu_backward` -> SiluBackward, `glu` / `glu_backward` -> Glu / GluBackward, `sum` / `mean` -> ReduceSum / Mean, `mm` -> Mm,
-`grid_sampler_2d_backward` -> GridSampler2DBackward, `conv_tbc` -> ConvTbc, `conv_tbc_backward` -> ConvTbcBackward) keep
+`addmm` -> Addmm, `bmm` -> Matmul (batched), `max_pool2d_with_indices` -> MaxPool2dWithIndices,
+`grid_sampler_2d` -> GridSampler2D, `grid_sampler_2d_backward` -> GridSampler2DBackward, `conv_tbc` -> ConvTbc, `conv_tbc_backward` -> ConvTbcBackward) keep
 their shapes, dtypes and strides (a non-contiguous view stays one) and identical calls are counted
 (`count`), in the order they first ran.
 
@@ -192,6 +193,18 @@ def _max_pool2d_with_indices(a):
                          "ceilMode": bool(a[5]) if len(a) > 5 else False}
 
 
+def _bmm(a):
+    return ({"self": a[0], "other": a[1]}, {"cubeMathType": 0}) if _floating(a[0], a[1]) else None
+
+
+def _grid_sampler_2d(a):
+    inp, grid, interp, pad, align = a[:5]
+    if not _floating(inp, grid):
+        return None
+    return ({"input": inp, "grid": grid},
+            {"interpolationMode": int(interp), "paddingMode": int(pad), "alignCorners": bool(align)})
+
+
 def _grid_sampler_2d_backward(a):
     go, inp, grid, interp, pad, align, mask = a[:7]
     return ({"gradOutput": go, "input": inp, "grid": grid},
@@ -233,6 +246,8 @@ MAPPED: dict[str, tuple[str, Callable]] = {
     "mean": ("Mean", _reduction("dim", "keepDim")),
     "mm": ("Mm", _mm),
     "addmm": ("Addmm", _addmm),
+    "bmm": ("Matmul", _bmm),
+    "grid_sampler_2d": ("GridSampler2D", _grid_sampler_2d),
     "max_pool2d_with_indices": ("MaxPool2dWithIndices", _max_pool2d_with_indices),
     "grid_sampler_2d_backward": ("GridSampler2DBackward", _grid_sampler_2d_backward),
     # composite on CPU (it decomposes into mm calls below autograd, where the dispatch mode sits;
