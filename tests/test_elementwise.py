@@ -216,3 +216,14 @@ def test_every_broadcast_plan_fits_ub_or_is_refused_as_a_tiling_error(seed):
         assert e.status == 561002, str(e)
     else:
         assert r.cycles > 0
+
+
+def test_sigmoid_splits_a_forced_block_as_tbe_does_and_refuses_a_tile_past_it():
+    """CANN's Sigmoid kernel (ops/elementwise/sigmoid.py): a forced blockLength is walked in TBE's
+    double-buffered tiles (capped at 16,383 elements); a forced tileLength longer than the block
+    is a tiling error, not silently shortened."""
+    import simulator
+    x = np.zeros(200_000, np.float32)
+    t = simulator.plan("Sigmoid", "Ascend910B1", self=x, tiling={"blockLength": 65536}).tiling
+    assert t["blockLength"] == 65536 and t["tileLength"] <= 16383 and 65536 % t["tileLength"] == 0
+    assert_status("Sigmoid", "Ascend910B1", dict(self=x, tiling={"blockLength": 128, "tileLength": 256}), 561002)

@@ -143,3 +143,30 @@ STATUS = {
 def test_documented_status_codes(name):
     status, op, soc, args = STATUS[name]
     assert_status(op, soc, args, status)
+
+
+@pytest.mark.parametrize("soc", list(CHIPS))
+def test_a_short_product_with_wide_rows_runs(soc):
+    """M = 16 rows against 4096 columns: the L0C sub-tiles a core keeps are capped by the chip's
+    event ids (4 on the training series), as its CO1 queue needs one each."""
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((16, 64)).astype(F16), rng.standard_normal((64, 4096)).astype(F16)
+    r = simulator.run("Mm", soc, self=x, mat2=w, cubeMathType=0)
+    ref, mag = x.astype(np.float64) @ w.astype(np.float64), np.abs(x.astype(np.float64)) @ np.abs(w.astype(np.float64))
+    assert_within(r.outputs["out"], ref, (2 * 2.0 ** -11 + 1e-5) * mag + 2.0 ** -11 * np.abs(ref) + 2.0 ** -25,
+                  f"16x64 @ 64x4096 on {soc}")
+
+
+@pytest.mark.parametrize("op, kw", [
+    ("Mm", dict(self=np.ones((3, 0), F16), mat2=np.ones((0, 4), F16))),
+    ("Matmul", dict(self=np.ones((2, 3, 0), F32), other=np.ones((2, 0, 4), F32))),
+])
+def test_an_empty_contraction_is_zeros(op, kw):
+    r = simulator.run(op, "Ascend910B1", cubeMathType=1, **kw)
+    assert r.outputs["out"].shape == np.matmul(*[np.zeros(a.shape) for a in kw.values()]).shape
+    assert not r.outputs["out"].any()
+
+
+@pytest.mark.parametrize("tiling", [{"baseM": 24}, {"baseN": 7}, {"baseM": 512, "baseN": 512}])
+def test_a_forced_tile_that_cannot_work_is_a_tiling_error(tiling):
+    assert_status("Mm", "Ascend910B1", _args(tiling=tiling), 561002)

@@ -1,4 +1,4 @@
-"""The elementwise family's one vector kernel: the flat output split over the vector cores in
+"""The elementwise family's template kernel (Sigmoid of one dtype has CANN's own: sigmoid.py): the flat output split over the vector cores in
 blocks, each block in UB tiles through double-buffered queues (CopyIn, Compute, CopyOut), the
 inputs cast to the compute dtype on the way in and the result cast to the output's on the way out.
 An operator is its compute: a few instructions over FP32 or native tiles (COMPUTES).

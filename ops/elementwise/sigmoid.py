@@ -1,5 +1,7 @@
 """CANN's Sigmoid kernel (aclnnSigmoid's one launch, and GLU's: TBE's elementwise
-`impl/dynamic/sigmoid.py`, its default high-precision build), for one dtype in and out:
+`impl/dynamic/sigmoid.py`, its default high-precision build), for one dtype in and out (a
+Sigmoid whose out dtype differs from self's runs the elementwise template's kernel instead: the
+same FP32 arithmetic with a Reciprocal, and the cast to out's dtype in the same launch):
 
     y = 1 / (1 + exp(-x)) in FP32: Cast up (16-bit data), Muls -1, Exp, Adds 1, Duplicate 1.0,
     Div (A2 has inf/nan support, so vdiv rather than vrec), Cast down.
@@ -56,22 +58,24 @@ def ub_need(tile: int, block: int, dtype: np.dtype) -> int:
 
 
 def sigmoid_job(n: int, dtype, profile, forced: dict | None = None) -> tuple[SigmoidJob, int]:
-    """(job, blocks): TBE's split, or the forced blockLength / tileLength (whole 128s)."""
+    """(job, blocks): TBE's split (of the forced blockLength, if any), or the forced tileLength
+    (whole 128s, at most the block)."""
     dtype, forced = np.dtype(dtype), forced or {}
     ub = ub_bytes(profile)
-    block = align_up(ceil_div(n, vector_core_count(profile)), BLOCK_ALIGN)
+    block = int(forced.get("blockLength", align_up(ceil_div(n, vector_core_count(profile)), BLOCK_ALIGN)))
     most = ub // COEXISTING_FP32 // 32 * 32 // 4                       # one tile, no double buffer
     most_db = ub // 2 // COEXISTING_FP32 // 32 * 32 // 4
     if block <= min(most, DB_TILE_CAP):
         tile = block
     else:
         limit = min(most_db, DB_TILE_CAP) // BLOCK_ALIGN * BLOCK_ALIGN
-        tile = align_up(ceil_div(block, ceil_div(block, limit)), BLOCK_ALIGN)
-    block = int(forced.get("blockLength", block))
-    tile = min(int(forced.get("tileLength", tile)), block)
-    if block <= 0 or tile <= 0 or block % BLOCK_ALIGN or tile % BLOCK_ALIGN or ub_need(tile, block, dtype) > ub:
+        tile = align_up(ceil_div(block, ceil_div(block, limit)), BLOCK_ALIGN) if block > 0 else 0
+    tile = int(forced.get("tileLength", tile))
+    if block <= 0 or tile <= 0 or tile > block or block % BLOCK_ALIGN or tile % BLOCK_ALIGN \
+            or ub_need(tile, block, dtype) > ub:
         raise tiling_error(f"Sigmoid tiling: blockLength {block} and tileLength {tile} must be positive multiples "
-                           f"of {BLOCK_ALIGN} and the tiles fit UB ({ub_need(tile, block, dtype)} B of {ub} B)")
+                           f"of {BLOCK_ALIGN}, the tile no longer than the block, and the tiles fit UB "
+                           f"({ub_need(max(tile, 0), max(block, 1), dtype)} B of {ub} B)")
     return SigmoidJob(n, block, tile, dtype), ceil_div(n, block)
 
 

@@ -108,7 +108,8 @@ def gemm_tiling(M: int, N: int, K: int, dtype: str = "FLOAT16", soc: str = "Asce
     # two A2 / B2 buffers each
     bk = min(buf["L0A"] // (2 * bm * isz), buf["L0B"] // (2 * bn * isz)) // c0 * c0
     bk = max(c0, min(bk, 128 * 2 // isz, _align(K, c0)))
-    step_n = max(1, min(buf["L0C"] // (bm * bn * 4), _ceil(N, bn)))
+    # every L0C sub-tile is a CO1 queue slot, and each slot holds an event id of its pipe pair
+    step_n = max(1, min(buf["L0C"] // (bm * bn * 4), _ceil(N, bn), p.sync.event_ids))
     while step_n > 1 and 2 * isz * bk * (bm + step_n * bn) > buf["L1"]:     # (a short M: L1 caps the N tiles)
         step_n //= 2
     # two A1 + two B1 tiles in L1; l1K a power-of-two multiple of baseK

@@ -30,7 +30,7 @@ from simulator.kernel import (GM_ADDR, DataCopy, DataCopyExtParams, DataCopyPad,
                               GlobalTensor, HardEvent, Loop, PIPE_ALL, PipeBarrier, SetFlag, TBuf, TPipe, TPosition,
                               WaitFlag)
 from simulator.program import KernelLaunch
-from ..common import promote, split_evenly, ub_bytes, vector_core_count
+from ..common import promote, split_evenly, tiling_error, ub_bytes, vector_core_count, zero_fill_launch
 from ..conv.convolution_backward import cube_compute_dtype
 from ..elementwise.chain import Chain
 from .kernel import DTYPES, gemm_kernel, gemm_tiling
@@ -177,8 +177,14 @@ def gemm_steps(c: Chain, x: aclTensor, w: aclTensor, names: tuple, compute: str,
     counts = [1 if len(v.viewDims) == 2 else batch for v in (x, w)]
     strides = [n * (nz_elements(r, k, in_t) if _nz_inputs(profile) else r * k) if n > 1 else 0
                for n, (r, k) in zip(counts, ((M, K), (K, N)))]
+    if K == 0:                              # an empty sum: the product is zeros
+        result = y if y is not None and y.is_contiguous() and y.dtype == out_t else \
+            c.buffer("MatMul's result", batch * M * N, out_t)
+        c.launch(lambda addr: zero_fill_launch("MemSet(MatMul's result)", addr(result), batch * M * N * out_t.itemsize,
+                                               profile))
+        return result, None
     t = gemm_tiling(M, N, K, compute, profile.soc_version, in_t.itemsize == 4, profile=profile,
-                    **{k: int(v) for k, v in forced.items() if k in TILING_FIELDS},
+                    **_forced_tiles(forced, profile, in_t.itemsize),
                     **({"batch": batch, "strideA": strides[0] // counts[0], "strideB": strides[1] // counts[1]}
                        if batch > 1 else {}))
 
@@ -222,12 +228,31 @@ def gemm_steps(c: Chain, x: aclTensor, w: aclTensor, names: tuple, compute: str,
     return result, t
 
 
+def _forced_tiles(forced: dict, profile, isz: int) -> dict:
+    """A forced baseM / baseN: multiples of 16 whose L0C tile and smallest double-buffered L0A /
+    L0B tiles fit the chip (else 561002, not a fault inside the kernel)."""
+    tiles = {k: int(v) for k, v in forced.items() if k in TILING_FIELDS}
+    if not tiles:
+        return tiles
+    _, kind = profile.core_kind_for("cube")
+    buf = kind.buffers
+    bm, bn = tiles.get("baseM", 128), tiles.get("baseN", 256)
+    c0 = 32 // isz
+    if bm <= 0 or bn <= 0 or bm % 16 or bn % 16 or bm * bn * 4 > buf["L0C"] \
+            or 2 * bm * c0 * isz > buf["L0A"] or 2 * bn * c0 * isz > buf["L0B"] or 2 * isz * c0 * (bm + bn) > buf["L1"]:
+        raise tiling_error(f"MatMul tiling: baseM {bm} and baseN {bn} must be positive multiples of 16 whose tiles "
+                           f"fit L0C ({buf['L0C']} B), L0A, L0B and L1")
+    return tiles
+
+
 def _nz_inputs(profile) -> bool:
     """The Cube reads FRACTAL_NZ from GM (the chip has no ND -> NZ copy): as gemm_tiling decides."""
     return "GM_L1_ND2NZ" not in profile.paths
 
 
 def _facts(compute: str, t) -> dict:
+    if t is None:
+        return {"cubeDtype": compute, "launches": "MemSet (K = 0)"}
     return {"cubeDtype": compute, "baseM": t.baseM, "baseN": t.baseN, "baseK": t.baseK,
             "blockDim": t.usedCoreNum, "nzInputs": t.nzInputs, "transB": t.transB}
 

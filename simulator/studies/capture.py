@@ -177,7 +177,8 @@ def _mm(a):
 def _addmm(a):
     s, x, w = a[:3]
     beta, alpha = (a[3] if len(a) > 3 else 1), (a[4] if len(a) > 4 else 1)
-    if not _floating(s, x, w) or s.dim() > 2 or isinstance(beta, bool) or isinstance(alpha, bool):
+    self_ok = hasattr(s, "dtype") and s.dtype.is_floating_point and str(s.dtype) != "torch.float64"  # 0-D too
+    if not _floating(x, w) or not self_ok or s.dim() > 2 or isinstance(beta, bool) or isinstance(alpha, bool):
         return None
     return {"self": s, "mat1": x, "mat2": w}, {"beta": float(beta), "alpha": float(alpha), "cubeMathType": 0}
 
