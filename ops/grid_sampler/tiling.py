@@ -39,8 +39,8 @@ def geometry(interp: int, padding: int):
 
 
 @dataclass
-class GridSamplerGradTiling:
-    """What the main kernel receives (host-side tiling struct)."""
+class GridTiles:
+    """The tile geometry both grid-sample kernels receive (host-side tiling struct)."""
     N: int
     C: int
     H: int
@@ -59,6 +59,11 @@ class GridSamplerGradTiling:
     K: int                  # corner planes
     runs: tuple
     pad: int                # zero pixels before / after the NHWC buffers
+
+
+@dataclass
+class GridSamplerGradTiling(GridTiles):
+    """What the backward's main kernel receives."""
     need_x: bool            # gridGrad with bilinear / bicubic: gathers of the input
     need_in: bool           # inputGrad: scatters
     need_gg: bool           # gridGrad
@@ -164,26 +169,8 @@ FORWARD_OP = "GridSampler2D"
 
 
 @dataclass
-class GridSamplerTiling:
-    """What the forward kernel (GridSampler2D) receives (host-side tiling struct)."""
-    N: int
-    C: int
-    H: int
-    W: int
-    Ho: int
-    Wo: int
-    interp: int
-    padding: int
-    align: bool
-    io: np.dtype            # tensors' dtype
-    cdt: np.dtype           # compute dtype (FLOAT, or DOUBLE)
-    P: int                  # grid points per tile
-    Cc: int                 # channels per chunk
-    Ccp: int                # Cc padded to 32 bytes
-    nch: int                # channel chunks
-    K: int                  # corner planes
-    runs: tuple
-    pad: int                # zero pixels before / after the NHWC input
+class GridSamplerTiling(GridTiles):
+    """What the forward kernel (GridSampler2D) receives."""
     tiles_per_n: int
     blocks: tuple           # per block: (first tile, end tile)
     n_vec: int              # scratch vectors (compute dtype, P each)

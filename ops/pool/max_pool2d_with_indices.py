@@ -156,42 +156,60 @@ def ub_need(job: PoolJob) -> int:
     return sum(align_up(b, 32) for _, b in _buffers(job))
 
 
-def pool_job(x, out_hw, k, s, p, idx_dtype, profile, forced: dict) -> PoolJob:
-    """The tiling: planes a tile (a multiple of 16 up to 64), output rows and columns a tile, the split that
-    fits UB with the fewest estimated cycles (per tile one copy per plane in and two out, and per
-    output row four instructions a tap)."""
-    *lead, H, W = x.viewDims
-    nc = int(np.prod(lead, dtype=np.int64))
-    Ho, Wo = out_hw
-    base = dict(nc=nc, H=H, W=W, Ho=Ho, Wo=Wo, kh=k[0], kw=k[1], sh=s[0], sw=s[1], pt=p[0], pl=p[1],
-                dtype=np.dtype(x.dtype), idx_dtype=np.dtype(idx_dtype))
-    ub = ub_bytes(profile)
+def search_tiles(op: str, nc: int, Ho: int, Wo: int, taps: int, fits, forced: dict, profile) -> tuple:
+    """(planes G, output rows hy, columns wy, per-block (first tile, tiles)): for each G (a multiple
+    of 16 up to 64), the fewest column splits whose one-row tile fits UB (fits(G, hy, wy)), then as
+    many rows as fit; the split with the fewest estimated cycles (per tile one copy per plane in
+    and two out, per output row four instructions a tap). Forced planes / rows / cols override."""
     best = None
     for G in sorted({min(align_up(nc, 16), g) for g in (16, 32, 64)}):
-        for wt in range(1, Wo + 1):
-            wy = ceil_div(Wo, wt)
-            if wt > 1 and ceil_div(Wo, wt - 1) == wy:
-                continue
-            if ub_need(PoolJob(G=G, hy=1, wy=wy, **base)) > ub:
-                continue
-            hy = 1
-            while hy < Ho and ub_need(PoolJob(G=G, hy=hy + 1, wy=wy, **base)) <= ub:
-                hy += 1
-            tiles = ceil_div(nc, G) * ceil_div(Ho, hy) * wt
-            cost = tiles * (3 * G * 40 + hy * k[0] * k[1] * 4 * (20 + wy))
-            if best is None or cost < best[0]:
-                best = (cost, G, hy, wy)
-            break
+        wt = next((wt for wt in range(1, Wo + 1) if fits(G, 1, ceil_div(Wo, wt))), None)
+        if wt is None:
+            continue
+        wy = ceil_div(Wo, wt)
+        hy = 1
+        while hy < Ho and fits(G, hy + 1, wy):
+            hy += 1
+        cost = ceil_div(nc, G) * ceil_div(Ho, hy) * ceil_div(Wo, wy) * (3 * G * 40 + hy * taps * 4 * (20 + wy))
+        if best is None or cost < best[0]:
+            best = (cost, G, hy, wy)
     if best is None:
-        raise tiling_error(f"{OP}: no tile of 16 planes and one output row fits UB ({ub} B)")
+        raise tiling_error(f"{op}: no tile of 16 planes and one output row fits UB ({ub_bytes(profile)} B)")
     _, G, hy, wy = best
     G, hy, wy = int(forced.get("planes", G)), int(forced.get("rows", hy)), int(forced.get("cols", wy))
-    if G % 16 or not 16 <= G <= 64 or hy <= 0 or wy <= 0 or ub_need(PoolJob(G=G, hy=hy, wy=wy, **base)) > ub:
-        raise tiling_error(f"{OP} tiling: planes {G} must be a multiple of 16 up to 64, rows {hy} and cols {wy} positive, "
-                           f"and the tile fit UB ({ub} B)")
-    job = PoolJob(G=G, hy=hy, wy=wy, **base)
-    total = int(np.prod(job.tiles))
+    if G % 16 or not 16 <= G <= 64 or hy <= 0 or wy <= 0 or not fits(G, hy, wy):
+        raise tiling_error(f"{op} tiling: planes {G} must be a multiple of 16 up to 64, rows {hy} and cols {wy} "
+                           f"positive, and the tile fit UB ({ub_bytes(profile)} B)")
+    total = ceil_div(nc, G) * ceil_div(Ho, hy) * ceil_div(Wo, wy)
     items = tuple((a_, b - a_) for a_, b in split_evenly(total, vector_core_count(profile)) if b > a_)
+    return G, hy, wy, items
+
+
+def tile_at(job, t: int) -> tuple:
+    """Tile t of a pooling job (planes, then output rows, then columns): its first plane, output
+    row and column, their counts, and the input window's first row and column."""
+    n_g, n_h, n_w = job.tiles
+    gi, rest = divmod(t, n_h * n_w)
+    hi, wi = divmod(rest, n_w)
+    g0, oh0, ow0 = gi * job.G, hi * job.hy, wi * job.wy
+    gn, hn, wn = min(job.G, job.nc - g0), min(job.hy, job.Ho - oh0), min(job.wy, job.Wo - ow0)
+    return g0, oh0, ow0, gn, hn, wn, oh0 * job.sh - job.pt, ow0 * job.sw - job.pl
+
+
+def tile_kind(job, t: int) -> tuple:
+    """What makes tiles alike for fast mode: the last plane group, the first or last row and
+    column tiles (partial, or over the padding)."""
+    n_g, n_h, n_w = job.tiles
+    return t // (n_h * n_w) == n_g - 1, t // n_w % n_h in (0, n_h - 1), t % n_w in (0, n_w - 1)
+
+
+def pool_job(x, out_hw, k, s, p, idx_dtype, profile, forced: dict) -> PoolJob:
+    *lead, H, W = x.viewDims
+    base = dict(nc=int(np.prod(lead, dtype=np.int64)), H=H, W=W, Ho=out_hw[0], Wo=out_hw[1], kh=k[0], kw=k[1],
+                sh=s[0], sw=s[1], pt=p[0], pl=p[1], dtype=np.dtype(x.dtype), idx_dtype=np.dtype(idx_dtype))
+    ub = ub_bytes(profile)
+    G, hy, wy, items = search_tiles(OP, base["nc"], out_hw[0], out_hw[1], k[0] * k[1],
+                                    lambda G, hy, wy: ub_need(PoolJob(G=G, hy=hy, wy=wy, **base)) <= ub, forced, profile)
     return PoolJob(G=G, hy=hy, wy=wy, items=items, **base)
 
 
@@ -219,15 +237,9 @@ def pool_body(x: GM_ADDR, out: GM_ADDR, indices: GM_ADDR, job: PoolJob):
     lb = G * 4 // 32                        # a lane row, in 32-B blocks
     tap_rp = BinaryRepeatParams(dstRepStride=lb, src0RepStride=job.sw * lb, src1RepStride=lb)
     row_rp = BinaryRepeatParams(dstRepStride=lb, src0RepStride=lb, src1RepStride=lb)
-    n_g, n_h, n_w = job.tiles
     plane = job.Ho * job.Wo
-    for t in Loop(range(first, first + count),
-                  key=lambda t: (t // (n_h * n_w) == n_g - 1, t // n_w % n_h in (0, n_h - 1), t % n_w in (0, n_w - 1))):
-        gi, rest = divmod(t, n_h * n_w)
-        hi, wi = divmod(rest, n_w)
-        g0, oh0, ow0 = gi * G, hi * job.hy, wi * job.wy
-        gn, hn, wn = min(G, job.nc - g0), min(job.hy, job.Ho - oh0), min(job.wy, job.Wo - ow0)
-        ih0, iw0 = oh0 * job.sh - job.pt, ow0 * job.sw - job.pl
+    for t in Loop(range(first, first + count), key=lambda t: tile_kind(job, t)):
+        g0, oh0, ow0, gn, hn, wn, ih0, iw0 = tile_at(job, t)
         c_lo = max(0, -iw0)
         hx, wx, off, wxA = _window(job, hn, wn, c_lo)
         r_lo, r_hi = max(0, -ih0), min(hx, job.H - ih0)

@@ -33,8 +33,8 @@ from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Add, Adds, BinaryRepeat
                               SetAtomicAdd, SetAtomicNone, TBuf, TPipe, TPosition, Transpose, TransposeParamsExt,
                               TransposeType)
 from simulator.program import KernelLaunch
-from ..common import split_evenly, tensor_arg, tiling_error, ub_bytes, vector_core_count, zero_fill_launch
-from .max_pool2d_with_indices import _pair, out_size
+from ..common import tensor_arg, ub_bytes, zero_fill_launch
+from .max_pool2d_with_indices import _pair, out_size, search_tiles, tile_at, tile_kind
 
 OP = "MaxPool2dWithIndicesBackward"
 TILING_FIELDS = {"planes": "int", "rows": "int", "cols": "int"}
@@ -130,33 +130,13 @@ def ub_need(job: GradJob) -> int:
 
 
 def grad_job(x, out_hw, k, s, p, profile, forced: dict) -> GradJob:
+    """The forward's tile search, over this kernel's buffers."""
     *lead, H, W = x.viewDims
-    nc = int(np.prod(lead, dtype=np.int64))
-    base = dict(nc=nc, H=H, W=W, Ho=out_hw[0], Wo=out_hw[1], kh=k[0], kw=k[1], sh=s[0], sw=s[1], pt=p[0], pl=p[1])
-    ub, best = ub_bytes(profile), None
-    Ho, Wo = out_hw
-    for G in sorted({min(align_up(nc, 16), g) for g in (16, 32, 64)}):
-        for wt in range(1, Wo + 1):
-            wy = ceil_div(Wo, wt)
-            if (wt > 1 and ceil_div(Wo, wt - 1) == wy) or ub_need(GradJob(G=G, hy=1, wy=wy, **base)) > ub:
-                continue
-            hy = 1
-            while hy < Ho and ub_need(GradJob(G=G, hy=hy + 1, wy=wy, **base)) <= ub:
-                hy += 1
-            tiles = ceil_div(nc, G) * ceil_div(Ho, hy) * wt
-            cost = tiles * (3 * G * 40 + hy * k[0] * k[1] * 4 * (20 + wy))
-            if best is None or cost < best[0]:
-                best = (cost, G, hy, wy)
-            break
-    if best is None:
-        raise tiling_error(f"{OP}: no tile of 16 planes and one output row fits UB ({ub} B)")
-    _, G, hy, wy = best
-    G, hy, wy = int(forced.get("planes", G)), int(forced.get("rows", hy)), int(forced.get("cols", wy))
-    if G % 16 or not 16 <= G <= 64 or hy <= 0 or wy <= 0 or ub_need(GradJob(G=G, hy=hy, wy=wy, **base)) > ub:
-        raise tiling_error(f"{OP} tiling: planes {G} must be a multiple of 16 up to 64, rows {hy} and cols {wy} "
-                           f"positive, and the tile fit UB ({ub} B)")
-    total = ceil_div(nc, G) * ceil_div(Ho, hy) * ceil_div(Wo, wy)
-    items = tuple((a_, b - a_) for a_, b in split_evenly(total, vector_core_count(profile)) if b > a_)
+    base = dict(nc=int(np.prod(lead, dtype=np.int64)), H=H, W=W, Ho=out_hw[0], Wo=out_hw[1], kh=k[0], kw=k[1],
+                sh=s[0], sw=s[1], pt=p[0], pl=p[1])
+    ub = ub_bytes(profile)
+    G, hy, wy, items = search_tiles(OP, base["nc"], out_hw[0], out_hw[1], k[0] * k[1],
+                                    lambda G, hy, wy: ub_need(GradJob(G=G, hy=hy, wy=wy, **base)) <= ub, forced, profile)
     return GradJob(G=G, hy=hy, wy=wy, items=items, **base)
 
 
@@ -179,16 +159,10 @@ def grad_body(grad_out: GM_ADDR, indices: GM_ADDR, grad_in: GM_ADDR, job: GradJo
     lb = G * 4 // 32
     row_rp = BinaryRepeatParams(dstRepStride=lb, src0RepStride=lb, src1RepStride=lb)
     tap_rp = BinaryRepeatParams(dstRepStride=job.sw * lb, src0RepStride=job.sw * lb, src1RepStride=lb)
-    n_g, n_h, n_w = job.tiles
     plane_o, plane_i = job.Ho * job.Wo, job.H * job.W
-    for t in Loop(range(first, first + count),
-                  key=lambda t: (t // (n_h * n_w) == n_g - 1, t // n_w % n_h in (0, n_h - 1), t % n_w in (0, n_w - 1))):
-        gi, rest = divmod(t, n_h * n_w)
-        hi, wi = divmod(rest, n_w)
-        g0, oh0, ow0 = gi * G, hi * job.hy, wi * job.wy
-        gn, hn, wn = min(G, job.nc - g0), min(job.hy, job.Ho - oh0), min(job.wy, job.Wo - ow0)
+    for t in Loop(range(first, first + count), key=lambda t: tile_kind(job, t)):
+        g0, oh0, ow0, gn, hn, wn, ih0, iw0 = tile_at(job, t)
         wnA = align_up(wn, 8)
-        ih0, iw0 = oh0 * job.sh - job.pt, ow0 * job.sw - job.pl
         c_lo = max(0, -iw0)
         hx, wx, off, wxA = _window(job, hn, wn, c_lo)
         r_lo, r_hi, c_hi = max(0, -ih0), min(hx, job.H - ih0), min(wx, job.W - iw0)
