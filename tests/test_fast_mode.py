@@ -747,9 +747,21 @@ def _bn(shape, training=True):
         gradOutput=TensorLayout((4, 64, 56, 56), np.float32), self=TensorLayout((4, 64, 112, 112), np.float32),
         indices=TensorLayout((4, 64, 56, 56), np.int32), kernelSize=[3, 3], stride=[2, 2], padding=[1, 1],
         dilation=[1, 1], ceilMode=False)),
+    ("MaxPool2dWithIndices", "Ascend910B4", dict(self=TensorLayout((2, 64, 60, 60), np.float32), kernelSize=[5, 5],
+                                                 stride=[1, 1], padding=[2, 2], dilation=[1, 1], ceilMode=False,
+                                                 tiling={"planes": 16, "rows": 1, "cols": 30})),
+    ("MaxPool2dWithIndicesBackward", "Ascend910B1", dict(
+        gradOutput=TensorLayout((2, 64, 60, 60), np.float32), self=TensorLayout((2, 64, 60, 60), np.float32),
+        indices=TensorLayout((2, 64, 60, 60), np.int32), kernelSize=[5, 5], stride=[1, 1], padding=[2, 2],
+        dilation=[1, 1], ceilMode=False, tiling={"planes": 16, "rows": 1, "cols": 30})),
+    ("Matmul", "Ascend910A", dict(self=TensorLayout((4, 1, 512, 1024), np.float16),
+                                  other=TensorLayout((1, 8, 1024, 512), np.float16), cubeMathType=0)),
+    ("Matmul", "Ascend310P3", dict(self=TensorLayout((512, 32768), np.float16),
+                                   other=TensorLayout((32768, 64), np.float16), cubeMathType=0)),
 ], ids=["bn-910B1", "bn-infer-910A", "bn-backward-910B1", "add-910B1", "threshold-backward-910A",
         "se-mul-broadcast-910B1", "mean-910A", "sum-over-batch-910B1", "glu-backward-910B1", "mm-910A",
-        "max-pool-910B1", "sigmoid-910B1", "max-pool-backward-910B4"])
+        "max-pool-910B1", "sigmoid-910B1", "max-pool-backward-910B4", "max-pool-edges-910B4",
+        "max-pool-backward-edges-910B1", "batch-matmul-910A", "mm-strips-310P3"])
 def test_the_step_operators_loops_hold_the_bound(op, soc, kw):
     """Batch norm's, the elementwise kernel's (row broadcast included), the reductions', Glu's chain,
     the MatMul's (TransData to NZ, the GEMM), max pooling's and Sigmoid's declared Loops pass the audit, and fast mode stays

@@ -292,3 +292,44 @@ def test_a_bad_run_of_indirect_copies_is_a_kernel_error_naming_it(what, message)
     with pytest.raises(KernelError, match=message):
         simulator.run_kernel(_bad_run_body, 1, {"src": np.zeros(64, np.float32), "out": np.zeros(8, np.float32),
                                                 "tiling": what})
+
+
+def _repeat_body(a, b, out, tiling):
+    """The repeat forms: 5 repeats of 16 FP32 lanes, src0 stepping 3 lane rows (96 elements) a
+    repeat, the others one (16 elements = 2 blocks)."""
+    from simulator.kernel import Add, BinaryRepeatParams
+    pipe = TPipe()
+    buf = TBuf()
+    pipe.InitBuffer(buf, 16384)
+    u = buf.Get(float32)
+    ag, bg, og = GlobalTensor(float32), GlobalTensor(float32), GlobalTensor(float32)
+    ag.SetGlobalBuffer(a), bg.SetGlobalBuffer(b), og.SetGlobalBuffer(out)
+    DataCopy(u, ag, 240)
+    DataCopy(u[256], bg, 80)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    rp = BinaryRepeatParams(dstRepStride=2, src0RepStride=6, src1RepStride=2)
+    bits = u[1024].ReinterpretCast(np.uint8)
+    Compare(bits, u, u[256], CMPMODE.GT, 16, 5, rp)                       # a[48k + i] > b[16k + i]
+    Duplicate(u[512], -1.0, 80)
+    Select(u[512], bits, u, u[256], SELMODE.VSEL_TENSOR_TENSOR_MODE, 16, 5, rp)    # max of the two
+    Add(u[640], u, u[256], 16, 5, rp)                                     # their sum
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(og, u[512], 80)
+    DataCopy(og[80], u[640], 80)
+    DataCopyPad(og[160], bits.ReinterpretCast(float32), DataCopyExtParams(1, 40, 0, 0))   # 5 repeats x 64 bits
+
+
+def test_repeat_forms_step_their_operands_and_pack_a_repeats_bits():
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal(240).astype(np.float32), rng.standard_normal(80).astype(np.float32)
+    out = simulator.run_kernel(_repeat_body, 1, {"a": a, "b": b, "out": np.zeros(200, np.float32),
+                                                 "tiling": None})["out"]
+    strided = a.reshape(5, 48)[:, :16]                     # repeat k: a[48k .. 48k + 15]
+    rows = b.reshape(5, 16)
+    np.testing.assert_array_equal(out[:80].reshape(5, 16), np.maximum(strided, rows))
+    np.testing.assert_array_equal(out[80:160].reshape(5, 16), strided + rows)
+    bits = np.unpackbits(out[160:170].view(np.uint8), bitorder="little").reshape(5, 64)
+    np.testing.assert_array_equal(bits[:, :16].astype(bool), strided > rows)
+    assert not bits[:, 16:].any()                          # the lanes past the mask stay clear

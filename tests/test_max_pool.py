@@ -245,3 +245,51 @@ GRAD_STATUS = {
 def test_backward_documented_status_codes(name):
     status, soc, args = GRAD_STATUS[name]
     assert_status("MaxPool2dWithIndicesBackward", soc, args, status)
+
+
+def test_a_wide_row_is_split_into_taps_of_at_most_255_columns():
+    """A tap is one repeat a column (255 at most): a 1x1 pool of 600 columns is split, and a forced
+    tile past the limit is a tiling error."""
+    x = np.random.default_rng(3).standard_normal((1, 1, 2, 600)).astype(F32)
+    kw = dict(self=x, kernelSize=[1, 1], stride=[1, 1], padding=[0, 0], dilation=[1, 1], ceilMode=False)
+    r = simulator.run("MaxPool2dWithIndices", "Ascend910B1", **kw)
+    np.testing.assert_array_equal(r.outputs["out"], x)
+    np.testing.assert_array_equal(r.outputs["indices"], np.arange(1200).reshape(1, 1, 2, 600))
+    assert_status("MaxPool2dWithIndices", "Ascend910B1", dict(kw, tiling={"cols": 300}), 561002)
+
+
+def test_strided_views_in_and_out():
+    """A non-contiguous self is made contiguous first; strided out / indices / gradInput are
+    written back by ViewCopy, the gaps untouched."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 5, 9, 12)).astype(F32).transpose(0, 1, 3, 2)
+    want, where = reference(x, (3, 3), (2, 2), (1, 1), False)
+    out_buf, idx_buf = np.full((2, 5, 6, 10), np.nan, F32), np.zeros((2, 5, 6, 10), np.int64)
+    simulator.run("MaxPool2dWithIndices", "Ascend910B1", self=x, kernelSize=[3, 3], stride=[2, 2], padding=[1, 1],
+                  dilation=[1, 1], ceilMode=False, out=out_buf[..., ::2], indices=idx_buf[..., ::2])
+    np.testing.assert_array_equal(out_buf[..., ::2], want)
+    np.testing.assert_array_equal(idx_buf[..., ::2], where)
+    assert np.isnan(out_buf[..., 1::2]).all() and not idx_buf[..., 1::2].any()
+    go = np.asfortranarray(rng.standard_normal(want.shape).astype(F32))
+    gi_buf = np.full((2, 5, 12, 18), np.nan, F32)
+    simulator.run("MaxPool2dWithIndicesBackward", "Ascend910B4", gradOutput=go, self=x, indices=where.astype(np.int32),
+                  kernelSize=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceilMode=False,
+                  gradInput=gi_buf[..., ::2])
+    ref, mag = grad_reference(go, where, x.shape)
+    assert np.all(np.abs(gi_buf[..., ::2] - ref) <= 9 * 2.0 ** -24 * mag)
+    assert np.isnan(gi_buf[..., 1::2]).all()
+
+
+def test_backward_padding_up_to_the_kernel():
+    """The backward's document allows padding up to kernelSize: windows wholly in the padding are
+    discarded, the others' gradients land at their maxima."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 20, 5, 7)).astype(F32)
+    k, s, p = (2, 2), (2, 2), (2, 2)
+    out, idx = reference(x, k, s, p, False)
+    go = rng.standard_normal(out.shape).astype(F32)
+    r = simulator.run("MaxPool2dWithIndicesBackward", "Ascend910B1", gradOutput=go, self=x,
+                      indices=idx.astype(np.int32), kernelSize=list(k), stride=list(s), padding=list(p),
+                      dilation=[1, 1], ceilMode=False, tiling={"planes": 16, "rows": 1, "cols": 1})
+    ref, _ = grad_reference(np.where(np.isfinite(out), go, 0).astype(F32), idx, x.shape)
+    np.testing.assert_allclose(r.outputs["gradInput"], ref, rtol=1e-6, atol=1e-6)

@@ -39,7 +39,8 @@ TILING_FIELDS = {"baseM": "int", "baseN": "int"}
 
 
 # ---- TransData ND -> FRACTAL_NZ (the coupled chips' Cube reads NZ from GM) ------------------------
-def _nd_to_nz_body(src: GM_ADDR, dst: GM_ADDR, rows: int, cols: int, dtype, chunk: int, items: tuple):
+def _nd_to_nz_body(src: GM_ADDR, dst: GM_ADDR, rows: int, cols: int, dtype, chunk: int, items: tuple,
+                   line_bytes: int = 512):
     """Per item (matrix, column strip s, row chunk): the chunk's rows of the strip's c0 columns
     into UB rows of 32 B (zeros past the matrix), then one contiguous write into the strip's NZ rows."""
     first, count = items[GetBlockIdx()]
@@ -57,8 +58,11 @@ def _nd_to_nz_body(src: GM_ADDR, dst: GM_ADDR, rows: int, cols: int, dtype, chun
     written = [pipe.AllocEventID(HardEvent.MTE3_MTE2) for _ in range(2)]
     zeroed = pipe.AllocEventID(HardEvent.V_MTE2)
     pending = [False, False]
+    # neighbouring strips share L2 lines: a strip's place in its line is part of what makes items alike
+    strips_a_line = max(1, line_bytes // 32)
     for i in Loop(count, key=lambda i: (i < 2, (first + i) % chunks == chunks - 1,
-                                        (first + i) % per_matrix // chunks == ceil_div(cols, c0) - 1), period=2):
+                                        (first + i) % per_matrix // chunks == ceil_div(cols, c0) - 1,
+                                        (first + i) % per_matrix // chunks % strips_a_line), period=2):
         b, rest = divmod(first + i, per_matrix)
         s, ch = divmod(rest, chunks)
         at_src, at_dst = b * rows * cols, b * r16 * ceil_div(cols, c0) * c0
@@ -92,7 +96,7 @@ def nd_to_nz_launch(src, dst, rows: int, cols: int, dtype, profile, batch: int =
     items = batch * ceil_div(cols, 32 // np.dtype(dtype).itemsize) * ceil_div(align_up(rows, 16), chunk)
     blocks = tuple((a, b - a) for a, b in split_evenly(items, vector_core_count(profile)) if b > a)
     return KernelLaunch("TransData(ND -> FRACTAL_NZ)", _nd_to_nz_body, len(blocks), "vector",
-                        (src, dst, rows, cols, np.dtype(dtype), chunk, blocks))
+                        (src, dst, rows, cols, np.dtype(dtype), chunk, blocks, profile.l2.line_bytes))
 
 
 def nz_elements(rows: int, cols: int, dtype) -> int:

@@ -12,7 +12,7 @@ written per plane. BF16 is computed in FP32 (a Cast each way), as CANN does.
 Our own: the tile's search (planes per tile, output rows and columns) below; CANN's tiling code
 is not reproduced.
 
-Checks (the document's order): null self / out / indices 161001; then 161002: the series, dtypes
+Checks (the document's list; the order is ours): null self / out / indices 161001; then 161002: the series, dtypes
 (self BF16 / FLOAT16 / FLOAT, out self's, indices INT32 / INT64), rank 3 or 4, kernelSize 1 or 2
 long and positive, stride 0 (= kernelSize), 1 or 2 long and positive, padding 1 or 2 long and in
 0..kernelSize / 2, dilation 1 or 2 long and 1 (A2), an output dim of 0, out's and indices' shapes.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.aclnn import OpDef, Param, Plan, Workspace, check_tensor_view, register, require_present, \
+from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register, require_present, \
     require_support
 from simulator.arith import align_up, ceil_div
 from simulator.enums import dtype_name, param_invalid
@@ -32,12 +32,15 @@ from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Adds, BinaryRepeatParam
                               RoundMode, Select, TBuf, TPipe, TPosition, Transpose, TransposeParamsExt,
                               TransposeType)
 from simulator.program import KernelLaunch
-from ..common import split_evenly, tensor_arg, tiling_error, ub_bytes, vector_core_count
+from ..common import split_evenly, tiling_error, ub_bytes, vector_core_count
+from ..elementwise.chain import Chain
 
 OP = "MaxPool2dWithIndices"
 TILING_FIELDS = {"planes": "int", "rows": "int", "cols": "int"}
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
+MAX_REPEAT = 255           # a vector instruction's repeats: a tap covers at most this many output columns
+MAX_REP_STRIDE = 255       # and steps at most this many 32-B blocks between them
 
 
 def _pair(v, name: str, lengths: tuple, default=None, op: str = OP) -> tuple[int, int]:
@@ -156,14 +159,16 @@ def ub_need(job: PoolJob) -> int:
     return sum(align_up(b, 32) for _, b in _buffers(job))
 
 
-def search_tiles(op: str, nc: int, Ho: int, Wo: int, taps: int, fits, forced: dict, profile) -> tuple:
+def search_tiles(op: str, nc: int, Ho: int, Wo: int, taps: int, stride: int, fits, forced: dict, profile) -> tuple:
     """(planes G, output rows hy, columns wy, per-block (first tile, tiles)): for each G (a multiple
     of 16 up to 64), the fewest column splits whose one-row tile fits UB (fits(G, hy, wy)), then as
     many rows as fit; the split with the fewest estimated cycles (per tile one copy per plane in
     and two out, per output row four instructions a tap). Forced planes / rows / cols override."""
     best = None
     for G in sorted({min(align_up(nc, 16), g) for g in (16, 32, 64)}):
-        wt = next((wt for wt in range(1, Wo + 1) if fits(G, 1, ceil_div(Wo, wt))), None)
+        if stride * G // 8 > MAX_REP_STRIDE:             # a tap's repeat stride, in 32-B blocks
+            continue
+        wt = next((wt for wt in range(ceil_div(Wo, MAX_REPEAT), Wo + 1) if fits(G, 1, ceil_div(Wo, wt))), None)
         if wt is None:
             continue
         wy = ceil_div(Wo, wt)
@@ -174,12 +179,15 @@ def search_tiles(op: str, nc: int, Ho: int, Wo: int, taps: int, fits, forced: di
         if best is None or cost < best[0]:
             best = (cost, G, hy, wy)
     if best is None:
-        raise tiling_error(f"{op}: no tile of 16 planes and one output row fits UB ({ub_bytes(profile)} B)")
+        raise tiling_error(f"{op}: no tile of 16 planes and one output row fits UB ({ub_bytes(profile)} B), or the "
+                           f"column stride {stride} is past what a repeat stride can step ({MAX_REP_STRIDE} blocks)")
     _, G, hy, wy = best
     G, hy, wy = int(forced.get("planes", G)), int(forced.get("rows", hy)), int(forced.get("cols", wy))
-    if G % 16 or not 16 <= G <= 64 or hy <= 0 or wy <= 0 or not fits(G, hy, wy):
-        raise tiling_error(f"{op} tiling: planes {G} must be a multiple of 16 up to 64, rows {hy} and cols {wy} "
-                           f"positive, and the tile fit UB ({ub_bytes(profile)} B)")
+    if G % 16 or not 16 <= G <= 64 or hy <= 0 or not 0 < wy <= MAX_REPEAT or stride * G // 8 > MAX_REP_STRIDE \
+            or not fits(G, hy, wy):
+        raise tiling_error(f"{op} tiling: planes {G} must be a multiple of 16 up to 64 (and stride x planes / 8 at "
+                           f"most {MAX_REP_STRIDE}), rows {hy} positive, cols {wy} in 1..{MAX_REPEAT} (a tap is one "
+                           f"repeat a column), and the tile fit UB ({ub_bytes(profile)} B)")
     total = ceil_div(nc, G) * ceil_div(Ho, hy) * ceil_div(Wo, wy)
     items = tuple((a_, b - a_) for a_, b in split_evenly(total, vector_core_count(profile)) if b > a_)
     return G, hy, wy, items
@@ -196,11 +204,14 @@ def tile_at(job, t: int) -> tuple:
     return g0, oh0, ow0, gn, hn, wn, oh0 * job.sh - job.pt, ow0 * job.sw - job.pl
 
 
-def tile_kind(job, t: int) -> tuple:
-    """What makes tiles alike for fast mode: the last plane group, the first or last row and
-    column tiles (partial, or over the padding)."""
-    n_g, n_h, n_w = job.tiles
-    return t // (n_h * n_w) == n_g - 1, t // n_w % n_h in (0, n_h - 1), t % n_w in (0, n_w - 1)
+def tile_kind(job, t: int, isz: int) -> tuple:
+    """What makes tiles alike for fast mode: their sizes, how far their window hangs over each
+    edge, and the 32-B phase of their first input and output elements in GM."""
+    g0, oh0, ow0, gn, hn, wn, ih0, iw0 = tile_at(job, t)
+    hx, wx = (hn - 1) * job.sh + job.kh, (wn - 1) * job.sw + job.kw
+    return (gn, hn, wn, max(0, -ih0), max(0, ih0 + hx - job.H), max(0, -iw0), max(0, iw0 + wx - job.W),
+            (g0 * job.H * job.W + max(ih0, 0) * job.W + max(iw0, 0)) * isz % 32,
+            (g0 * job.Ho * job.Wo + oh0 * job.Wo + ow0) * isz % 32)
 
 
 def pool_job(x, out_hw, k, s, p, idx_dtype, profile, forced: dict) -> PoolJob:
@@ -208,7 +219,7 @@ def pool_job(x, out_hw, k, s, p, idx_dtype, profile, forced: dict) -> PoolJob:
     base = dict(nc=int(np.prod(lead, dtype=np.int64)), H=H, W=W, Ho=out_hw[0], Wo=out_hw[1], kh=k[0], kw=k[1],
                 sh=s[0], sw=s[1], pt=p[0], pl=p[1], dtype=np.dtype(x.dtype), idx_dtype=np.dtype(idx_dtype))
     ub = ub_bytes(profile)
-    G, hy, wy, items = search_tiles(OP, base["nc"], out_hw[0], out_hw[1], k[0] * k[1],
+    G, hy, wy, items = search_tiles(OP, base["nc"], out_hw[0], out_hw[1], k[0] * k[1], s[1],
                                     lambda G, hy, wy: ub_need(PoolJob(G=G, hy=hy, wy=wy, **base)) <= ub, forced, profile)
     return PoolJob(G=G, hy=hy, wy=wy, items=items, **base)
 
@@ -238,7 +249,7 @@ def pool_body(x: GM_ADDR, out: GM_ADDR, indices: GM_ADDR, job: PoolJob):
     tap_rp = BinaryRepeatParams(dstRepStride=lb, src0RepStride=job.sw * lb, src1RepStride=lb)
     row_rp = BinaryRepeatParams(dstRepStride=lb, src0RepStride=lb, src1RepStride=lb)
     plane = job.Ho * job.Wo
-    for t in Loop(range(first, first + count), key=lambda t: tile_kind(job, t)):
+    for t in Loop(range(first, first + count), key=lambda t: tile_kind(job, t, dt.itemsize)):
         g0, oh0, ow0, gn, hn, wn, ih0, iw0 = tile_at(job, t)
         c_lo = max(0, -iw0)
         hx, wx, off, wxA = _window(job, hn, wn, c_lo)
@@ -289,21 +300,39 @@ def pool_body(x: GM_ADDR, out: GM_ADDR, indices: GM_ADDR, job: PoolJob):
                                               (job.Wo - wn) * isz))
 
 
+def dense_operands(c, a: dict, inputs: tuple, outputs: tuple) -> dict:
+    """Each tensor as the kernel takes it: itself when contiguous, else a workspace buffer that a
+    Contiguous launch fills (an input) or a ViewCopy empties after the kernel (an output: call
+    the returned `finish`)."""
+    where = {}
+    for name in inputs + outputs:
+        t = a[name]
+        if t.is_contiguous():
+            where[name] = t
+        else:
+            where[name] = c.buffer(f"{name} dense", t.numel(), t.dtype)
+            if name in inputs:
+                c.contiguous(t, name, where[name])
+
+    def finish():
+        for name in outputs:
+            if where[name] is not a[name]:
+                c.view_copy(a[name], name, where[name])
+    where["finish"] = finish
+    return where
+
+
 def _plan(a: dict, profile, forced: dict) -> Plan:
     x, out, idx = a["self"], a["out"], a["indices"]
     k, s, p, _ = _geometry(a)
-    ws = Workspace()
     job = pool_job(x, out.viewDims[-2:], k, s, p, idx.dtype, profile, forced)
-    for name, t in (("self", x), ("out", out), ("indices", idx)):
-        if not t.is_contiguous():
-            raise param_invalid(f"{OP}: a non-contiguous {name} is not modelled")
-
-    def build(wsaddr):
-        return [KernelLaunch("MaxPoolWithArgmaxV1", pool_body, len(job.items), "vector",
-                             (tensor_arg(x, "self") + x.offset, tensor_arg(out, "out") + out.offset,
-                              tensor_arg(idx, "indices") + idx.offset, job))]
-    return Plan(ws, build, {"blockDim": len(job.items), "planes": job.G, "rows": job.hy, "cols": job.wy,
-                            "tiles": int(np.prod(job.tiles))})
+    c = Chain(profile, {})
+    at = dense_operands(c, a, ("self",), ("out", "indices"))
+    c.launch(lambda addr: KernelLaunch("MaxPoolWithArgmaxV1", pool_body, len(job.items), "vector",
+                                       (addr(at["self"]), addr(at["out"]), addr(at["indices"]), job)))
+    at["finish"]()
+    return Plan(c.workspace, c.build, {"blockDim": len(job.items), "planes": job.G, "rows": job.hy, "cols": job.wy,
+                                       "tiles": int(np.prod(job.tiles))})
 
 
 def _infer(i: dict) -> dict:

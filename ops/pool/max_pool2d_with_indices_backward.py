@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.aclnn import OpDef, Param, Plan, Workspace, check_tensor_view, register, require_present, \
+from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register, require_present, \
     require_support
 from simulator.arith import align_up, ceil_div
 from simulator.enums import dtype_name, param_invalid
@@ -33,8 +33,9 @@ from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Add, Adds, BinaryRepeat
                               SetAtomicAdd, SetAtomicNone, TBuf, TPipe, TPosition, Transpose, TransposeParamsExt,
                               TransposeType)
 from simulator.program import KernelLaunch
-from ..common import tensor_arg, ub_bytes, zero_fill_launch
-from .max_pool2d_with_indices import _pair, out_size, search_tiles, tile_at, tile_kind
+from ..common import ub_bytes, zero_fill_launch
+from ..elementwise.chain import Chain
+from .max_pool2d_with_indices import _pair, dense_operands, out_size, search_tiles, tile_at, tile_kind
 
 OP = "MaxPool2dWithIndicesBackward"
 TILING_FIELDS = {"planes": "int", "rows": "int", "cols": "int"}
@@ -135,7 +136,7 @@ def grad_job(x, out_hw, k, s, p, profile, forced: dict) -> GradJob:
     base = dict(nc=int(np.prod(lead, dtype=np.int64)), H=H, W=W, Ho=out_hw[0], Wo=out_hw[1], kh=k[0], kw=k[1],
                 sh=s[0], sw=s[1], pt=p[0], pl=p[1])
     ub = ub_bytes(profile)
-    G, hy, wy, items = search_tiles(OP, base["nc"], out_hw[0], out_hw[1], k[0] * k[1],
+    G, hy, wy, items = search_tiles(OP, base["nc"], out_hw[0], out_hw[1], k[0] * k[1], s[1],
                                     lambda G, hy, wy: ub_need(GradJob(G=G, hy=hy, wy=wy, **base)) <= ub, forced, profile)
     return GradJob(G=G, hy=hy, wy=wy, items=items, **base)
 
@@ -160,12 +161,14 @@ def grad_body(grad_out: GM_ADDR, indices: GM_ADDR, grad_in: GM_ADDR, job: GradJo
     row_rp = BinaryRepeatParams(dstRepStride=lb, src0RepStride=lb, src1RepStride=lb)
     tap_rp = BinaryRepeatParams(dstRepStride=job.sw * lb, src0RepStride=job.sw * lb, src1RepStride=lb)
     plane_o, plane_i = job.Ho * job.Wo, job.H * job.W
-    for t in Loop(range(first, first + count), key=lambda t: tile_kind(job, t)):
+    for t in Loop(range(first, first + count), key=lambda t: tile_kind(job, t, 4)):
         g0, oh0, ow0, gn, hn, wn, ih0, iw0 = tile_at(job, t)
         wnA = align_up(wn, 8)
         c_lo = max(0, -iw0)
         hx, wx, off, wxA = _window(job, hn, wn, c_lo)
         r_lo, r_hi, c_hi = max(0, -ih0), min(hx, job.H - ih0), min(wx, job.W - iw0)
+        if r_hi <= r_lo or c_hi <= c_lo:    # every window of the tile lies in the padding (padding past
+            continue                        # kernel / 2, which this document allows): nothing lands
         PipeBarrier(PIPE_ALL)
         if gn < G or wnA > wn:              # lanes and columns no copy fills
             Duplicate(go, 0.0, G * hn * wnA)
@@ -203,21 +206,17 @@ def grad_body(grad_out: GM_ADDR, indices: GM_ADDR, grad_in: GM_ADDR, job: GradJo
 
 
 def _plan(a: dict, profile, forced: dict) -> Plan:
-    go, x, idx, gi = a["gradOutput"], a["self"], a["indices"], a["gradInput"]
-    for name, t in (("gradOutput", go), ("indices", idx), ("gradInput", gi)):
-        if not t.is_contiguous():
-            raise param_invalid(f"{OP}: a non-contiguous {name} is not modelled")
+    go, x, gi = a["gradOutput"], a["self"], a["gradInput"]
     k, s, p, _ = _geometry(a)
     job = grad_job(x, go.viewDims[-2:], k, s, p, profile, forced)
-
-    def build(ws):
-        dst = tensor_arg(gi, "gradInput") + gi.offset
-        return [zero_fill_launch("MemSet(gradInput)", dst, gi.numel() * 4, profile),
-                KernelLaunch("MaxPoolGradWithArgmax", grad_body, len(job.items), "vector",
-                             (tensor_arg(go, "gradOutput") + go.offset, tensor_arg(idx, "indices") + idx.offset, dst,
-                              job))]
-    return Plan(Workspace(), build, {"blockDim": len(job.items), "planes": job.G, "rows": job.hy, "cols": job.wy,
-                                     "tiles": int(np.prod(job.tiles))})
+    c = Chain(profile, {})
+    at = dense_operands(c, a, ("gradOutput", "indices"), ("gradInput",))
+    c.launch(lambda addr: zero_fill_launch("MemSet(gradInput)", addr(at["gradInput"]), gi.numel() * 4, profile))
+    c.launch(lambda addr: KernelLaunch("MaxPoolGradWithArgmax", grad_body, len(job.items), "vector",
+                                       (addr(at["gradOutput"]), addr(at["indices"]), addr(at["gradInput"]), job)))
+    at["finish"]()
+    return Plan(c.workspace, c.build, {"blockDim": len(job.items), "planes": job.G, "rows": job.hy, "cols": job.wy,
+                                       "tiles": int(np.prod(job.tiles))})
 
 
 def _space(inputs: dict, profile) -> list[dict]:

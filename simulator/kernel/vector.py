@@ -262,6 +262,8 @@ def _repeat_form(name: str, tensors: tuple, mask: int, repeat: int, rep_strides:
     `mask` elements each, repeat k starting rep_stride * 32 bytes after repeat k-1."""
     if any(int(b) != 1 for b in blk_strides):
         raise _fault(PIPE_V, f"{name}: block strides other than 1 are not modelled")
+    if any(not 0 <= int(r) <= 255 for r in rep_strides):
+        raise _fault(PIPE_V, f"{name}: repeat strides {list(rep_strides)} must be 0..255 blocks (8 bits)")
     width = 256 // max(t.dtype.itemsize for t in tensors)
     if not 0 < mask <= width or not 0 < repeat <= 255:
         raise _fault(PIPE_V, f"{name}: mask {mask} must be 1..{width} and repeatTimes {repeat} 1..255")
