@@ -104,6 +104,7 @@ def _check(a: dict, profile) -> None:
 
 @dataclass(frozen=True)
 class PoolJob:
+    """A pooling kernel's job (the forward's and the backward's): the geometry and the tiles."""
     nc: int
     H: int
     W: int
@@ -115,12 +116,12 @@ class PoolJob:
     sw: int
     pt: int
     pl: int
-    dtype: np.dtype           # self and out
-    idx_dtype: np.dtype       # indices in GM
     G: int                    # planes a tile: the vector lanes of one FP32 repeat (16, 32, 48 or 64)
     hy: int                   # output rows a tile
     wy: int                   # output columns a tile
     items: tuple = ()         # per block: (first tile, tiles)
+    dtype: np.dtype = F32     # self and out (the backward: FLOAT)
+    idx_dtype: np.dtype = I32  # indices in GM
 
     @property
     def tiles(self) -> tuple[int, int, int]:

@@ -20,13 +20,12 @@ indices' shapes (the pooled shape), gradInput's (self's).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register, require_present, \
     require_support
-from simulator.arith import align_up, ceil_div
+from simulator.arith import align_up
 from simulator.enums import dtype_name, param_invalid
 from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Add, Adds, BinaryRepeatParams, Compare, DataCopyExtParams,
                               DataCopyPad, Duplicate, GetBlockIdx, GlobalTensor, Loop, PIPE_ALL, PipeBarrier, Select,
@@ -35,7 +34,7 @@ from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Add, Adds, BinaryRepeat
 from simulator.program import KernelLaunch
 from ..common import ub_bytes, zero_fill_launch
 from ..elementwise.chain import Chain
-from .max_pool2d_with_indices import _pair, dense_operands, out_size, search_tiles, tile_at, tile_kind
+from .max_pool2d_with_indices import PoolJob as GradJob, _pair, dense_operands, out_size, search_tiles, tile_at, tile_kind
 
 OP = "MaxPool2dWithIndicesBackward"
 TILING_FIELDS = {"planes": "int", "rows": "int", "cols": "int"}
@@ -82,29 +81,6 @@ def _check(a: dict, profile) -> None:
     if a["gradInput"].viewDims != x.viewDims:
         raise param_invalid(f"{OP}: gradInput has shape {list(a['gradInput'].viewDims)}; it must be self's "
                             f"{list(x.viewDims)}")
-
-
-@dataclass(frozen=True)
-class GradJob:
-    nc: int
-    H: int
-    W: int
-    Ho: int
-    Wo: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    pt: int
-    pl: int
-    G: int                    # planes a tile (the FP32 lanes: a multiple of 16 up to 64)
-    hy: int                   # output rows a tile
-    wy: int                   # output columns a tile
-    items: tuple = ()         # per block: (first tile, tiles)
-
-    @property
-    def tiles(self) -> tuple[int, int, int]:
-        return ceil_div(self.nc, self.G), ceil_div(self.Ho, self.hy), ceil_div(self.Wo, self.wy)
 
 
 def _window(job: GradJob, hn: int, wn: int, c_lo: int) -> tuple[int, int, int, int]:
