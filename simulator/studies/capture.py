@@ -175,42 +175,37 @@ def _mm(a):
 
 
 def _addmm(a):
-    s, x, w = a[:3]
-    beta, alpha = (a[3] if len(a) > 3 else 1), (a[4] if len(a) > 4 else 1)
-    self_ok = hasattr(s, "dtype") and s.dtype.is_floating_point and str(s.dtype) != "torch.float64"  # 0-D too
-    if not _floating(x, w) or not self_ok or s.dim() > 2 or isinstance(beta, bool) or isinstance(alpha, bool):
+    (s, x, w), beta, alpha = a[:3], (a[3] if len(a) > 3 else 1), (a[4] if len(a) > 4 else 1)
+    if not _floating(x, w, s.reshape(-1)) or s.dim() > 2 or isinstance(beta, bool) or isinstance(alpha, bool):
         return None
     return {"self": s, "mat1": x, "mat2": w}, {"beta": float(beta), "alpha": float(alpha), "cubeMathType": 0}
 
 
 def _max_pool2d_with_indices(a):
-    x, k = a[0], list(a[1])
-    stride, padding, dilation = (list(a[i]) if len(a) > i and a[i] is not None else d
-                                 for i, d in ((2, []), (3, [0]), (4, [1])))
-    if not _floating(x) or any(int(v) != 1 for v in dilation):
+    k, stride, padding, dilation = ([int(v) for v in (a[i] if len(a) > i and a[i] is not None else d)]
+                                    for i, d in ((1, []), (2, []), (3, [0]), (4, [1])))
+    if not _floating(a[0]) or any(v != 1 for v in dilation):
         return None
-    return {"self": x}, {"kernelSize": [int(v) for v in k], "stride": [int(v) for v in stride],
-                         "padding": [int(v) for v in padding], "dilation": [int(v) for v in dilation],
-                         "ceilMode": bool(a[5]) if len(a) > 5 else False}
+    return {"self": a[0]}, {"kernelSize": k, "stride": stride, "padding": padding, "dilation": dilation,
+                            "ceilMode": bool(a[5]) if len(a) > 5 else False}
 
 
 def _bmm(a):
     return ({"self": a[0], "other": a[1]}, {"cubeMathType": 0}) if _floating(a[0], a[1]) else None
 
 
+def _grid_attrs(interp, pad, align) -> dict:
+    return {"interpolationMode": int(interp), "paddingMode": int(pad), "alignCorners": bool(align)}
+
+
 def _grid_sampler_2d(a):
-    inp, grid, interp, pad, align = a[:5]
-    if not _floating(inp, grid):
-        return None
-    return ({"input": inp, "grid": grid},
-            {"interpolationMode": int(interp), "paddingMode": int(pad), "alignCorners": bool(align)})
+    return ({"input": a[0], "grid": a[1]}, _grid_attrs(*a[2:5])) if _floating(a[0], a[1]) else None
 
 
 def _grid_sampler_2d_backward(a):
     go, inp, grid, interp, pad, align, mask = a[:7]
     return ({"gradOutput": go, "input": inp, "grid": grid},
-            {"interpolationMode": int(interp), "paddingMode": int(pad), "alignCorners": bool(align),
-             "outputMask": [bool(m) for m in mask]})
+            _grid_attrs(interp, pad, align) | {"outputMask": [bool(m) for m in mask]})
 
 
 def _conv_tbc(a):
