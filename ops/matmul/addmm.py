@@ -22,7 +22,6 @@ from ..common import check_number, promote
 from ..conv.convolution_backward import cube_compute_dtype
 from ..elementwise.chain import Chain
 from ..elementwise.template import broadcast_shape
-from .kernel import DTYPES
 from .operators import TILING_FIELDS, _facts, _space, gemm_steps
 
 OP = "Addmm"

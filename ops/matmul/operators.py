@@ -288,7 +288,7 @@ def plan(a: dict, profile, forced: dict, op: str, right: str) -> Plan:
     if len(a[right].viewDims) > 2:
         return _batched_plan(a, profile, forced, op, right)
     x, w, y = _matrix_views(a, "self", right)
-    (M, K), N = x.viewDims, w.viewDims[1]
+    (M, _), N = x.viewDims, w.viewDims[1]
     compute = cube_compute_dtype(promote([dtype_name(t.dataType) for t in (x, w)]), a["cubeMathType"], profile, op)
     c = Chain(profile, {})
     if M * N == 0:
