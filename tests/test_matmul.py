@@ -147,14 +147,30 @@ def test_documented_status_codes(name):
 
 @pytest.mark.parametrize("soc", list(CHIPS))
 def test_a_short_product_with_wide_rows_runs(soc):
-    """M = 16 rows against 4096 columns: the L0C sub-tiles a core keeps are capped by the chip's
+    """M = 16 rows against 49152 columns: the L0C sub-tiles a core keeps are capped by the chip's
     event ids (4 on the training series), as its CO1 queue needs one each."""
+    from ops.matmul.kernel import gemm_tiling
+    assert gemm_tiling(16, 49152, 64, "FLOAT16", soc).stepN > 1     # enough tiles to keep wide ones
     rng = np.random.default_rng(7)
-    x, w = rng.standard_normal((16, 64)).astype(F16), rng.standard_normal((64, 4096)).astype(F16)
+    x, w = rng.standard_normal((16, 64)).astype(F16), rng.standard_normal((64, 49152)).astype(F16)
     r = simulator.run("Mm", soc, self=x, mat2=w, cubeMathType=0)
     ref, mag = x.astype(np.float64) @ w.astype(np.float64), np.abs(x.astype(np.float64)) @ np.abs(w.astype(np.float64))
     assert_within(r.outputs["out"], ref, (2 * 2.0 ** -11 + 1e-5) * mag + 2.0 ** -11 * np.abs(ref) + 2.0 ** -25,
-                  f"16x64 @ 64x4096 on {soc}")
+                  f"16x64 @ 64x49152 on {soc}")
+
+
+@pytest.mark.parametrize("M, K, N, blocks", [(1, 4096, 4096, 16), (1, 8192, 4096, 16), (128, 4096, 4096, 16),
+                                              (512, 4096, 4096, 64)])
+def test_a_short_product_keeps_its_tiles_on_every_core(M, K, N, blocks):
+    """CANN's MatMulV3 base tiling on a 24-core A2 (hicann/ops-nn matmul_v3_base_tiling.cpp,
+    DoSmallShapeTiling / CalcBase: the N width with the least (baseM + baseN) x rounds) gives these
+    calls 16 x 256 (M = 1) or 128 x 256 blocks, one per L0C, B's L1 tile 4 x 64 deep: as many
+    output tiles as `blocks`, on min(blocks, 24) cores."""
+    from ops.matmul.kernel import gemm_tiling
+    t = gemm_tiling(M, N, K, "FLOAT16", "Ascend910B2")
+    assert (t.baseM, t.baseN * t.stepN, t.mTiles * t.nTiles, t.usedCoreNum) == \
+        (min(128, max(16, M)), 256, blocks, min(blocks, 24))
+    assert t.l1K >= 256
 
 
 @pytest.mark.parametrize("op, kw", [

@@ -110,6 +110,10 @@ def gemm_tiling(M: int, N: int, K: int, dtype: str = "FLOAT16", soc: str = "Asce
     bk = max(c0, min(bk, 128 * 2 // isz, _align(K, c0)))
     # every L0C sub-tile is a CO1 queue slot, and each slot holds an event id of its pipe pair
     step_n = max(1, min(buf["L0C"] // (bm * bn * 4), _ceil(N, bn), p.sync.event_ids))
+    # MatMulV3's CalcBase: of the N widths, the least (baseM + baseN) x rounds over the cores (a
+    # short M thus keeps its tiles on every core rather than several N sub-tiles on a few)
+    step_n = min(range(1, step_n + 1),
+                 key=lambda s: ((bm + s * bn) * _ceil(batch * _ceil(M, bm) * _ceil(N, s * bn), kind.count), s))
     while step_n > 1 and 2 * isz * bk * (bm + step_n * bn) > buf["L1"]:     # (a short M: L1 caps the N tiles)
         step_n //= 2
     # two A1 + two B1 tiles in L1; l1K a power-of-two multiple of baseK
