@@ -15,9 +15,8 @@ from simulator.kernel.vector import Transpose, TransposeParamsExt
 from simulator.arith import align_up, ceil_div
 from ..common import tik_core_split, tiling_error
 from .geometry import CubeGeometry, SpaceToDepth
-from .prologue import perm_plan, perm_result, run_perm
 from .vector_pipeline import (NCHW2NHWC, VecBlock, align32, round_mode, zero_lanes, nhwc2nchw, slot_pass,
-                              ring_pass)
+                              ring_pass, perm_plan, perm_result, run_perm)
 
 
 def tchain(ub: VecBlock, seq, cur: int, target: int, other: int, dt) -> int:

@@ -18,7 +18,8 @@ from simulator.kernel.vector import Transpose, TransposeParamsExt
 from simulator.arith import align_up, ceil_div
 from .geometry import MapLayout, SpaceToDepth
 from ..common import tik_core_split
-from .vector_pipeline import NCHW2NHWC, VecBlock, align32, nhwc2nchw, ring_pass, round_mode, slot_pass, zero_lanes
+from .vector_pipeline import (NCHW2NHWC, VecBlock, align32, perm_plan, perm_result, ring_pass, round_mode, run_perm,
+                              slot_pass, zero_lanes)
 from .packing import PackWeight, pass_packw
 
 
@@ -264,43 +265,6 @@ def zero_gap(ub: VecBlock, it: GapItem, t: To5HDPass, dGm):
     off = ((it.g * t.C1 + it.c1) * lay.block + lay.img(it.n0) + lay.H * lay.Wd + it.p0) * c0
     DataCopy(dGm[off], ub.zeros().ReinterpretCast(t.compute_dtype),
              DataCopyParams(it.nimg, it.npos * c0 * isz // 32, 0, (lay.pitch * lay.Wd - it.npos) * c0 * isz // 32))
-
-
-def perm_plan(dims, perm) -> list:
-    """Transposes that permute the axes of a contiguous tensor (dims) into the order perm: each
-    axis is moved into place from the last position back, one NCHW2NHWC when nothing trails the
-    moved block, two (a rotation and its partial undo) otherwise."""
-    cur, shape, steps = list(range(len(dims))), list(dims), []
-    for pos in range(len(dims) - 1, -1, -1):
-        i = cur.index(perm[pos])
-        if i == pos:
-            continue
-        outer, A = int(np.prod(shape[:i])), shape[i]
-        B, inner = int(np.prod(shape[i + 1:pos + 1])), int(np.prod(shape[pos + 1:]))
-        if inner == 1:
-            steps.append(TransposeParamsExt(outer, A, B, 1, NCHW2NHWC))
-        else:
-            steps.append(TransposeParamsExt(outer, A, B, inner, NCHW2NHWC))    # [o][A][B][in] -> [o][B][in][A]
-            steps.append(nhwc2nchw(outer * B, inner, 1, A))                    # -> [o][B][A][in]
-        cur.insert(pos, cur.pop(i))
-        shape.insert(pos, shape.pop(i))
-    return steps
-
-
-def run_perm(ub: VecBlock, steps, src: int, bufs: tuple, dt) -> int:
-    """Run perm_plan's transposes from src, writing bufs[0], bufs[1], bufs[0], ... (src must not
-    lie in bufs[0]; it may lie in bufs[1], read before that is overwritten); returns where the
-    result is."""
-    cur = src
-    for i, p in enumerate(steps):
-        dst = bufs[i % 2]
-        Transpose(ub.at(dst, dt), ub.at(cur, dt), None, p)
-        cur = dst
-    return cur
-
-
-def perm_result(steps, src: int, bufs: tuple) -> int:
-    return bufs[(len(steps) - 1) % 2] if steps else src
 
 
 class SpaceToDepthItem(NamedTuple):

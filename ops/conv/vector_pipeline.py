@@ -1,6 +1,7 @@
 """Building blocks of the vector passes: one block's UB carved into slots (`VecBlock`), the two
 pipelined loop shapes every pass uses (`slot_pass`: double-buffered MTE2 -> V -> MTE3 slots;
-`ring_pass`: three regions in a ring, for passes with no separate compute buffer), and small helpers
+`ring_pass`: three regions in a ring, for passes with no separate compute buffer), the axis
+permutations the pre- and post-passes share (`perm_plan`, `run_perm`), and small helpers
 (docs/KERNELS.md, "Pass helpers").
 """
 from __future__ import annotations
@@ -9,7 +10,7 @@ import numpy as np
 
 from simulator.kernel import (DataCopy, DataCopyParams, Duplicate, HardEvent, LocalTensor, PipeBarrier,
                               PIPE_ALL, RoundMode, SetFlag, TBuf, TPipe, TPosition, WaitFlag)
-from simulator.kernel.vector import TransposeParamsExt, TransposeType
+from simulator.kernel.vector import Transpose, TransposeParamsExt, TransposeType
 from simulator.arith import align_up
 from ..common import tiling_error
 
@@ -176,3 +177,40 @@ def copy_runs(dst, src, runs, isz: int) -> None:
 
 def round_mode(dst_dt, src_dt):
     return RoundMode.CAST_RINT if dst_dt.itemsize < src_dt.itemsize else RoundMode.CAST_NONE
+
+
+def perm_plan(dims, perm) -> list:
+    """Transposes that permute the axes of a contiguous tensor (dims) into the order perm: each
+    axis is moved into place from the last position back, one NCHW2NHWC when nothing trails the
+    moved block, two (a rotation and its partial undo) otherwise."""
+    cur, shape, steps = list(range(len(dims))), list(dims), []
+    for pos in range(len(dims) - 1, -1, -1):
+        i = cur.index(perm[pos])
+        if i == pos:
+            continue
+        outer, A = int(np.prod(shape[:i])), shape[i]
+        B, inner = int(np.prod(shape[i + 1:pos + 1])), int(np.prod(shape[pos + 1:]))
+        if inner == 1:
+            steps.append(TransposeParamsExt(outer, A, B, 1, NCHW2NHWC))
+        else:
+            steps.append(TransposeParamsExt(outer, A, B, inner, NCHW2NHWC))    # [o][A][B][in] -> [o][B][in][A]
+            steps.append(nhwc2nchw(outer * B, inner, 1, A))                    # -> [o][B][A][in]
+        cur.insert(pos, cur.pop(i))
+        shape.insert(pos, shape.pop(i))
+    return steps
+
+
+def run_perm(ub: VecBlock, steps, src: int, bufs: tuple, dt) -> int:
+    """Run perm_plan's transposes from src, writing bufs[0], bufs[1], bufs[0], ... (src must not
+    lie in bufs[0]; it may lie in bufs[1], read before that is overwritten); returns where the
+    result is."""
+    cur = src
+    for i, p in enumerate(steps):
+        dst = bufs[i % 2]
+        Transpose(ub.at(dst, dt), ub.at(cur, dt), None, p)
+        cur = dst
+    return cur
+
+
+def perm_result(steps, src: int, bufs: tuple) -> int:
+    return bufs[(len(steps) - 1) % 2] if steps else src
