@@ -325,7 +325,7 @@ class BlockFastForward:
                          _strata(windows))
 
     def pipe_mark(self, pipe, mark: Instr, now: float, busy: float, work: float, executed: int) -> None:
-        """A pipe (block_run.PipeRun) meets a mark in its queue: all before it has been taken."""
+        """A pipe (pipe_run.PipeRun) meets a mark in its queue: all before it has been taken."""
         run, phase, skip, period, windows = mark.flag
         window = self.pipe_meters[pipe.pipe].mark(run, phase, skip, period,
                                                   _pipe_figures(pipe, now, busy, work, executed), _strata(windows))

@@ -14,7 +14,7 @@ MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS = {
     # the engine's per-instruction loop: each step split out would cost a call per instruction
     # (benchmarks/engine_speed.py), and its locals are the pipe's running figures
-    "simulator/block_run.py:PipeRun.run": 110,
+    "simulator/pipe_run.py:PipeRun.run": 110,
 }
 
 
