@@ -7,12 +7,13 @@ from .api import Estimate, KernelResult, PlanResult, RunResult, TensorLayout, es
 
 
 
-def capture(name: str = "captured", merge: bool = True):
+def capture(name: str = "captured", merge: bool = True, kind: str | None = None, batch: int | None = None):
     """Record a PyTorch model's calls of the operators we simulate as a workload trace:
-    `with simulator.capture() as cap: loss.backward()`, then `cap.save("trace.yaml")` and
-    `print(cap.summary())`. Needs torch (simulator.studies.capture)."""
+    `with simulator.capture() as cap: loss.backward()` (a training step) or `with
+    simulator.capture(batch=8) as cap, torch.no_grad(): model(x)` (an inference pass), then
+    `cap.save("trace.yaml")` and `print(cap.summary())`. Needs torch (simulator.studies.capture)."""
     from .studies.capture import capture as _capture
-    return _capture(name, merge)
+    return _capture(name, merge, kind, batch)
 
 
 __all__ = ["run", "capture", "RunResult", "TensorLayout", "estimate", "Estimate", "plan", "PlanResult", "run_kernel", "KernelResult", "acl", "aclnn", "load_profile", "load_profile_file", "list_socs",

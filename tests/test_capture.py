@@ -293,3 +293,89 @@ def test_cli_capture_errors(tmp_path, case, code, message):
     p = _cli("capture", str(script), "-o", str(tmp_path / "t.yaml"))
     assert p.returncode == code, p.stdout + p.stderr
     assert message in p.stderr and "Traceback" not in p.stderr and p.stderr.count("\n") == 1
+
+
+def _tiny_mobile_block():
+    """A stem convolution, a depthwise 3x3 and a pointwise 1x1 with batch norms and ReLUs, then
+    the head: 3 convolutions, 3 batch norms, 3 ReLUs, a mean and a Linear."""
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                         nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                         nn.Conv2d(16, 24, 1, bias=False), nn.BatchNorm2d(24), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, 10)).half().eval()
+
+
+@needs_torch
+@pytest.mark.parametrize("how", ["no_grad", "inference_mode", "eval only", "declared"])
+def test_an_inference_pass_is_the_forwards_kernels(tmp_path, how):
+    model = _tiny_mobile_block()
+    guard = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode}.get(how)
+    with simulator.capture("tiny", batch=4, kind="inference" if how == "declared" else None) as cap:
+        x = torch.randn(4, 3, 32, 32, dtype=torch.float16)
+        if guard:
+            with guard():
+                want = model(x)
+        else:
+            want = model(x)
+    assert cap.kind == "inference" and "an inference pass" in cap.summary()
+    ops = [c.op for c in cap.calls for _ in range(c.count)]
+    assert sorted(ops) == sorted(["Convolution"] * 3 + ["BatchNorm"] * 3 + ["Relu"] * 3 + ["Mean", "Addmm"])
+    convs = [c for c in cap.calls if c.op == "Convolution"]
+    assert [c.attrs["groups"] for c in convs] == [1, 16, 1]         # the depthwise layer, as itself
+    assert all(c.attrs["training"] is False for c in cap.calls if c.op == "BatchNorm")
+    w = studies.load_trace(cap.save(tmp_path / "tiny.yaml"))
+    assert w.step == {"kind": "inference", "batch": 4}
+    # the head's Linear, replayed from the capture, computes what torch computed
+    (head,) = [c for c in cap.calls if c.op == "Addmm"]
+    assert head.tensors["mat1"].shape == (4, 24) and tuple(want.shape) == (4, 10)
+
+
+@needs_torch
+def test_a_declared_inference_pass_begins_at_its_first_kernel():
+    """Pre-processing arithmetic (a Mul by a scalar, estimated) before the first convolution is
+    set-up by default (set-up arithmetic is common) and the step's first call in a declared
+    inference pass."""
+    model = _tiny_mobile_block()
+    for kind, mul_in_step in ((None, False), ("inference", True)):
+        with simulator.capture(kind=kind) as cap, torch.no_grad():
+            model(torch.randn(2, 3, 16, 16, dtype=torch.float16) * 0.5)
+        assert ("mul" in cap.ops, "mul" in cap.setup) == (mul_in_step, not mul_in_step)
+        assert cap.calls[0].op == "Convolution" and cap.kind == "inference"
+
+
+@needs_torch
+def test_a_training_step_says_so():
+    x = torch.randn(2, 8, requires_grad=True)
+    with simulator.capture() as cap:
+        torch.nn.functional.silu(x).sum().backward()
+    assert cap.kind == "training" and "a training step" in cap.summary()
+    with pytest.raises(StudyError, match="capture kind 'serving'"):
+        simulator.capture(kind="serving").__enter__()
+
+
+@needs_torch
+def test_replay_prints_samples_per_second_on_the_inference_chip(tmp_path):
+    model = _tiny_mobile_block()
+    with simulator.capture("tiny", batch=4) as cap, torch.no_grad():
+        model(torch.randn(4, 3, 32, 32, dtype=torch.float16))
+    path = cap.save(tmp_path / "tiny.yaml")
+    p = _cli("replay", str(path), "--soc", "Ascend310P3", "--soc", "Ascend910B1", "--no-progress", "--json")
+    assert p.returncode == 0, p.stderr
+    import json
+    steps = json.loads(p.stdout)["steps"]
+    for s in steps:      # every call runs on both chips, the 310P3 included: the whole pass
+        assert s["kind"] == "inference" and s["failed"] == 0 and s["simulated_share"] == 1.0
+        assert s["samples_per_s"] == pytest.approx(4 / (s["step_us"] * 1e-6))
+    p = _cli("replay", str(path), "--soc", "Ascend310P3", "--no-progress", "--batch", "8")
+    assert p.returncode == 0 and "batch 8: " in p.stdout and "samples/s" in p.stdout
+
+
+@pytest.mark.parametrize("step", ["{kind: serving}", "{kind: inference, batch: 0}", "{batch: 2.5}", "{kind: inference, bs: 8}",
+                                  "[inference]"])
+def test_a_bad_step_field_is_a_clear_error(tmp_path, step):
+    path = tmp_path / "t.yaml"
+    path.write_text(f"step: {step}\ncalls:\n  - op: Relu\n    tensors: {{self: {{shape: [4, 4], dtype: FLOAT}}}}\n")
+    with pytest.raises(StudyError, match="field 'step' is"):
+        studies.load_trace(path)
+    path.write_text("step: {kind: inference, batch: 8}\ncalls:\n  - op: Relu\n    tensors: {self: {shape: [4, 4], dtype: FLOAT}}\n")
+    assert studies.load_trace(path).step == {"kind": "inference", "batch": 8}

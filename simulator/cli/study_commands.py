@@ -59,7 +59,7 @@ def cmd_replay(args) -> int:
     journal = _journal(args.output, args.resume)
     _check_study_budget(w, calls, studies.make_profile(socs[0], overrides), args, repeat=len(socs))
     # the estimated part belongs to the whole step: a --calls subset is not one
-    with_estimate = bool(w.estimated) and args.calls is None and not args.simulated_only
+    with_estimate = bool(w.estimated or w.step) and args.calls is None and not args.simulated_only
     points = [studies.Point(soc, dict(overrides), {}) for soc in socs]
     rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, journal=journal,
                             resume=args.resume, estimated=with_estimate, desc=f"replay on {', '.join(socs)}",
@@ -68,7 +68,8 @@ def cmd_replay(args) -> int:
         _finish_rows(rows, args.output, journal)
     totals = studies.point_totals(rows)              # one point per --soc, in order
     if args.json:
-        print(json.dumps({"steps": [_step_record(t, w, with_estimate) for t in totals], "rows": rows}, indent=1))
+        print(json.dumps({"steps": [_step_record(t, w, with_estimate, args.batch) for t in totals], "rows": rows},
+                         indent=1))
     else:
         for k, soc in enumerate(socs):
             if k:
@@ -90,14 +91,16 @@ def cmd_replay(args) -> int:
     return EXIT_REJECTED if failed else EXIT_OK
 
 
-def _step_record(t: dict, w, with_estimate: bool) -> dict:
+def _step_record(t: dict, w, with_estimate: bool, batch: int | None = None) -> dict:
     """One chip's step for --json: the simulated part, the estimated part, their sum and share."""
     return {"soc": t["soc"], "simulated_us": t["time_us"], "simulated_cycles": t["cycles"],
             "estimated_us": t["estimated_us"] if with_estimate else None,
             "step_us": t["step_us"] if with_estimate else None,
             "simulated_share": t["simulated_share"] if with_estimate else None,
             "simulated_calls": t["ok"], "estimated_calls": t["estimated"], "not_available": t["skipped"],
-            "failed": t["failed"], "estimate_left_out": bool(w.estimated) and not with_estimate}
+            "failed": t["failed"], "estimate_left_out": bool(w.estimated) and not with_estimate,
+            "kind": w.step.get("kind"), "batch": batch or w.step.get("batch"),
+            "samples_per_s": per_second(t, batch or w.step.get("batch")) if with_estimate else None}
 
 
 def _print_replay(w, soc: str, calls, rows: list[dict], total: dict, args, with_estimate: bool) -> None:
@@ -114,7 +117,7 @@ def _print_replay(w, soc: str, calls, rows: list[dict], total: dict, args, with_
     if est:
         print(estimated_table(est, top=args.top_estimated))
     if with_estimate:
-        print(step_line(total, soc, rows))
+        print(step_line(total, soc, rows, args.batch or w.step.get("batch")))
     elif w.estimated:
         why = "--calls selects simulated calls" if args.calls is not None else "--simulated-only"
         print(f"step: the trace's {sum(e.count for e in w.estimated)} estimated calls are left out ({why}); "
@@ -137,9 +140,16 @@ def estimated_table(est: list[dict], top: int = 10) -> str:
     return "\n".join(lines)
 
 
-def step_line(t: dict, soc: str, rows: list[dict] | None = None) -> str:
-    """The step on one chip: simulated + estimated = total, the share simulated, and what it
-    leaves out (calls not available in this simulator, refused on this chip, or failed)."""
+def per_second(t: dict, batch: int | None) -> float | None:
+    """Samples a second at the trace's batch, when the step is whole (nothing left out)."""
+    whole = not (t["skipped"] or t["failed"])
+    return batch / (t["step_us"] * 1e-6) if batch and whole and t["step_us"] else None
+
+
+def step_line(t: dict, soc: str, rows: list[dict] | None = None, batch: int | None = None) -> str:
+    """The step on one chip: simulated + estimated = total, the share simulated, samples a second
+    (a trace that gives its batch), and what it leaves out (calls not available in this
+    simulator, refused on this chip, or failed)."""
     refused = [r for r in rows or [] if r["kind"] == "simulated" and r["status"].startswith("rejected")
                and "not supported on" in r.get("message", "")]
     left = []
@@ -153,6 +163,7 @@ def step_line(t: dict, soc: str, rows: list[dict] | None = None) -> str:
         left.append(f"{t['failed'] - len(refused)} distinct call(s) refused or failed")
     return (f"step on {soc}: simulated {t['time_us']:,.1f} us + estimated {t['estimated_us']:,.1f} us = "
             f"{t['step_us']:,.1f} us ({t['simulated_share']:.1%} simulated)"
+            + (f"; batch {batch}: {rate:,.1f} samples/s" if (rate := per_second(t, batch)) else "")
             + (f"; left out: {'; '.join(left)}" if left else ""))
 
 
@@ -397,7 +408,7 @@ def cmd_capture(args) -> int:
     out = Path(args.output or Path("out") / f"{script.stem}.yaml")
     check_output(out, "--output", (".yaml", ".yml", ".jsonl", ".json"))
     try:
-        cap = cap_mod.run_script(script, list(args.args), args.name)
+        cap = cap_mod.run_script(script, list(args.args), args.name, args.kind, args.batch)
     except studies.StudyError:
         raise
     except SystemExit as e:
@@ -454,6 +465,8 @@ def _add_replay(sub) -> None:
     rp.add_argument("--resume", action="store_true",
                     help="keep the rows an interrupted run journaled for -o and run only the rest")
     rp.add_argument("--json", action="store_true", help="print the rows as JSON")
+    rp.add_argument("--batch", type=int_in(1, 10 ** 9), metavar="N",
+                    help="samples per step (default: the trace's step.batch): the step line prints samples a second")
     rp.add_argument("--msprof-out", metavar="DIR", type=a_path,
                     help="also write msprof's files for each call under DIR/call<N>/ (the calls run once "
                          "more, in this process; docs/OUTPUTS.md)")
@@ -580,4 +593,8 @@ def _add_capture(sub) -> None:
                                    "arguments go after --")
     ca.add_argument("-o", "--output", type=a_path, help="the trace to write (.yaml, .jsonl or .json; default out/<script>.yaml)")
     ca.add_argument("--name", help="the trace's name (default: the script's)")
+    ca.add_argument("--kind", choices=("training", "inference"),
+                    help="what the step is (default: training if a backward ran, else inference)")
+    ca.add_argument("--batch", type=int_in(1, 10 ** 9), metavar="N",
+                    help="samples per step, kept in the trace: replay then prints samples per second")
     ca.set_defaults(func=cmd_capture)

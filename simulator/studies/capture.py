@@ -21,8 +21,11 @@ their shapes, dtypes and strides (a non-contiguous view stays one) and identical
 
 The captured region is the step: it begins at the first aten call made with autograd recording
 and a tensor that requires grad (the forward's first layer), or at the first mapped call other
-than the elementwise ones (NOT_STEP_START: set-up arithmetic is common), and
-ends with the block. What runs before it in the block (building the model: `empty`, weight init
+than the elementwise ones (NOT_STEP_START: set-up arithmetic is common; in a declared inference
+pass, `kind="inference"`, any mapped call), and ends with the block. A step in which a backward
+ran is a training step; one with none (a forward under `no_grad`, `inference_mode` or neither) is
+an inference pass. The trace keeps which (`step: {kind, batch}`; `batch`, when given, lets replay
+print samples a second). What runs before it in the block (building the model: `empty`, weight init
 such as `uniform_` under no_grad, `_to_copy` casts of the parameters, creating the inputs) is
 set-up: reported, not counted. Inside the step, views and allocations (`detach`, `view`,
 `expand`, `empty`, ...) run no kernel and move no bytes; `ones_like` and its kind write their
@@ -38,7 +41,7 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .trace import Call, EstimatedCall, StudyError, Workload, save_trace
+from .trace import STEP_KINDS, Call, EstimatedCall, StudyError, Workload, save_trace
 
 from .capture_ops import INSTALL, MAPPED, TORCH_DTYPES, _spec, _torch
 
@@ -77,8 +80,13 @@ class Capture:
     other call that runs a kernel, identical ones counted), every aten op's calls, FLOPs and bytes
     in the step, and the set-up before it."""
 
-    def __init__(self, name: str = "captured", merge: bool = True):
-        self.name, self.merge = name, merge
+    def __init__(self, name: str = "captured", merge: bool = True, kind: str | None = None, batch: int | None = None):
+        if kind not in (None,) + STEP_KINDS:
+            raise StudyError(f"capture kind {kind!r}: one of {', '.join(STEP_KINDS)} (or None: from autograd)")
+        if batch is not None and not (type(batch) is int and batch > 0):
+            raise StudyError(f"capture batch {batch!r}: a positive integer (samples per step)")
+        self.name, self.merge, self.declared, self.batch = name, merge, kind, batch
+        self.autograd = False                      # the autograd engine ran a backward in the step
         self.calls: list[Call] = []
         self._index: dict[str, int] = {}
         self.estimated: list[EstimatedCall] = []
@@ -103,14 +111,16 @@ class Capture:
             nbytes = _tensor_bytes(args) + _tensor_bytes(kwargs) + _tensor_bytes(out)
         if not self.started:
             torch = _torch()
-            if (name in MAPPED and name not in NOT_STEP_START) or (torch.is_grad_enabled()
-                                                                     and _requires_grad(args, kwargs)):
+            if (name in MAPPED and (name not in NOT_STEP_START or self.declared == "inference")) or (
+                    torch.is_grad_enabled() and _requires_grad(args, kwargs)):
                 self.started = True
             else:
                 st = self.setup.setdefault(name, OpStats())
                 st.calls += 1
                 st.bytes += nbytes
                 return
+        if not self.autograd and _in_backward(name):
+            self.autograd = True
         stats = self.ops.setdefault(name, OpStats())
         stats.bytes += nbytes
         if self.inside:                 # the composite's own FLOPs were counted when it began
@@ -218,6 +228,7 @@ class Capture:
                             f"step's FLOPs and {cov['bytes']:.1%} of its bytes; "
                             f"{sum(e.count for e in estimated)} estimated calls ({len(estimated)} distinct)"),
                         source="simulator.capture() (aten calls through a TorchDispatchMode)",
+                        extra={"step": {"kind": self.kind, **({"batch": self.batch} if self.batch else {})}},
                         estimated=estimated)
 
     def save(self, path: str | Path, name: str | None = None) -> Path:
@@ -226,13 +237,21 @@ class Capture:
                              f"{', '.join(f'aten.{n} -> {op}' for n, (op, _) in MAPPED.items())}); nothing to save")
         return save_trace(self.workload(name or Path(path).stem), path)
 
+    @property
+    def kind(self) -> str:
+        """'training' when a backward ran in the step, else 'inference' (a forward, under no_grad,
+        inference_mode or neither), unless declared."""
+        return self.declared or ("training" if self.autograd else "inference")
+
     def summary(self, top: int = 10) -> str:
         cov = self.coverage()
         tot_f = sum(s.flops for s in self.ops.values()) or 1
         tot_b = sum(s.bytes for s in self.ops.values()) or 1
         lines = [f"captured {sum(c.count for c in self.calls)} calls ({len(self.calls)} distinct) of "
                  f"{', '.join(sorted(set(c.op for c in self.calls))) or 'no operator we simulate'}: "
-                 f"{cov['flops']:.1%} of the step's FLOPs, {cov['bytes']:.1%} of its bytes"]
+                 f"{cov['flops']:.1%} of the step's FLOPs, {cov['bytes']:.1%} of its bytes",
+                 f"the step: {'a training step (a backward ran)' if self.kind == 'training' else 'an inference pass (a forward, no backward)'}"
+                 + (f", batch {self.batch}" if self.batch else "")]
         lines.append(f"estimated (not simulated; a roofline on replay): {sum(e.count for e in self.estimated)} "
                      f"calls ({len(self.estimated)} distinct)")
         if self.no_kernel:
@@ -333,22 +352,38 @@ def _tensor_bytes(x) -> int:
     return total
 
 
+def _in_backward(name: str) -> bool:
+    """The autograd engine is running a backward (its graph task), or the op is a backward."""
+    task = getattr(_torch()._C, "_current_graph_task_id", None)
+    return (task is not None and task() >= 0) or name.endswith("_backward")
+
+
 def _requires_grad(args, kwargs) -> bool:
     return any(t.requires_grad for t in _tensors(args) + _tensors(kwargs))
 
 
 @contextlib.contextmanager
-def capture(name: str = "captured", merge: bool = True):
+def capture(name: str = "captured", merge: bool = True, kind: str | None = None, batch: int | None = None):
     """Record the aten calls made inside the block (see the module's docstring). merge=False keeps
-    every call in the order it ran instead of counting identical ones."""
+    every call in the order it ran instead of counting identical ones. kind: 'training' or
+    'inference' (default: 'training' if a backward ran); batch: the samples a step processes, for
+    replay's samples per second."""
     torch = _torch()
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
-    cap = Capture(name, merge)
+    cap = Capture(name, merge, kind, batch)
 
     class _Aten(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            # under inference_mode the composites (conv2d, batch_norm, linear) reach the mode whole,
+            # where autograd would have decomposed them: decompose them here, back into the mode
+            if torch.is_inference_mode_enabled() and torch._C._dispatch_has_kernel_for_dispatch_key(
+                    func.name(), "CompositeImplicitAutograd"):
+                with self:
+                    out = func.decompose(*args, **kwargs)
+                if out is not NotImplemented:
+                    return out
             out = func(*args, **kwargs)
             cap.record(func, args, kwargs, out)
             return out
@@ -388,7 +423,8 @@ def capture(name: str = "captured", merge: bool = True):
         yield cap
 
 
-def run_script(path: str | Path, argv: list[str] | None = None, name: str | None = None) -> Capture:
+def run_script(path: str | Path, argv: list[str] | None = None, name: str | None = None, kind: str | None = None,
+               batch: int | None = None) -> Capture:
     """Run a user's Python script under capture() (as `python script.py argv...` would)."""
     import runpy
     import sys
@@ -398,7 +434,7 @@ def run_script(path: str | Path, argv: list[str] | None = None, name: str | None
     old = sys.argv
     sys.argv = [str(path)] + list(argv or [])
     try:
-        with capture(name or path.stem) as cap:
+        with capture(name or path.stem, kind=kind, batch=batch) as cap:
             runpy.run_path(str(path), run_name="__main__")
     finally:
         sys.argv = old

@@ -21,7 +21,9 @@ from ..outputs import write_text
 FORMAT = "ascend-sim/workload-trace/1"
 
 
-TOP_LEVEL_KEYS = {"format", "name", "description", "source", "defaults", "calls", "estimated", "baselines", "notes"}
+TOP_LEVEL_KEYS = {"format", "name", "description", "source", "defaults", "step", "calls", "estimated", "baselines",
+                  "notes"}
+STEP_KINDS = ("training", "inference")
 
 
 CALL_KEYS = {"op", "tensors", "attrs", "stream", "label", "count", "tiling", "dtype"}
@@ -199,8 +201,14 @@ class Workload:
     source: str = ""
     baselines: dict[str, dict] = field(default_factory=dict)
     path: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)     # defaults, notes: kept on save
+    extra: dict[str, Any] = field(default_factory=dict)     # defaults, step, notes: kept on save
     estimated: list[EstimatedCall] = field(default_factory=list)
+
+    @property
+    def step(self) -> dict:
+        """What the step is: {'kind': 'training' or 'inference', 'batch': samples per step}, each
+        key only where the trace says it (a captured trace says its kind)."""
+        return self.extra.get("step") or {}
 
     def select(self, selection: str | Sequence[int] | None) -> list[int]:
         return parse_selection(selection, len(self.calls))
@@ -446,6 +454,11 @@ def load_trace(path: str | Path) -> Workload:
                          f"(a trace has {', '.join(sorted(TOP_LEVEL_KEYS))})")
     if raw.get("format", FORMAT) != FORMAT:
         raise StudyError(f"{path}: field 'format' is {raw.get('format')!r}; this simulator reads {FORMAT!r}")
+    step = raw.get("step") or {}
+    if not isinstance(step, dict) or set(step) - {"kind", "batch"} or step.get("kind", "training") not in STEP_KINDS \
+            or not (step.get("batch") is None or type(step["batch"]) is int and step["batch"] > 0):
+        raise StudyError(f"{path}: field 'step' is {{kind: {' or '.join(STEP_KINDS)}, batch: a positive integer}} "
+                         f"(got {step!r})")
     calls_raw = raw.get("calls")
     if not isinstance(calls_raw, list) or not calls_raw:
         raise StudyError(f"{path}: field 'calls' must be a non-empty list of calls")
@@ -462,7 +475,7 @@ def load_trace(path: str | Path) -> Workload:
     if not isinstance(est_raw, list):
         raise StudyError(f"{path}: field 'estimated' is a list of estimated calls (op, unit, dtype, flops, bytes)")
     estimated = [estimated_from_record(rec, f"{path}: estimated call {i}") for i, rec in enumerate(est_raw)]
-    extra = {k: raw[k] for k in ("defaults", "notes") if k in raw}
+    extra = {k: raw[k] for k in ("defaults", "step", "notes") if k in raw}
     return Workload(str(raw.get("name") or path.stem), calls, str(raw.get("description") or ""),
                     str(raw.get("source") or ""), baselines, path, extra, estimated)
 
