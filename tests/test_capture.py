@@ -379,3 +379,19 @@ def test_a_bad_step_field_is_a_clear_error(tmp_path, step):
         studies.load_trace(path)
     path.write_text("step: {kind: inference, batch: 8}\ncalls:\n  - op: Relu\n    tensors: {self: {shape: [4, 4], dtype: FLOAT}}\n")
     assert studies.load_trace(path).step == {"kind": "inference", "batch": 8}
+
+
+@needs_torch
+def test_the_shipped_inference_traces_are_what_pytorch_calls():
+    """Every shipped inference trace is its model's forward, captured now: the same calls, counts,
+    estimated part and step (kind and batch); ResNet-50's forward has its 53 convolutions."""
+    for model in torch_models.INFERENCE_MODELS:
+        for batch in torch_models.INFERENCE_BATCHES:
+            w = torch_models.inference_trace(model, batch)
+            shipped = studies.load_trace(ROOT / "traces" / f"{w.name}.yaml")
+            assert [(c.key(), c.count) for c in w.calls] == [(c.key(), c.count) for c in shipped.calls]
+            assert [e.to_record() for e in w.estimated] == [e.to_record() for e in shipped.estimated]
+            assert shipped.step == {"kind": "inference", "batch": batch}
+            assert not any(c.op.endswith("Backward") for c in shipped.calls)
+            if model == "resnet50":
+                assert sum(c.count for c in shipped.calls if c.op == "Convolution") == 53

@@ -66,6 +66,33 @@ def resnet50_model() -> nn.Module:
     return nn.Sequential(*layers)
 
 
+class BasicBlock(nn.Module):
+    """ResNet-18's block (torchvision): two 3x3 convolutions, the stride on the first."""
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(out + (x if self.downsample is None else self.downsample(x)))
+
+
+def resnet18_model() -> nn.Module:
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for width, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
+        layers += [BasicBlock(cin, width, stride), BasicBlock(width, width, 1)]
+        cin = width
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 1000)]
+    return nn.Sequential(*layers)
+
+
 def resnet50(batch: int = 32, res: int = 224, device: str = "meta", dtype=torch.float32) -> None:
     _step(resnet50_model().to(device, dtype), torch.randn(batch, 3, res, res, device=device, dtype=dtype))
 
@@ -176,6 +203,34 @@ def deformable_detr(N: int = 4, heads: int = 8, d_model: int = 256, points: int 
     torch.stack(outs).sum().backward()
 
 
+# ---- inference passes: the forward of a model in eval() under no_grad ---------------------------
+INFERENCE_MODELS = {"resnet50": resnet50_model, "resnet18": resnet18_model, "efficientnet_b0": efficientnet_b0_model}
+INFERENCE_BATCHES = (1, 8, 64)
+# max pooling stays estimated, as in the training traces: Ascend910A and Ascend310P3 refuse
+# aclnnMaxPool2dWithIndices (A2 only), and a pass with a call left out has no samples a second
+INFERENCE_ESTIMATED = {"MaxPool2dWithIndices"}
+
+
+def inference_trace(model: str, batch: int, res: int = 224, dtype=torch.float16):
+    """The forward of `model` (eval(), no_grad) at `batch`, captured on the meta device, as a
+    workload: every mapped call simulated but max pooling, the rest estimated."""
+    import simulator
+    from simulator.studies.capture import MAPPED
+    name = f"{model}_infer_b{batch}"
+    net = INFERENCE_MODELS[model]().to("meta", dtype).eval()
+    with simulator.capture(name, batch=batch) as cap:
+        x = torch.randn(batch, 3, res, res, device="meta", dtype=dtype)
+        with torch.no_grad():
+            net(x)
+    ops = {op for op, _ in MAPPED.values()} - INFERENCE_ESTIMATED
+    w = cap.workload(name, simulate=ops)
+    w.description = (f"{model} inference (torchvision's layout, eval(), under torch.no_grad()), batch {batch}, "
+                     f"{res}x{res}, FLOAT16: the forward's {sum(c.count for c in w.calls)} simulated calls "
+                     f"({len(w.calls)} distinct); max pooling estimated (A2 only as aclnnMaxPool2dWithIndices)")
+    w.source = "captured from torch.nn models with simulator.capture() (traces/torch_models.py --write-inference)"
+    return w
+
+
 def resnet50_b256(device: str = "meta", dtype=torch.float16) -> None:
     """The batch of MindSpore's published Ascend 910 figure (docs/STEP.md)."""
     resnet50(batch=256, device=device, dtype=dtype)
@@ -260,9 +315,20 @@ def _keep_layer_labels(calls, shipped) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", metavar="NAME", help="rewrite this shipped trace from its capture")
+    ap.add_argument("--write-inference", action="store_true",
+                    help="write the inference traces (ResNet-50, ResNet-18, EfficientNet-B0 at batch 1, 8, 64)")
     ap.add_argument("--estimate", metavar="NAME", help="write the estimated part of this shipped trace's step "
                                                       "(or 'all') from its capture")
     args = ap.parse_args()
+    if args.write_inference:
+        from simulator import studies
+        for model in INFERENCE_MODELS:
+            for batch in INFERENCE_BATCHES:
+                w = inference_trace(model, batch)
+                studies.save_trace(w, HERE / f"{w.name}.yaml")
+                print(f"traces/{w.name}.yaml: {len(w.calls)} distinct simulated calls, "
+                      f"{sum(e.count for e in w.estimated)} estimated")
+        return 0
     status = 0
     for name in MODELS:
         if args.estimate in (name, "all"):
