@@ -331,7 +331,7 @@ def test_an_inference_pass_is_the_forwards_kernels(tmp_path, how):
 
 
 @needs_torch
-def test_a_declared_inference_pass_begins_at_its_first_kernel():
+def test_a_declared_inference_pass_begins_at_its_first_mapped_call():
     """Pre-processing arithmetic (a Mul by a scalar, estimated) before the first convolution is
     set-up by default (set-up arithmetic is common) and the step's first call in a declared
     inference pass."""
@@ -371,7 +371,7 @@ def test_replay_prints_samples_per_second_on_the_inference_chip(tmp_path):
 
 
 @pytest.mark.parametrize("step", ["{kind: serving}", "{kind: inference, batch: 0}", "{batch: 2.5}", "{kind: inference, bs: 8}",
-                                  "[inference]"])
+                                  "[inference]", "0", "false", "{batch: true}"])
 def test_a_bad_step_field_is_a_clear_error(tmp_path, step):
     path = tmp_path / "t.yaml"
     path.write_text(f"step: {step}\ncalls:\n  - op: Relu\n    tensors: {{self: {{shape: [4, 4], dtype: FLOAT}}}}\n")
@@ -395,3 +395,23 @@ def test_the_shipped_inference_traces_are_what_pytorch_calls():
             assert not any(c.op.endswith("Backward") for c in shipped.calls)
             if model == "resnet50":
                 assert sum(c.count for c in shipped.calls if c.op == "Convolution") == 53
+
+
+@needs_torch
+def test_inference_mode_captures_what_no_grad_does():
+    """Under inference_mode the composites reach the capture whole; it runs their C++ composite
+    kernels, as eager PyTorch does (interpolate stays one upsample, not a Python decomposition)."""
+    model = _tiny_mobile_block()
+    x = torch.randn(2, 3, 16, 16, dtype=torch.float16)
+    seen = []
+    for guard in (torch.no_grad, torch.inference_mode):
+        with simulator.capture(batch=np.int64(2)) as cap, guard():
+            model(torch.nn.functional.interpolate(x, scale_factor=2, mode="bilinear"))
+        seen.append(([(c.key(), c.count) for c in cap.calls], {n: st.calls for n, st in cap.ops.items()},
+                     {n: st.calls for n, st in cap.setup.items()}))
+        assert cap.batch == 2 and type(cap.batch) is int
+    assert seen[0] == seen[1]
+    assert seen[0][2].get("upsample_bilinear2d") == 1       # before the first mapped call: set-up
+    for bad in (True, 0, 2.5, "8"):
+        with pytest.raises(StudyError, match="capture batch"):
+            simulator.capture(batch=bad).__enter__()

@@ -59,7 +59,7 @@ def cmd_replay(args) -> int:
     journal = _journal(args.output, args.resume)
     _check_study_budget(w, calls, studies.make_profile(socs[0], overrides), args, repeat=len(socs))
     # the estimated part belongs to the whole step: a --calls subset is not one
-    with_estimate = bool(w.estimated or w.step) and args.calls is None and not args.simulated_only
+    with_estimate = bool(w.estimated or w.step or args.batch) and args.calls is None and not args.simulated_only
     points = [studies.Point(soc, dict(overrides), {}) for soc in socs]
     rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, journal=journal,
                             resume=args.resume, estimated=with_estimate, desc=f"replay on {', '.join(socs)}",
@@ -118,7 +118,9 @@ def _print_replay(w, soc: str, calls, rows: list[dict], total: dict, args, with_
         print(estimated_table(est, top=args.top_estimated))
     if with_estimate:
         print(step_line(total, soc, rows, args.batch or w.step.get("batch")))
-    elif w.estimated:
+    elif args.batch:
+        print("--batch: no samples a second for part of the step (--calls or --simulated-only)")
+    if not with_estimate and w.estimated:
         why = "--calls selects simulated calls" if args.calls is not None else "--simulated-only"
         print(f"step: the trace's {sum(e.count for e in w.estimated)} estimated calls are left out ({why}); "
               f"the total above is the simulated part only")

@@ -38,6 +38,7 @@ spans). torch is optional: without it this says how to install it.
 from __future__ import annotations
 
 import contextlib
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,8 +84,14 @@ class Capture:
     def __init__(self, name: str = "captured", merge: bool = True, kind: str | None = None, batch: int | None = None):
         if kind not in (None,) + STEP_KINDS:
             raise StudyError(f"capture kind {kind!r}: one of {', '.join(STEP_KINDS)} (or None: from autograd)")
-        if batch is not None and not (type(batch) is int and batch > 0):
-            raise StudyError(f"capture batch {batch!r}: a positive integer (samples per step)")
+        if batch is not None:
+            try:
+                n = -1 if isinstance(batch, bool) else operator.index(batch)
+            except TypeError:
+                n = -1
+            if n <= 0:
+                raise StudyError(f"capture batch {batch!r}: a positive integer (samples per step)")
+            batch = n
         self.name, self.merge, self.declared, self.batch = name, merge, kind, batch
         self.autograd = False                      # the autograd engine ran a backward in the step
         self.calls: list[Call] = []
@@ -377,13 +384,12 @@ def capture(name: str = "captured", merge: bool = True, kind: str | None = None,
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             # under inference_mode the composites (conv2d, batch_norm, linear) reach the mode whole,
-            # where autograd would have decomposed them: decompose them here, back into the mode
+            # where autograd would have decomposed them: run their C++ composite kernel here, back
+            # into the mode (not decompose(), whose Python decompositions eager never runs)
             if torch.is_inference_mode_enabled() and torch._C._dispatch_has_kernel_for_dispatch_key(
                     func.name(), "CompositeImplicitAutograd"):
                 with self:
-                    out = func.decompose(*args, **kwargs)
-                if out is not NotImplemented:
-                    return out
+                    return func._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
             out = func(*args, **kwargs)
             cap.record(func, args, kwargs, out)
             return out

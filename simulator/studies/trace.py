@@ -454,11 +454,14 @@ def load_trace(path: str | Path) -> Workload:
                          f"(a trace has {', '.join(sorted(TOP_LEVEL_KEYS))})")
     if raw.get("format", FORMAT) != FORMAT:
         raise StudyError(f"{path}: field 'format' is {raw.get('format')!r}; this simulator reads {FORMAT!r}")
-    step = raw.get("step") or {}
-    if not isinstance(step, dict) or set(step) - {"kind", "batch"} or step.get("kind", "training") not in STEP_KINDS \
-            or not (step.get("batch") is None or type(step["batch"]) is int and step["batch"] > 0):
-        raise StudyError(f"{path}: field 'step' is {{kind: {' or '.join(STEP_KINDS)}, batch: a positive integer}} "
-                         f"(got {step!r})")
+    step = raw.get("step")
+    if step is not None:
+        if not isinstance(step, dict) or set(step) - {"kind", "batch"} \
+                or step.get("kind", "training") not in STEP_KINDS \
+                or not (step.get("batch") is None or type(step["batch"]) is int and step["batch"] > 0):
+            raise StudyError(f"{path}: field 'step' is {{kind: {' or '.join(STEP_KINDS)}, batch: a positive "
+                             f"integer}} (got {step!r})")
+        raw["step"] = {k: v for k, v in step.items() if v is not None}
     calls_raw = raw.get("calls")
     if not isinstance(calls_raw, list) or not calls_raw:
         raise StudyError(f"{path}: field 'calls' must be a non-empty list of calls")
