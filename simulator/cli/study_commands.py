@@ -59,6 +59,7 @@ def cmd_replay(args) -> int:
     journal = _journal(args.output, args.resume)
     _check_study_budget(w, calls, studies.make_profile(socs[0], overrides), args, repeat=len(socs))
     # the estimated part belongs to the whole step: a --calls subset is not one
+    batch = args.batch or w.step.get("batch")        # samples per step, for samples a second
     with_estimate = bool(w.estimated or w.step or args.batch) and args.calls is None and not args.simulated_only
     points = [studies.Point(soc, dict(overrides), {}) for soc in socs]
     rows = studies.evaluate(w, points, calls=calls, mode=args.mode, seed=args.seed, journal=journal,
@@ -68,13 +69,13 @@ def cmd_replay(args) -> int:
         _finish_rows(rows, args.output, journal)
     totals = studies.point_totals(rows)              # one point per --soc, in order
     if args.json:
-        print(json.dumps({"steps": [_step_record(t, w, with_estimate, args.batch) for t in totals], "rows": rows},
+        print(json.dumps({"steps": [_step_record(t, w, with_estimate, batch) for t in totals], "rows": rows},
                          indent=1))
     else:
         for k, soc in enumerate(socs):
             if k:
                 print()
-            _print_replay(w, soc, calls, [r for r in rows if r["point"] == k], totals[k], args, with_estimate)
+            _print_replay(w, soc, calls, [r for r in rows if r["point"] == k], totals[k], args, with_estimate, batch)
         if len(socs) > 1:
             print()
             print(step_comparison(rows, socs, totals))
@@ -91,7 +92,7 @@ def cmd_replay(args) -> int:
     return EXIT_REJECTED if failed else EXIT_OK
 
 
-def _step_record(t: dict, w, with_estimate: bool, batch: int | None = None) -> dict:
+def _step_record(t: dict, w, with_estimate: bool, batch: int | None) -> dict:
     """One chip's step for --json: the simulated part, the estimated part, their sum and share."""
     return {"soc": t["soc"], "simulated_us": t["time_us"], "simulated_cycles": t["cycles"],
             "estimated_us": t["estimated_us"] if with_estimate else None,
@@ -99,11 +100,12 @@ def _step_record(t: dict, w, with_estimate: bool, batch: int | None = None) -> d
             "simulated_share": t["simulated_share"] if with_estimate else None,
             "simulated_calls": t["ok"], "estimated_calls": t["estimated"], "not_available": t["skipped"],
             "failed": t["failed"], "estimate_left_out": bool(w.estimated) and not with_estimate,
-            "kind": w.step.get("kind"), "batch": batch or w.step.get("batch"),
-            "samples_per_s": per_second(t, batch or w.step.get("batch")) if with_estimate else None}
+            "kind": w.step.get("kind"), "batch": batch,
+            "samples_per_s": per_second(t, batch) if with_estimate else None}
 
 
-def _print_replay(w, soc: str, calls, rows: list[dict], total: dict, args, with_estimate: bool) -> None:
+def _print_replay(w, soc: str, calls, rows: list[dict], total: dict, args, with_estimate: bool,
+                  batch: int | None) -> None:
     sim = [r for r in rows if r["kind"] == "simulated"]
     est = [r for r in rows if r["kind"] == "estimated"]
     print(f"{w.name}: {len(calls)} simulated calls on {soc}" + (f" with {', '.join(args.set)}" if args.set else ""))
@@ -117,7 +119,7 @@ def _print_replay(w, soc: str, calls, rows: list[dict], total: dict, args, with_
     if est:
         print(estimated_table(est, top=args.top_estimated))
     if with_estimate:
-        print(step_line(total, soc, rows, args.batch or w.step.get("batch")))
+        print(step_line(total, soc, rows, batch))
     elif args.batch:
         print("--batch: no samples a second for part of the step (--calls or --simulated-only)")
     if not with_estimate and w.estimated:
