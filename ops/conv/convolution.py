@@ -39,6 +39,7 @@ convolution, in a vector Add; here it is always that vector Add, in FP32 on the 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -49,8 +50,9 @@ from simulator.enums import dtype_name, param_invalid, param_nullptr
 from .convolution_backward import (BIAS_FORMATS, FORMATS_BY_RANK, TILING_FIELDS, check_series_limits, conv_out_len,
                                    cube_compute_dtype, int_values)
 from ..common import promote
-from .geometry import ConvGeometry
+from .geometry import STORAGE, ConvGeometry
 from .plan import ConvBackwardCall, plan_convolution_backward
+from .small_launches import enlarge_fits
 from .space import conv_tiling_space
 
 OP = "Convolution"
@@ -205,7 +207,24 @@ def check(a: dict, profile) -> None:
     _check_empty(a, support, profile)
 
 
-def as_gradient(a: dict) -> ConvGeometry:
+def group_enlarge(a: dict, c0: int, profile) -> int:
+    """Original groups the Cube runs as one (CANN's "enlarge", TBE util_conv2d): the fewest that
+    fill whole C0 planes of input channels and of 16 output channels, at most the groups. 1 where
+    it would not divide the groups evenly (CANN pads the last Cube group; we do not) or a group's
+    weight row does not fit the enlarging launch's UB slot."""
+    G, w = int(a["groups"]), a["weight"]
+    if G == 1:
+        return 1
+    rows, cols = w.viewDims[0] // G, w.viewDims[1]
+    cin, cout = (rows, cols) if a["transposed"] else (cols, rows)
+    E = min(math.lcm(math.lcm(cin, c0) // cin, math.lcm(cout, 16) // cout), G)
+    taps = int(np.prod(w.viewDims[2:]))
+    if E == 1 or G % E or not enlarge_fits(cols, taps, w.itemsize, profile):
+        return 1
+    return E
+
+
+def as_gradient(a: dict, enlarge: int = 1) -> ConvGeometry:
     """The convolution whose gradInput is this call's output. For a convolution: the transposed
     convolution its weight describes, reading input as its gradOutput (outputPadding takes up the
     input rows the windows' floor leaves out). For a transposed convolution: the convolution its
@@ -220,7 +239,7 @@ def as_gradient(a: dict) -> ConvGeometry:
     out_pad = (0,) * nd
     if not transposed:
         out_pad = tuple((x[2 + i] + sum(pads[i]) - dilation[i] * (k[i] - 1) - 1) % stride[i] for i in range(nd))
-    return ConvGeometry(nd=nd, N=x[0], Cin=y[1], Cout=x[1], groups=int(a["groups"]), in_sp=tuple(y[2:]),
+    return ConvGeometry(nd=nd, N=x[0], Cin=y[1], Cout=x[1], groups=int(a["groups"]) // enlarge, in_sp=tuple(y[2:]),
                         out_sp=tuple(x[2:]), k=k, stride=stride, dilation=dilation, pad=pads, out_pad=out_pad,
                         transposed=not transposed)
 
@@ -241,9 +260,10 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
     promoted = promote([dtype_name(t.dataType) for t in (x, w)])
     if y.numel() == 0:
         return Plan(tiling={"promotedDtype": promoted, "launches": "none (empty output)"})
-    call = ConvBackwardCall(as_gradient(a), x, y, w, y, None, None, promoted,
-                            cube_compute_dtype(promoted, a["cubeMathType"], profile, OP), int(a["cubeMathType"]),
-                            a["bias"])
+    compute = cube_compute_dtype(promoted, a["cubeMathType"], profile, OP)
+    enlarge = group_enlarge(a, 32 // STORAGE[compute].itemsize, profile) if y.numel() and w.numel() else 1
+    call = ConvBackwardCall(as_gradient(a, enlarge), x, y, w, y, None, None, promoted, compute,
+                            int(a["cubeMathType"]), a["bias"], enlarge)
     inner = plan_convolution_backward(call, profile, tiling)
     nd = len(x.viewDims) - 2         # CANN runs a 1D convolution as a 2D one, a 3D one as Conv3DV2 (A2)
     kernel = {(2, False): "Conv2D", (2, True): "Conv2DTranspose", (3, False): "Conv3DV2",

@@ -29,7 +29,7 @@ from .geometry import F32, STORAGE, ConvGeometry, CubeGeometry, check_load3d_lim
 from .packing import plan_packw
 from .prologue import (Prologue, SpaceToDepthMap, prologue_body, cast_items, gap_items, plan_space_to_depth_map,
                        plan_to5hd, plan_to5hd_tik, space_to_depth_items, tik_to5hd_blocks, to5hd_items)
-from .small_launches import bias_add_launch, bias_launch
+from .small_launches import bias_add_launch, bias_launch, enlarge_launch
 from .tiling import CubeCaps, DwTiling, DxTiling, balance, cube_caps, plan_dw, plan_dx
 from .vector_pipeline import align32
 
@@ -52,6 +52,9 @@ class ConvBackwardCall:
     cube_math_type: int
     # aclnnConvolution's bias, added to the convolution it computes as gradInput (None otherwise)
     bias: aclTensor | None = None
+    # original groups folded into one Cube group (CANN's group "enlarge"; geometry.groups counts
+    # the Cube groups): the weight is first laid out block-diagonal
+    enlarge: int = 1
 
     @property
     def output_mask(self) -> list[bool]:
@@ -121,6 +124,7 @@ class _Sources:
     contiguous, else a dense workspace copy that a Contiguous launch fills first."""
     copies: list              # (name, view, workspace part), in launch order
     places: dict              # name -> ("tensor", tensor) | ("ws", part, dtype)
+    enlarged: WorkspacePart | None = None   # the weight laid out for enlarged groups ("weight:given" its source)
 
     def arg(self, name: str, ws: int):
         place = self.places[name]
@@ -150,6 +154,12 @@ def _plan_source_copies(call: ConvBackwardCall, work: _Work, workspace: Workspac
                          else f"contiguous copy of {name} (non-contiguous view)", t.numel() * t.itemsize)
         sources.copies.append((name, t, copy))
         sources.places[name] = ("ws", copy, t.dtype)
+    if call.enlarge > 1 and dx and call.weight.numel():
+        w = call.weight
+        sources.enlarged = _add_part(workspace, f"weight, {call.enlarge} groups to a Cube group (block-diagonal)",
+                                     w.numel() * call.enlarge * w.itemsize)
+        sources.places["weight:given"] = sources.places["weight"]
+        sources.places["weight"] = ("ws", sources.enlarged, w.dtype)
     return sources
 
 
@@ -570,6 +580,11 @@ def _build_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outp
         build, _ = view_copy_launch(t, name, profile, gather=True)
         launches.append(build(workspace_arg(ws, copy, t.dtype, f"workspace:{name}")))
     launches += _zero_fill_launches(call, work, outputs, profile, ws)
+    if sources.enlarged is not None:
+        w, E, cube_groups = call.weight, call.enlarge, call.geometry.groups
+        launches.append(enlarge_launch(sources.arg("weight:given", ws), sources.arg("weight", ws), w.dtype, cube_groups,
+                                       E, w.viewDims[0] // (cube_groups * E), w.viewDims[1],
+                                       int(np.prod(w.viewDims[2:])), profile))
     if cube is not None:
         launches += _cube_launches(call, work, sources, outputs, cube, profile, ws)
     if call.bias is not None and call.grad_input.numel():
@@ -592,7 +607,10 @@ def plan_convolution_backward(call: ConvBackwardCall, profile, forced: dict) -> 
     c0 = 32 // compute.itemsize
     workspace = Workspace()
     tiling: dict = {"computeDtype": call.compute_dtype, "cubeMathType": call.cube_math_type,
-                    "promotedDtype": call.promoted_dtype, "C0": c0, "groups": call.geometry.groups}
+                    "promotedDtype": call.promoted_dtype, "C0": c0, "groups": call.geometry.groups * call.enlarge}
+    if call.enlarge > 1:
+        tiling["groupEnlarge"] = call.enlarge
+        tiling["cubeGroups"] = call.geometry.groups
     work = _divide_work(call, c0)
     sources = _plan_source_copies(call, work, workspace)
     cube = _plan_cube(call, work, profile, forced, workspace, tiling) if work.uses_cube else None

@@ -178,3 +178,76 @@ def bias_add_launch(out, bias, N, C, P, odt, bias_dt, profile) -> KernelLaunch:
     blocks = _split(items, vector_core_count(profile))
     return KernelLaunch("Add(output, bias)", _bias_add_body, len(blocks), "vector",
                         (out, bias, C, P, npos, chans, np.dtype(odt), np.dtype(bias_dt), blocks))
+
+
+def _enlarge_body(src: GM_ADDR, dst: GM_ADDR, dt, E: int, A: int, B: int, taps: int, zero_elems: int, ne: int,
+                  blocks):
+    """Per Cube group: its block of (E A) x (E B) x taps zeroed, then for each row a of the
+    original groups, the E groups' rows (one strided load) stored on the diagonal (one strided
+    store: group e's row lands at column e B)."""
+    groups = blocks[GetBlockIdx()]
+    sGm, dGm = GlobalTensor(dt), GlobalTensor(dt)
+    sGm.SetGlobalBuffer(src)
+    dGm.SetGlobalBuffer(dst)
+    isz = dt.itemsize
+    row = B * taps * isz
+    pitch = align_up(row, 32)
+    region = E * A * E * B * taps
+    zero_bytes = align_up(zero_elems * isz, 32)
+    pipe = TPipe()
+    buf = TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(buf, zero_bytes + 2 * ne * pitch)
+    raw = buf.Get(np.uint8)
+    zeros = raw.ReinterpretCast(dt)
+    slots = [raw[zero_bytes + k * ne * pitch].ReinterpretCast(dt) for k in range(2)]
+    ev_zeroed = pipe.AllocEventID(HardEvent.V_MTE3)
+    ev_loaded = [pipe.AllocEventID(HardEvent.MTE2_MTE3) for _ in range(2)]
+    ev_free = [pipe.AllocEventID(HardEvent.MTE3_MTE2) for _ in range(2)]
+    Duplicate(raw.ReinterpretCast(np.float32), 0.0, zero_bytes // 4)
+    SetFlag(HardEvent.V_MTE3, ev_zeroed)
+    WaitFlag(HardEvent.V_MTE3, ev_zeroed)
+    used = [False, False]
+    k = 0
+    for g in groups:
+        base = g * region
+        for off in range(0, region, zero_elems):
+            DataCopyPad(dGm[base + off], zeros, DataCopyExtParams(1, min(zero_elems, region - off) * isz, 0, 0))
+        for a in range(A):
+            for e0 in range(0, E, ne):
+                n = min(ne, E - e0)
+                if used[k]:
+                    WaitFlag(HardEvent.MTE3_MTE2, ev_free[k])
+                DataCopyPad(slots[k], sGm[((g * E + e0) * A + a) * B * taps],
+                            DataCopyExtParams(n, row, (A - 1) * row, 0))
+                SetFlag(HardEvent.MTE2_MTE3, ev_loaded[k])
+                WaitFlag(HardEvent.MTE2_MTE3, ev_loaded[k])
+                DataCopyPad(dGm[base + a * E * B * taps + e0 * (A * E * B + B) * taps], slots[k],
+                            DataCopyExtParams(n, row, 0, (A * E * B + B) * taps * isz - row))
+                SetFlag(HardEvent.MTE3_MTE2, ev_free[k])
+                used[k] = True
+                k ^= 1
+    for k in range(2):
+        if used[k]:
+            WaitFlag(HardEvent.MTE3_MTE2, ev_free[k])
+
+
+def enlarge_fits(B: int, taps: int, itemsize: int, profile) -> bool:
+    """Whether one original group's row (B x taps elements, 32-B aligned) fits a quarter of UB,
+    as the enlarging launch's slots need."""
+    return align_up(B * taps * itemsize, 32) <= ub_bytes(profile) // 4
+
+
+def enlarge_launch(src, dst, dtype, cube_groups: int, E: int, A: int, B: int, taps: int, profile) -> KernelLaunch:
+    """The weight (E cube_groups A rows of B x taps) laid out for cube_groups Cube groups of E
+    original groups each: block-diagonal, (E A) x (E B) x taps per Cube group, zeros off the
+    diagonal (CANN's group "enlarge", TBE util_conv2d: its grouped weight TransData writes this
+    FRACTAL_Z; here a launch of its own before the packing). Cube groups are dealt over the
+    vector cores."""
+    dt = np.dtype(dtype)
+    ub = ub_bytes(profile)
+    pitch = align_up(B * taps * dt.itemsize, 32)
+    ne = max(1, min(E, (ub // 2) // (2 * pitch)))
+    zero_elems = min(E * A * E * B * taps, (ub // 4) // dt.itemsize // 16 * 16)
+    blocks = _split(list(range(cube_groups)), min(cube_groups, vector_core_count(profile)))
+    return KernelLaunch("TransData(weight -> groups enlarged)", _enlarge_body, len(blocks), "vector",
+                        (src, dst, dt, E, A, B, taps, zero_elems, ne, blocks))
