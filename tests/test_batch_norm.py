@@ -252,6 +252,27 @@ def test_forward_launches_are_canns(soc, C, training, want):
     assert [launch["name"] for launch in r.report.launches] == want
 
 
+@pytest.mark.parametrize("N, S, across", [(1, 49, True), (8, 196, True), (15, 49, True), (16, 49, False),
+                                           (1, 784, False), (64, 49, False)])
+def test_inference_takes_channels_of_one_image_a_tile_where_rows_are_short(N, S, across):
+    """BNInfer is an elementwise kernel with a per-channel broadcast (TBE's broadcast schedule
+    over (channels, spatial)): with few images and short rows a tile holds 16 channels' rows of one
+    image (each row's coefficients broadcast), not one channel's few rows; and it costs less than
+    one tile per channel, the way it went before."""
+    x = T((N, 160, S), F16)
+    r = simulator.run("BatchNorm", "Ascend310P3", mode="timing", input=x, weight=None, bias=None,
+                      runningMean=T((160,), F32), runningVar=T((160,), F32), training=False, momentum=0.1,
+                      eps=1e-5, output=x)
+    assert (r.report.tiling.get("channelsPerTile") == 16) == across
+    if across:
+        below = 1 << ((16 * (-(-S // 16) * 16) - 1).bit_length() - 1)     # a tile too small for 16 rows
+        per_channel = simulator.run("BatchNorm", "Ascend310P3", mode="timing", input=x, weight=None, bias=None,
+                                    runningMean=T((160,), F32), runningVar=T((160,), F32), training=False,
+                                    momentum=0.1, eps=1e-5, output=x, tiling={"tileLength": below})
+        assert per_channel.report.tiling.get("channelsPerTile") is None
+        assert r.cycles < per_channel.cycles
+
+
 def test_backward_launches_are_canns():
     x = T((4, 32, 8, 8), F16)
     r = simulator.run("BatchNormBackward", "Ascend910B1", mode="timing", gradOut=x, input=x, weight=T((32,), F32),

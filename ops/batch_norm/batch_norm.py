@@ -31,7 +31,7 @@ import numpy as np
 from simulator.aclnn import OpDef, Param, Plan, Workspace, check_tensor_view, register, require_present, require_support
 from simulator.enums import NUMPY_OF, aclFormat, dtype_name, param_invalid, param_nullptr
 from ..common import check_number, tensor_arg, zero_fill_launch
-from .kernel import BatchNormJob, fill_launch
+from .kernel import CH, BatchNormJob, fill_launch
 from .plan import Launches, tiling_space, batch_norm_launch, channel_ranges, nc_s, pick_tile, plan_from, two_launches
 
 OP = "BatchNorm"
@@ -132,6 +132,8 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
                        channel_ranges(C, profile, tiling), frozenset(io.tensors))
     figures = {"N": N, "C": C, "spatial": S, "tileLength": job.tile, "rowsPerTile": job.rows, "blockDim": len(job.ranges),
                "channelsPerBlock": max(n for _, n in job.ranges)}
+    if job.across:
+        figures["channelsPerTile"] = CH
     if not training:
         figures["kernels"] = "BNInfer"
         return plan_from(io, lambda ws: [batch_norm_launch("BNInfer", job, io, ws)], figures)

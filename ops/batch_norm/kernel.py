@@ -24,7 +24,7 @@ from simulator.kernel import (BUFFER_NUM, GM_ADDR, Add, Adds, Cast, Copy, DataCo
                               DataCopyPad, Duplicate, GetBlockIdx, GlobalTensor, HardEvent, Loop, Maxs, Mul,
                               Muls, Reciprocal, RoundMode, SetFlag, Sqrt, Sub, TBuf, TPipe, TPosition, TQue,
                               WaitFlag, float32)
-from simulator.kernel.vector import Transpose, TransposeParamsExt, TransposeType
+from simulator.kernel.vector import Broadcast, Transpose, TransposeParamsExt, TransposeType
 from simulator.program import KernelLaunch
 
 CH = 16            # channels whose statistics travel together (one transpose's rows)
@@ -48,6 +48,7 @@ class BatchNormJob:
     tile: int                 # elements per UB tile (a power of two >= ROWS)
     rows: int                 # (n, c) rows a tile holds: several when a row is short, at `pitch`
     pitch: int                # UB elements a row takes when a tile holds several (32-B aligned)
+    across: bool              # the forward's pass 2 takes CH channels of one image a tile (short rows, few images)
     ranges: tuple             # per block: (first channel, channel count)
     has: frozenset            # the tensors this launch reads or writes (weight, bias, sums, ...)
 
@@ -172,12 +173,13 @@ class BatchNormKernel:
             n, k = divmod(i, per_row)
             yield n, 1, k * T, min(T, job.S - k * T)
 
-    def _load(self, names, c: int, n: int, nrows: int, s0: int, ln: int):
+    def _load(self, names, c: int, n: int, nrows: int, s0: int, ln: int, row_step: int | None = None):
         """The tiles of tensors `names` at rows (n .. n + nrows, c), positions [s0, s0 + ln): (the
         queue's slot, to free after use, an FP32 tile per name: the slot itself for FP32 data, a
         cast otherwise, and the elements the tile's instructions take: the rows at their pitch.
         Bytes the copy leaves between rows or in a row's last 32-B block are zeroed first, so the
-        sums may take them."""
+        sums may take them. Rows are row_step elements apart in GM: the next image's (C x S, the
+        default) or the next channel's (S)."""
         job, T = self.job, self.job.tile
         isz = job.x_dtype.itemsize
         per_block = 32 // isz
@@ -188,10 +190,10 @@ class BatchNormKernel:
             SetFlag(HardEvent.V_MTE2, self.ev_v_mte2)
             WaitFlag(HardEvent.V_MTE2, self.ev_v_mte2)
         off = (n * job.C + c) * job.S + s0
+        step = job.C * job.S if row_step is None else row_step
         for i, name in enumerate(names):
             if nrows > 1:
-                DataCopyPad(local[i * T], self.g[name][off],
-                            DataCopyExtParams(nrows, ln * isz, (job.C * job.S - ln) * isz, 0))
+                DataCopyPad(local[i * T], self.g[name][off], DataCopyExtParams(nrows, ln * isz, (step - ln) * isz, 0))
             elif (ln * isz) % 32 == 0:
                 DataCopy(local[i * T], self.g[name][off], ln)
             else:
@@ -204,7 +206,8 @@ class BatchNormKernel:
             Cast(self.cast_tiles[i], local[i * T], RoundMode.CAST_NONE, count)
         return local, self.cast_tiles[:len(names)], count
 
-    def _store(self, name: str, src, count: int, c: int, n: int, nrows: int, s0: int, ln: int) -> None:
+    def _store(self, name: str, src, count: int, c: int, n: int, nrows: int, s0: int, ln: int,
+               row_step: int | None = None) -> None:
         job = self.job
         isz = job.x_dtype.itemsize
         y = self.out_que.AllocTensor(job.x_dtype)
@@ -215,8 +218,9 @@ class BatchNormKernel:
         self.out_que.EnQue(y)
         y = self.out_que.DeQue(job.x_dtype)
         off = (n * job.C + c) * job.S + s0
+        step = job.C * job.S if row_step is None else row_step
         if nrows > 1:
-            DataCopyPad(self.g[name][off], y, DataCopyExtParams(nrows, ln * isz, 0, (job.C * job.S - ln) * isz))
+            DataCopyPad(self.g[name][off], y, DataCopyExtParams(nrows, ln * isz, 0, (step - ln) * isz))
         elif (ln * isz) % 32 == 0:
             DataCopy(self.g[name][off], y, ln)
         else:
@@ -382,6 +386,21 @@ class BatchNormKernel:
             self._store("output", x, count, c, n, nrows, s0, ln)
             self.in_que.FreeTensor(local)
 
+    def apply_across(self, c0: int, nch: int) -> None:
+        """Pass 2 of the forward over the group's nch channels, a tile per image: the group's
+        rows (consecutive in GM) at their pitch, each row's coefficients broadcast from the
+        group's vectors once."""
+        job = self.job
+        ta, tb = self.work[0], self.work[1]
+        Broadcast(ta, self.v["a"], (CH, job.pitch), (CH, 1))
+        Broadcast(tb, self.v["bb"], (CH, job.pitch), (CH, 1))
+        for n in Loop(job.N, key=lambda i: i == job.N - 1, period=BUFFER_NUM):
+            local, (x,), count = self._load(("input",), c0, n, nch, 0, job.S, row_step=job.S)
+            Mul(x, x, ta, count)
+            Add(x, x, tb, count)
+            self._store("output", x, count, c0, n, nch, 0, job.S, row_step=job.S)
+            self.in_que.FreeTensor(local)
+
     def process(self) -> None:
         job, v = self.job, self.v
         first, count = job.ranges[GetBlockIdx()]
@@ -406,7 +425,9 @@ class BatchNormKernel:
                 self.load_vec(v["sumsq"], "sumsq", c0, nch, 0.0)
             self.statistics(c0, nch)
             self.coefficients(c0, nch)
-            if job.phase != "reduce" and (not job.backward or "gradInput" in job.has):
+            if job.phase != "reduce" and job.across:
+                self.apply_across(c0, nch)
+            elif job.phase != "reduce" and (not job.backward or "gradInput" in job.has):
                 for name in ("a", "bb", "c") if job.backward else ("a", "bb"):
                     self.spread(name)
                 for j in range(nch):

@@ -14,7 +14,7 @@ from simulator.enums import NUMPY_OF
 from simulator.program import KernelLaunch
 from ..tiling_space import distinct_accepted
 from ..common import split_evenly, tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
-from .kernel import ROWS, BatchNormJob, batch_norm_body, ub_need
+from .kernel import CH, ROWS, BatchNormJob, batch_norm_body, ub_need
 
 MAX_TILE = 8192
 
@@ -25,14 +25,19 @@ def nc_s(t) -> tuple[int, int, int]:
     return int(d[0]), int(d[1]), int(np.prod(d[2:], dtype=np.int64))
 
 
-def pick_tile(N: int, S: int, isz: int, backward: bool, profile, forced: dict) -> tuple[int, int, int]:
-    """(tile, rows, pitch): the largest power-of-two tile (ROWS to MAX_TILE elements) that fits UB
-    and is not far past what a channel holds; a channel's rows shorter than half a tile go several
-    to a tile (each at a 32-B aligned pitch), as CANN's kernels pack short rows. A forced
-    tileLength must be such a tile and fit."""
+def pick_tile(N: int, S: int, isz: int, backward: bool, profile, forced: dict) -> tuple[int, int, int, bool]:
+    """(tile, rows, pitch, across): the largest power-of-two tile (ROWS to MAX_TILE elements) that
+    fits UB and is not far past what a channel holds; a channel's rows shorter than half a tile go
+    several to a tile (each at a 32-B aligned pitch), as CANN's kernels pack short rows. Where the
+    rows are short and the images fewer than CH, a forward's pass 2 takes CH channels of one image
+    a tile instead (`across`: a tile holds more that way). A forced tileLength must be such a tile
+    and fit."""
     ub = ub_bytes(profile)
     pitch = -(-S * isz // 32) * 32 // isz
     want = N * pitch if 2 * pitch <= MAX_TILE else S
+    across = not backward and N < CH and 2 * pitch <= MAX_TILE and CH * pitch <= MAX_TILE
+    if across:
+        want = CH * pitch
     if "tileLength" in forced:
         tile = int(forced["tileLength"])
         if tile < ROWS or tile & (tile - 1):
@@ -45,7 +50,7 @@ def pick_tile(N: int, S: int, isz: int, backward: bool, profile, forced: dict) -
         raise tiling_error(f"BatchNorm tiling: a tile of {tile} elements needs {ub_need(tile, isz, backward)} B of UB; "
                            f"UB holds {ub} B")
     rows = tile // pitch if 2 * pitch <= tile else 1
-    return tile, max(1, rows), pitch
+    return tile, max(1, rows), pitch, across and tile >= CH * pitch
 
 
 def channel_ranges(C: int, profile, forced: dict) -> tuple:
