@@ -4,6 +4,11 @@ cast to the output's dtype on the way out.
 
   B == 1, R <= 64 (short rows): up to 255 rows a tile, one DataCopyPad (rows padded to 32 B in
       UB), one Cast, one WholeReduceSum (vcadd: a row a repeat).
+  B == 1, rows up to 4096: several rows a tile, each at a pitch of whole 8 x 64 lanes (one
+      DataCopyPad, the gaps zeroed once), one Cast, one WholeReduceSum of every 64-lane repeat,
+      then one summing each row's partials (a row a repeat: its 32-B aligned start is why the
+      pitch is whole 8 repeats; the zeros it adds cost less than an instruction a row, but a row
+      of 196 does 2.6x its vector work).
   B == 1, longer rows: each row in chunks added into a 64 x 2^j lane accumulator, folded by
       halving adds to 64 lanes, then one WholeReduceSum.
   B > 1: output columns in tiles; R rows of a column tile come in groups (one strided
@@ -24,6 +29,7 @@ from simulator.kernel import (GM_ADDR, Add, Cast, Copy, DataCopyExtParams, DataC
 F32 = np.dtype(np.float32)
 LANES = 64            # FP32 lanes of a 256-B repeat
 MAX_REPEAT = 255
+MEDIUM_ROW = 4096     # rows to this long: each row's 64-lane partials summed by one repeat (mask <= 64)
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,7 @@ class ReduceJob:
     group: int            # B > 1: R rows a copy
     part: int = 0         # rows of R a work item sums (0: all; else each item sums one part into an FP32
                           # partial and a second pass adds the parts)
+    pitch: int = 0        # B == 1, rows up to MEDIUM_ROW: UB elements a row takes (whole 8 x 64 lanes)
 
 
 def _store(g: GlobalTensor, at: int, res, job: ReduceJob, n: int, que: TQue) -> None:
@@ -57,19 +64,39 @@ def _store(g: GlobalTensor, at: int, res, job: ReduceJob, n: int, que: TQue) -> 
     que.FreeTensor(y)
 
 
-def _load(g: GlobalTensor, at: int, count: int, length: int, gap: int, que: TQue, wide, job: ReduceJob):
-    """count rows of `length` elements, `gap` elements apart in GM, into UB rows padded to 32 B;
-    returns the FP32 rows and their padded length in elements."""
+def _load(g: GlobalTensor, at: int, count: int, length: int, gap: int, que: TQue, wide, job: ReduceJob,
+          pitch: int = 0):
+    """count rows of `length` elements, `gap` elements apart in GM, into UB rows padded to 32 B
+    (or placed `pitch` elements apart); returns the FP32 rows and their padded length in elements."""
     isz = job.in_dtype.itemsize
-    padded = align_up(length * isz, 32) // isz
+    padded = pitch or align_up(length * isz, 32) // isz
     raw = que.AllocTensor(job.in_dtype)
-    DataCopyPad(raw, g[at], DataCopyExtParams(count, length * isz, gap * isz if count > 1 else 0, 0))
+    DataCopyPad(raw, g[at], DataCopyExtParams(count, length * isz, gap * isz if count > 1 else 0,
+                                              (padded * isz - align_up(length * isz, 32)) // 32))
     que.EnQue(raw)
     raw = que.DeQue(job.in_dtype)
     if job.in_dtype == F32:
         return raw, padded, raw
     Cast(wide, raw, RoundMode.CAST_NONE, count * padded)
     return wide, padded, raw
+
+
+def _reduce_row_tiles(gin, gout, job: ReduceJob, first: int, count: int, in_que, out_que, wide, res, acc):
+    """B == 1, rows a tile: a short row one vcadd repeat; a medium row every 64-lane repeat into
+    acc, then its partials one repeat."""
+    tiles = ceil_div(count, job.rows)
+    for t in Loop(tiles, key=lambda t: t == tiles - 1, period=2):
+        k = min(job.rows, count - t * job.rows)
+        row0 = first + t * job.rows
+        x, padded, raw = _load(gin, row0 * job.R, k, job.R, 0, in_que, wide, job, job.pitch)
+        if job.pitch:
+            m = job.pitch // LANES
+            WholeReduceSum(acc, x, LANES, k * m, 1, 1, 8)
+            WholeReduceSum(res, acc, m, k, 1, 1, m * 4 // 32)
+        else:
+            WholeReduceSum(res, x, job.R, k, 1, 1, padded * 4 // 32)
+        in_que.FreeTensor(raw)
+        _store(gout, row0, res, job, k, out_que)
 
 
 def reduce_body(src: GM_ADDR, dst: GM_ADDR, job: ReduceJob):
@@ -83,6 +110,8 @@ def reduce_body(src: GM_ADDR, dst: GM_ADDR, job: ReduceJob):
     if job.B == 1 and job.R <= LANES:
         span = job.rows * (align_up(job.R * isz, 32) // isz)
         out_n = job.rows
+    elif job.B == 1 and job.pitch:
+        span, out_n = job.rows * job.pitch, job.rows
     elif job.B == 1:
         span, out_n = job.rows, MAX_REPEAT
     else:
@@ -92,6 +121,8 @@ def reduce_body(src: GM_ADDR, dst: GM_ADDR, job: ReduceJob):
     pipe.InitBuffer(out_que, 2, align_up(out_n * job.out_dtype.itemsize, 32))
     calc = TBuf(TPosition.VECCALC)
     acc_n = job.rows if job.B == 1 and job.R > LANES else job.cols
+    if job.pitch:
+        acc_n = job.rows * (job.pitch // LANES)         # each row's 64-lane partials
     pipe.InitBuffer(calc, (span if isz < 4 else 0) * 4 + align_up(out_n * 4, 32) + (acc_n or 0) * 4 + 32)
     for _ in range(2):          # rows padded to 32 B leave gaps the copies never write: zero them once
         raw = in_que.AllocTensor(job.in_dtype)
@@ -101,15 +132,8 @@ def reduce_body(src: GM_ADDR, dst: GM_ADDR, job: ReduceJob):
     wide = work[0] if isz < 4 else None
     res = work[span if isz < 4 else 0]
     acc = work[(span if isz < 4 else 0) + align_up(out_n * 4, 32) // 4]
-    if job.B == 1 and job.R <= LANES:
-        tiles = ceil_div(count, job.rows)
-        for t in Loop(tiles, key=lambda t: t == tiles - 1, period=2):
-            k = min(job.rows, count - t * job.rows)
-            row0 = first + t * job.rows
-            x, padded, raw = _load(gin, row0 * job.R, k, job.R, 0, in_que, wide, job)
-            WholeReduceSum(res, x, job.R, k, 1, 1, padded * 4 // 32)
-            in_que.FreeTensor(raw)
-            _store(gout, row0, res, job, k, out_que)
+    if job.B == 1 and (job.R <= LANES or job.pitch):
+        _reduce_row_tiles(gin, gout, job, first, count, in_que, out_que, wide, res, acc)
     elif job.B == 1:
         T, part = job.rows, job.part or job.R
         parts = ceil_div(job.R, part)

@@ -28,7 +28,7 @@ from ..batch_norm.kernel import fill_launch
 from ..common import split_evenly, tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
 from ..elementwise.kernel import elementwise_body
 from ..elementwise.template import flat_job
-from .kernel import F32, LANES, MAX_REPEAT, ReduceJob, reduce_body
+from .kernel import F32, LANES, MAX_REPEAT, MEDIUM_ROW, ReduceJob, reduce_body
 
 TILING_FIELDS = {"rowsPerTile": "int"}
 SPLIT_ROW = 16384     # a row this long, with fewer rows than cores, is split over the cores
@@ -114,13 +114,21 @@ def plan_pass(A: int, R: int, B: int, in_dtype, out_dtype, scale: float, profile
     isz, osz = np.dtype(in_dtype).itemsize, np.dtype(out_dtype).itemsize
     wide = 4 if isz < 4 else 0
     cores = vector_core_count(profile)
-    rows = cols = group = 0
+    rows = cols = group = pitch = 0
     if B == 1 and R <= LANES:
         padded = align_up(R * isz, 32) // isz
         per_row = padded * (2 * isz + wide) + 4 + 2 * osz
         rows = int(forced.get("rowsPerTile", min(MAX_REPEAT, ub // per_row, ceil_div(A, cores))))
         items = A
         fits = 0 < rows <= MAX_REPEAT and rows * per_row <= ub
+    elif B == 1 and R <= MEDIUM_ROW and not part:
+        pitch = align_up(R, 8 * LANES)
+        m = pitch // LANES
+        most = MAX_REPEAT // m                 # one instruction's repeats
+        per_row = pitch * (2 * isz + wide) + m * 4 + 4 + 2 * osz
+        rows = int(forced.get("rowsPerTile", min(most, ub // per_row, ceil_div(A, cores))))
+        items = A
+        fits = 0 < rows <= most and rows * per_row <= ub
     elif B == 1:
         rows = LANES
         while rows * 2 * (2 * isz + wide + 4) + MAX_REPEAT * (4 + 2 * osz) <= ub and rows < R:
@@ -139,7 +147,7 @@ def plan_pass(A: int, R: int, B: int, in_dtype, out_dtype, scale: float, profile
         raise tiling_error(f"reduction tiling over (A {A}, R {R}, B {B}): rowsPerTile {forced.get('rowsPerTile')} "
                            f"does not fit UB ({ub} B) or the instruction limits")
     job = ReduceJob(A, R, B, np.dtype(in_dtype), np.dtype(out_dtype), float(scale),
-                    tuple((s, e - s) for s, e in split_evenly(items, cores) if e > s), rows, cols, group, part)
+                    tuple((s, e - s) for s, e in split_evenly(items, cores) if e > s), rows, cols, group, part, pitch)
     return job, len(job.items)
 
 
