@@ -1,7 +1,8 @@
-"""aclnnConvolution with many groups (the depthwise and grouped layers of EfficientNet and MobileNet),
-where the Cube runs several original groups as one (CANN's group "enlarge", TBE util_conv2d:
+"""aclnnConvolution and aclnnConvolutionBackward with many groups (the depthwise and grouped layers of
+EfficientNet and MobileNet), where the Cube runs several original groups as one (CANN's group "enlarge", TBE util_conv2d:
 enlarge = min(lcm(lcm(cin, C0) / cin, lcm(cout, 16) / cout), groups), the weight laid out
-block-diagonal): outputs against the float64 formula reference and torch, on every chip; the
+block-diagonal; gradWeight taken back off the diagonal): outputs against the float64 formula
+reference and torch, on every chip; the
 enlarge factor against values worked by hand from that formula; and the cost it saves.
 """
 from __future__ import annotations
@@ -11,7 +12,8 @@ import pytest
 
 import simulator
 from test_convolution import CHIPS, _dtypes, assert_close, reference, torch_output
-from test_convolution_backward import compute_dtype
+from conv_reference import conv_backward
+from test_convolution_backward import SOC, assert_close as assert_close_backward, compute_dtype
 
 N_CASES = 40
 
@@ -114,3 +116,37 @@ def test_enlarged_depthwise_costs_about_a_dense_conv_of_its_cube_groups():
                             dilation=[1, 1], transposed=False, outputPadding=[0, 0], groups=groups, cubeMathType=0)
         return next(launch["cycles"] for launch in res.report.launches if launch["name"].startswith("Cube"))
     assert cube_cycles((1152, 1, 5, 5), 1152) == pytest.approx(cube_cycles((1152, 16, 5, 5), 72), rel=1e-9)
+
+
+@pytest.mark.parametrize("c", CASES[:24], ids=[_id(c) for c in CASES[:24]])
+def test_many_groups_backward_matches_the_formula_and_torch(c):
+    """The same calls' backward, every outputMask with a Cube gradient, against the float64
+    formula (conv_reference.conv_backward) and torch autograd in float64."""
+    rng = np.random.default_rng(60_000 + c["seed"])
+    x, w, _ = _data(c)
+    out = reference(c, x, w, None)[0].shape
+    dy = rng.standard_normal(out).astype(c["dtype"])
+    mask = [(True, True, True), (True, False, False), (False, True, False), (True, True, False)][c["seed"] % 4]
+    res = simulator.run("ConvolutionBackward", soc=SOC[c["series"]], gradOutput=dy, input=x, weight=w,
+                        biasSizes=[c["cout"]], stride=list(c["stride"]), padding=list(c["padding"]),
+                        dilation=list(c["dilation"]), transposed=c["transposed"], outputPadding=[0, 0],
+                        groups=c["groups"], outputMask=list(mask), cubeMathType=c["cm"])
+    args = (c["stride"], c["padding"], c["dilation"], c["groups"], c["transposed"], [0, 0], mask)
+    ref = conv_backward(dy, x, w, *args)
+    absref = conv_backward(np.abs(dy.astype(np.float64)), np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
+                           *args)
+    comp = compute_dtype(c["series"], (dy.dtype, x.dtype, w.dtype), c["cm"])
+    for i, name in enumerate(("gradInput", "gradWeight", "gradBias")):
+        if mask[i]:
+            assert_close_backward(res.outputs[name], ref[i], absref[i], comp if i < 2 else "FLOAT", f"{_id(c)} {name}")
+    try:
+        import torch
+    except ImportError:
+        return
+    t = [torch.from_numpy(a.astype(np.float64)).requires_grad_() for a in (x, w)]
+    fn = torch.nn.functional.conv_transpose2d if c["transposed"] else torch.nn.functional.conv2d
+    y = fn(t[0], t[1], None, list(c["stride"]), list(c["padding"]), dilation=list(c["dilation"]), groups=c["groups"])
+    y.backward(torch.from_numpy(dy.astype(np.float64)))
+    for i, name in enumerate(("gradInput", "gradWeight")):
+        if mask[i]:
+            assert_close_backward(res.outputs[name], t[i].grad.numpy(), absref[i], comp, f"{_id(c)} {name} vs torch")

@@ -39,7 +39,6 @@ convolution, in a vector Add; here it is always that vector Add, in FP32 on the 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -52,7 +51,7 @@ from .convolution_backward import (BIAS_FORMATS, FORMATS_BY_RANK, TILING_FIELDS,
 from ..common import promote
 from .geometry import STORAGE, ConvGeometry
 from .plan import ConvBackwardCall, plan_convolution_backward
-from .small_launches import enlarge_fits
+from .small_launches import group_enlarge
 from .space import conv_tiling_space
 
 OP = "Convolution"
@@ -207,23 +206,6 @@ def check(a: dict, profile) -> None:
     _check_empty(a, support, profile)
 
 
-def group_enlarge(a: dict, c0: int, profile) -> int:
-    """Original groups the Cube runs as one (CANN's "enlarge", TBE util_conv2d): the fewest that
-    fill whole C0 planes of input channels and of 16 output channels, at most the groups. 1 where
-    it would not divide the groups evenly (CANN pads the last Cube group; we do not) or a group's
-    weight row does not fit the enlarging launch's UB slot."""
-    G, w = int(a["groups"]), a["weight"]
-    if G == 1:
-        return 1
-    rows, cols = w.viewDims[0] // G, w.viewDims[1]
-    cin, cout = (rows, cols) if a["transposed"] else (cols, rows)
-    E = min(math.lcm(math.lcm(cin, c0) // cin, math.lcm(cout, 16) // cout), G)
-    taps = int(np.prod(w.viewDims[2:]))
-    if E == 1 or G % E or not enlarge_fits(cols, taps, w.itemsize, profile):
-        return 1
-    return E
-
-
 def as_gradient(a: dict, enlarge: int = 1) -> ConvGeometry:
     """The convolution whose gradInput is this call's output. For a convolution: the transposed
     convolution its weight describes, reading input as its gradOutput (outputPadding takes up the
@@ -261,7 +243,8 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
     if y.numel() == 0:
         return Plan(tiling={"promotedDtype": promoted, "launches": "none (empty output)"})
     compute = cube_compute_dtype(promoted, a["cubeMathType"], profile, OP)
-    enlarge = group_enlarge(a, 32 // STORAGE[compute].itemsize, profile) if y.numel() and w.numel() else 1
+    enlarge = (group_enlarge(int(a["groups"]), w.viewDims, w.itemsize, bool(a["transposed"]),
+                             32 // STORAGE[compute].itemsize, profile) if y.numel() and w.numel() else 1)
     call = ConvBackwardCall(as_gradient(a, enlarge), x, y, w, y, None, None, promoted, compute,
                             int(a["cubeMathType"]), a["bias"], enlarge)
     inner = plan_convolution_backward(call, profile, tiling)

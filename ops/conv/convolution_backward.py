@@ -34,7 +34,7 @@ is shared with aclnnConvTbcBackward (ops/conv/conv_tbc_backward.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -44,8 +44,9 @@ from simulator.aclnn import (OpDef, Param, Plan, check_tensor_view, register, re
 from simulator.enums import aclFormat, dtype_name, param_invalid, param_nullptr
 
 from ..common import promote
-from .geometry import ConvGeometry
+from .geometry import STORAGE, ConvGeometry
 from .plan import ConvBackwardCall, plan_convolution_backward
+from .small_launches import group_enlarge
 from .space import convolution_space
 
 OP = "ConvolutionBackward"
@@ -396,10 +397,15 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
     grad_output, inp, weight = a["gradOutput"], a["input"], a["weight"]
     mask = tuple(a["outputMask"].values)
     promoted = promote([dtype_name(t.dataType) for t in (grad_output, inp, weight)])
-    call = ConvBackwardCall(geometry(a), grad_output, inp, weight,
+    compute = cube_compute_dtype(promoted, a["cubeMathType"], profile, OP)
+    empty = any(t.numel() == 0 for t in (grad_output, inp, weight))
+    enlarge = 1 if empty else group_enlarge(int(a["groups"]), weight.viewDims, weight.itemsize, bool(a["transposed"]),
+                                            32 // STORAGE[compute].itemsize, profile)
+    geom = geometry(a)
+    call = ConvBackwardCall(replace(geom, groups=geom.groups // enlarge), grad_output, inp, weight,
                             a["gradInput"] if mask[0] else None, a["gradWeight"] if mask[1] else None,
-                            a["gradBias"] if mask[2] else None, promoted,
-                            cube_compute_dtype(promoted, a["cubeMathType"], profile, OP), int(a["cubeMathType"]))
+                            a["gradBias"] if mask[2] else None, promoted, compute, int(a["cubeMathType"]),
+                            enlarge=enlarge)
     return plan_convolution_backward(call, profile, tiling)
 
 

@@ -21,12 +21,13 @@ from simulator.aclnn import Plan, Workspace, WorkspacePart
 from simulator.enums import dtype_name
 from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
-from ..common import tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg, zero_fill_launch
+from ..common import tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg, zero_fill_launch
 from .cube_kernel import CubeJob, cube_body
 from .epilogue import (Epilogue, epilogue_body, dw_out_blocks, dx_out_items, plan_dw_out, plan_dx_out,
                        plan_space_to_depth_out, space_to_depth_out_items)
 from .geometry import F32, STORAGE, ConvGeometry, CubeGeometry, check_load3d_limits, make_cube_geometry
 from .packing import plan_packw
+from .places import Outputs, Sources, add_part, plan_dense_outputs, plan_source_copies
 from .prologue import (Prologue, SpaceToDepthMap, prologue_body, cast_items, gap_items, plan_space_to_depth_map,
                        plan_to5hd, plan_to5hd_tik, space_to_depth_items, tik_to5hd_blocks, to5hd_items)
 from .small_launches import bias_add_launch, bias_launch, enlarge_launch
@@ -113,80 +114,6 @@ def _divide_work(call: ConvBackwardCall, c0: int) -> _Work:
     return _Work(mask, computed, empty, zero_dx, zero_dw, cube_conv, cube_grad_output)
 
 
-def _add_part(workspace: Workspace, purpose: str, nbytes: int) -> WorkspacePart:
-    """A workspace part of at least 32 B (one block), so every part has an address of its own."""
-    return workspace.add(purpose, max(int(nbytes), 32))
-
-
-@dataclass
-class _Sources:
-    """Where the kernels read gradOutput, input and weight: the tensor itself when it is
-    contiguous, else a dense workspace copy that a Contiguous launch fills first."""
-    copies: list              # (name, view, workspace part), in launch order
-    places: dict              # name -> ("tensor", tensor) | ("ws", part, dtype)
-    enlarged: WorkspacePart | None = None   # the weight laid out for enlarged groups ("weight:given" its source)
-
-    def arg(self, name: str, ws: int):
-        place = self.places[name]
-        if place[0] == "tensor":
-            t = place[1]
-            return tensor_arg(t, name) + t.offset
-        return workspace_arg(ws, place[1], place[2], f"workspace:{name}")
-
-
-def _plan_source_copies(call: ConvBackwardCall, work: _Work, workspace: Workspace) -> _Sources:
-    """The Contiguous copies of the non-contiguous sources some kernel reads ("gradOutput:cube"
-    is the narrowed view the Cube reads when it differs from gradOutput)."""
-    narrowed = work.cube_grad_output is not call.grad_output
-    dx, dw, db = work.computed
-    sources = _Sources([], {})
-    for name, t, needed in (("gradOutput", call.grad_output, db or (not narrowed and (dx or dw))),
-                            ("gradOutput:cube", work.cube_grad_output, narrowed and (dx or dw)),
-                            ("input", call.input, dw), ("weight", call.weight, dx),
-                            ("bias", call.bias, call.bias is not None)):
-        if not needed or t.numel() == 0:
-            continue
-        if t.is_contiguous():
-            sources.places[name] = ("tensor", t)
-            continue
-        copy = _add_part(workspace, f"contiguous copy of gradOutput's first {t.viewDims[-1]} columns (the ones the "
-                                    f"windows read)" if name == "gradOutput:cube"
-                         else f"contiguous copy of {name} (non-contiguous view)", t.numel() * t.itemsize)
-        sources.copies.append((name, t, copy))
-        sources.places[name] = ("ws", copy, t.dtype)
-    if call.enlarge > 1 and dx and call.weight.numel():
-        w = call.weight
-        sources.enlarged = _add_part(workspace, f"weight, {call.enlarge} groups to a Cube group (block-diagonal)",
-                                     w.numel() * call.enlarge * w.itemsize)
-        sources.places["weight:given"] = sources.places["weight"]
-        sources.places["weight"] = ("ws", sources.enlarged, w.dtype)
-    return sources
-
-
-@dataclass
-class _Outputs:
-    """Where the launches write each gradient: the tensor, or a dense workspace part that a
-    ViewCopy then scatters into the tensor's non-contiguous view."""
-    tensors: dict             # gradInput / gradWeight / gradBias -> aclTensor | None
-    dense: dict               # name -> workspace part, for the non-contiguous ones
-
-    def arg(self, name: str, ws: int):
-        t = self.tensors[name]
-        if name in self.dense:
-            return workspace_arg(ws, self.dense[name], t.dtype, f"workspace:{name}")
-        return tensor_arg(t, name) + t.offset
-
-
-def _plan_dense_outputs(call: ConvBackwardCall, work: _Work, workspace: Workspace) -> _Outputs:
-    outputs = _Outputs({"gradInput": call.grad_input, "gradWeight": call.grad_weight,
-                        "gradBias": call.grad_bias}, {})
-    for requested, (name, t) in zip(work.requested, outputs.tensors.items()):
-        if requested and t.numel() > 0 and not t.is_contiguous():
-            outputs.dense[name] = _add_part(workspace, f"{name} dense, before the strided write-back",
-                                            t.numel() * t.itemsize)
-    return outputs
-
-
 # ---- the Cube path -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _CubeSetup:
@@ -250,11 +177,11 @@ def _plan_maps(setup: _CubeSetup, call: ConvBackwardCall, computed, workspace: W
     destination GM index)."""
     geo, c0, compute = setup.geo, setup.c0, setup.compute
     G, isz = geo.G, setup.itemsize
-    dy_map = _add_part(workspace, f"gradOutput as tall NC1HWC0 ({dtype_name(compute)}, C0 {c0}, {geo.dy.pitch} "
+    dy_map = add_part(workspace, f"gradOutput as tall NC1HWC0 ({dtype_name(compute)}, C0 {c0}, {geo.dy.pitch} "
                                   f"rows per image)", G * ceil_div(geo.Cout, c0) * geo.dy.block * c0 * isz)
     x_map = None
     if computed[1]:
-        x_map = _add_part(workspace, f"input as tall NC1HWC0 ({dtype_name(compute)}, C0 {c0}, {geo.x.pitch} rows "
+        x_map = add_part(workspace, f"input as tall NC1HWC0 ({dtype_name(compute)}, C0 {c0}, {geo.x.pitch} rows "
                                      f"per image)", G * ceil_div(geo.Cin, c0) * geo.x.block * c0 * isz)
     # a 3D convolution's maps are NDC1HWC0, which CANN makes with its TIK TransData (whole UB, no
     # gap rows); 1D / 2D ones NC1HWC0 with gap rows, as its auto-scheduled TransData would
@@ -276,10 +203,10 @@ def _plan_grad_input_parts(setup: _CubeSetup, call: ConvBackwardCall, dx: DxTili
     geo, compute = setup.geo, setup.compute
     packw = plan_packw(geo, call.weight.dtype, compute, setup.c0, dx.ntiles, setup.room)
     per_phase = "per sub-pixel phase, " if geo.nphase > 1 else ""
-    packed = _add_part(workspace, f"weight as gradInput's right operand (taps flipped, {per_phase}L0B zN fractals "
+    packed = add_part(workspace, f"weight as gradInput's right operand (taps flipped, {per_phase}L0B zN fractals "
                                   f"per n-tile of {dx.nt}, {dtype_name(compute)})", packw.size * setup.itemsize)
     grad_input = call.grad_input
-    phases = _add_part(workspace, f"gradInput per sub-pixel phase, NC1HWC0 ({geo.nphase} phase grid(s) of "
+    phases = add_part(workspace, f"gradInput per sub-pixel phase, NC1HWC0 ({geo.nphase} phase grid(s) of "
                                   f"{geo.dxg.R} x {geo.dxg.Wd}, {dtype_name(grad_input.dtype)})",
                        geo.G * ceil_div(geo.Cin, 16) * geo.nphase * geo.dxg.block * 16 * grad_input.itemsize)
     return packw, packed, phases
@@ -296,14 +223,14 @@ def _plan_grad_weight_parts(setup: _CubeSetup, call: ConvBackwardCall, dw: DwTil
     # C1 chunks, each a run of whole blocks
     out_dtype = np.dtype(call.grad_weight.dtype)
     acc_dtype = F32 if dw.atomic or c0 * out_dtype.itemsize % 32 else out_dtype
-    acc = _add_part(workspace, f"gradWeight FP32 accumulator (partial sums of {dw.ks} cores per tile, atomic add)"
+    acc = add_part(workspace, f"gradWeight FP32 accumulator (partial sums of {dw.ks} cores per tile, atomic add)"
                     if dw.atomic else f"gradWeight tiles ({dtype_name(acc_dtype)}, C0-blocked columns)",
                     geo.G * geo.Mg * geo.dwf.ax[0].K * row_elems * acc_dtype.itemsize)
     left = cast = None
     if setup.itemsize == 4:
         name, t = ("gradOutput", call.grad_output) if geo.amap == "dy" else ("input", call.input)
         if np.dtype(t.dtype) != compute:
-            left = _add_part(workspace, f"{name} cast to {dtype_name(compute)} (gradWeight's left operand, ND->NZ)",
+            left = add_part(workspace, f"{name} cast to {dtype_name(compute)} (gradWeight's left operand, ND->NZ)",
                              t.numel() * setup.itemsize)
             cast = (t.numel(), np.dtype(t.dtype), compute, 8192, name)
         else:
@@ -483,7 +410,7 @@ def _plan_cube(call: ConvBackwardCall, work: _Work, profile, forced: dict, works
 
 
 # ---- the launches (phase 2) ----------------------------------------------------------------------
-def _zero_fill_launches(call: ConvBackwardCall, work: _Work, outputs: _Outputs, profile, ws: int) -> list:
+def _zero_fill_launches(call: ConvBackwardCall, work: _Work, outputs: Outputs, profile, ws: int) -> list:
     """Zero fills of the gradients no GEMM writes: an empty call's (as its empty dimension
     makes them zero) and those no window reaches."""
     geom, computed = work.cube_convolution, work.computed
@@ -506,7 +433,7 @@ def _zero_fill_launches(call: ConvBackwardCall, work: _Work, outputs: _Outputs, 
     return launches
 
 
-def _cube_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outputs: _Outputs, cube: _CubePlan,
+def _cube_launches(call: ConvBackwardCall, work: _Work, sources: Sources, outputs: Outputs, cube: _CubePlan,
                    profile, ws: int) -> list:
     """The launches of the Cube path in CANN's order: the layout passes and cast that feed the Cube,
     then per gradient its Cube launch and the layout pass that drains it (gradWeight's FP32
@@ -535,7 +462,7 @@ def _cube_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outpu
         cast_src = sources.arg(cube.cast_source, ws)
     prologue_args = (grad_output, inp, weight, packed_weight, dy_map, None, cast_src, cast_dst, x_map)
     epilogue_args = (dx_phases, outputs.arg("gradInput", ws) if dx else None,
-                     acc, outputs.arg("gradWeight", ws) if dw else None)
+                     acc, outputs.cube_grad_weight(ws) if dw else None)
     launches = [KernelLaunch(label, prologue_body, len(p.blocks), "vector", (prologue_args, p))
                 for label, p in cube.prologues]
     for (label, job), kind in zip(cube.cube_jobs, [k for k in ("dx", "dw") if computed[("dx", "dw").index(k)]]):
@@ -545,16 +472,20 @@ def _cube_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outpu
                                      (dy_map, x_map, packed_weight, dx_phases, acc, left, job)))
         elabel, epilogue = cube.epilogues[kind]
         launches.append(KernelLaunch(elabel, epilogue_body, len(epilogue.blocks), "vector", (epilogue_args, epilogue)))
+        if kind == "dw" and outputs.enlarged is not None:
+            launches.append(enlarge_launch(call.grad_weight, call.enlarge, call.geometry.groups,
+                                           outputs.cube_grad_weight(ws), outputs.arg("gradWeight", ws), profile,
+                                           gather=True))
     return launches
 
 
-def _write_back(outputs: _Outputs, name: str, profile, ws: int) -> KernelLaunch:
+def _write_back(outputs: Outputs, name: str, profile, ws: int) -> KernelLaunch:
     """The ViewCopy of a gradient written dense into its non-contiguous view."""
     build, _ = view_copy_launch(outputs.tensors[name], name, profile, gather=False)
     return build(outputs.arg(name, ws))
 
 
-def _grad_bias_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outputs: _Outputs, profile,
+def _grad_bias_launches(call: ConvBackwardCall, work: _Work, sources: Sources, outputs: Outputs, profile,
                         ws: int) -> list:
     """gradBias, a reduction of gradOutput over N and the spatial dims (a zero fill wrote it
     where N is 0), and its write-back."""
@@ -572,7 +503,7 @@ def _grad_bias_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, 
     return launches
 
 
-def _build_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outputs: _Outputs,
+def _build_launches(call: ConvBackwardCall, work: _Work, sources: Sources, outputs: Outputs,
                     cube: _CubePlan | None, profile, ws: int) -> list[KernelLaunch]:
     """Phase 2: the call's launches in order, for the workspace at `ws`."""
     launches = []
@@ -581,10 +512,8 @@ def _build_launches(call: ConvBackwardCall, work: _Work, sources: _Sources, outp
         launches.append(build(workspace_arg(ws, copy, t.dtype, f"workspace:{name}")))
     launches += _zero_fill_launches(call, work, outputs, profile, ws)
     if sources.enlarged is not None:
-        w, E, cube_groups = call.weight, call.enlarge, call.geometry.groups
-        launches.append(enlarge_launch(sources.arg("weight:given", ws), sources.arg("weight", ws), w.dtype, cube_groups,
-                                       E, w.viewDims[0] // (cube_groups * E), w.viewDims[1],
-                                       int(np.prod(w.viewDims[2:])), profile))
+        launches.append(enlarge_launch(call.weight, call.enlarge, call.geometry.groups, sources.arg("weight:given", ws),
+                                       sources.arg("weight", ws), profile))
     if cube is not None:
         launches += _cube_launches(call, work, sources, outputs, cube, profile, ws)
     if call.bias is not None and call.grad_input.numel():
@@ -608,11 +537,9 @@ def plan_convolution_backward(call: ConvBackwardCall, profile, forced: dict) -> 
     workspace = Workspace()
     tiling: dict = {"computeDtype": call.compute_dtype, "cubeMathType": call.cube_math_type,
                     "promotedDtype": call.promoted_dtype, "C0": c0, "groups": call.geometry.groups * call.enlarge}
-    if call.enlarge > 1:
-        tiling["groupEnlarge"] = call.enlarge
-        tiling["cubeGroups"] = call.geometry.groups
+    tiling.update({"groupEnlarge": call.enlarge, "cubeGroups": call.geometry.groups} if call.enlarge > 1 else {})
     work = _divide_work(call, c0)
-    sources = _plan_source_copies(call, work, workspace)
+    sources = plan_source_copies(call, work, workspace)
     cube = _plan_cube(call, work, profile, forced, workspace, tiling) if work.uses_cube else None
-    outputs = _plan_dense_outputs(call, work, workspace)
+    outputs = plan_dense_outputs(call, work, workspace)
     return Plan(workspace, lambda ws: _build_launches(call, work, sources, outputs, cube, profile, ws), tiling)

@@ -3,6 +3,8 @@ the spatial dims) and the forward convolution's bias add.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from simulator.kernel import (GM_ADDR, Add, Cast, Copy, DataCopyExtParams, DataCopyPad, Duplicate,
@@ -181,10 +183,12 @@ def bias_add_launch(out, bias, N, C, P, odt, bias_dt, profile) -> KernelLaunch:
 
 
 def _enlarge_body(src: GM_ADDR, dst: GM_ADDR, dt, E: int, A: int, B: int, taps: int, zero_elems: int, ne: int,
-                  blocks):
-    """Per Cube group: its block of (E A) x (E B) x taps zeroed, then for each row a of the
-    original groups, the E groups' rows (one strided load) stored on the diagonal (one strided
-    store: group e's row lands at column e B)."""
+                  gather: bool, blocks):
+    """Per Cube group, between the weight layout (E x A rows of B x taps per Cube group) and its
+    block-diagonal form ((E A) x (E B) x taps): enlarging, the block zeroed and then, for each row
+    a of the original groups, the E groups' rows (one strided load) stored on the diagonal (one
+    strided store: group e's row at column e B); gathering (gradWeight back), the diagonal rows
+    loaded and stored as the weight layout's."""
     groups = blocks[GetBlockIdx()]
     sGm, dGm = GlobalTensor(dt), GlobalTensor(dt)
     sGm.SetGlobalBuffer(src)
@@ -193,36 +197,44 @@ def _enlarge_body(src: GM_ADDR, dst: GM_ADDR, dt, E: int, A: int, B: int, taps: 
     row = B * taps * isz
     pitch = align_up(row, 32)
     region = E * A * E * B * taps
-    zero_bytes = align_up(zero_elems * isz, 32)
+    diagonal_gap = (A * E * B + B) * taps * isz - row      # bytes between group e's row and e + 1's
+    zero_bytes = 0 if gather else align_up(zero_elems * isz, 32)
     pipe = TPipe()
     buf = TBuf(TPosition.VECCALC)
     pipe.InitBuffer(buf, zero_bytes + 2 * ne * pitch)
     raw = buf.Get(np.uint8)
     zeros = raw.ReinterpretCast(dt)
     slots = [raw[zero_bytes + k * ne * pitch].ReinterpretCast(dt) for k in range(2)]
-    ev_zeroed = pipe.AllocEventID(HardEvent.V_MTE3)
     ev_loaded = [pipe.AllocEventID(HardEvent.MTE2_MTE3) for _ in range(2)]
     ev_free = [pipe.AllocEventID(HardEvent.MTE3_MTE2) for _ in range(2)]
-    Duplicate(raw.ReinterpretCast(np.float32), 0.0, zero_bytes // 4)
-    SetFlag(HardEvent.V_MTE3, ev_zeroed)
-    WaitFlag(HardEvent.V_MTE3, ev_zeroed)
+    if not gather:
+        ev_zeroed = pipe.AllocEventID(HardEvent.V_MTE3)
+        Duplicate(raw.ReinterpretCast(np.float32), 0.0, zero_bytes // 4)
+        SetFlag(HardEvent.V_MTE3, ev_zeroed)
+        WaitFlag(HardEvent.V_MTE3, ev_zeroed)
     used = [False, False]
     k = 0
     for g in groups:
         base = g * region
-        for off in range(0, region, zero_elems):
+        for off in range(0, 0 if gather else region, zero_elems):
             DataCopyPad(dGm[base + off], zeros, DataCopyExtParams(1, min(zero_elems, region - off) * isz, 0, 0))
         for a in range(A):
             for e0 in range(0, E, ne):
                 n = min(ne, E - e0)
+                plain = ((g * E + e0) * A + a) * B * taps
+                diagonal = base + a * E * B * taps + e0 * (A * E * B + B) * taps
                 if used[k]:
                     WaitFlag(HardEvent.MTE3_MTE2, ev_free[k])
-                DataCopyPad(slots[k], sGm[((g * E + e0) * A + a) * B * taps],
-                            DataCopyExtParams(n, row, (A - 1) * row, 0))
+                if gather:
+                    DataCopyPad(slots[k], sGm[diagonal], DataCopyExtParams(n, row, diagonal_gap, 0))
+                else:
+                    DataCopyPad(slots[k], sGm[plain], DataCopyExtParams(n, row, (A - 1) * row, 0))
                 SetFlag(HardEvent.MTE2_MTE3, ev_loaded[k])
                 WaitFlag(HardEvent.MTE2_MTE3, ev_loaded[k])
-                DataCopyPad(dGm[base + a * E * B * taps + e0 * (A * E * B + B) * taps], slots[k],
-                            DataCopyExtParams(n, row, 0, (A * E * B + B) * taps * isz - row))
+                if gather:
+                    DataCopyPad(dGm[plain], slots[k], DataCopyExtParams(n, row, 0, (A - 1) * row))
+                else:
+                    DataCopyPad(dGm[diagonal], slots[k], DataCopyExtParams(n, row, 0, diagonal_gap))
                 SetFlag(HardEvent.MTE3_MTE2, ev_free[k])
                 used[k] = True
                 k ^= 1
@@ -231,23 +243,37 @@ def _enlarge_body(src: GM_ADDR, dst: GM_ADDR, dt, E: int, A: int, B: int, taps: 
             WaitFlag(HardEvent.MTE3_MTE2, ev_free[k])
 
 
-def enlarge_fits(B: int, taps: int, itemsize: int, profile) -> bool:
-    """Whether one original group's row (B x taps elements, 32-B aligned) fits a quarter of UB,
-    as the enlarging launch's slots need."""
-    return align_up(B * taps * itemsize, 32) <= ub_bytes(profile) // 4
+def group_enlarge(groups: int, weight_dims: tuple, itemsize: int, transposed: bool, c0: int, profile) -> int:
+    """Original groups the Cube runs as one (CANN's "enlarge", TBE util_conv2d): the fewest that
+    fill whole C0 planes of input channels and of 16 output channels, at most the groups. 1 where
+    it would not divide the groups evenly (CANN pads the last Cube group; we do not) or a group's
+    weight row does not fit a quarter of UB (the enlarging launch's slots)."""
+    if groups == 1:
+        return 1
+    rows, cols = weight_dims[0] // groups, weight_dims[1]
+    cin, cout = (rows, cols) if transposed else (cols, rows)
+    E = min(math.lcm(math.lcm(cin, c0) // cin, math.lcm(cout, 16) // cout), groups)
+    taps = int(np.prod(weight_dims[2:]))
+    if E == 1 or groups % E or align_up(cols * taps * itemsize, 32) > ub_bytes(profile) // 4:
+        return 1
+    return E
 
 
-def enlarge_launch(src, dst, dtype, cube_groups: int, E: int, A: int, B: int, taps: int, profile) -> KernelLaunch:
-    """The weight (E cube_groups A rows of B x taps) laid out for cube_groups Cube groups of E
+def enlarge_launch(w, E: int, cube_groups: int, src, dst, profile, gather: bool = False) -> KernelLaunch:
+    """The weight `w` (E cube_groups A rows of B x taps) laid out for cube_groups Cube groups of E
     original groups each: block-diagonal, (E A) x (E B) x taps per Cube group, zeros off the
     diagonal (CANN's group "enlarge", TBE util_conv2d: its grouped weight TransData writes this
-    FRACTAL_Z; here a launch of its own before the packing). Cube groups are dealt over the
-    vector cores."""
+    FRACTAL_Z; here a launch of its own before the packing). `gather`: the way back, a
+    gradWeight computed block-diagonal to the weight layout (the blocks off the diagonal left).
+    Cube groups are dealt over the vector cores."""
+    dtype, A, B = w.dtype, w.viewDims[0] // (cube_groups * E), w.viewDims[1]
+    taps = int(np.prod(w.viewDims[2:]))
     dt = np.dtype(dtype)
     ub = ub_bytes(profile)
     pitch = align_up(B * taps * dt.itemsize, 32)
     ne = max(1, min(E, (ub // 2) // (2 * pitch)))
     zero_elems = min(E * A * E * B * taps, (ub // 4) // dt.itemsize // 16 * 16)
     blocks = _split(list(range(cube_groups)), min(cube_groups, vector_core_count(profile)))
-    return KernelLaunch("TransData(weight -> groups enlarged)", _enlarge_body, len(blocks), "vector",
-                        (src, dst, dt, E, A, B, taps, zero_elems, ne, blocks))
+    name = "TransData(gradWeight enlarged -> weight layout)" if gather else "TransData(weight -> groups enlarged)"
+    return KernelLaunch(name, _enlarge_body, len(blocks), "vector",
+                        (src, dst, dt, E, A, B, taps, zero_elems, ne, gather, blocks))
