@@ -252,22 +252,24 @@ def test_forward_launches_are_canns(soc, C, training, want):
     assert [launch["name"] for launch in r.report.launches] == want
 
 
-@pytest.mark.parametrize("N, S, across", [(1, 49, True), (8, 196, True), (15, 49, True), (16, 49, False),
-                                           (1, 784, False), (64, 49, False)])
-def test_inference_takes_channels_of_one_image_a_tile_where_rows_are_short(N, S, across):
+@pytest.mark.parametrize("soc, N, C, S, across", [
+    ("Ascend310P3", 1, 160, 49, True), ("Ascend310P3", 8, 160, 196, True), ("Ascend310P3", 15, 160, 49, False),
+    ("Ascend310P3", 16, 160, 49, False), ("Ascend310P3", 1, 160, 784, False), ("Ascend310P3", 64, 160, 49, False),
+    ("Ascend910B1", 1, 1152, 49, True), ("Ascend910B1", 15, 40, 49, False), ("Ascend910B1", 8, 32, 1, False)])
+def test_inference_takes_channels_of_one_image_a_tile_where_rows_are_short(soc, N, C, S, across):
     """BNInfer is an elementwise kernel with a per-channel broadcast (TBE's broadcast schedule
-    over (channels, spatial)): with few images and short rows a tile holds 16 channels' rows of one
-    image (each row's coefficients broadcast), not one channel's few rows; and it costs less than
-    one tile per channel, the way it went before."""
-    x = T((N, 160, S), F16)
-    r = simulator.run("BatchNorm", "Ascend310P3", mode="timing", input=x, weight=None, bias=None,
-                      runningMean=T((160,), F32), runningVar=T((160,), F32), training=False, momentum=0.1,
+    over (channels, spatial)): where rows are short and a block's channels outnumber its images'
+    tiles, a tile holds 16 channels' rows of one image (each row's coefficients broadcast), not one
+    channel's few rows; and it costs less than one tile per channel, the way it went before."""
+    x = T((N, C, S), F16)
+    r = simulator.run("BatchNorm", soc, mode="timing", input=x, weight=None, bias=None,
+                      runningMean=T((C,), F32), runningVar=T((C,), F32), training=False, momentum=0.1,
                       eps=1e-5, output=x)
     assert (r.report.tiling.get("channelsPerTile") == 16) == across
     if across:
         below = 1 << ((16 * (-(-S // 16) * 16) - 1).bit_length() - 1)     # a tile too small for 16 rows
-        per_channel = simulator.run("BatchNorm", "Ascend310P3", mode="timing", input=x, weight=None, bias=None,
-                                    runningMean=T((160,), F32), runningVar=T((160,), F32), training=False,
+        per_channel = simulator.run("BatchNorm", soc, mode="timing", input=x, weight=None, bias=None,
+                                    runningMean=T((C,), F32), runningVar=T((C,), F32), training=False,
                                     momentum=0.1, eps=1e-5, output=x, tiling={"tileLength": below})
         assert per_channel.report.tiling.get("channelsPerTile") is None
         assert r.cycles < per_channel.cycles

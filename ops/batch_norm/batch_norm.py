@@ -127,13 +127,16 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
     if training:
         for name in SAVED:
             io.add(name, a[name], output=True, read=False)
+    ranges = channel_ranges(C, profile, tiling)
+    across_per_block = 0 if training else max(n for _, n in ranges)     # BNInfer's pass 2 may go across channels
     job = BatchNormJob(N, C, S, "forward-train" if training else "forward-infer", "both", float(a["eps"]),
-                       float(a["momentum"]), xdt, *pick_tile(N, S, xdt.itemsize, False, profile, tiling),
-                       channel_ranges(C, profile, tiling), frozenset(io.tensors))
+                       float(a["momentum"]), xdt, *pick_tile(N, S, xdt.itemsize, False, profile, tiling, across_per_block),
+                       ranges, frozenset(io.tensors))
     figures = {"N": N, "C": C, "spatial": S, "tileLength": job.tile, "rowsPerTile": job.rows, "blockDim": len(job.ranges),
                "channelsPerBlock": max(n for _, n in job.ranges)}
     if job.across:
         figures["channelsPerTile"] = CH
+        figures.pop("rowsPerTile")
     if not training:
         figures["kernels"] = "BNInfer"
         return plan_from(io, lambda ws: [batch_norm_launch("BNInfer", job, io, ws)], figures)

@@ -48,7 +48,7 @@ class BatchNormJob:
     tile: int                 # elements per UB tile (a power of two >= ROWS)
     rows: int                 # (n, c) rows a tile holds: several when a row is short, at `pitch`
     pitch: int                # UB elements a row takes when a tile holds several (32-B aligned)
-    across: bool              # the forward's pass 2 takes CH channels of one image a tile (short rows, few images)
+    across: bool              # BNInfer's pass 2 takes CH channels of one image a tile (short rows, fewer tiles so)
     ranges: tuple             # per block: (first channel, channel count)
     has: frozenset            # the tensors this launch reads or writes (weight, bias, sums, ...)
 

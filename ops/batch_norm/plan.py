@@ -25,32 +25,40 @@ def nc_s(t) -> tuple[int, int, int]:
     return int(d[0]), int(d[1]), int(np.prod(d[2:], dtype=np.int64))
 
 
-def pick_tile(N: int, S: int, isz: int, backward: bool, profile, forced: dict) -> tuple[int, int, int, bool]:
+def pick_tile(N: int, S: int, isz: int, backward: bool, profile, forced: dict,
+              channels_per_block: int = 0) -> tuple[int, int, int, bool]:
     """(tile, rows, pitch, across): the largest power-of-two tile (ROWS to MAX_TILE elements) that
     fits UB and is not far past what a channel holds; a channel's rows shorter than half a tile go
-    several to a tile (each at a 32-B aligned pitch), as CANN's kernels pack short rows. Where the
-    rows are short and the images fewer than CH, a forward's pass 2 takes CH channels of one image
-    a tile instead (`across`: a tile holds more that way). A forced tileLength must be such a tile
-    and fit."""
+    several to a tile (each at a 32-B aligned pitch), as CANN's kernels pack short rows. Given the
+    channels a block takes (BNInfer's), short rows are taken CH channels of one image a tile
+    instead (`across`) where that makes fewer tiles. A forced tileLength must be such a tile and
+    fit."""
     ub = ub_bytes(profile)
     pitch = -(-S * isz // 32) * 32 // isz
-    want = N * pitch if 2 * pitch <= MAX_TILE else S
-    across = not backward and N < CH and 2 * pitch <= MAX_TILE and CH * pitch <= MAX_TILE
-    if across:
-        want = CH * pitch
+
+    def grow(want):
+        tile = ROWS
+        while tile < MAX_TILE and tile < want and ub_need(2 * tile, isz, backward) <= ub:
+            tile *= 2
+        return tile
     if "tileLength" in forced:
         tile = int(forced["tileLength"])
         if tile < ROWS or tile & (tile - 1):
             raise tiling_error(f"BatchNorm tiling: tileLength {tile} must be a power of two >= {ROWS}")
     else:
-        tile = ROWS
-        while tile < MAX_TILE and tile < want and ub_need(2 * tile, isz, backward) <= ub:
-            tile *= 2
+        tile = grow(N * pitch if 2 * pitch <= MAX_TILE else S)
+    rows = tile // pitch if 2 * pitch <= tile else 1
+    across = False
+    if channels_per_block and 2 * pitch <= MAX_TILE and CH * pitch <= MAX_TILE:
+        wide = tile if "tileLength" in forced else grow(CH * pitch)
+        cpb = channels_per_block
+        across = wide >= CH * pitch and N * -(-cpb // CH) < cpb * -(-N // rows)
+        if across:
+            tile = wide
     if ub_need(tile, isz, backward) > ub:
         raise tiling_error(f"BatchNorm tiling: a tile of {tile} elements needs {ub_need(tile, isz, backward)} B of UB; "
                            f"UB holds {ub} B")
-    rows = tile // pitch if 2 * pitch <= tile else 1
-    return tile, max(1, rows), pitch, across and tile >= CH * pitch
+    return tile, max(1, rows), pitch, across
 
 
 def channel_ranges(C: int, profile, forced: dict) -> tuple:

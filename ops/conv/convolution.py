@@ -52,7 +52,7 @@ from ..common import promote
 from .geometry import STORAGE, ConvGeometry
 from .plan import ConvBackwardCall, plan_convolution_backward
 from .small_launches import group_enlarge
-from .space import conv_tiling_space
+from .space import conv_tiling_space, cube_groups
 
 OP = "Convolution"
 BIAS_DTYPES = ("FLOAT", "FLOAT16", "BF16")
@@ -283,7 +283,7 @@ def convolution_space(inputs: dict, profile) -> list[dict]:
     """The tiling space: the Cube tile of the GEMM that computes the output (rows: output
     positions over the batch; columns: output channels per group)."""
     out = infer_outputs(inputs)["output"][0]
-    groups = max(1, int(inputs.get("groups") or 1))
+    groups, _ = cube_groups(inputs, profile)
     return conv_tiling_space(OP, inputs, profile, positions=out[0] * int(np.prod(out[2:])),
                              dx_channels=out[1] // groups, dw_rows=0, dw_cols=0)
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..tiling_space import distinct_accepted, sizes
+from .small_launches import group_enlarge
 
 KSPLITS = (1, 2, 4, 8)              # gradWeight K splits tried (partial sums per tile)
 CORE_FRACTIONS = (1, 2, 3)          # quarters of the Cube cores tried as blockDim (all is the default)
@@ -70,10 +73,19 @@ def convolution_space(inputs: dict, profile) -> list[dict]:
     group; gradWeight's are weight's first dim per group by the rest of its shape (taps of the
     last two spatial dims: the depth kernel is an outer loop)."""
     x, w = inputs["input"], inputs["weight"]
-    groups = max(1, int(inputs.get("groups") or 1))
+    groups, enlarge = cube_groups(inputs, profile)
     return conv_tiling_space("ConvolutionBackward", inputs, profile,
                              positions=x.shape[0] * math.prod(x.shape[2:]), dx_channels=x.shape[1] // groups,
-                             dw_rows=w.shape[0] // groups, dw_cols=w.shape[1] * math.prod(w.shape[2:][-2:]))
+                             dw_rows=w.shape[0] // groups, dw_cols=enlarge * w.shape[1] * math.prod(w.shape[2:][-2:]))
+
+
+def cube_groups(inputs: dict, profile) -> tuple[int, int]:
+    """(the Cube groups, original groups each runs), as the planners enlarge a call's groups."""
+    x, w = inputs["input"], inputs["weight"]
+    groups = max(1, int(inputs.get("groups") or 1))
+    enlarge = group_enlarge(groups, tuple(w.shape), np.dtype(w.dtype).itemsize, bool(inputs.get("transposed", False)),
+                            32 // np.dtype(x.dtype).itemsize, profile)
+    return groups // enlarge, enlarge
 
 
 def conv_tbc_space(inputs: dict, profile) -> list[dict]:
