@@ -244,7 +244,7 @@ def plan(a: dict, profile, tiling: dict) -> Plan:
         return Plan(tiling={"promotedDtype": promoted, "launches": "none (empty output)"})
     compute = cube_compute_dtype(promoted, a["cubeMathType"], profile, OP)
     enlarge = (group_enlarge(int(a["groups"]), w.viewDims, w.itemsize, bool(a["transposed"]),
-                             32 // STORAGE[compute].itemsize, profile) if y.numel() and w.numel() else 1)
+                             32 // STORAGE[compute].itemsize, profile) if w.numel() else 1)
     call = ConvBackwardCall(as_gradient(a, enlarge), x, y, w, y, None, None, promoted, compute,
                             int(a["cubeMathType"]), a["bias"], enlarge)
     inner = plan_convolution_backward(call, profile, tiling)

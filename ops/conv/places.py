@@ -25,8 +25,8 @@ class Sources:
     """Where the kernels read gradOutput, input and weight: the tensor itself when it is
     contiguous, else a dense workspace copy that a Contiguous launch fills first."""
     copies: list              # (name, view, workspace part), in launch order
-    places: dict              # name -> ("tensor", tensor) | ("ws", part, dtype)
-    enlarged: WorkspacePart | None = None   # the weight laid out for enlarged groups ("weight:given" its source)
+    places: dict              # name -> ("tensor", tensor) | ("ws", part, dtype); "weight:given" where the
+                              # weight is read block-diagonal from the workspace (enlarged groups)
 
     def arg(self, name: str, ws: int):
         place = self.places[name]
@@ -57,9 +57,9 @@ def plan_source_copies(call: ConvBackwardCall, work: _Work, workspace: Workspace
         sources.copies.append((name, t, copy))
         sources.places[name] = ("ws", copy, t.dtype)
     if call.enlarge > 1 and dx and call.weight.numel():
-        sources.enlarged = enlarged_part(workspace, "weight", call.weight, call.enlarge)
         sources.places["weight:given"] = sources.places["weight"]
-        sources.places["weight"] = ("ws", sources.enlarged, call.weight.dtype)
+        part = enlarged_part(workspace, "weight", call.weight, call.enlarge)
+        sources.places["weight"] = ("ws", part, call.weight.dtype)
     return sources
 
 

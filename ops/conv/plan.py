@@ -511,7 +511,7 @@ def _build_launches(call: ConvBackwardCall, work: _Work, sources: Sources, outpu
         build, _ = view_copy_launch(t, name, profile, gather=True)
         launches.append(build(workspace_arg(ws, copy, t.dtype, f"workspace:{name}")))
     launches += _zero_fill_launches(call, work, outputs, profile, ws)
-    if sources.enlarged is not None:
+    if "weight:given" in sources.places:
         launches.append(enlarge_launch(call.weight, call.enlarge, call.geometry.groups, sources.arg("weight:given", ws),
                                        sources.arg("weight", ws), profile))
     if cube is not None:
