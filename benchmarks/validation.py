@@ -231,20 +231,20 @@ def _transdata(fig, spec):
     its one-axis core split), on its own launch, warm: its Task Duration."""
     from hardware_measurements import run_calls
     from ops.conv.geometry import MapLayout
-    from ops.conv.prologue import Prologue, plan_to5hd_tik, prologue_body, tik_to5hd_blocks
+    from ops.conv.prologue import Prologue, PrologueTensors, plan_to5hd_tik, prologue_body, tik_to5hd_blocks
     from simulator.studies.trace import numpy_dtype
     p = load_profile(fig["chip"])
     _, kind = p.core_kind_for("vector")
     N, C, D, H, W = spec["shape"]
     dt = numpy_dtype(spec["dtype"])
-    t = plan_to5hd_tik("x", N, 1, C, 32 // dt.itemsize, D * H * W, MapLayout(N, False, D, H, H, W), dt, dt,
-                       kind.buffers["UB"], p.scalar.tik_tile_cycles)
+    t = plan_to5hd_tik("x", N=N, G=1, Cg=C, c0=32 // dt.itemsize, P=D * H * W, lay=MapLayout(N, False, D, H, H, W),
+                       src_dtype=dt, compute_dtype=dt, ub_bytes=kind.buffers["UB"], tile_scalar=p.scalar.tik_tile_cycles)
     blocks = [[(("5hd", 0), it) for it in b] for b in tik_to5hd_blocks(t, kind.count)]
-    pro = Prologue(kind.buffers["UB"], 0, [(t, 0, 4)], None, None, blocks)
+    pro = Prologue(kind.buffers["UB"], 0, [(t, "input", "dy_map")], None, None, blocks)
     out = t.C1 * t.c0 * N * D * H * W
 
     def body(src, dst, P):
-        prologue_body((src, None, None, None, dst, None, None, None, None), P)
+        prologue_body(PrologueTensors(input=src, dy_map=dst), P)
     rep = run_calls([(body, len(blocks), "vector", ("src", "dst"), (pro,))],
                     {"src": (dt, N * C * D * H * W), "dst": (dt, out)}, soc=fig["chip"], calls=2)
     used = sum(1 for b in blocks if b)

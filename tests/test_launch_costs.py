@@ -132,8 +132,8 @@ def test_a_3d_transdata_runs_on_the_cores_its_split_gives():
     from ops.conv.geometry import MapLayout
     from ops.conv.prologue import plan_to5hd_tik, tik_to5hd_blocks
     dt = np.dtype(np.float16)
-    t = plan_to5hd_tik("gradOutput", 1, 1, 32, 16, 8 * 56 * 56, MapLayout(1, False, 8, 56, 56, 56), dt, dt, 196608,
-                       690)
+    t = plan_to5hd_tik("gradOutput", N=1, G=1, Cg=32, c0=16, P=8 * 56 * 56, lay=MapLayout(1, False, 8, 56, 56, 56),
+                       src_dtype=dt, compute_dtype=dt, ub_bytes=196608, tile_scalar=690)
     assert t.L == 3056 and t.slots == 1
     blocks = tik_to5hd_blocks(t, 48)
     assert len(blocks) == 48

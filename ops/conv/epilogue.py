@@ -54,7 +54,7 @@ class DxOut:
     slot: int
 
 
-def plan_dx_out(geo: CubeGeometry, odt, ub_bytes: int) -> DxOut:
+def plan_dx_out(geo: CubeGeometry, *, odt, ub_bytes: int) -> DxOut:
     odt = np.dtype(odt)
     osz = odt.itemsize
     Sh, Sw = geo.S[1], geo.S[2]
@@ -310,7 +310,8 @@ def _dw_out_fit(c1n, mr, KD, Khw, c0, adt, odt):
     return rowK, rowp, nreg, rowK * adt.itemsize + nreg * max(rowK, rowp) * odt.itemsize
 
 
-def plan_dw_out(G, Mg, Cc, c0, KD, Khw, adt, odt, ub_bytes: int, tile_scalar: float = 0.0) -> DwOut:
+def plan_dw_out(*, G: int, Mg: int, Cc: int, c0: int, KD: int, Khw: int, adt, odt, ub_bytes: int,
+                tile_scalar: float = 0.0) -> DwOut:
     adt, odt = np.dtype(adt), np.dtype(odt)
     C1 = ceil_div(Cc, c0)
     room = ub_bytes // 2
@@ -450,7 +451,7 @@ class SpaceToDepthOut:
     slot: int
 
 
-def plan_space_to_depth_out(sd: SpaceToDepth, Mg: int, adt, odt, ub_bytes: int) -> SpaceToDepthOut:
+def plan_space_to_depth_out(sd: SpaceToDepth, *, Mg: int, adt, odt, ub_bytes: int) -> SpaceToDepthOut:
     adt, odt = np.dtype(adt), np.dtype(odt)
     row = sd.Kh * sd.Kw * 16
     per = row * (adt.itemsize + 2 * odt.itemsize)
@@ -505,6 +506,14 @@ def pass_space_to_depth_dw(ub: VecBlock, items, t: SpaceToDepthOut, sGm, dGm):
     slot_pass(ub, t.slot, items, load, compute, store)
 
 
+class EpilogueTensors(NamedTuple):
+    """The GM tensors the launches after the Cube read and write (None where a call has none)."""
+    dx_phases: object = None
+    grad_input: object = None
+    dw_acc: object = None
+    grad_weight: object = None
+
+
 @dataclass
 class Epilogue:
     ub: int
@@ -513,22 +522,20 @@ class Epilogue:
     blocks: list
 
 
-def epilogue_body(gms: tuple, E: Epilogue):
+def epilogue_body(gms: EpilogueTensors, E: Epilogue):
     work = E.blocks[GetBlockIdx()]
     ub = VecBlock(E.ub, 0)
-    g = []
-    for a in gms:
-        t = None
+    g = {}
+    for name, a in gms._asdict().items():
         if a is not None:
-            t = GlobalTensor(a.dtype)
-            t.SetGlobalBuffer(a)
-        g.append(t)
+            g[name] = GlobalTensor(a.dtype)
+            g[name].SetGlobalBuffer(a)
     dx = [it for k, it in work if k == "dx"]
     dw = [it for k, it in work if k == "dw"]
     if dx:
-        pass_dx_out(ub, dx, E.dx, g[0], g[1])
+        pass_dx_out(ub, dx, E.dx, g["dx_phases"], g["grad_input"])
     if dw:
         if isinstance(E.dw, SpaceToDepthOut):
-            pass_space_to_depth_dw(ub, dw, E.dw, g[2], g[3])
+            pass_space_to_depth_dw(ub, dw, E.dw, g["dw_acc"], g["grad_weight"])
         else:
-            pass_dw_out(ub, dw, E.dw, g[2], g[3])
+            pass_dw_out(ub, dw, E.dw, g["dw_acc"], g["grad_weight"])

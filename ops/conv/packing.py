@@ -138,7 +138,7 @@ class PackWeight:
         return (it.ci0 - n0) * self.c0
 
 
-def plan_packw(geo: CubeGeometry, w_dtype, compute_dtype, c0, ntiles, ub_bytes: int) -> PackWeight:
+def plan_packw(geo: CubeGeometry, *, w_dtype, compute_dtype, c0: int, ntiles: int, ub_bytes: int) -> PackWeight:
     KD, KH, KW = geo.k
     phases, base = [], 0
     C1 = ceil_div(geo.Cout, c0)

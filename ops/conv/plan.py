@@ -13,6 +13,7 @@ views), so one planner serves them.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -23,13 +24,13 @@ from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
 from ..common import tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg, zero_fill_launch
 from .cube_kernel import CubeJob, cube_body
-from .epilogue import (Epilogue, epilogue_body, dw_out_blocks, dx_out_items, plan_dw_out, plan_dx_out,
+from .epilogue import (Epilogue, EpilogueTensors, epilogue_body, dw_out_blocks, dx_out_items, plan_dw_out, plan_dx_out,
                        plan_space_to_depth_out, space_to_depth_out_items)
 from .geometry import F32, STORAGE, ConvGeometry, CubeGeometry, check_load3d_limits, make_cube_geometry
 from .packing import plan_packw
 from .places import Outputs, Sources, add_part, plan_dense_outputs, plan_source_copies
-from .prologue import (Prologue, SpaceToDepthMap, prologue_body, cast_items, gap_items, plan_space_to_depth_map,
-                       plan_to5hd, plan_to5hd_tik, space_to_depth_items, tik_to5hd_blocks, to5hd_items)
+from .prologue import (CastPass, Prologue, PrologueTensors, SpaceToDepthMap, prologue_body, cast_items, gap_items,
+                       plan_space_to_depth_map, plan_to5hd, plan_to5hd_tik, space_to_depth_items, tik_to5hd_blocks, to5hd_items)
 from .small_launches import bias_add_launch, bias_launch, enlarge_launch
 from .tiling import CubeCaps, DwTiling, DxTiling, balance, cube_caps, plan_dw, plan_dx
 from .vector_pipeline import align32
@@ -167,14 +168,15 @@ def _tile_gemms(setup: _CubeSetup, call: ConvBackwardCall, computed, forced: dic
             if f is not None:
                 check_load3d_limits(f, "ConvolutionBackward gradInput")
     nd2nz = isz == 4        # FP32 maps: gradWeight's left operand goes ND->NZ (load3d has no FP32 transpose)
-    dx = plan_dx(geo, caps, isz, c0, call.grad_input.itemsize, forced, setup.buffers) if computed[0] else None
-    dw = plan_dw(geo, caps, isz, c0, call.grad_weight.itemsize, forced, setup.buffers, nd2nz) if computed[1] else None
+    shared = dict(caps=caps, isz=isz, c0=c0, forced=forced, buffers=setup.buffers)
+    dx = plan_dx(geo, osz=call.grad_input.itemsize, **shared) if computed[0] else None
+    dw = plan_dw(geo, osz=call.grad_weight.itemsize, nd2nz=nd2nz, **shared) if computed[1] else None
     return dx, dw
 
 
 def _plan_maps(setup: _CubeSetup, call: ConvBackwardCall, computed, workspace: Workspace):
-    """The tall NC1HWC0 maps the prologue writes: their parts and passes (pass, source GM index,
-    destination GM index)."""
+    """The tall NC1HWC0 maps the prologue writes: their parts and passes (pass, source, destination:
+    PrologueTensors' names)."""
     geo, c0, compute = setup.geo, setup.c0, setup.compute
     G, isz = geo.G, setup.itemsize
     dy_map = add_part(workspace, f"gradOutput as tall NC1HWC0 ({dtype_name(compute)}, C0 {c0}, {geo.dy.pitch} "
@@ -185,23 +187,24 @@ def _plan_maps(setup: _CubeSetup, call: ConvBackwardCall, computed, workspace: W
                                      f"per image)", G * ceil_div(geo.Cin, c0) * geo.x.block * c0 * isz)
     # a 3D convolution's maps are NDC1HWC0, which CANN makes with its TIK TransData (whole UB, no
     # gap rows); 1D / 2D ones NC1HWC0 with gap rows, as its auto-scheduled TransData would
-    to5hd = ((lambda *a: plan_to5hd_tik(*a, setup.ub, setup.tik_tile)) if not geo.dy.fold
-             else (lambda *a: plan_to5hd(*a, setup.room)))
-    maps = [(to5hd("gradOutput", geo.N, G, geo.Cout, c0, int(np.prod(geo.O)), geo.dy, call.grad_output.dtype,
-                   compute), 0, 4)]
+    to5hd = (partial(plan_to5hd_tik, ub_bytes=setup.ub, tile_scalar=setup.tik_tile) if not geo.dy.fold
+             else partial(plan_to5hd, ub_bytes=setup.room))
+    maps = [(to5hd("gradOutput", N=geo.N, G=G, Cg=geo.Cout, c0=c0, P=int(np.prod(geo.O)), lay=geo.dy,
+                   src_dtype=call.grad_output.dtype, compute_dtype=compute), "grad_output", "dy_map")]
     if computed[1] and geo.s2d is not None:
-        maps.append((plan_space_to_depth_map(geo.N, geo.s2d, geo.X[1:], geo.x, call.input.dtype, compute,
-                                             setup.room), 1, 8))
+        maps.append((plan_space_to_depth_map(geo.s2d, N=geo.N, X=geo.X[1:], lay=geo.x, src_dtype=call.input.dtype,
+                                             compute_dtype=compute, ub_bytes=setup.room), "input", "x_map"))
     elif computed[1]:
-        maps.append((to5hd("input", geo.N, G, geo.Cin, c0, int(np.prod(geo.X)), geo.x, call.input.dtype,
-                           compute), 1, 8))
+        maps.append((to5hd("input", N=geo.N, G=G, Cg=geo.Cin, c0=c0, P=int(np.prod(geo.X)), lay=geo.x,
+                           src_dtype=call.input.dtype, compute_dtype=compute), "input", "x_map"))
     return dy_map, x_map, maps
 
 
 def _plan_grad_input_parts(setup: _CubeSetup, call: ConvBackwardCall, dx: DxTiling, workspace: Workspace):
     """The packed weight (gradInput's right operand) and the per-phase gradInput grid."""
     geo, compute = setup.geo, setup.compute
-    packw = plan_packw(geo, call.weight.dtype, compute, setup.c0, dx.ntiles, setup.room)
+    packw = plan_packw(geo, w_dtype=call.weight.dtype, compute_dtype=compute, c0=setup.c0, ntiles=dx.ntiles,
+                       ub_bytes=setup.room)
     per_phase = "per sub-pixel phase, " if geo.nphase > 1 else ""
     packed = add_part(workspace, f"weight as gradInput's right operand (taps flipped, {per_phase}L0B zN fractals "
                                   f"per n-tile of {dx.nt}, {dtype_name(compute)})", packw.size * setup.itemsize)
@@ -215,7 +218,7 @@ def _plan_grad_input_parts(setup: _CubeSetup, call: ConvBackwardCall, dx: DxTili
 def _plan_grad_weight_parts(setup: _CubeSetup, call: ConvBackwardCall, dw: DwTiling, workspace: Workspace):
     """gradWeight's tiles (an FP32 accumulator when the K split adds partial sums) and, on the
     ND->NZ path, its left operand cast to the compute dtype: (acc part, acc dtype, left operand,
-    cast) with cast = (elements, source dtype, compute dtype, chunk, source name) or None."""
+    CastPass or None)."""
     geo, compute, c0 = setup.geo, setup.compute, setup.c0
     row_elems = ceil_div(geo.Cb, c0) * geo.dwf.Khw * c0
     # FP32 where partial sums add, and where a C0 block of the output dtype is not whole 32-B
@@ -232,7 +235,7 @@ def _plan_grad_weight_parts(setup: _CubeSetup, call: ConvBackwardCall, dw: DwTil
         if np.dtype(t.dtype) != compute:
             left = add_part(workspace, f"{name} cast to {dtype_name(compute)} (gradWeight's left operand, ND->NZ)",
                              t.numel() * setup.itemsize)
-            cast = (t.numel(), np.dtype(t.dtype), compute, 8192, name)
+            cast = CastPass(t.numel(), np.dtype(t.dtype), compute, 8192, name)
         else:
             left = name
     return acc, acc_dtype, left, cast
@@ -321,9 +324,10 @@ def _plan_prologues(setup: _CubeSetup, maps, packw, cast, vector_cores: int) -> 
         out.append(("TransData(weight -> W')", Prologue(setup.ub, 0, maps, packw, None,
                                                         _round_robin([("pack", it) for it in packw.items], vector_cores))))
     if cast is not None:
-        out.append((f"Cast({cast[4]} -> {dtype_name(cast[2])})",
-                    Prologue(setup.ub, 0, maps, None, cast[:4],
-                             _round_robin([("cast", it) for it in cast_items(cast[0], cast[3])], vector_cores))))
+        out.append((f"Cast({cast.source} -> {dtype_name(cast.dst_dtype)})",
+                    Prologue(setup.ub, 0, maps, None, cast,
+                             _round_robin([("cast", it) for it in cast_items(cast.elements, cast.chunk)],
+                                          vector_cores))))
     return out
 
 
@@ -335,16 +339,16 @@ def _plan_epilogues(setup: _CubeSetup, call: ConvBackwardCall, computed, acc_dty
     geo, ub = setup.geo, setup.ub
     out = {}
     if computed[0]:
-        dx_out = plan_dx_out(geo, call.grad_input.dtype, ub)
+        dx_out = plan_dx_out(geo, odt=call.grad_input.dtype, ub_bytes=ub)
         out["dx"] = ("TransData(gradInput phases -> NC[D]HW)",
                      Epilogue(ub, dx_out, None, _round_robin([("dx", it) for it in dx_out_items(dx_out)], vector_cores)))
     if computed[1]:
         if geo.s2d is not None:
-            dw_out = plan_space_to_depth_out(geo.s2d, geo.Mg, acc_dtype, call.grad_weight.dtype, ub)
+            dw_out = plan_space_to_depth_out(geo.s2d, Mg=geo.Mg, adt=acc_dtype, odt=call.grad_weight.dtype, ub_bytes=ub)
             blocks = _round_robin([("dw", it) for it in space_to_depth_out_items(dw_out)], vector_cores)
         else:
-            dw_out = plan_dw_out(geo.G, geo.Mg, geo.Cb, setup.c0, geo.dwf.ax[0].K, geo.dwf.Khw, acc_dtype,
-                                 call.grad_weight.dtype, ub, setup.tik_tile)
+            dw_out = plan_dw_out(G=geo.G, Mg=geo.Mg, Cc=geo.Cb, c0=setup.c0, KD=geo.dwf.ax[0].K, Khw=geo.dwf.Khw,
+                                 adt=acc_dtype, odt=call.grad_weight.dtype, ub_bytes=ub, tile_scalar=setup.tik_tile)
             blocks = [[("dw", it) for it in b] for b in dw_out_blocks(dw_out, vector_cores)]
         out["dw"] = ("TransData(gradWeight -> weight layout)", Epilogue(ub, None, dw_out, blocks))
     return out
@@ -406,7 +410,7 @@ def _plan_cube(call: ConvBackwardCall, work: _Work, profile, forced: dict, works
     epilogues = _plan_epilogues(setup, call, computed, acc_dtype, vector_cores)
     _report_tiling(tiling, geo, dx, dw, setup.buffers, all_blocks, makespan)
     return _CubePlan(prologues, jobs, epilogues, dy_map, x_map, packed_weight, dx_phases, acc, acc_dtype,
-                     computed[1] and dw.atomic, left_operand, cast[4] if cast else None)
+                     computed[1] and dw.atomic, left_operand, cast.source if cast else None)
 
 
 # ---- the launches (phase 2) ----------------------------------------------------------------------
@@ -460,9 +464,10 @@ def _cube_launches(call: ConvBackwardCall, work: _Work, sources: Sources, output
     elif cube.left_operand is not None:
         left = cast_dst = workspace_arg(ws, cube.left_operand, compute, "workspace:A cast")
         cast_src = sources.arg(cube.cast_source, ws)
-    prologue_args = (grad_output, inp, weight, packed_weight, dy_map, None, cast_src, cast_dst, x_map)
-    epilogue_args = (dx_phases, outputs.arg("gradInput", ws) if dx else None,
-                     acc, outputs.cube_grad_weight(ws) if dw else None)
+    prologue_args = PrologueTensors(grad_output=grad_output, input=inp, weight=weight, packed_weight=packed_weight,
+                                    dy_map=dy_map, x_map=x_map, cast_src=cast_src, cast_dst=cast_dst)
+    epilogue_args = EpilogueTensors(dx_phases=dx_phases, grad_input=outputs.arg("gradInput", ws) if dx else None,
+                                    dw_acc=acc, grad_weight=outputs.cube_grad_weight(ws) if dw else None)
     launches = [KernelLaunch(label, prologue_body, len(p.blocks), "vector", (prologue_args, p))
                 for label, p in cube.prologues]
     for (label, job), kind in zip(cube.cube_jobs, [k for k in ("dx", "dw") if computed[("dx", "dw").index(k)]]):

@@ -79,8 +79,8 @@ def tik_vnc_line(ub_bytes: int, src_isz: int, isz: int) -> int:
     return max(16, (usable // 2) // per_pos // 16 * 16)
 
 
-def plan_to5hd_tik(name, N, G, Cg, c0, P, lay: MapLayout, src_dtype, compute_dtype, ub_bytes: int,
-                   tile_scalar: float) -> To5HDPass:
+def plan_to5hd_tik(name: str, *, N: int, G: int, Cg: int, c0: int, P: int, lay: MapLayout, src_dtype,
+                   compute_dtype, ub_bytes: int, tile_scalar: float) -> To5HDPass:
     """gradOutput / input of a 3D convolution to NDC1HWC0 as CANN's TIK TransData does it
     (trans_data_positive_source_ntc, mode 1001): a tile is one image, one C1 plane of 16 channels
     and up to a vnchwconv line of positions; one tile in UB at a time (its load overlaps only the
@@ -108,7 +108,8 @@ def tik_to5hd_blocks(t: To5HDPass, cores: int) -> list[list[To5HDItem]]:
     return blocks + [[] for _ in range(cores - len(blocks))]     # TIK launches every core; the rest exit
 
 
-def plan_to5hd(name, N, G, Cg, c0, P, lay: MapLayout, src_dtype, compute_dtype, ub_bytes: int) -> To5HDPass:
+def plan_to5hd(name: str, *, N: int, G: int, Cg: int, c0: int, P: int, lay: MapLayout, src_dtype, compute_dtype,
+               ub_bytes: int) -> To5HDPass:
     C1 = ceil_div(Cg, c0)
     isz_s, isz = src_dtype.itemsize, compute_dtype.itemsize
     dts = (src_dtype, compute_dtype)
@@ -290,7 +291,7 @@ class SpaceToDepthMap:
     c0: int = 16
 
 
-def plan_space_to_depth_map(N, sd: SpaceToDepth, X, lay: MapLayout, src_dtype, compute_dtype,
+def plan_space_to_depth_map(sd: SpaceToDepth, *, N: int, X, lay: MapLayout, src_dtype, compute_dtype,
                             ub_bytes: int) -> SpaceToDepthMap:
     src_dtype, compute_dtype = np.dtype(src_dtype), np.dtype(compute_dtype)
     per_row = sd.cp * 2 * 2 * sd.Xw                  # elements of one x' row (in and out alike)
@@ -345,6 +346,15 @@ def pass_space_to_depth(ub: VecBlock, items, t: SpaceToDepthMap, sGm, dGm):
     slot_pass(ub, t.slot, items, load, compute, store, prezero)
 
 
+class CastPass(NamedTuple):
+    """The ND->NZ left operand cast to the compute dtype: `elements` of `source`, `chunk` an item."""
+    elements: int
+    src_dtype: np.dtype
+    dst_dtype: np.dtype
+    chunk: int
+    source: str
+
+
 class Span(NamedTuple):
     """A run [offset, offset + count) of elements (casts)."""
     offset: int
@@ -377,44 +387,55 @@ def pass_cast(ub: VecBlock, items, src_dtype, dst_dtype, chunk, sGm, dGm):
     slot_pass(ub, out + align32(chunk * dst_dtype.itemsize), items, load, compute, store, prezero)
 
 
+class PrologueTensors(NamedTuple):
+    """The GM tensors the launches before the Cube read and write (None where a call has none)."""
+    grad_output: object = None
+    input: object = None
+    weight: object = None
+    packed_weight: object = None
+    dy_map: object = None
+    x_map: object = None
+    cast_src: object = None
+    cast_dst: object = None
+
+
 @dataclass
 class Prologue:
     """One vector launch before the Cube: a layout pass (a map to NC1HWC0, the weight to W') or
     the ND->NZ operand's cast, its items dealt over its blocks."""
     ub: int
     zero_bytes: int       # UB kept zeroed at the top (gap rows); 0 when the launch writes none
-    maps: list            # (To5HDPass or SpaceToDepthMap, src GM index, dst GM index)
+    maps: list            # (To5HDPass or SpaceToDepthMap, source, destination): PrologueTensors' names
     packw: PackWeight | None
-    cast: tuple | None    # (elements, src dtype, dst dtype, elements per item)
+    cast: CastPass | None
     blocks: list          # per block: [(kind, item)]
 
 
-def prologue_body(gms: tuple, P: Prologue):
+def prologue_body(gms: PrologueTensors, P: Prologue):
     work = P.blocks[GetBlockIdx()]
     ub = VecBlock(P.ub, P.zero_bytes)
-    tensors = []
-    for a in gms:
-        t = GlobalTensor(a.dtype) if a is not None else None
-        if t is not None:
-            t.SetGlobalBuffer(a)
-        tensors.append(t)
+    tensors = {}
+    for name, a in gms._asdict().items():
+        if a is not None:
+            tensors[name] = GlobalTensor(a.dtype)
+            tensors[name].SetGlobalBuffer(a)
     by_kind = {}
     for kind, it in work:
         by_kind.setdefault(kind, []).append(it)
-    for i, (t, si, di) in enumerate(P.maps):
+    for i, (t, src, dst) in enumerate(P.maps):
         if by_kind.get(("5hd", i)):
             if isinstance(t, SpaceToDepthMap):
-                pass_space_to_depth(ub, by_kind[("5hd", i)], t, tensors[si], tensors[di])
+                pass_space_to_depth(ub, by_kind[("5hd", i)], t, tensors[src], tensors[dst])
             else:
-                pass_to5hd(ub, by_kind[("5hd", i)], t, tensors[si], tensors[di])
+                pass_to5hd(ub, by_kind[("5hd", i)], t, tensors[src], tensors[dst])
     if P.packw is not None and by_kind.get("pack"):
-        pass_packw(ub, by_kind["pack"], P.packw, tensors[2], tensors[3])
+        pass_packw(ub, by_kind["pack"], P.packw, tensors["weight"], tensors["packed_weight"])
     if P.cast is not None and by_kind.get("cast"):
-        _, src_dtype, dst_dtype, chunk = P.cast
-        pass_cast(ub, by_kind["cast"], src_dtype, dst_dtype, chunk, tensors[6], tensors[7])
+        c = P.cast
+        pass_cast(ub, by_kind["cast"], c.src_dtype, c.dst_dtype, c.chunk, tensors["cast_src"], tensors["cast_dst"])
     gaps = [(k, it) for k, it in work if isinstance(k, tuple) and k[0] == "gap"]
     if gaps:
         ub.begin_pass()
         for kind, it in gaps:
-            t, si, di = P.maps[kind[1]]
-            zero_gap(ub, it, t, tensors[di])
+            t, _, dst = P.maps[kind[1]]
+            zero_gap(ub, it, t, tensors[dst])

@@ -252,7 +252,7 @@ def _add_dx_units(t: DxTiling, search: _TileSearch, fams: list, plane_positions:
     t.costs = [t.costs[i] for i in order]
 
 
-def plan_dx(geo: CubeGeometry, caps: CubeCaps, isz: int, c0: int, osz: int, forced: dict, buffers: int) -> DxTiling:
+def plan_dx(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, forced: dict, buffers: int) -> DxTiling:
     """gradInput's tiling (phase 1): the L0 tile (baseM positions x baseN channels x baseK), the
     gradOutput C1 planes per L1 stage, and the units with their costs; the tile with the lowest
     estimate of cycles plus instructions wins. Forced fields are tried as they are."""
@@ -482,7 +482,7 @@ def _cann_dw_tiling(search: _TileSearch, ncols: int, K_total: int, forced: dict)
     return DwTiling(mt, nt, kk, kc, ks, *_dw_stage_slabs(search, mt, nt, kc))
 
 
-def plan_dw(geo: CubeGeometry, caps: CubeCaps, isz: int, c0: int, osz: int, forced: dict, buffers: int,
+def plan_dw(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, forced: dict, buffers: int,
             nd2nz: bool) -> DwTiling:
     """gradWeight's tiling (phase 1): the L0 tile (baseM rows x baseN columns x baseK
     positions), the positions per L1 stage, the K split, and the units with their costs; the
