@@ -23,6 +23,10 @@ Sets (timing mode, traces from traces/; run from the repository root):
   suite). Pinned in the same file; `--set heavy --against tests/fixtures/cycle_pins.txt` checks
   them (about an hour on one core).
 
+`--mode fast` runs the same calls in fast mode (declared loops fast-forwarded): a refactor of fast
+mode that claims not to move its figures prints the same lines before and after. The stored pins
+are timing-mode lines; do not record fast-mode lines into them.
+
 `--against FILE` compares by call name, so FILE may hold more calls than the set; a pin without
 a trace hash (`-`) is compared on the other fields. `--record FILE` writes the set's lines, each
 with the CPU seconds it took, into FILE as they come, keeping the other calls' lines; `--socs`
@@ -57,6 +61,7 @@ SOCS = ("Ascend910B1", "Ascend910A", "Ascend310P3", "Ascend910B2", "Ascend910B3"
         "Ascend910_9392", "Ascend910_9362")
 HEAVY = {"deformable_detr_grid_sample_backward.yaml": (4, 5, 6, 7)}    # the encoder calls
 SMOKE_CHIPS = ("Ascend910B1", "Ascend910A", "Ascend310P3")
+MODE = {"mode": "timing"}           # --mode fast switches every run of the set
 
 
 def fingerprint(tag: str, result) -> str:
@@ -139,7 +144,7 @@ class PinCall:
         call = _calls(self.trace)[self.index]
         trace = trace and not self.heavy
         try:
-            r = simulator.run(call.op, self.soc, mode="timing", trace=trace, tiling=call.tiling,
+            r = simulator.run(call.op, self.soc, mode=MODE["mode"], trace=trace, tiling=call.tiling,
                               **studies.build_inputs(call, data=False))
         except Exception as e:              # a call the chip refuses is part of the fingerprint
             return f"{self.tag} refused {type(e).__name__}"
@@ -185,7 +190,7 @@ def grid_call(soc: str):
               grid=TensorLayout((n, h, w, 2), np.float32), interpolationMode=0, paddingMode=0,
               alignCorners=False, outputMask=[True, True])
     yield fingerprint(f"grid2x64x64x64@{soc}",
-                      simulator.run("GridSampler2DBackward", soc, mode="timing", trace=True, **kw))
+                      simulator.run("GridSampler2DBackward", soc, mode=MODE["mode"], trace=True, **kw))
 
 
 def quick():
@@ -230,7 +235,12 @@ def main() -> int:
                                         "(other calls' lines are kept)")
     ap.add_argument("--times", action="store_true", help="print each call's CPU seconds (stderr)")
     ap.add_argument("--socs", help="pins and heavy: only these SoCs (comma-separated)")
+    ap.add_argument("--mode", choices=("timing", "fast"), default="timing",
+                    help="the engine mode every call runs in (fast: compare fast-mode refactors)")
     args = ap.parse_args()
+    if args.record and args.mode != "timing":
+        ap.error("--record writes cycle pins, which are timing-mode figures")
+    MODE["mode"] = args.mode
     kw = {}
     if args.socs:
         kw["socs"] = tuple(args.socs.split(","))
