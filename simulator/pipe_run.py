@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import itertools
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Any, Generator
+from typing import Any, Generator
 
 from .fast import cross_beside
 from .profile import PIPES
 from .program import BARRIER, END, GM_XFER, MARK, SET, WAIT, XSET, Instr
-
-if TYPE_CHECKING:
-    from .block_run import BlockRun
 
 # an actor: the scalar unit's or a pipe's generator; the block resumes it with send(), and it yields
 # a time to be resumed at (after what is due before it) or None (it waits to be resumed)
@@ -22,7 +19,9 @@ Actor = Generator[float | None, Any, None]
 class PipeRun:
     """One pipe of a BlockRun: executes its queue in order, and keeps the pipe's figures."""
 
-    def __init__(self, block: BlockRun, pipe: str):
+    def __init__(self, block, pipe: str):
+        """`block`: the block_run.BlockRun whose queue for `pipe` this runs (not imported here:
+        the block imports its pipes)."""
         device = block.device
         self.block, self.pipe, self.core, self.rec = block, pipe, block.core, block.rec
         self.actor: Actor | None = None      # run()'s generator, which the block resumes

@@ -33,7 +33,8 @@ from simulator.enums import aclFormat, dtype_name, param_invalid
 from ..common import promote
 from .convolution_backward import TILING_FIELDS, cube_compute_dtype
 from .geometry import ConvGeometry
-from .plan import ConvBackwardCall, plan_convolution_backward
+from .call import ConvBackwardCall
+from .plan import plan_convolution_backward
 from .space import conv_tbc_space
 
 OP = "ConvTbcBackward"

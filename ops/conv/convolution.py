@@ -50,7 +50,8 @@ from .convolution_backward import (BIAS_FORMATS, FORMATS_BY_RANK, TILING_FIELDS,
                                    cube_compute_dtype, int_values)
 from ..common import promote
 from .geometry import STORAGE, ConvGeometry
-from .plan import ConvBackwardCall, plan_convolution_backward
+from .call import ConvBackwardCall
+from .plan import plan_convolution_backward
 from .small_launches import group_enlarge
 from .space import conv_tiling_space, cube_groups
 

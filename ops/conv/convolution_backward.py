@@ -45,7 +45,8 @@ from simulator.enums import aclFormat, dtype_name, param_invalid, param_nullptr
 
 from ..common import promote
 from .geometry import STORAGE, ConvGeometry
-from .plan import ConvBackwardCall, plan_convolution_backward
+from .call import ConvBackwardCall
+from .plan import plan_convolution_backward
 from .small_launches import group_enlarge
 from .space import convolution_space
 

@@ -12,7 +12,7 @@ from simulator.aclnn import Workspace, WorkspacePart
 from ..common import tensor_arg, workspace_arg
 
 if TYPE_CHECKING:
-    from .plan import ConvBackwardCall, _Work
+    from .call import ConvBackwardCall, GradientWork
 
 
 def add_part(workspace: Workspace, purpose: str, nbytes: int) -> WorkspacePart:
@@ -36,7 +36,7 @@ class Sources:
         return workspace_arg(ws, place[1], place[2], f"workspace:{name}")
 
 
-def plan_source_copies(call: ConvBackwardCall, work: _Work, workspace: Workspace) -> Sources:
+def plan_source_copies(call: ConvBackwardCall, work: GradientWork, workspace: Workspace) -> Sources:
     """The Contiguous copies of the non-contiguous sources some kernel reads ("gradOutput:cube"
     is the narrowed view the Cube reads when it differs from gradOutput)."""
     narrowed = work.cube_grad_output is not call.grad_output
@@ -90,7 +90,7 @@ class Outputs:
         return workspace_arg(ws, self.enlarged, self.tensors["gradWeight"].dtype, "workspace:gradWeight enlarged")
 
 
-def plan_dense_outputs(call: ConvBackwardCall, work: _Work, workspace: Workspace) -> Outputs:
+def plan_dense_outputs(call: ConvBackwardCall, work: GradientWork, workspace: Workspace) -> Outputs:
     outputs = Outputs({"gradInput": call.grad_input, "gradWeight": call.grad_weight,
                         "gradBias": call.grad_bias}, {})
     for requested, (name, t) in zip(work.requested, outputs.tensors.items()):

@@ -12,21 +12,21 @@ views), so one planner serves them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
-from simulator.acl import aclTensor
 from simulator.aclnn import Plan, Workspace, WorkspacePart
 from simulator.enums import dtype_name
 from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
 from ..common import tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg, zero_fill_launch
+from .call import ConvBackwardCall, GradientWork, divide_work
 from .cube_kernel import CubeJob, cube_body
 from .epilogue import (Epilogue, EpilogueTensors, epilogue_body, dw_out_blocks, dx_out_items, plan_dw_out, plan_dx_out,
                        plan_space_to_depth_out, space_to_depth_out_items)
-from .geometry import F32, STORAGE, ConvGeometry, CubeGeometry, check_load3d_limits, make_cube_geometry
+from .geometry import F32, STORAGE, CubeGeometry, check_load3d_limits, make_cube_geometry
 from .packing import plan_packw
 from .places import Outputs, Sources, add_part, plan_dense_outputs, plan_source_copies
 from .prologue import (CastPass, Prologue, PrologueTensors, SpaceToDepthMap, prologue_body, cast_items, gap_items,
@@ -34,85 +34,6 @@ from .prologue import (CastPass, Prologue, PrologueTensors, SpaceToDepthMap, pro
 from .small_launches import bias_add_launch, bias_launch, enlarge_launch
 from .tiling import CubeCaps, DwTiling, DxTiling, balance, cube_caps, plan_dw, plan_dx
 from .vector_pipeline import align32
-
-
-
-@dataclass(frozen=True)
-class ConvBackwardCall:
-    """One checked call, normalised: the convolution, its tensors (an output is None where
-    outputMask leaves it out) and its dtypes. The planner's only input besides the profile and
-    the forced tiling fields."""
-    geometry: ConvGeometry
-    grad_output: aclTensor
-    input: aclTensor
-    weight: aclTensor
-    grad_input: aclTensor | None
-    grad_weight: aclTensor | None
-    grad_bias: aclTensor | None
-    promoted_dtype: str       # gradOutput, input and weight promoted to one dtype
-    compute_dtype: str        # what the Cube multiplies in: FLOAT16, BF16, FLOAT or HF32
-    cube_math_type: int
-    # aclnnConvolution's bias, added to the convolution it computes as gradInput (None otherwise)
-    bias: aclTensor | None = None
-    # original groups folded into one Cube group (CANN's group "enlarge"; geometry.groups counts
-    # the Cube groups): the weight is first laid out block-diagonal
-    enlarge: int = 1
-
-    @property
-    def output_mask(self) -> list[bool]:
-        return [t is not None for t in (self.grad_input, self.grad_weight, self.grad_bias)]
-
-
-def _cube_convolution(geom, grad_output):
-    """The convolution the Cube computes, the gradOutput view it reads, and whether no window
-    reads any element at all. A transposed convolution's outputPadding may reach past every
-    window along W (outputPadding >= stride, which CANN accepts in 1D and 2D): those last
-    columns of gradOutput feed no gradient but gradBias, and load3d's output width follows its
-    map's width, so the Cube reads a view of the columns the windows reach (made contiguous by
-    the usual copy)."""
-    if not geom.transposed:
-        return geom, grad_output, False
-    X, O, k, s, d = geom.in_sp[-1], geom.out_sp[-1], geom.k[-1], geom.stride[-1], geom.dilation[-1]
-    before = geom.pad[-1][0]
-    reach = (X - 1) * s + d * (k - 1) + 1 - before      # columns of gradOutput the windows read
-    if reach <= 0:
-        return geom, grad_output, True
-    if O < reach + s:           # load3d's grid is X wide: the extra columns fit in its last stride
-        return geom, grad_output, False
-    view = aclTensor(grad_output.viewDims[:-1] + (reach,), grad_output.dataType, grad_output.stride,
-                     grad_output.offset, grad_output.format, grad_output.storageDims, grad_output.data)
-    return replace(geom, out_sp=geom.out_sp[:-1] + (reach,)), view, False
-
-
-@dataclass(frozen=True)
-class _Work:
-    """Who writes each gradient. `computed` is outputMask less the gradients a zero fill writes
-    because no window touches an input element (stride and padding skip them all): the Cube
-    computes the rest, unless the call is empty."""
-    requested: list           # outputMask: gradInput, gradWeight, gradBias
-    computed: list
-    empty: bool               # N, Cin or Cout is 0: no GEMM at all
-    zero_grad_input: bool
-    zero_grad_weight: bool
-    cube_convolution: ConvGeometry  # the call's convolution, narrowed to the gradOutput columns read
-    cube_grad_output: aclTensor     # the gradOutput view the Cube reads
-
-    @property
-    def uses_cube(self) -> bool:
-        return not self.empty and (self.computed[0] or self.computed[1])
-
-
-def _divide_work(call: ConvBackwardCall, c0: int) -> _Work:
-    """Decide, per gradient, whether the Cube computes it or a zero fill writes it."""
-    geom, mask = call.geometry, call.output_mask
-    empty = geom.N == 0 or geom.Cin == 0 or geom.Cout == 0
-    cube_conv, cube_grad_output, no_taps = _cube_convolution(geom, call.grad_output)
-    # no tap reaches gradInput: it is zero, and for a transposed convolution gradWeight is too
-    zero_dx = mask[0] and not empty and (no_taps or not cube_conv.transposed and all(
-        f is None for f in make_cube_geometry(cube_conv, mask, c0).phases))
-    zero_dw = mask[1] and not empty and no_taps
-    computed = [mask[0] and not zero_dx, mask[1] and not zero_dw, mask[2]]
-    return _Work(mask, computed, empty, zero_dx, zero_dw, cube_conv, cube_grad_output)
 
 
 # ---- the Cube path -------------------------------------------------------------------------------
@@ -370,7 +291,7 @@ def _report_tiling(tiling: dict, geo: CubeGeometry, dx, dw, buffers: int, blocks
     tiling["estimatedCubeCycles"] = round(makespan)
 
 
-def _plan_cube(call: ConvBackwardCall, work: _Work, profile, forced: dict, workspace: Workspace,
+def _plan_cube(call: ConvBackwardCall, work: GradientWork, profile, forced: dict, workspace: Workspace,
                tiling: dict) -> _CubePlan:
     """The Cube path: tile the GEMMs, lay out their workspace, deal each GEMM's units over the
     blocks of its own launch (CANN runs gradInput's and gradWeight's kernels one after the other),
@@ -414,7 +335,7 @@ def _plan_cube(call: ConvBackwardCall, work: _Work, profile, forced: dict, works
 
 
 # ---- the launches (phase 2) ----------------------------------------------------------------------
-def _zero_fill_launches(call: ConvBackwardCall, work: _Work, outputs: Outputs, profile, ws: int) -> list:
+def _zero_fill_launches(call: ConvBackwardCall, work: GradientWork, outputs: Outputs, profile, ws: int) -> list:
     """Zero fills of the gradients no GEMM writes: an empty call's (as its empty dimension
     makes them zero) and those no window reaches."""
     geom, computed = work.cube_convolution, work.computed
@@ -437,7 +358,7 @@ def _zero_fill_launches(call: ConvBackwardCall, work: _Work, outputs: Outputs, p
     return launches
 
 
-def _cube_launches(call: ConvBackwardCall, work: _Work, sources: Sources, outputs: Outputs, cube: _CubePlan,
+def _cube_launches(call: ConvBackwardCall, work: GradientWork, sources: Sources, outputs: Outputs, cube: _CubePlan,
                    profile, ws: int) -> list:
     """The launches of the Cube path in CANN's order: the layout passes and cast that feed the Cube,
     then per gradient its Cube launch and the layout pass that drains it (gradWeight's FP32
@@ -490,7 +411,7 @@ def _write_back(outputs: Outputs, name: str, profile, ws: int) -> KernelLaunch:
     return build(outputs.arg(name, ws))
 
 
-def _grad_bias_launches(call: ConvBackwardCall, work: _Work, sources: Sources, outputs: Outputs, profile,
+def _grad_bias_launches(call: ConvBackwardCall, work: GradientWork, sources: Sources, outputs: Outputs, profile,
                         ws: int) -> list:
     """gradBias, a reduction of gradOutput over N and the spatial dims (a zero fill wrote it
     where N is 0), and its write-back."""
@@ -508,7 +429,7 @@ def _grad_bias_launches(call: ConvBackwardCall, work: _Work, sources: Sources, o
     return launches
 
 
-def _build_launches(call: ConvBackwardCall, work: _Work, sources: Sources, outputs: Outputs,
+def _build_launches(call: ConvBackwardCall, work: GradientWork, sources: Sources, outputs: Outputs,
                     cube: _CubePlan | None, profile, ws: int) -> list[KernelLaunch]:
     """Phase 2: the call's launches in order, for the workspace at `ws`."""
     launches = []
@@ -543,7 +464,7 @@ def plan_convolution_backward(call: ConvBackwardCall, profile, forced: dict) -> 
     tiling: dict = {"computeDtype": call.compute_dtype, "cubeMathType": call.cube_math_type,
                     "promotedDtype": call.promoted_dtype, "C0": c0, "groups": call.geometry.groups * call.enlarge}
     tiling.update({"groupEnlarge": call.enlarge, "cubeGroups": call.geometry.groups} if call.enlarge > 1 else {})
-    work = _divide_work(call, c0)
+    work = divide_work(call, c0)
     sources = plan_source_copies(call, work, workspace)
     cube = _plan_cube(call, work, profile, forced, workspace, tiling) if work.uses_cube else None
     outputs = plan_dense_outputs(call, work, workspace)
