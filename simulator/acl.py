@@ -207,7 +207,7 @@ def aclInit(configPath: str | None = None, *, soc: str | None = None, mode: str 
             profile: Profile | None = None, trace: bool = True) -> int:
     """Initialise ACL. The SoC comes from `soc`, else $ASCEND_SIM_SOC, else Ascend910B1; `mode`
     is 'functional' (default, or $ASCEND_SIM_MODE), 'timing' or 'fast' (timing, with declared
-    loops fast-forwarded: simulator/fast.py); `profile` passes a what-if profile object directly."""
+    loops fast-forwarded: simulator/fast/); `profile` passes a what-if profile object directly."""
     rt = _runtime
     if rt.initialized:
         return rt.error(aclError.ACL_ERROR_REPEAT_INITIALIZE, "aclInit: already initialised")

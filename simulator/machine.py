@@ -64,7 +64,7 @@ class Device:
         self.profile = profile
         self.functional = functional and fast is None
         functional = self.functional
-        self.fast = fast         # fast mode: declared loops fast-forwarded (simulator/fast.py)
+        self.fast = fast         # fast mode: declared loops fast-forwarded (simulator/fast/)
         self.tracing = trace
         self.env = simpy.Environment()
         self.memory = DeviceMemory(profile.device_memory.bytes, functional)
@@ -275,7 +275,7 @@ class Device:
         yield pool.put(core)
 
     def _shadow(self, rep: BlockRun, shadow: ShadowBlock, rec: TaskRecord, group: Group) -> Generator[simpy.Event, Any, None]:
-        """Fast mode: a block run as `rep`'s shadow (simulator/fast.py, ShadowBlock): its GM
+        """Fast mode: a block run as `rep`'s shadow (simulator/fast/shadows.py, ShadowBlock): its GM
         transfers cross beside rep's; when rep ends, so does it, with rep's figures (its own GM
         traffic), and its core is released at its own turn (cores freed together are taken again
         in core order, as the exact engine's are)."""

@@ -13,7 +13,7 @@ from typing import Callable
 
 # instruction kinds
 COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT, MARK = range(9)
-# MARK: a fast-mode loop's mark (simulator/fast.py): no cost, no queue place; every actor notes it
+# MARK: a fast-mode loop's mark (simulator/fast/): no cost, no queue place; every actor notes it
 
 
 class Instr:

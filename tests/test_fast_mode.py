@@ -15,7 +15,7 @@ import pytest
 
 import simulator
 from simulator import TensorLayout
-from simulator.kernel.loop import audit_loops
+from simulator.kernel import audit_loops
 from simulator.profile import load_profile
 
 CASES = 30
@@ -274,6 +274,7 @@ def test_a_skip_stops_where_the_l2_fills():
     lines the L2 does not hold already and less what the loop's head fills; the next at the
     L2's size. An L2 already full, or holding every line the loop touches, cuts at its size only."""
     from simulator.fast import FastSchedule
+    from simulator.fast.l2 import skip_within_l2
     from simulator.program import Instr
 
     class L2:
@@ -293,13 +294,13 @@ def test_a_skip_stops_where_the_l2_fills():
     schedule = FastSchedule()
     size, per_period = 1 << 20, 2 * 512 * 4         # 4 cores
     by_size = (min(1000, 2 * (size // per_period)), True)
-    assert schedule.within_l2(1000, 2, windows, size, 512, 4) == by_size
-    assert schedule.within_l2(1000, 2, windows, size, 512, 4, L2(40 * per_period)) == (2 * (40 - 3), False)
-    assert schedule.within_l2(1000, 2, windows, size, 512, 4, L2(2 * per_period)) == (0, False)  # the head fills it
-    assert schedule.within_l2(1000, 2, windows, size, 512, 4, L2(100)) == by_size                # full already
-    assert schedule.within_l2(1000, 2, windows, size, 512, 4, L2(40 * per_period, {8, 9})) == by_size  # all hits
+    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4) == by_size
+    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(40 * per_period)) == (2 * (40 - 3), False)
+    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(2 * per_period)) == (0, False)  # the head fills it
+    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(100)) == by_size                # full already
+    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(40 * per_period, {8, 9})) == by_size  # all hits
     half = per_period // 2                          # line 8 held: one new line a period fills the L2
-    assert schedule.within_l2(1000, 2, windows, size, 512, 4, L2(40 * half, {8})) == (2 * (40 - 3), False)
+    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(40 * half, {8})) == (2 * (40 - 3), False)
 
 
 def test_the_decoder_call_on_ascend910a_is_within_the_promise():

@@ -302,13 +302,13 @@ def test_a_cache_that_has_filled_has_no_free_room():
 
 
 def test_the_first_lost_period_is_where_an_lru_first_misses_a_line_held_before_the_loop():
-    """skipped_lines.first_lost_period, from the L2's stamps and a loop's declared reads, names
+    """fast.l2.first_lost_period, from the L2's stamps and a loop's declared reads, names
     the period at which a plain LRU (an OrderedDict replaying every access) first misses a line
     it held before the loop began and the loop had not read yet: each period reads some of
     those lines, then brings `inflow` lines of its own."""
     from collections import OrderedDict
 
-    from simulator.skipped_lines import first_lost_period
+    from simulator.fast.l2 import first_lost_period
     rng = np.random.default_rng(7)
     line, lines = 512, 128
     found = 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..enums import AclnnError, KernelError, Unwind, raised_by_user
 from ..inputs import number, read_text
-from ..kernel.loop import audit_loops
+from ..kernel.loop_audit import audit_loops
 from ..studies import one_line
 from .call_commands import describe
 from .common import (DEFAULT_BUDGET_SECONDS, EXIT_OK, EXIT_REJECTED, MODES, CliError, Rejected, a_path, chip_profile,

@@ -25,6 +25,7 @@ from .vector import __all__ as _vector_all
 from .cube import *  # noqa: F401,F403
 from .cube import __all__ as _cube_all
 from .indirect import DataCopyPadIndirect  # noqa: F401
-from .loop import Loop, audit_loops  # noqa: F401
+from .loop import Loop  # noqa: F401
+from .loop_audit import audit_loops  # noqa: F401
 
 __all__ = _base_all + _copy_all + _vector_all + _cube_all + ["DataCopyPadIndirect", "Loop"]

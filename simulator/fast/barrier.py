@@ -1,0 +1,72 @@
+"""A launch's blocks meet at their skips (SkipBarrier): the L2 takes their skipped periods' lines
+together, and alike skips share one pace."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .l2 import touch_together
+
+if TYPE_CHECKING:
+    from .block import BlockFastForward
+
+
+class SkipBarrier:
+    """A launch's blocks give the L2 their skipped periods' lines together. Their windows run
+    side by side, and the skipped periods come after all of them and before any block's tail: a
+    block that touched alone would change the L2 under the windows the others are still
+    measuring, one that waited for the rest of its own run would touch after its tail. So the
+    k-th skip of each block waits until every running block that has a k-th skip has reached it
+    (or ended); a block whose skips are not known before it runs (recorded in chunks) is not
+    waited for and touches at once.
+
+    The blocks' k-th skips that repeat the same work also share their pace: each skipped period
+    is taken to cost the mean of what their windows measured. Side by side, alike blocks differ
+    in a window only by where each happened to stand in the shared channels' queues (which core
+    carried the write-back of that moment), which evens out over the whole loop; one block's
+    window, extrapolated alone, does not (and the launch's slowest block would be the one whose
+    window drew the longest wait)."""
+
+    def __init__(self):
+        self.blocks: dict[BlockFastForward, list] = {}   # block -> [its skips (None: unknown), arrived]
+        self.pending: dict[int, list[tuple]] = {}        # k -> (block, window 1, window 2, periods)
+        self.paces: dict[tuple, list[float]] = {}        # (k, the windows' work) -> cycles per period
+        self.unpaid_writeback = 0                        # dirty bytes the launch's skips' L2 touches evicted
+
+    def join(self, block: BlockFastForward, skips: int | None) -> None:
+        self.blocks[block] = [skips, 0]
+
+    def arrive(self, block: BlockFastForward, windows: tuple, periods: int) -> int:
+        """The block's next skip has its GM-moving pipes past its windows; returns which (k)."""
+        entry = self.blocks[block]
+        k = entry[1]
+        entry[1] += 1
+        if entry[0] is None:
+            self.unpaid_writeback += touch_together(block.l2, block.skipped_lines(windows, periods, 1))
+        else:
+            self.pending.setdefault(k, []).append((block, windows, periods))
+            self._flush_ready()
+        return k
+
+    def measured(self, key: tuple, cycles: float) -> None:
+        """A block's k-th skip has all its windows: its pace, for the blocks doing the same work."""
+        self.paces.setdefault(key, []).append(cycles)
+
+    def pace(self, key: tuple) -> float:
+        """The mean cycles per period of the blocks' k-th skips doing the same work, over those
+        measured so far (a block that ends before the others have measured takes fewer)."""
+        got = self.paces[key]
+        return sum(got) / len(got)
+
+    def leave(self, block: BlockFastForward) -> None:
+        """The block has ended: it is waited for no more."""
+        self.blocks.pop(block, None)
+        self._flush_ready()
+
+    def _flush_ready(self) -> None:
+        for k in sorted(self.pending):
+            if any(skips is not None and skips > k and got <= k for skips, got in self.blocks.values()):
+                return
+            ready = self.pending.pop(k)
+            sources = sum(1 + len(entry[0].shadows) for entry in ready)
+            lines = [g for block, windows, periods in ready for g in block.skipped_lines(windows, periods, sources)]
+            self.unpaid_writeback += touch_together(ready[0][0].l2, lines)

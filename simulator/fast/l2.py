@@ -1,0 +1,389 @@
+"""What the L2 holds around a skip: the lines a fast-forwarded loop's skipped periods leave in it
+(their GM ranges, each transfer's extrapolated from the two measured windows one period apart or,
+for gathers and scatters a Loop declares, their nominal rows), where a skip must stop for the L2 to
+keep its regime, which of a gather loop's periods differ in what they newly read, and where a run
+first reads a line its own new lines have evicted. `declared` below is a Loop's DeclaredRows
+(simulator.kernel.loop): the GM rows its `touches` declares, per iteration."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..l2_cache import range_lines
+from ..program import Instr, Rows
+from .schedule import FastSchedule
+
+
+def first_address(gm) -> int | None:
+    """Where a transfer's GM ranges start (None for none)."""
+    if type(gm) is Rows:
+        return gm.start
+    return gm[0][0] if gm else None
+
+
+def _gm_rows(window: list[Instr]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The GM ranges of a window's transfers in program order, expanded in one go: (addresses,
+    lengths, the index in `window` of the transfer each belongs to). A pair is a row of one."""
+    rows, owners = [], []
+    for k, instr in enumerate(window):
+        gm = instr.gm
+        if type(gm) is Rows:
+            rows.append((gm.start, gm.n, gm.pitch, gm.count))
+            owners.append(k)
+        else:
+            rows.extend((a, n, 0, 1) for a, n in gm)
+            owners.extend([k] * len(gm))
+    r = np.array(rows, dtype=np.int64).reshape(-1, 4)
+    count = r[:, 3]
+    row = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+    addr = np.repeat(r[:, 0], count) + np.repeat(r[:, 2], count) * row
+    return addr, np.repeat(r[:, 1], count), np.repeat(np.array(owners, dtype=np.int64), count)
+
+
+def _lines(window: list[Instr], line: int) -> np.ndarray:
+    """The L2 lines (address // line) a window's GM transfers touch, distinct, ascending."""
+    if not window:
+        return np.empty(0, np.int64)
+    addr, n, _ = _gm_rows(window)
+    keep = n > 0
+    return np.unique(range_lines(addr[keep] // line, (addr[keep] + n[keep] - 1) // line + 1)[0])
+
+
+# skipped periods' ranges are made this many at a time (bounded memory)
+TOUCH_CHUNK = 1 << 16
+
+
+def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = TOUCH_CHUNK):
+    """The GM ranges the last `keep` of `periods` skipped periods would have touched, in chunks
+    of about `rows` ranges as (addresses, lengths, write flags, allocation bases, periods), oldest
+    period first and in each period its reads before its writes (the order the L2 should take
+    them in). `windows`: (window 1, window 2, declared). Each transfer's addresses are
+    extrapolated from window 1 to window 2 (one period apart), but for gathers and scatters where
+    their Loop declares them (`declared`, DeclaredTouches below): their nominal rows. A range
+    outside every allocation (an extrapolated address past a tensor's end) is left out. Windows of different shapes give
+    nothing (the loop was not periodic in its transfers). `spans` are the device allocations'
+    (first byte, past the last byte), ascending."""
+    window1, window2, declared = windows
+    if len(window1) != len(window2) or keep <= 0:
+        return
+    moved = [(first_address(a.gm), first_address(b.gm)) for a, b in zip(window1, window2)]
+    valid = np.array([None not in m and not (declared and is_indirect(b)) for m, b in zip(moved, window2)], dtype=bool)
+    steps = np.array([0 if None in m else m[1] - m[0] for m in moved], dtype=np.int64)
+    addr, n, owner = _gm_rows(window2)
+    sel = valid[owner]
+    addr, n, owner = addr[sel], n[sel], owner[sel]
+    write = np.array([i.gm_write for i in window2], dtype=bool)[owner]
+    order = np.argsort(write, kind="stable")     # reads first, each in program order
+    addr, n, write, step = addr[order], n[order], write[order], steps[owner[order]]
+    if addr.size == 0 and not declared:
+        return
+    bases, limits = spans
+    per_chunk = max(1, rows // max(len(addr) + (declared.rows_per_period() if declared else 0), 1))
+    for j0 in range(periods - keep + 1, periods + 1, per_chunk):
+        j = np.arange(j0, min(j0 + per_chunk, periods + 1), dtype=np.int64)[:, None]
+        at = (addr + j * step).ravel()       # period-major
+        reps = j.shape[0]
+        nn, ww = np.tile(n, reps), np.tile(write, reps)
+        period = np.repeat(j[:, 0], addr.size)
+        if declared:          # each period's declared rows beside its own, reads first
+            got = [declared.period_rows(int(k)) for k in j[:, 0]]
+            at = np.concatenate([at] + [r[0] for r in got])
+            nn = np.concatenate([nn] + [r[1] for r in got])
+            ww = np.concatenate([ww] + [r[2] for r in got])
+            period = np.concatenate([period] + [np.full(r[0].size, k) for k, r in zip(j[:, 0], got)])
+            order = np.lexsort((ww, period))
+            at, nn, ww, period = at[order], nn[order], ww[order], period[order]
+        owner = np.searchsorted(bases, at, side="right") - 1
+        ok = owner >= 0
+        owner[~ok] = 0
+        ok &= at + nn <= limits[owner]
+        yield at[ok], nn[ok], ww[ok], bases[owner[ok]], period[ok]
+
+
+def touch_together(l2, sources: list) -> int:
+    """The L2 takes the skipped periods of several blocks' runs (`sources`: skipped_touches
+    generators) period by period, each period's ranges block after block, as blocks running side
+    by side would leave them (one block's periods after another's would leave its lines the
+    oldest). Returns the dirty bytes it evicted."""
+    dirty, live = 0, list(sources)
+    while live:
+        parts, still = [], []
+        for g in live:
+            chunk = next(g, None)
+            if chunk is not None:
+                parts.append(chunk)
+                still.append(g)
+        live = still
+        if not parts:
+            break
+        at, n, write, base, period = (np.concatenate(x) for x in zip(*parts))
+        order = np.argsort(period, kind="stable")
+        dirty += l2.touch(at[order], n[order], write[order], base[order])
+    return dirty
+
+
+def is_indirect(instr: Instr) -> bool:
+    """A gather or scatter: its L2 address is the nominal one its kernel gives, not one step a
+    period from the last."""
+    return "[gather]" in instr.name or "[scatter]" in instr.name
+
+
+def kept_periods(windows, periods: int, l2_bytes: int, line: int, cores: int, distinct: bool = False) -> int:
+    """How many of the last skipped periods can still be in the L2 after the skip: as many as
+    the L2 holds of what `cores` cores running this loop move per period (LRU keeps the newest)
+    or, `distinct`, of the lines they bring into it (those of window 2 that window 1 did not
+    touch): a loop that re-reads its lines brings fewer than it moves, and where it fills the L2
+    the lines it brings are what evicts those held from before it."""
+    new = new_lines(windows, line).size * line if distinct else 0
+    # (windows that bring no new line re-read what the L2 holds: by bytes, a few periods are touched, not all)
+    per_period = (new or sum(i.chan_bytes for i in windows[1])) * max(cores, 1)
+    if per_period <= 0:
+        return 0
+    return min(periods, -(-l2_bytes // per_period))
+
+
+def new_lines(windows, line: int) -> np.ndarray:
+    """The L2 lines window 2's transfers touch that window 1's did not."""
+    return np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True)
+
+
+def first_lost_period(l2, reads, free_lines: float, inflow: float) -> int | None:
+    """The first period at which a loop reads a line the L2 held as it began that the loop's own
+    new lines have evicted by then, or None. `reads`: (period from the loop's start, the lines
+    it reads) in period order; `inflow`: lines the loop adds to the L2 a period, on every core
+    running it. Past its free room the L2 evicts its oldest lines first, and those the loop has
+    read since it began are its own newest: the lines held from before the loop go in their
+    LRU order, skipping those, so one read first at period q is lost when more than its rank
+    among the rest have gone by q. Until then the loop's reads of them hit, as its windows saw;
+    after, they miss (other cores' reads of them are not seen here: they would keep them longer)."""
+    order = l2.resident_stamps()
+    if order.size == 0 or inflow <= 0:
+        return None
+    seen: set = set()
+    refreshed = np.empty(0, np.int64)       # stamps of held lines the loop has read, ascending
+    for q, lines in reads:
+        gone = inflow * q - free_lines
+        fresh = np.fromiter((x for x in lines.tolist() if x not in seen), np.int64)
+        if fresh.size == 0:
+            continue
+        seen.update(fresh.tolist())
+        stamps = l2.stamps(fresh)
+        stamps = stamps[stamps >= 0]
+        if stamps.size == 0:
+            continue
+        if gone > 0:
+            rank = np.searchsorted(order, stamps) - np.searchsorted(refreshed, stamps)
+            if np.any(rank < gone):
+                return q
+        stamps.sort()
+        refreshed = np.insert(refreshed, np.searchsorted(refreshed, stamps), stamps)
+    return None
+
+
+def lines_lost(l2, reads, free_lines: float, inflow: float) -> int:
+    """How many of the lines a loop's sampled periods read (`reads`: (period from the loop's
+    start, its lines)) the L2 holds as the loop begins but will have evicted by that period:
+    first_lost_period's projection, counted rather than stopped at, and without its refreshes
+    (a line the loop read in an earlier, unsampled period is taken at its old stamp): an
+    estimate of how much of its held input a loop loses."""
+    order = l2.resident_stamps()
+    lost = 0
+    for q, lines in reads:
+        if lines.size == 0:
+            continue
+        stamps = l2.stamps(lines)
+        stamps = stamps[stamps >= 0]
+        lost += int(np.count_nonzero(np.searchsorted(order, stamps) < inflow * q - free_lines))
+    return lost
+
+
+def skip_within_l2(schedule: FastSchedule, skip: int, period: int, windows: list[list[Instr]], l2_bytes: int, line: int,
+              cores: int, l2=None) -> tuple[int, bool]:
+    """The skip, cut to a whole number of periods in which the lines the loop newly touches
+    (per period: those of window 2 that window 1 did not touch, on every core running it)
+    fit in the L2, and whether the cut was at the L2's size. Past that the L2 may change
+    regime (it fills, and its evictions start to cost) where the windows cannot see it: the
+    rest of the run is measured again. Given the L2 as the loop is recorded (`l2`; for a
+    block recorded whole, before it runs), a skip is cut first where its free room runs out:
+    the lines new to the loop that it does not hold already, less what the loop's head fills
+    (an L2 the head fills gives no skip: its windows straddle the fill); the next segment
+    then at the L2's size (the evictions reach lines older than the loop, then the loop's
+    own), and from then on the L2 holds the loop's own newest lines (the regime stays)."""
+    if len(windows) < 2:
+        return skip, True
+    new = new_lines(windows, line)
+    per_period = new.size * line * max(cores, 1)
+    if per_period <= 0:
+        return skip, True
+    fit, by_size = l2_bytes // per_period, True
+    if l2 is not None:
+        filling = int(np.count_nonzero(~l2.held(new))) * line * max(cores, 1)
+        free = l2.free_bytes()
+        if 0 < filling <= free:                   # (else nothing to fill, or full already)
+            room = max(free - filling * (schedule.warmup_periods + 2), 0)
+            if room // filling < fit:
+                fit, by_size = room // filling, False
+    return min(skip, fit * period), by_size
+
+
+class DeclaredTouches:
+    """A skip's gathers and scatters where their Loop declares them (`touches`): the GM rows of
+    its last periods, those the L2 will take (kept_periods), made as the skip is recorded (the
+    kernel, and the program it is recording, are not kept for the L2 to ask later). `strata`:
+    the skip's classes of periods where it has them (Strata), else None. `kept`: how many of its
+    last periods the L2 takes, the one count both the rows made here and the L2's touches use."""
+    __slots__ = ("rows", "strata", "kept")
+
+    def __init__(self, declared, start: int, skip: int, period: int, kept: int, strata=None):
+        self.rows: dict[int, tuple] = {}
+        self.strata, self.kept = strata, kept
+        for j in range(skip // period - kept + 1, skip // period + 1):
+            got = declared.of(start + (j - 1) * period, period)
+            if got is not None:
+                self.rows[j] = got
+
+    def rows_per_period(self) -> int:
+        """The most rows a period holds."""
+        return max((r[0].size for r in self.rows.values()), default=0)
+
+    def period_rows(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(addresses, lengths, write flags) of the GM rows skipped period j (from 1) gathers and
+        scatters, in its iterations' order (none for a period before the first kept)."""
+        got = self.rows.get(j)
+        return got if got is not None else (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool))
+
+
+class Strata(NamedTuple):
+    """A skip whose periods are not all alike in what they read (a gather loop where one period
+    in a few re-reads lines a recent period read): window 1 and window 2 are placed on
+    periods of two classes, window 2 on the most common one, and each skipped period is taken to
+    cost window 2's figures plus, in proportion to how far its count of newly read lines lies
+    from window 2's towards window 1's, their difference (simulator.fast.Meter)."""
+    new1: int          # lines window 1's period reads that the 4 periods before it did not (PeriodClasses)
+    new2: int          # the same for window 2's period
+    excess: float      # the skipped periods' sum of (their count - new2)
+
+
+class PeriodClasses:
+    """How many L2 lines each period of a run reads, by its Loop's declared gathers, that none of
+    the few periods before it read: what tells one period of a gather loop from another before it
+    runs (where the L2 does not hold the loop's reads for long, a period that re-reads recent
+    lines runs faster: docs/FAST_MODE.md)."""
+    SAMPLE = 16        # periods sampled to see whether a skip's periods differ from window 2's
+    WHOLE = 128        # a skip of up to this many periods is counted whole, a longer one sampled
+    SEARCH = 8         # periods the windows may move to find two classes
+    SHORTEST = 8       # a shorter skip is too few periods to tell classes in
+    TOLERANCE = 0.05   # counts within this share (or one line) are one class
+    BACK = 4           # periods looked back: lines read that recently are taken to be in the L2
+
+    def __init__(self, declared, start: int, period: int, line: int, l2=None):
+        self.declared, self.start, self.period, self.line = declared, start, period, line
+        self.l2 = l2                  # the L2 as the loop is recorded
+        self.lines: dict[int, set] = {}
+        self.counts: dict[int, int] = {}
+
+    def _read_lines(self, q: int) -> set:
+        got = self.lines.get(q)
+        if got is None:
+            first = self.start + q * self.period
+            got = set(self.declared.read_lines(first, self.period, self.line).tolist()) if first >= 0 else set()
+            self.lines[q] = got
+        return got
+
+    def _new_lines(self, q: int) -> set:
+        return self._read_lines(q).difference(*(self._read_lines(q - b) for b in range(1, self.BACK + 1)))
+
+    def new(self, q: int) -> int:
+        """Lines period q (from the run's start) reads that the BACK periods before it did not."""
+        got = self.counts.get(q)
+        if got is None:
+            got = self.counts[q] = len(self._new_lines(q))
+        return got
+
+    def _held(self, periods: list[int]) -> float:
+        """The share of these periods' newly read lines the L2 holds already."""
+        lines = set().union(*(self._new_lines(q) for q in periods))
+        if self.l2 is None or not lines:
+            return 0.0
+        return float(np.count_nonzero(self.l2.held(np.fromiter(lines, np.int64, len(lines))))) / len(lines)
+
+    def _alike(self, a: float, b: float) -> bool:
+        return abs(a - b) <= max(1.0, self.TOLERANCE * abs(b))
+
+    def _periods(self, first: int, count: int, most: int) -> list[int]:
+        if count <= most:
+            return list(range(first, first + count))
+        return sorted({first + (k * count) // most for k in range(most)})
+
+    def placement(self, w1: int, skip_first: int, skip_periods: int) -> int | None:
+        """How many periods to move the windows (window 1 at period w1, window 2 after it) so that
+        window 2 is of the skip's most common class and window 1 of the class that pulls the
+        skip's mean away from it; None where a sample of the skip's periods are all window 2's
+        class, share no common class, or read newly what the L2 mostly holds (then the skip has
+        no strata); 0 where no such pair is near."""
+        if skip_periods < self.SHORTEST:
+            return None
+        sampled = self._periods(skip_first, skip_periods, self.SAMPLE)
+        sample = [self.new(q) for q in sampled]
+        if all(self._alike(x, self.new(w1 + 1)) for x in sample):
+            return None
+        mean = sum(sample) / len(sample)
+        common = float(np.median(sample))
+        if 2 * sum(self._alike(x, common) for x in sample) < len(sample):
+            return None             # (no class most periods share: counts scattered, not classes)
+        if 2 * self._held(sampled) >= 1.0:
+            return None             # (the L2 holds what they newly read: a re-read period gains nothing)
+        for shift in range(min(self.SEARCH, skip_periods - 2) + 1):
+            n1, n2 = self.new(w1 + shift), self.new(w1 + shift + 1)
+            if self._alike(n2, common) and not self._alike(n1, n2) and (n1 - n2) * (mean - n2) > 0:
+                return shift
+        return 0
+
+    LOSING = 0.1       # a loop losing this share of what it brings to its reads of held lines changes regime
+
+    def losing(self, skip_first: int, skip_periods: int, inflow: int, cores: int) -> bool:
+        """Whether the L2 as the loop is recorded, full, loses to the loop's own new lines (`inflow` a
+        period, on every core) many of the held lines a sample of its periods newly read before
+        they read them (lines_lost): per period, at least LOSING of what one core's
+        part of the inflow is. Those reads hit in the windows and miss later; an estimate, only for
+        telling a loop that loses a few lines from one that loses its input. A skip of under
+        SHORTEST periods is not asked: by lines or by bytes, its few periods leave about the same
+        lines."""
+        if self.l2 is None or inflow <= 0 or skip_periods < self.SHORTEST:
+            return False
+        sampled = self._periods(skip_first, skip_periods, self.SAMPLE)
+        reads = ((q, np.fromiter(self._new_lines(q), np.int64)) for q in sampled)
+        lost = lines_lost(self.l2, reads, self.l2.free_bytes() / self.line, inflow)
+        return lost >= self.LOSING * inflow / max(cores, 1) * len(sampled)
+
+    def strata(self, w1: int, skip_first: int, skip_periods: int) -> Strata | None:
+        """The windows' counts (window 1 at period w1) and the skip's excess over window 2's, or
+        None where the windows are of one class or the skip's mean count does not lie between
+        theirs (a share of window 1's difference from 1 to 0: no extrapolation)."""
+        n1, n2 = self.new(w1), self.new(w1 + 1)
+        if skip_periods < self.SHORTEST or self._alike(n1, n2):
+            return None
+        qs = self._periods(skip_first, skip_periods, self.WHOLE // 2 if skip_periods > self.WHOLE else self.WHOLE)
+        excess = sum(self.new(q) - n2 for q in qs) * skip_periods / len(qs)
+        share = excess / skip_periods / (n1 - n2)
+        if not 0.0 < share <= 1.0 or self._alike(n2 + excess / skip_periods, n2):
+            return None
+        return Strata(n1, n2, excess)
+
+
+def first_lost(declared, start: int, end: int, period: int, windows, l2, cores: int) -> int | None:
+    """The iteration at which a run (items start .. end - 1) whose new lines will fill the L2
+    first reads a line the L2 held before the run but has evicted since (first_lost_period, from
+    the declared reads of each period and the L2 as the run is recorded); None for none."""
+    line = l2.line
+    reads = ((q, declared.read_lines(start + q * period, period, line, keep=False))
+             for q in range((end - start) // period))
+    q = first_lost_period(l2, reads, l2.free_bytes() / line, inflow(windows, l2, cores))
+    return None if q is None else start + q * period
+
+
+def inflow(windows, l2, cores: int) -> int:
+    """Lines a loop brings into the L2 a period, on every core running it: those window 2
+    touches that window 1 did not and the L2 as the loop is recorded does not hold."""
+    return int(np.count_nonzero(~l2.held(new_lines(windows, l2.line)))) * max(cores, 1)

@@ -1,0 +1,131 @@
+"""A launch's alike blocks: a few representatives simulated, the others run as their shadows, whose
+GM transfers cross the L2 and the channels beside the representatives' (AlikeBlocks, ShadowBlock,
+cross_beside); cost_shape and program_shape tell alike instructions and blocks."""
+from __future__ import annotations
+
+from collections import deque
+
+from ..program import GM_XFER, MARK, SET, XSET, XWAIT, Instr
+
+
+def cost_shape(instr: Instr) -> tuple:
+    """What an instruction costs, without its addresses: its pipe, kind, cycles, path and bytes,
+    its flag (a SetFlag's, a barrier's), and for a loop's mark the periods it skips. Two measured
+    windows, or two blocks, of the same shapes issue the same work."""
+    kind = instr.kind
+    flag = instr.flag if SET <= kind < MARK else instr.flag[2:4] if kind == MARK else None
+    return instr.pipe, kind, instr.cycles, instr.path, instr.nbytes, instr.chan_bytes, flag
+
+
+def program_shape(program: list[Instr]) -> tuple | None:
+    """A block's program's cost shapes: blocks of one shape issue the same instructions at the
+    same costs, with the same flags and the same loop skips. None for a program that syncs with
+    other cores (its shadow could not)."""
+    if any(i.kind == XSET or i.kind == XWAIT for i in program):
+        return None
+    return tuple(map(cost_shape, program))
+
+
+class ShadowBlock:
+    """A block that runs as a shadow of an alike block (its representative) started at the same
+    time: its instructions are not simulated, its GM transfers are. Each crosses the L2 and the
+    channels when the representative's corresponding transfer does, before it in the channels'
+    queue (cross_beside), so the L2 holds the shadows' own lines and the channels carry their
+    bytes: the contention the representative meets is the whole launch's. Its skips' lines go
+    into the L2 with the representative's. Its time, instructions and busy cycles are the
+    representative's."""
+
+    def __init__(self, program: list[Instr], core, block: int, sub: int, start: float, gm_path):
+        self.core, self.block, self.sub, self.start = core, block, sub, start
+        self.gm_path = gm_path
+        self.instructions = len(program)
+        self.transfers: dict[str, deque] = {}        # pipe -> its GM transfers, in program order
+        self.skips: deque = deque()                  # its skips' ((window 1, window 2, declared), periods)
+        for i in program:
+            if i.kind == GM_XFER:
+                q = self.transfers.get(i.pipe)
+                if q is None:
+                    q = self.transfers[i.pipe] = deque()
+                q.append(i)
+            elif i.kind == MARK:
+                _, phase, skip, period, windows = i.flag
+                if phase == 2:
+                    self.skips.append((windows, skip // period))
+        self.l2_lines = [0, 0, 0, 0]                 # read hits, read misses, write hits, write misses
+        self.l2_bytes = self.hbm_bytes = 0
+        self.finished = None                         # the event its representative's end succeeds
+        # its transfers' own cycles less its representative's (a line the one finds in the L2 and
+        # the other does not): what the bound takes where it is positive
+        self.excess = 0.0
+
+
+def cross_beside(shadows: list[ShadowBlock], pipe: str, instr: Instr, start: float) -> tuple:
+    """A representative's GM transfer on `pipe`, at `start`, after its shadows' corresponding ones
+    in the channels' queue; GmPath.cross's result for its own. The representative stands last
+    among the blocks it stands for, as the slowest of alike blocks does, the one that ends their
+    launch (half of the shadows before it and half after left GridSampler calls up to 0.7 % short,
+    outside their bound). Each shadow keeps what its own transfer cost more (its own lines in
+    the L2 or not)."""
+    gm_path = shadows[0].gm_path
+    own = gm_path.cross_shadows(shadows, pipe, start)
+    result = gm_path.cross(instr, start)
+    for shadow, local in zip(shadows, own):
+        shadow.excess += local - result[1]
+    return result
+
+
+class AlikeBlocks:
+    """A launch's blocks grouped by program shape and start: the first two of a group, then one
+    more for every `per_representative` + 1 once those carry their shadows, are simulated
+    (representatives); the others run as shadows (ShadowBlock) of the one carrying the fewest.
+    Shadows move their data when it does, so a group's transfers reach the channels in one lump,
+    where in the exact run each block goes on at its own time: that shifts every block's waits
+    (docs/FAST_MODE.md), hence lumps of 3 and `grouping` of the launch in its bound."""
+
+    grouping = 0.03     # 120 shadowed campaign calls against every block simulated: at most 2.8 %
+
+    def __init__(self, per_representative: int = 2):
+        self.per_representative = per_representative
+        self.groups: dict[tuple, list[list]] = {}    # (shape, start) -> [[representative, its shadows]]
+
+    def representative_for(self, shape: tuple | None, start: float):
+        """The representative a block of this shape starting now shadows, or None: it is one."""
+        if shape is None:
+            return None
+        reps = self.groups.get((shape, start))
+        if reps is None or len(reps) < 2:
+            return None
+        entry = min(reps, key=lambda e: e[1])
+        rep = entry[0]
+        if entry[1] >= self.per_representative or rep.sealed or rep.fast.sealed:
+            return None
+        entry[1] += 1
+        return rep
+
+    def add(self, shape: tuple | None, start: float, run) -> None:
+        """`run` (a BlockRun) represents the blocks of its shape and start that come after it."""
+        if shape is not None:
+            self.groups.setdefault((shape, start), []).append([run, 0])
+
+    def spread(self, launch_cycles: float) -> float:
+        """Once the launch has ended, its sampling bound: `grouping` of its cycles if it had
+        shadows, plus, over the groups that had them, the largest spread of a group's
+        representatives' times (the launch ends with its slowest block, and which of alike blocks
+        is slowest is decided by where each stood in the shared queues: cores meet in core order
+        within a cycle), plus the most a shadow's transfers cost more than its representative's
+        (its own lines missing from the L2 where the representative's were there: a shadow takes
+        its representative's time), scaled from what was simulated to the whole block (the
+        skipped periods' are its representative's)."""
+        worst, shadowed = 0.0, False
+        for reps in self.groups.values():
+            if len(reps) > 1 and any(n for _, n in reps):     # (shadows need two representatives)
+                shadowed = True
+                times = [run.end - run.start for run, _ in reps]
+                excess = 0.0
+                for run, _ in reps:
+                    total = run.end - run.start
+                    simulated = total - run.fast.totals()[1]
+                    scale = total / simulated if simulated > 0 else 1.0
+                    excess = max([excess, *(s.excess * scale for s in run.shadows)])
+                worst = max(worst, max(times) - min(times) + excess)
+        return worst + (self.grouping * launch_cycles if shadowed else 0.0)
