@@ -86,9 +86,8 @@ class CrossCoreWake:
 
 class BlockRun:
     """The scalar unit and the pipes of one core for one block (see the module's docstring).
-    `begin()` starts it; once its pipes have finished, `figures` holds each pipe's (busy,
-    executed, bytes per path, L2 lines, work, cycles per path) and `scalar_busy` the scalar
-    unit's cycles."""
+    `begin()` starts it; once its pipes have finished, `figures` holds each pipe's PipeFigures
+    and `scalar_busy` the scalar unit's cycles."""
 
     def __init__(self, device: SharedDevice, core: CoreState, group: Group, rec: TaskRecord,
                  chunks: Iterator[list[Instr]], barrier: SkipBarrier | None = None, skips: int | None = None):
@@ -237,7 +236,7 @@ class BlockRun:
         self.mode = "done"
         self.sealed = True
         if self.fast is not None:
-            self.end += self.fast.totals()[1]
+            self.end += self.fast.totals().fast_forwarded
         if self.end > self.env.now:
             self.wakeup = call_at(self.env, self.end, NORMAL, self._end)
         else:

@@ -47,10 +47,10 @@ def block_figures(run: BlockRun, pipes) -> tuple[dict, dict, dict]:
     path, per pipe, as its BlockRecord keeps them."""
     busy, count, nbytes = {"PIPE_S": run.scalar_busy}, {}, {}
     for p in pipes:
-        b_busy, b_count, b_bytes = run.figures[p][:3]
-        busy[p] = busy.get(p, 0.0) + b_busy
-        count[p] = b_count
-        for path, n in b_bytes.items():
+        figures = run.figures[p]
+        busy[p] = busy.get(p, 0.0) + figures.busy
+        count[p] = figures.executed
+        for path, n in figures.bytes.items():
             nbytes[path] = nbytes.get(path, 0) + n
     return busy, count, nbytes
 
@@ -256,7 +256,7 @@ class Device:
             rec.busy[key] = rec.busy.get(key, 0.0) + run.scalar_busy
             rec.work[key] = rec.work.get(key, 0.0) + run.scalar_busy
             busy, count, nbytes = block_figures(run, core.kind.pipes)
-            l2_lines = [sum(run.figures[p][3][i] for p in core.kind.pipes) for i in range(4)]
+            l2_lines = [sum(run.figures[p].l2_lines[i] for p in core.kind.pipes) for i in range(4)]
             rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, core_start,
                                           self.env.now, busy, count, nbytes, tuple(l2_lines)))
             if self.fast is not None:
@@ -294,12 +294,12 @@ class Device:
         rec.busy[key] = rec.busy.get(key, 0.0) + rep.scalar_busy
         rec.work[key] = rec.work.get(key, 0.0) + rep.scalar_busy
         for p in core.kind.pipes:
-            b_busy, _, _, _, b_work, b_paths = rep.figures[p]
-            for path, c in b_paths.items():
+            figures = rep.figures[p]
+            for path, c in figures.path_cycles.items():
                 part = (core.index, p, path)
                 rec.path_parts[part] = rec.path_parts.get(part, 0.0) + c
-            rec.busy[core.name, p] = rec.busy.get((core.name, p), 0.0) + b_busy
-            rec.work[core.name, p] = rec.work.get((core.name, p), 0.0) + b_work
+            rec.busy[core.name, p] = rec.busy.get((core.name, p), 0.0) + figures.busy
+            rec.work[core.name, p] = rec.work.get((core.name, p), 0.0) + figures.work
         for path, n in nbytes.items():
             rec.path_bytes[path] = rec.path_bytes.get(path, 0) + n
         lines, l2_bytes, hbm_bytes = rep.fast.skipped_traffic()
@@ -310,14 +310,14 @@ class Device:
         rec.hbm_bytes += hbm_bytes + shadow.hbm_bytes
         rec.blocks.append(BlockRecord(group.record, shadow.block, shadow.sub, core.name, core.kind_name,
                                       shadow.start, self.env.now, busy, count, nbytes, tuple(lines)))
-        bound, skipped_time, skipped = rep.fast.totals()
+        totals = rep.fast.totals()
         if rec.fast is None:
             rec.fast = FastRecord()
-        rec.instructions += skipped - rep.fast.marks
-        rec.fast.skipped += shadow.instructions - rep.fast.marks + skipped
+        rec.instructions += totals.skipped_instructions - rep.fast.marks
+        rec.fast.skipped += shadow.instructions - rep.fast.marks + totals.skipped_instructions
         rec.fast.shadowed += 1
         rec.fast.shadow_recorded += shadow.instructions - rep.fast.marks
-        rec.fast.add_block(group.record, core.name, bound, skipped_time)
+        rec.fast.add_block(group.record, core.name, totals.bound, totals.fast_forwarded)
         self.active.discard(core)
         core.block = -1
         yield self.free_cores[core.kind_name].put(core)
@@ -328,10 +328,10 @@ class Device:
         if rec.fast is None:
             rec.fast = FastRecord()
         run.fast.barrier.leave(run.fast)
-        bound, skipped_time, skipped = run.fast.totals()
-        rec.instructions += skipped - run.fast.marks
-        rec.fast.skipped += skipped
-        rec.fast.add_block(launch, core.name, bound, skipped_time)
+        totals = run.fast.totals()
+        rec.instructions += totals.skipped_instructions - run.fast.marks
+        rec.fast.skipped += totals.skipped_instructions
+        rec.fast.add_block(launch, core.name, totals.bound, totals.fast_forwarded)
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
                 core: CoreState) -> Iterator[list[Instr]]:

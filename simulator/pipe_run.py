@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from heapq import heappop, heappush
-from typing import Any, Generator
+from typing import Any, Generator, NamedTuple
 
 from .fast import cross_beside
 from .profile import PIPES
@@ -14,6 +14,16 @@ from .program import BARRIER, END, GM_XFER, MARK, SET, WAIT, XSET, Instr
 # an actor: the scalar unit's or a pipe's generator; the block resumes it with send(), and it yields
 # a time to be resumed at (after what is due before it) or None (it waits to be resumed)
 Actor = Generator[float | None, Any, None]
+
+
+class PipeFigures(NamedTuple):
+    """What one pipe did in a finished block (BlockRun.figures[pipe])."""
+    busy: float                  # cycles it was busy
+    executed: int                # instructions it ran
+    bytes: dict                  # path -> bytes it moved
+    l2_lines: list               # L2 lines: read hits, read misses, write hits, write misses
+    work: float                  # the same, each instruction for its own cycles (without contention)
+    path_cycles: dict            # path -> cycles its transfers took
 
 
 class PipeRun:
@@ -251,4 +261,4 @@ class PipeRun:
         rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work
         if now > block.end:
             block.end = now
-        block.figures[pipe] = (busy, executed, self.block_bytes, l2_lines, work, self.path_cycles)
+        block.figures[pipe] = PipeFigures(busy, executed, self.block_bytes, l2_lines, work, self.path_cycles)

@@ -9,11 +9,22 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 # instruction kinds
 COMPUTE, GM_XFER, SET, WAIT, BARRIER, END, XSET, XWAIT, MARK = range(9)
 # MARK: a fast-mode loop's mark (simulator/fast/): no cost, no queue place; every actor notes it
+
+
+class LoopMark(NamedTuple):
+    """What a MARK instruction carries (its `flag`): mark `phase` of loop run `run` (0, 1: a
+    window starts; 2: `skip` iterations of `period` are fast-forwarded here) and, at the skip,
+    (window 1's GM transfers, window 2's, the DeclaredTouches or None)."""
+    run: int
+    phase: int
+    skip: int
+    period: int
+    windows: tuple | None
 
 
 class Instr:
@@ -31,7 +42,7 @@ class Instr:
     def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
                  path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
                  reads: tuple = (), writes: tuple = (), fn: Callable | None = None,
-                 flag: tuple | None = None, operands: tuple | str = (), gm: tuple = (),
+                 flag: tuple | LoopMark | None = None, operands: tuple | str = (), gm: tuple = (),
                  gm_write: bool = False):
         self.pipe, self.name, self.kind, self.cycles = pipe, name, kind, cycles
         # chan_bytes: bytes through L2 (whole 32-B bursts); gm: the GM ranges [(addr, n)] touched

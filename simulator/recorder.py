@@ -17,7 +17,7 @@ from .enums import Unwind
 from .fast import FastSchedule, cost_shape
 from .memory import DeviceMemory
 from .profile import Profile
-from .program import MARK, Instr, caller_line
+from .program import MARK, Instr, LoopMark, caller_line
 
 if TYPE_CHECKING:
     from .l2_cache import L2Cache
@@ -108,7 +108,7 @@ class BlockContext:
             self.open_shapes.pop()
             self.skips += 1
         self.marks += 1
-        self.emit(Instr("PIPE_S", "LoopMark", MARK, flag=(run, phase, skip, period, windows),
+        self.emit(Instr("PIPE_S", "LoopMark", MARK, flag=LoopMark(run, phase, skip, period, windows),
                         operands=f"loop run {run}, phase {phase}"))
         return run
 

@@ -2,7 +2,7 @@
 their skips added, and the block's bound (block_run.BlockRun owns one in fast mode)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..program import Instr
 from .barrier import SkipBarrier
@@ -12,6 +12,13 @@ from .schedule import FastSchedule
 
 if TYPE_CHECKING:
     from .shadows import ShadowBlock
+
+
+class BlockTotals(NamedTuple):
+    """What a block's skips came to, once it has ended."""
+    bound: float                 # cycles the block's time may be off by
+    fast_forwarded: float        # cycles its skips added to its time
+    skipped_instructions: int    # instructions its scalar unit did not issue
 
 
 class BlockFastForward:
@@ -31,7 +38,7 @@ class BlockFastForward:
         self.windows: dict[int, dict[str, Window]] = {}   # loop run -> pipe -> its measured windows
         self.pace_keys: dict[int, tuple] = {}        # loop run -> (k, its work): its pace in the barrier
         self.skip_of: dict[int, int] = {}            # loop run -> which of the block's skips (k)
-        self.closed: tuple[float, float, int] | None = None   # totals() once the block has ended
+        self.closed: BlockTotals | None = None       # totals() once the block has ended
         self.skips_met: dict[int, int] = {}          # loop run -> pipes that have met its skip
         self.marks = 0                               # marks seen (they are no instructions)
         self.shadows: list[ShadowBlock] = []         # alike blocks run as its shadows (their skips too)
@@ -40,15 +47,14 @@ class BlockFastForward:
     def scalar_mark(self, mark: Instr, clock: float, busy: float) -> None:
         """The scalar unit meets a mark (the block then puts it in every pipe's queue)."""
         self.marks += 1
-        run, phase, skip, period, windows = mark.flag
-        self.scalar.mark(run, phase, skip, period, {"time": clock, "busy": busy, "issued": mark.index - self.marks},
-                         _strata(windows))
+        self.scalar.mark(mark.flag, {"time": clock, "busy": busy, "issued": mark.index - self.marks},
+                         _strata(mark.flag.windows))
 
     def pipe_mark(self, pipe, mark: Instr, now: float, busy: float, work: float, executed: int) -> None:
         """A pipe (pipe_run.PipeRun) meets a mark in its queue: all before it has been taken."""
-        run, phase, skip, period, windows = mark.flag
-        window = self.pipe_meters[pipe.pipe].mark(run, phase, skip, period,
-                                                  _pipe_figures(pipe, now, busy, work, executed), _strata(windows))
+        run, skip, period, windows = mark.flag.run, mark.flag.skip, mark.flag.period, mark.flag.windows
+        window = self.pipe_meters[pipe.pipe].mark(mark.flag, _pipe_figures(pipe, now, busy, work, executed),
+                                                  _strata(windows))
         if window is None:
             return
         self.windows.setdefault(run, {})[pipe.pipe] = window
@@ -109,9 +115,8 @@ class BlockFastForward:
         """The scalar unit's busy cycles its skips added."""
         return self.scalar.extra.get("busy", 0.0)
 
-    def totals(self) -> tuple[float, float, int]:
-        """Once the block has ended: (its bound, its cycles fast-forwarded, the instructions its
-        scalar unit fast-forwarded), fixed when first asked (the block's end is taken from it).
+    def totals(self) -> BlockTotals:
+        """Once the block has ended: its BlockTotals, fixed when first asked (the block's end is taken from it).
         Each skip fast-forwards its periods at the pace the launch's blocks measured for it.
         Its touches' write-back is the launch's (SkipBarrier.unpaid_writeback: one block's touch
         may evict for all, and may run after it has ended)."""
@@ -132,7 +137,7 @@ class BlockFastForward:
                 bound += b
                 skipped_time += pace.periods * cycles
             bound += self.schedule.unmeasured * skipped_time
-            self.closed = bound, skipped_time, round(self.scalar.extra.get("issued", 0))
+            self.closed = BlockTotals(bound, skipped_time, round(self.scalar.extra.get("issued", 0)))
         return self.closed
 
     def skipped_lines(self, windows: tuple, periods: int, sources: int) -> list:

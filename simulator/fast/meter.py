@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..program import LoopMark
+
 
 class Meter:
     """One actor's figures at a loop's marks, and what its fast-forwards have added."""
@@ -18,13 +20,13 @@ class Meter:
         extra = self.extra
         return {k: v + extra.get(k, 0) for k, v in figures.items()}
 
-    def mark(self, token: int, phase: int, skip: int, period: int, figures: dict,
-             strata=None) -> Window | None:
-        """The actor meets mark `phase` (0, 1: a window starts; 2: the skip) of loop `token`;
-        at the skip, its windows (and its figures gain the skipped periods'). With `strata`
-        (l2.Strata: the windows on periods of two classes), each skipped
-        period gains window 2's figures plus window 1's difference from them in proportion to
-        how far its class lies from window 2's towards window 1's."""
+    def mark(self, mark: LoopMark, figures: dict, strata=None) -> Window | None:
+        """The actor meets `mark` (phase 0, 1: a window starts; 2: the skip) of its loop run; at
+        the skip, its windows (and its figures gain the skipped periods'). With `strata`
+        (l2.Strata: the windows on periods of two classes), each skipped period gains window 2's
+        figures plus window 1's difference from them in proportion to how far its class lies
+        from window 2's towards window 1's."""
+        token, phase, skip, period = mark.run, mark.phase, mark.skip, mark.period
         now = self.virtual(figures)
         if phase < 2:
             self.marks.setdefault(token, []).append(now)

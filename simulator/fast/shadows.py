@@ -13,7 +13,7 @@ def cost_shape(instr: Instr) -> tuple:
     its flag (a SetFlag's, a barrier's), and for a loop's mark the periods it skips. Two measured
     windows, or two blocks, of the same shapes issue the same work."""
     kind = instr.kind
-    flag = instr.flag if SET <= kind < MARK else instr.flag[2:4] if kind == MARK else None
+    flag = instr.flag if SET <= kind < MARK else (instr.flag.skip, instr.flag.period) if kind == MARK else None
     return instr.pipe, kind, instr.cycles, instr.path, instr.nbytes, instr.chan_bytes, flag
 
 
@@ -48,9 +48,9 @@ class ShadowBlock:
                     q = self.transfers[i.pipe] = deque()
                 q.append(i)
             elif i.kind == MARK:
-                _, phase, skip, period, windows = i.flag
-                if phase == 2:
-                    self.skips.append((windows, skip // period))
+                mark = i.flag
+                if mark.phase == 2:
+                    self.skips.append((mark.windows, mark.skip // mark.period))
         self.l2_lines = [0, 0, 0, 0]                 # read hits, read misses, write hits, write misses
         self.l2_bytes = self.hbm_bytes = 0
         self.finished = None                         # the event its representative's end succeeds
@@ -124,7 +124,7 @@ class AlikeBlocks:
                 excess = 0.0
                 for run, _ in reps:
                     total = run.end - run.start
-                    simulated = total - run.fast.totals()[1]
+                    simulated = total - run.fast.totals().fast_forwarded
                     scale = total / simulated if simulated > 0 else 1.0
                     excess = max([excess, *(s.excess * scale for s in run.shadows)])
                 worst = max(worst, max(times) - min(times) + excess)
