@@ -177,7 +177,7 @@ class Device:
         # are taken again in another order than the exact engine's; where Cube launches run on the
         # same cores (the coupled chips' AI cores) that puts their unlike blocks on other cores
         # (docs/FAST_MODE.md: a ResNet-50 call on Ascend910A outside its bound, and no faster)
-        alike = (AlikeBlocks() if self.fast is not None and not self.tracing and not partners
+        alike = (AlikeBlocks(self.fast) if self.fast is not None and not self.tracing and not partners
                  and "cube" not in kind.units else None)
         long_kinds: set[str] = set()    # core kinds whose blocks outgrew a chunk in this launch
         for b in range(launch.block_dim):

@@ -34,10 +34,12 @@ class Instr:
     `Rows`; gm: the GM ranges (address, bytes) it touches, a tuple or `Rows`;
     fn: the functional effect, run when its data lands (skipped in timing-only mode);
     path / nbytes: the data path and bytes moved (for cost and the report);
-    scalar: the scalar unit's own cycles for the API call, spent before the instruction issues."""
+    scalar: the scalar unit's own cycles for the API call, spent before the instruction issues;
+    indirect: a gather or scatter, whose GM addresses come from data (the L2 sees the nominal ones
+    its Loop declares, not one step a period: fast mode)."""
     __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "gm", "gm_write",
                  "reads", "writes", "fn", "flag", "ready", "issued", "index", "operands", "pipe_all_marker",
-                 "scalar", "line")
+                 "scalar", "line", "indirect")
 
     def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
                  path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
@@ -56,6 +58,7 @@ class Instr:
         self.pipe_all_marker = False   # one of the BARRIERs a PipeBarrier(PIPE_ALL) puts in each pipe's queue
         self.scalar = 0.0             # the scalar unit's cycles for the API call (set when emitted)
         self.line = None              # (file, line) of the kernel body that issued it (when tracing)
+        self.indirect = False
 
     def describe(self) -> str:
         ops = self.operands

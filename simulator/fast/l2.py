@@ -126,7 +126,7 @@ def touch_together(l2, sources: list) -> int:
 def is_indirect(instr: Instr) -> bool:
     """A gather or scatter: its L2 address is the nominal one its kernel gives, not one step a
     period from the last."""
-    return "[gather]" in instr.name or "[scatter]" in instr.name
+    return instr.indirect
 
 
 def kept_periods(windows, periods: int, l2_bytes: int, line: int, cores: int, distinct: bool = False) -> int:
@@ -269,16 +269,12 @@ class PeriodClasses:
     """How many L2 lines each period of a run reads, by its Loop's declared gathers, that none of
     the few periods before it read: what tells one period of a gather loop from another before it
     runs (where the L2 does not hold the loop's reads for long, a period that re-reads recent
-    lines runs faster: docs/FAST_MODE.md)."""
-    SAMPLE = 16        # periods sampled to see whether a skip's periods differ from window 2's
-    WHOLE = 128        # a skip of up to this many periods is counted whole, a longer one sampled
-    SEARCH = 8         # periods the windows may move to find two classes
-    SHORTEST = 8       # a shorter skip is too few periods to tell classes in
-    TOLERANCE = 0.05   # counts within this share (or one line) are one class
-    BACK = 4           # periods looked back: lines read that recently are taken to be in the L2
+    lines runs faster: docs/FAST_MODE.md). Its settings are the schedule's class_* ones."""
 
-    def __init__(self, declared, start: int, period: int, line: int, l2=None):
+    def __init__(self, declared, start: int, period: int, line: int, l2=None,
+                 schedule: FastSchedule | None = None):
         self.declared, self.start, self.period, self.line = declared, start, period, line
+        self.schedule = schedule or FastSchedule()
         self.l2 = l2                  # the L2 as the loop is recorded
         self.lines: dict[int, set] = {}
         self.counts: dict[int, int] = {}
@@ -292,10 +288,10 @@ class PeriodClasses:
         return got
 
     def _new_lines(self, q: int) -> set:
-        return self._read_lines(q).difference(*(self._read_lines(q - b) for b in range(1, self.BACK + 1)))
+        return self._read_lines(q).difference(*(self._read_lines(q - b) for b in range(1, self.schedule.class_lookback + 1)))
 
     def new(self, q: int) -> int:
-        """Lines period q (from the run's start) reads that the BACK periods before it did not."""
+        """Lines period q (from the run's start) reads that the schedule's class_lookback periods before it did not."""
         got = self.counts.get(q)
         if got is None:
             got = self.counts[q] = len(self._new_lines(q))
@@ -309,7 +305,7 @@ class PeriodClasses:
         return float(np.count_nonzero(self.l2.held(np.fromiter(lines, np.int64, len(lines))))) / len(lines)
 
     def _alike(self, a: float, b: float) -> bool:
-        return abs(a - b) <= max(1.0, self.TOLERANCE * abs(b))
+        return abs(a - b) <= max(1.0, self.schedule.class_tolerance * abs(b))
 
     def _periods(self, first: int, count: int, most: int) -> list[int]:
         if count <= most:
@@ -322,9 +318,9 @@ class PeriodClasses:
         skip's mean away from it; None where a sample of the skip's periods are all window 2's
         class, share no common class, or read newly what the L2 mostly holds (then the skip has
         no strata); 0 where no such pair is near."""
-        if skip_periods < self.SHORTEST:
+        if skip_periods < self.schedule.class_shortest:
             return None
-        sampled = self._periods(skip_first, skip_periods, self.SAMPLE)
+        sampled = self._periods(skip_first, skip_periods, self.schedule.class_sample)
         sample = [self.new(q) for q in sampled]
         if all(self._alike(x, self.new(w1 + 1)) for x in sample):
             return None
@@ -334,37 +330,35 @@ class PeriodClasses:
             return None             # (no class most periods share: counts scattered, not classes)
         if 2 * self._held(sampled) >= 1.0:
             return None             # (the L2 holds what they newly read: a re-read period gains nothing)
-        for shift in range(min(self.SEARCH, skip_periods - 2) + 1):
+        for shift in range(min(self.schedule.class_search, skip_periods - 2) + 1):
             n1, n2 = self.new(w1 + shift), self.new(w1 + shift + 1)
             if self._alike(n2, common) and not self._alike(n1, n2) and (n1 - n2) * (mean - n2) > 0:
                 return shift
         return 0
 
-    LOSING = 0.1       # a loop losing this share of what it brings to its reads of held lines changes regime
-
     def losing(self, skip_first: int, skip_periods: int, inflow: int, cores: int) -> bool:
         """Whether the L2 as the loop is recorded, full, loses to the loop's own new lines (`inflow` a
         period, on every core) many of the held lines a sample of its periods newly read before
-        they read them (lines_lost): per period, at least LOSING of what one core's
-        part of the inflow is. Those reads hit in the windows and miss later; an estimate, only for
-        telling a loop that loses a few lines from one that loses its input. A skip of under
-        SHORTEST periods is not asked: by lines or by bytes, its few periods leave about the same
-        lines."""
-        if self.l2 is None or inflow <= 0 or skip_periods < self.SHORTEST:
+        they read them (lines_lost): per period, at least the schedule's losing_share of what one
+        core's part of the inflow is. Those reads hit in the windows and miss later; an estimate,
+        only for telling a loop that loses a few lines from one that loses its input. A skip of
+        under class_shortest periods is not asked: by lines or by bytes, its few periods leave
+        about the same lines."""
+        if self.l2 is None or inflow <= 0 or skip_periods < self.schedule.class_shortest:
             return False
-        sampled = self._periods(skip_first, skip_periods, self.SAMPLE)
+        sampled = self._periods(skip_first, skip_periods, self.schedule.class_sample)
         reads = ((q, np.fromiter(self._new_lines(q), np.int64)) for q in sampled)
         lost = lines_lost(self.l2, reads, self.l2.free_bytes() / self.line, inflow)
-        return lost >= self.LOSING * inflow / max(cores, 1) * len(sampled)
+        return lost >= self.schedule.losing_share * inflow / max(cores, 1) * len(sampled)
 
     def strata(self, w1: int, skip_first: int, skip_periods: int) -> Strata | None:
         """The windows' counts (window 1 at period w1) and the skip's excess over window 2's, or
         None where the windows are of one class or the skip's mean count does not lie between
         theirs (a share of window 1's difference from 1 to 0: no extrapolation)."""
         n1, n2 = self.new(w1), self.new(w1 + 1)
-        if skip_periods < self.SHORTEST or self._alike(n1, n2):
+        if skip_periods < self.schedule.class_shortest or self._alike(n1, n2):
             return None
-        qs = self._periods(skip_first, skip_periods, self.WHOLE // 2 if skip_periods > self.WHOLE else self.WHOLE)
+        qs = self._periods(skip_first, skip_periods, self.schedule.class_whole // 2 if skip_periods > self.schedule.class_whole else self.schedule.class_whole)
         excess = sum(self.new(q) - n2 for q in qs) * skip_periods / len(qs)
         share = excess / skip_periods / (n1 - n2)
         if not 0.0 < share <= 1.0 or self._alike(n2 + excess / skip_periods, n2):

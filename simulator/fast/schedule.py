@@ -8,13 +8,36 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FastSchedule:
-    """How much of a run of interchangeable iterations fast mode simulates."""
-    warmup_periods: int = 1      # periods before the first window (the pipeline fills)
-    tail_periods: int = 0        # periods after the skip (the seam is itself an ordinary step: none needed)
-    unmeasured: float = 0.01     # bound added per fast-forwarded cycle (L2 and channel state)
+    """Every setting fast mode has (docs/FAST_MODE.md gives the measurements behind each)."""
+    # -- a loop run: warm-up | window 1 | window 2 | skip | tail (each a whole number of periods)
+    warmup_periods: int = 1      # periods before the first window: the pipeline fills in one (warm-ups of
+                                 # 1-24 periods moved no shipped call's error past its bound)
+    tail_periods: int = 0        # periods after the skip: the seam is itself an ordinary step, none needed
     # more warm-up for a segment after an L2 cut: the write-back the fill starts takes periods to
     # reach its pace (SiLU calls that fill the L2 mid-loop: up to 4 % short with none, within 1 % with 3)
     settle_periods: int = 3
+    unmeasured: float = 0.01     # bound added per fast-forwarded cycle, for the L2 and channel state
+                                 # the windows cannot see (the campaigns' skips alone: under 1 %)
+    # -- a gather loop's classes of periods (l2.PeriodClasses), by the lines its declared reads
+    # newly touch: GridSampler2DBackward 3 x 16 x 127 x 67 FP16 on one core of Ascend910_9392
+    # (2 MB L2) runs one period in five or six 11 % faster; windows on two ordinary ones put it
+    # +1.90 % from the exact engine, outside its 0.96 % bound; with classes, within it
+    class_lookback: int = 4      # periods looked back: lines read that recently are taken to be in the L2
+    class_sample: int = 16       # periods sampled to see whether a skip's periods differ from window 2's
+    class_whole: int = 128       # a skip of up to this many periods is counted whole, a longer one sampled
+    class_search: int = 8        # periods the windows may move to find a period of each class
+    class_shortest: int = 8      # a shorter skip is too few periods to tell classes in
+    class_tolerance: float = 0.05   # counts within this share (or one line) are one class
+    # a loop whose skips would evict, per period, this share of one core's inflow from held lines it
+    # reads later changes regime (GridSampler2DBackward 8 x 32 x 106 x 130 on Ascend910B4, campaign
+    # seed 61 call 14: its skips must leave the lines they bring, or it reads -14.7 %)
+    losing_share: float = 0.1
+    # -- alike blocks (shadows.AlikeBlocks): shadows per representative, and the bound's share for
+    # how their grouping shifts the channels' queues: with 8 a representative, GridSampler calls on
+    # Ascend910B4 went 1.26-1.45 % short against bounds of 0.8-1.2 %; with 2, within 0.2 %; 120
+    # shadowed campaign calls against every block simulated moved at most 2.8 % of their launch
+    shadows_per_representative: int = 2
+    grouping: float = 0.03
 
     def split(self, length: int, period: int, settle: bool = False) -> tuple[int, int] | None:
         """(iterations simulated before the skip, iterations skipped) for a run of `length`

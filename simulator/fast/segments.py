@@ -43,7 +43,8 @@ def fast_forwarded(ctx, items: list, key, period: int, declared_rows_of) -> Iter
             sampled = (head // period, skip // period)     # the periods the classes sample
             if declared_rows_of is not None:
                 declared_rows_of.memo.clear()     # (rows are kept for one segment at a time)
-                probe = classes = PeriodClasses(declared_rows_of, i, period, l2_spec.line_bytes, ctx.device.l2)
+                probe = classes = PeriodClasses(declared_rows_of, i, period, l2_spec.line_bytes,
+                                                ctx.device.l2, ctx.fast)
                 shift = classes.placement(head // period - 2, *sampled)
                 if shift is None:
                     classes = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import deque
 
 from ..program import GM_XFER, MARK, SET, XSET, XWAIT, Instr
+from .schedule import FastSchedule
 
 
 def cost_shape(instr: Instr) -> tuple:
@@ -80,12 +81,14 @@ class AlikeBlocks:
     (representatives); the others run as shadows (ShadowBlock) of the one carrying the fewest.
     Shadows move their data when it does, so a group's transfers reach the channels in one lump,
     where in the exact run each block goes on at its own time: that shifts every block's waits
-    (docs/FAST_MODE.md), hence lumps of 3 and `grouping` of the launch in its bound."""
+    (docs/FAST_MODE.md), hence lumps of 3 and `grouping` of the launch in its bound (both the
+    schedule's)."""
 
-    grouping = 0.03     # 120 shadowed campaign calls against every block simulated: at most 2.8 %
-
-    def __init__(self, per_representative: int = 2):
-        self.per_representative = per_representative
+    def __init__(self, schedule: FastSchedule | None = None, per_representative: int | None = None):
+        schedule = schedule or FastSchedule()
+        self.grouping = schedule.grouping
+        self.per_representative = (schedule.shadows_per_representative if per_representative is None
+                                   else per_representative)
         self.groups: dict[tuple, list[list]] = {}    # (shape, start) -> [[representative, its shadows]]
 
     def representative_for(self, shape: tuple | None, start: float):

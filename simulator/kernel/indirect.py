@@ -152,6 +152,7 @@ class IndirectCopies:
                       self.rows * self.n, self.moved, reads, spans if gather else (), None, None,
                       (dst, src, Text("offset {!r}[{}]", self.offsets, index), self.size), gm, not gather)
         instr.line = self.line
+        instr.indirect = True
         if ctx.functional:
             instr.fn = self._effect(instr, ob, self.local.offset + i * self.local_step * self.local.dtype.itemsize,
                                     atomic)
