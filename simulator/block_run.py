@@ -37,7 +37,8 @@ from simpy.events import NORMAL
 from .core_state import CoreState, Group
 from .gm_path import GmPath
 from .profile import PIPES
-from .fast import BlockFastForward, SkipBarrier
+from .fast import BlockFastForward
+from .fast.mode import ExactBlock
 from .program import BARRIER, MARK, XWAIT, Instr
 from .records import TaskRecord
 from .sim_clock import Wakeup, call_at, succeed_at
@@ -90,7 +91,7 @@ class BlockRun:
     and `scalar_busy` the scalar unit's cycles."""
 
     def __init__(self, device: SharedDevice, core: CoreState, group: Group, rec: TaskRecord,
-                 chunks: Iterator[list[Instr]], barrier: SkipBarrier | None = None, skips: int | None = None):
+                 chunks: Iterator[list[Instr]], fast: BlockFastForward | ExactBlock = ExactBlock()):
         self.device, self.core, self.group, self.rec = device, core, group, rec
         self.env = env = device.env
         self.start = env.now
@@ -122,10 +123,8 @@ class BlockRun:
         # fast mode: alike blocks run as its shadows; sealed (none joins) once it moved data or ended
         self.shadows: list = []
         self.sealed = False
-        # fast mode: the loops' marks, what their skips added, the bound
-        self.fast = (BlockFastForward(device.fast, device.gm_path, device.memory, self.pipes, core.kind.count,
-                                      barrier, skips)
-                     if device.fast is not None else None)
+        # fast mode: the loops' marks, what their skips added, the bound (in the exact modes, none)
+        self.fast = fast
 
     # ---- the block's clock: callbacks from SimPy's event queue ---------------------------------
     def begin(self, finished: simpy.Event, on_end: Callable[[], None]) -> None:
@@ -235,8 +234,7 @@ class BlockRun:
         much later than its simulated part did as its skips fast-forwarded)."""
         self.mode = "done"
         self.sealed = True
-        if self.fast is not None:
-            self.end += self.fast.totals().fast_forwarded
+        self.end += self.fast.totals().fast_forwarded
         if self.end > self.env.now:
             self.wakeup = call_at(self.env, self.end, NORMAL, self._end)
         else:
@@ -326,8 +324,7 @@ class BlockRun:
         self.chunks = None
         if trace is not None and run_end > run_start:
             trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
-        if self.fast is not None:
-            scalar_busy += self.fast.scalar_busy()
+        scalar_busy += self.fast.scalar_busy()
         self.scalar_busy = scalar_busy
 
     def _drain_pipes(self, instr: Instr, held: float, clock: float) -> Generator[None, Any, tuple[float, float]]:

@@ -23,7 +23,8 @@ from .gm_path import GmPath
 from .l2_cache import L2Cache
 from .memory import DeviceMemory, MemoryChannel
 from .profile import PIPES, Profile
-from .fast import AlikeBlocks, FastRecord, FastSchedule, ShadowBlock, SkipBarrier, program_shape
+from .fast import FastSchedule, ShadowBlock
+from .fast.mode import EXACT, ExactLaunch, FastMode, LaunchFastForward
 from .program import BARRIER, COMPUTE, END, GM_XFER, MARK, SET, WAIT, XSET, XWAIT, Instr, KernelLaunch
 from .recorder import (BlockContext, CountingContext, DeviceView, ProgramRecorder, count_instructions,
                        record_whole)
@@ -65,6 +66,7 @@ class Device:
         self.functional = functional and fast is None
         functional = self.functional
         self.fast = fast         # fast mode: declared loops fast-forwarded (simulator/fast/)
+        self.fast_mode = FastMode(fast) if fast is not None else EXACT   # its hooks (none in the exact modes)
         self.tracing = trace
         self.env = simpy.Environment()
         self.memory = DeviceMemory(profile.device_memory.bytes, functional)
@@ -171,14 +173,12 @@ class Device:
         yield self.env.timeout(self.launch_cycles)
         lrec.cores_start = self.env.now
         running = []
-        barrier = SkipBarrier() if self.fast is not None else None   # fast mode: the blocks' skips meet
         # fast mode without a trace (which shows every block): alike blocks shadow a representative,
         # on vector-only cores (AIV). Shadows end with their representative, so the cores they free
         # are taken again in another order than the exact engine's; where Cube launches run on the
         # same cores (the coupled chips' AI cores) that puts their unlike blocks on other cores
         # (docs/FAST_MODE.md: a ResNet-50 call on Ascend910A outside its bound, and no faster)
-        alike = (AlikeBlocks(self.fast) if self.fast is not None and not self.tracing and not partners
-                 and "cube" not in kind.units else None)
+        fast = self.fast_mode.launch(not self.tracing and not partners and "cube" not in kind.units)
         long_kinds: set[str] = set()    # core kinds whose blocks outgrew a chunk in this launch
         for b in range(launch.block_dim):
             self.dispatching[launch_id] = (f"launch {launch.name}: block {b} of {launch.block_dim} "
@@ -190,8 +190,7 @@ class Device:
                     members.append(((yield self.free_cores[pname].get()), sub))
             group = Group(launch_id, b, [c for c, _ in members], participants, len(rec.launches) - 1)
             for c, sub in members:
-                running.append(self.env.process(self._block(c, launch, b, rec, group, sub, long_kinds, barrier,
-                                                            alike)))
+                running.append(self.env.process(self._block(c, launch, b, rec, group, sub, long_kinds, fast)))
         self.dispatching.pop(launch_id, None)
         if running:
             yield simpy.AllOf(self.env, running)
@@ -199,14 +198,11 @@ class Device:
         if self.dispatch_cycles and launch.block_dim > 1:
             yield self.env.timeout(self.dispatch_cycles * (launch.block_dim - 1))
         lrec.end = self.env.now
-        if alike is not None and rec.fast is not None:
-            rec.fast.sampling[len(rec.launches) - 1] = alike.spread(lrec.cores_end - lrec.cores_start)
-        if barrier is not None and barrier.unpaid_writeback:     # (its touches are all done now)
-            rec.fast.writeback[len(rec.launches) - 1] = barrier.unpaid_writeback / self.hbm.bytes_per_cycle
+        fast.ended(rec, len(rec.launches) - 1, lrec.cores_end - lrec.cores_start, self.hbm.bytes_per_cycle)
 
     def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
-               sub: int, long_kinds: set[str], barrier: SkipBarrier | None = None,
-               alike: AlikeBlocks | None = None) -> Generator[simpy.Event, Any, None]:
+               sub: int, long_kinds: set[str], fast: LaunchFastForward | ExactLaunch = EXACT.LAUNCH
+               ) -> Generator[simpy.Event, Any, None]:
         """SimPy process: one block on one core. Its program is recorded (ProgramRecorder for a
         long one), then its scalar unit and pipes run as a BlockRun, which meets the shared
         clock only where the core touches something shared. Once a block of a launch has
@@ -233,19 +229,15 @@ class Device:
             recorder = ProgramRecorder(ctx, launch.body, launch.args)
             self.recorders.add(recorder)
         block_start = self.env.now
-        shape = None
-        if alike is not None and program is not None:
-            shape = program_shape(program)
-            rep = alike.representative_for(shape, block_start)
-            if rep is not None:
-                shadow = ShadowBlock(program, core, b, sub, block_start, self.gm_path)
-                del program, ctx
-                yield from self._shadow(rep, shadow, rec, group)
-                return
+        shape, rep, shadow = fast.shadow_of(program, core, b, sub, block_start, self.gm_path)
+        if rep is not None:
+            del program, ctx
+            yield from self._shadow(rep, shadow, rec, group, fast)
+            return
         skips = ctx.skips if recorder is None else None   # fast mode: known if recorded whole
-        run = BlockRun(self, core, group, rec, self._chunks(program, recorder, rec, core), barrier, skips)
-        if alike is not None:
-            alike.add(shape, block_start, run)
+        run = BlockRun(self, core, group, rec, self._chunks(program, recorder, rec, core),
+                       fast.block(self, core.kind.pipes, core.kind.count, skips))
+        fast.add(run, shape, block_start)
         del program
 
         def on_end():                     # at the block's end time: its records
@@ -259,8 +251,7 @@ class Device:
             l2_lines = [sum(run.figures[p].l2_lines[i] for p in core.kind.pipes) for i in range(4)]
             rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, core_start,
                                           self.env.now, busy, count, nbytes, tuple(l2_lines)))
-            if self.fast is not None:
-                self._fast_block(run, rec, group.record, core)
+            fast.block_ended(run, rec, group.record, core)
             leftover = run.leftover_flag()
             if leftover:
                 (src, dst, eid), setter = leftover
@@ -274,7 +265,8 @@ class Device:
         yield finished                     # cores freed in the same cycle: taken in core order
         yield pool.put(core)
 
-    def _shadow(self, rep: BlockRun, shadow: ShadowBlock, rec: TaskRecord, group: Group) -> Generator[simpy.Event, Any, None]:
+    def _shadow(self, rep: BlockRun, shadow: ShadowBlock, rec: TaskRecord, group: Group,
+                fast: LaunchFastForward) -> Generator[simpy.Event, Any, None]:
         """Fast mode: a block run as `rep`'s shadow (simulator/fast/shadows.py, ShadowBlock): its GM
         transfers cross beside rep's; when rep ends, so does it, with rep's figures (its own GM
         traffic), and its core is released at its own turn (cores freed together are taken again
@@ -310,28 +302,10 @@ class Device:
         rec.hbm_bytes += hbm_bytes + shadow.hbm_bytes
         rec.blocks.append(BlockRecord(group.record, shadow.block, shadow.sub, core.name, core.kind_name,
                                       shadow.start, self.env.now, busy, count, nbytes, tuple(lines)))
-        totals = rep.fast.totals()
-        if rec.fast is None:
-            rec.fast = FastRecord()
-        rec.instructions += totals.skipped_instructions - rep.fast.marks
-        rec.fast.skipped += shadow.instructions - rep.fast.marks + totals.skipped_instructions
-        rec.fast.shadowed += 1
-        rec.fast.shadow_recorded += shadow.instructions - rep.fast.marks
-        rec.fast.add_block(group.record, core.name, totals.bound, totals.fast_forwarded)
+        fast.shadow_ended(rep, shadow, rec, group.record, core)
         self.active.discard(core)
         core.block = -1
         yield self.free_cores[core.kind_name].put(core)
-
-    def _fast_block(self, run: BlockRun, rec: TaskRecord, launch: int, core: CoreState) -> None:
-        """Fast mode: a block's instructions counted as the whole run would have them (its marks
-        are none), and its bound and fast-forwarded cycles booked to its launch and core."""
-        if rec.fast is None:
-            rec.fast = FastRecord()
-        run.fast.barrier.leave(run.fast)
-        totals = run.fast.totals()
-        rec.instructions += totals.skipped_instructions - run.fast.marks
-        rec.fast.skipped += totals.skipped_instructions
-        rec.fast.add_block(launch, core.name, totals.bound, totals.fast_forwarded)
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
                 core: CoreState) -> Iterator[list[Instr]]:

@@ -245,8 +245,7 @@ class PipeRun:
         """The pipe's queue is done at `now`: its figures into the task's record and the block's."""
         rec, core, pipe, block = self.rec, self.core, self.pipe, self.block
         core.pipe_state[pipe] = "finished"
-        if block.fast is not None:
-            now, busy, work, executed = block.fast.pipe_finished(self, now, busy, work, executed)
+        now, busy, work, executed = block.fast.pipe_finished(self, now, busy, work, executed)
         parts = rec.path_parts
         for path, cycles in self.path_cycles.items():
             key = (core.index, pipe, path)

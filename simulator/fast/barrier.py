@@ -2,12 +2,7 @@
 together, and alike skips share one pace."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .l2 import touch_together
-
-if TYPE_CHECKING:
-    from .block import BlockFastForward
 
 
 class SkipBarrier:
@@ -27,15 +22,15 @@ class SkipBarrier:
     window drew the longest wait)."""
 
     def __init__(self):
-        self.blocks: dict[BlockFastForward, list] = {}   # block -> [its skips (None: unknown), arrived]
+        self.blocks: dict = {}        # block (its BlockFastForward) -> [its skips (None: unknown), arrived]
         self.pending: dict[int, list[tuple]] = {}        # k -> (block, window 1, window 2, periods)
         self.paces: dict[tuple, list[float]] = {}        # (k, the windows' work) -> cycles per period
         self.unpaid_writeback = 0                        # dirty bytes the launch's skips' L2 touches evicted
 
-    def join(self, block: BlockFastForward, skips: int | None) -> None:
+    def join(self, block, skips: int | None) -> None:
         self.blocks[block] = [skips, 0]
 
-    def arrive(self, block: BlockFastForward, windows: tuple, periods: int) -> int:
+    def arrive(self, block, windows: tuple, periods: int) -> int:
         """The block's next skip has its GM-moving pipes past its windows; returns which (k)."""
         entry = self.blocks[block]
         k = entry[1]
@@ -57,7 +52,7 @@ class SkipBarrier:
         got = self.paces[key]
         return sum(got) / len(got)
 
-    def leave(self, block: BlockFastForward) -> None:
+    def leave(self, block) -> None:
         """The block has ended: it is waited for no more."""
         self.blocks.pop(block, None)
         self._flush_ready()
