@@ -244,13 +244,8 @@ class Device:
             self.recorders.discard(recorder)
             for shadow in run.shadows:    # fast mode: they end with it, each at its own core's turn
                 succeed_at(self.env, shadow.finished, self.env.now, turn(shadow.core.index, RELEASE))
-            key = (core.name, "PIPE_S")
-            rec.busy[key] = rec.busy.get(key, 0.0) + run.scalar_busy
-            rec.work[key] = rec.work.get(key, 0.0) + run.scalar_busy
-            busy, count, nbytes = block_figures(run, core.kind.pipes)
             l2_lines = [sum(run.figures[p].l2_lines[i] for p in core.kind.pipes) for i in range(4)]
-            rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, core_start,
-                                          self.env.now, busy, count, nbytes, tuple(l2_lines)))
+            self._book_block(rec, core, group, b, sub, core_start, run, l2_lines)
             fast.block_ended(run, rec, group.record, core)
             leftover = run.leftover_flag()
             if leftover:
@@ -281,11 +276,10 @@ class Device:
         rec.instructions += shadow.instructions
         self.issued += shadow.instructions
         yield shadow.finished
-        busy, count, nbytes = block_figures(rep, core.kind.pipes)
-        key = (core.name, "PIPE_S")             # as on_end and PipeRun.finish book a block's
-        rec.busy[key] = rec.busy.get(key, 0.0) + rep.scalar_busy
-        rec.work[key] = rec.work.get(key, 0.0) + rep.scalar_busy
-        for p in core.kind.pipes:
+        lines, l2_bytes, hbm_bytes = rep.fast.skipped_traffic()
+        lines = [a + b for a, b in zip(lines, shadow.l2_lines)]
+        nbytes = self._book_block(rec, core, group, shadow.block, shadow.sub, shadow.start, rep, lines)
+        for p in core.kind.pipes:               # what PipeRun.finish books for a block's own pipes
             figures = rep.figures[p]
             for path, c in figures.path_cycles.items():
                 part = (core.index, p, path)
@@ -294,18 +288,27 @@ class Device:
             rec.work[core.name, p] = rec.work.get((core.name, p), 0.0) + figures.work
         for path, n in nbytes.items():
             rec.path_bytes[path] = rec.path_bytes.get(path, 0) + n
-        lines, l2_bytes, hbm_bytes = rep.fast.skipped_traffic()
-        lines = [a + b for a, b in zip(lines, shadow.l2_lines)]
         rec.l2_hit_lines += lines[0] + lines[2]
         rec.l2_miss_lines += lines[1] + lines[3]
         rec.l2_bytes += l2_bytes + shadow.l2_bytes
         rec.hbm_bytes += hbm_bytes + shadow.hbm_bytes
-        rec.blocks.append(BlockRecord(group.record, shadow.block, shadow.sub, core.name, core.kind_name,
-                                      shadow.start, self.env.now, busy, count, nbytes, tuple(lines)))
         fast.shadow_ended(rep, shadow, rec, group.record, core)
         self.active.discard(core)
         core.block = -1
         yield self.free_cores[core.kind_name].put(core)
+
+    def _book_block(self, rec: TaskRecord, core: CoreState, group: Group, b: int, sub: int, start: float,
+                    run: BlockRun, l2_lines: list) -> dict:
+        """A finished block's scalar unit cycles and its BlockRecord, its figures `run`'s (its own
+        BlockRun, or a shadow's representative's); its pipes book their own (PipeRun.finish).
+        Returns its bytes per path."""
+        key = (core.name, "PIPE_S")
+        rec.busy[key] = rec.busy.get(key, 0.0) + run.scalar_busy
+        rec.work[key] = rec.work.get(key, 0.0) + run.scalar_busy
+        busy, count, nbytes = block_figures(run, core.kind.pipes)
+        rec.blocks.append(BlockRecord(group.record, b, sub, core.name, core.kind_name, start, self.env.now,
+                                      busy, count, nbytes, tuple(l2_lines)))
+        return nbytes
 
     def _chunks(self, program: list[Instr] | None, recorder: ProgramRecorder | None, rec: TaskRecord,
                 core: CoreState) -> Iterator[list[Instr]]:
