@@ -6,7 +6,7 @@ change that claims not to move a cycle must print the same lines before and afte
     python benchmarks/engine_fingerprint.py --set quick > before.txt    # at the old commit
     python benchmarks/engine_fingerprint.py --set quick --against before.txt
 
-Sets (timing mode, traces from traces/; run from the repository root):
+Sets (timing mode unless --mode fast; traces from traces/; run from the repository root):
 
 * quick: silu_smoke on three chips, DETR call 0, ResNet-50 calls 0 and 7 (~30 s).
 * full: fconv's ConvTBC backward calls, EfficientNet, silu_smoke on three chips, ResNet-50 calls on Ascend910A, DETR
@@ -24,8 +24,10 @@ Sets (timing mode, traces from traces/; run from the repository root):
   them (about an hour on one core).
 
 `--mode fast` runs the same calls in fast mode (declared loops fast-forwarded): a refactor of fast
-mode that claims not to move its figures prints the same lines before and after. The stored pins
-are timing-mode lines; do not record fast-mode lines into them.
+mode that claims not to move its figures prints the same lines before and after. quick and full
+run with a trace, under which fast mode simulates every block (no shadows): check a change that
+reaches the shadows with `--set pins --mode fast` (no trace; `--socs` to keep it short). The
+stored pins are timing-mode lines; do not record fast-mode lines into them.
 
 `--against FILE` compares by call name, so FILE may hold more calls than the set; a pin without
 a trace hash (`-`) is compared on the other fields. `--record FILE` writes the set's lines, each

@@ -42,7 +42,7 @@ from .fast.mode import ExactBlock
 from .program import BARRIER, MARK, XWAIT, Instr
 from .records import TaskRecord
 from .sim_clock import Wakeup, call_at, succeed_at
-from .pipe_run import Actor, PipeRun
+from .pipe_run import Actor, PipeFigures, PipeRun
 
 S_AT = PIPES.index("PIPE_S")
 RELEASE = len(PIPES)        # the turn after a core's pipes: its release at a block's end
@@ -91,7 +91,7 @@ class BlockRun:
     and `scalar_busy` the scalar unit's cycles."""
 
     def __init__(self, device: SharedDevice, core: CoreState, group: Group, rec: TaskRecord,
-                 chunks: Iterator[list[Instr]], fast: BlockFastForward | ExactBlock = ExactBlock()):
+                 chunks: Iterator[list[Instr]], fast: BlockFastForward | ExactBlock):
         self.device, self.core, self.group, self.rec = device, core, group, rec
         self.env = env = device.env
         self.start = env.now
@@ -117,7 +117,7 @@ class BlockRun:
         self.pipes_to_drain = 0                  # PIPE_ALL: pipes that have not reached the barrier
         self.drained_at = 0.0                    # PIPE_ALL: when the last of them reached it
         self.scalar_actor: Actor | None = None
-        self.figures: dict[str, tuple] = {}
+        self.figures: dict[str, PipeFigures] = {}
         self.end = self.start
         self.scalar_busy = 0.0
         # fast mode: alike blocks run as its shadows; sealed (none joins) once it moved data or ended

@@ -66,7 +66,7 @@ class Device:
         self.functional = functional and fast is None
         functional = self.functional
         self.fast = fast         # fast mode: declared loops fast-forwarded (simulator/fast/)
-        self.fast_mode = FastMode(fast) if fast is not None else EXACT   # its hooks (none in the exact modes)
+        self.fast_mode = FastMode(fast) if fast is not None else EXACT   # its hooks (doing nothing when exact)
         self.tracing = trace
         self.env = simpy.Environment()
         self.memory = DeviceMemory(profile.device_memory.bytes, functional)
@@ -201,7 +201,7 @@ class Device:
         fast.ended(rec, len(rec.launches) - 1, lrec.cores_end - lrec.cores_start, self.hbm.bytes_per_cycle)
 
     def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
-               sub: int, long_kinds: set[str], fast: LaunchFastForward | ExactLaunch = EXACT.LAUNCH
+               sub: int, long_kinds: set[str], fast: LaunchFastForward | ExactLaunch
                ) -> Generator[simpy.Event, Any, None]:
         """SimPy process: one block on one core. Its program is recorded (ProgramRecorder for a
         long one), then its scalar unit and pipes run as a BlockRun, which meets the shared

@@ -694,7 +694,7 @@ def test_the_bound_takes_what_shadow_groups_shift_a_launch_by():
     """Which blocks fall into which representative's group shifts a contended launch: this
     GridSampler call on Ascend910B3 with an 8 MB L2 is +0.23 % from the exact engine with every
     block simulated, -0.78, -2.04, -0.20 and -1.40 % with 1, 2, 4 and 8 shadows a
-    representative. The bound takes `AlikeBlocks.grouping` of each launch that ran shadows."""
+    representative. The bound takes `FastSchedule.grouping` of each launch that ran shadows."""
     soc = "Ascend910B3"
     profile = load_profile(soc).override({"l2.bytes": 8 << 20})
     kw = _grid_call(6, 32, 51, 147, 87, 109, np.float32, 1, 0, False, [True, False])

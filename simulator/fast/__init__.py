@@ -45,7 +45,7 @@ What this cannot see, and so what the bound is made of:
   alike (where the L2 fills part-way, or its old clean lines run out, they did not): the bound
   adds device memory's time for all of them, per launch;
 * a shadow's own time: it takes its representative's; the bound adds the spread of the
-  representatives' times, what a shadow's transfers cost more, and `AlikeBlocks.grouping`.
+  representatives' times, what a shadow's transfers cost more, and `FastSchedule.grouping`.
 The stated bound is checked against the exact engine by tests/test_fast_mode.py.
 """
 from __future__ import annotations

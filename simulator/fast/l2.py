@@ -198,8 +198,8 @@ def lines_lost(l2, reads, free_lines: float, inflow: float) -> int:
     return lost
 
 
-def skip_within_l2(schedule: FastSchedule, skip: int, period: int, windows: list[list[Instr]], l2_bytes: int, line: int,
-              cores: int, l2=None) -> tuple[int, bool]:
+def skip_within_l2(schedule: FastSchedule, skip: int, period: int, windows: list[list[Instr]], l2_bytes: int,
+                   line: int, cores: int, l2=None) -> tuple[int, bool]:
     """The skip, cut to a whole number of periods in which the lines the loop newly touches
     (per period: those of window 2 that window 1 did not touch, on every core running it)
     fit in the L2, and whether the cut was at the L2's size. Past that the L2 may change
@@ -260,7 +260,7 @@ class Strata(NamedTuple):
     periods of two classes, window 2 on the most common one, and each skipped period is taken to
     cost window 2's figures plus, in proportion to how far its count of newly read lines lies
     from window 2's towards window 1's, their difference (simulator.fast.Meter)."""
-    new1: int          # lines window 1's period reads that the 4 periods before it did not (PeriodClasses)
+    new1: int          # lines window 1's period reads that the class_lookback periods before it did not
     new2: int          # the same for window 2's period
     excess: float      # the skipped periods' sum of (their count - new2)
 
@@ -288,7 +288,8 @@ class PeriodClasses:
         return got
 
     def _new_lines(self, q: int) -> set:
-        return self._read_lines(q).difference(*(self._read_lines(q - b) for b in range(1, self.schedule.class_lookback + 1)))
+        back = self.schedule.class_lookback
+        return self._read_lines(q).difference(*(self._read_lines(q - b) for b in range(1, back + 1)))
 
     def new(self, q: int) -> int:
         """Lines period q (from the run's start) reads that the schedule's class_lookback periods before it did not."""
@@ -358,7 +359,8 @@ class PeriodClasses:
         n1, n2 = self.new(w1), self.new(w1 + 1)
         if skip_periods < self.schedule.class_shortest or self._alike(n1, n2):
             return None
-        qs = self._periods(skip_first, skip_periods, self.schedule.class_whole // 2 if skip_periods > self.schedule.class_whole else self.schedule.class_whole)
+        whole = self.schedule.class_whole
+        qs = self._periods(skip_first, skip_periods, whole // 2 if skip_periods > whole else whole)
         excess = sum(self.new(q) - n2 for q in qs) * skip_periods / len(qs)
         share = excess / skip_periods / (n1 - n2)
         if not 0.0 < share <= 1.0 or self._alike(n2 + excess / skip_periods, n2):

@@ -1,7 +1,8 @@
 """Fast mode as the engine meets it: `FastMode` (Device.fast_mode in fast mode) opens a
 `LaunchFastForward` per launch, which makes each block's `BlockFastForward`, picks the blocks that
 run as shadows and books what the blocks' skips and shadows came to. `EXACT` is the same hooks for
-the exact modes, doing nothing: the engine never asks which mode it is in."""
+the exact modes, doing nothing: a launch, a block and a pipe never ask which mode they run in
+(only the Device, as it is made, picks its hooks and drops the sanitizer in fast mode)."""
 from __future__ import annotations
 
 from .barrier import SkipBarrier
@@ -14,7 +15,6 @@ from .shadows import AlikeBlocks, ShadowBlock, program_shape
 class ExactBlock:
     """A block's fast-forwards in the exact modes: none."""
     NONE = BlockTotals(0.0, 0.0, 0)
-    marks = 0
 
     def totals(self) -> BlockTotals:
         return self.NONE
@@ -29,10 +29,10 @@ class ExactBlock:
 
 class ExactLaunch:
     """A launch in the exact modes: every block simulated, nothing fast-forwarded."""
-    block_hooks = ExactBlock()
+    BLOCK = ExactBlock()
 
-    def block(self, device, pipes: tuple[str, ...], cores: int, skips: int | None):
-        return self.block_hooks
+    def block(self, device, pipes: tuple[str, ...], cores: int, skips: int | None) -> ExactBlock:
+        return self.BLOCK
 
     def shadow_of(self, program, core, b: int, sub: int, start: float, gm_path):
         """No block runs as a shadow: (no shape, no representative, no shadow)."""
@@ -52,8 +52,7 @@ class ExactLaunch:
 
 
 class ExactMode:
-    """The exact modes (functional, timing): no schedule, and every launch an ExactLaunch."""
-    schedule = None
+    """The exact modes (functional, timing): every launch an ExactLaunch."""
     LAUNCH = ExactLaunch()
 
     def launch(self, alike_blocks: bool) -> ExactLaunch:

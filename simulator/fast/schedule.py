@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FastSchedule:
     """Every setting fast mode has (docs/FAST_MODE.md gives the measurements behind each)."""
     # -- a loop run: warm-up | window 1 | window 2 | skip | tail (each a whole number of periods)

@@ -64,7 +64,7 @@ def fast_forwarded(ctx, items: list, key, period: int, declared_rows_of) -> Iter
                 break
             if not filled:      # (once filled, the L2 holds this loop's newest lines: no new regime)
                 cut, by_size = skip_within_l2(ctx.fast, skip, period, ctx.open_windows[-1], l2_spec.bytes,
-                                                  l2_spec.line_bytes, cores, l2)
+                                              l2_spec.line_bytes, cores, l2)
                 if l2 is not None and cut < skip and not by_size and declared_rows_of is not None:
                     fills = True
                     lost = first_lost(declared_rows_of, start, j, period, ctx.open_windows[-1], l2, cores)

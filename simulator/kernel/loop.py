@@ -46,7 +46,7 @@ from ..fast.segments import fast_forwarded
 from ..l2_cache import range_lines
 from ..recorder import current_context
 from .indirect import NominalRows
-from .loop_audit import _audit, _audited
+from .loop_audit import ACTIVE, audited
 
 
 T = TypeVar("T")
@@ -60,13 +60,13 @@ def Loop(iterations: int | Iterable[T], key: Callable[[T], Hashable] | None = No
     if period < 1:
         raise ValueError(f"Loop: period must be >= 1, got {period}")
     ctx = current_context()
-    audit = _audit.current
+    audit = ACTIVE.current
     if audit is not None:
         caller = sys._getframe(1)
         where = f"{caller.f_code.co_filename.rsplit('/', 1)[-1]}:{caller.f_lineno}"
         if ctx.fast is None:
             declared = (lambda item: declared_rows(touches, item)) if touches is not None else None
-            return _audited(ctx, list(items), key, period, where, audit, declared)
+            return audited(ctx, list(items), key, period, where, audit, declared)
         audit.found.setdefault((where, "recorded in fast mode: not audited (audit an exact mode's run)"), set())
     if ctx.fast is None:
         return items

@@ -31,7 +31,7 @@ class _Audit:
     current: _AuditState | None = None     # the innermost open audit (recording threads see it too)
 
 
-_audit = _Audit()
+ACTIVE = _Audit()
 
 
 _audit_lock = threading.Lock()
@@ -49,18 +49,18 @@ def audit_loops():
     """Within it, every `Loop` recorded in an exact mode checks its key and period. Yields a
     LoopFindings, filled as the audit ends: per place and finding, the blocks it was found in."""
     with _audit_lock:
-        state = _audit.current = _AuditState(_audit.current)
+        state = ACTIVE.current = _AuditState(ACTIVE.current)
     findings = LoopFindings()
     try:
         yield findings
     finally:
         with _audit_lock:
             state.closed = True
-            if _audit.current is state:
+            if ACTIVE.current is state:
                 before = state.before
                 while before is not None and before.closed:
                     before = before.before
-                _audit.current = before
+                ACTIVE.current = before
         findings.loops, findings.skippable = len(state.loops), len(state.skippable)
         for (where, what), blocks in state.found.items():
             on = f" (block{'s' if len(blocks) > 1 else ''} {', '.join(map(str, sorted(blocks)))})" if blocks else ""
@@ -87,7 +87,7 @@ def _trusted(keys: list, period: int) -> list[int | None]:
     return out
 
 
-def _audited(ctx, items: list, key, period: int, where: str, state: _AuditState,
+def audited(ctx, items: list, key, period: int, where: str, state: _AuditState,
              declared: Callable | None = None) -> Iterator:
     """The iterations, each recorded with its cost shapes and GM transfers, and each that fast
     mode would take on trust compared with the two a period and two periods before it (one
