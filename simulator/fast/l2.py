@@ -329,7 +329,7 @@ class PeriodClasses:
         common = float(np.median(sample))
         if 2 * sum(self._alike(x, common) for x in sample) < len(sample):
             return None             # (no class most periods share: counts scattered, not classes)
-        if 2 * self._held(sampled) >= 1.0:
+        if self._held(sampled) >= self.schedule.class_held_share:
             return None             # (the L2 holds what they newly read: a re-read period gains nothing)
         for shift in range(min(self.schedule.class_search, skip_periods - 2) + 1):
             n1, n2 = self.new(w1 + shift), self.new(w1 + shift + 1)

@@ -28,6 +28,10 @@ class FastSchedule:
     class_search: int = 8        # periods the windows may move to find a period of each class
     class_shortest: int = 8      # a shorter skip is too few periods to tell classes in
     class_tolerance: float = 0.05   # counts within this share (or one line) are one class
+    # where the L2 holds this share of what a skip's periods newly read, a period that re-reads
+    # recent lines gains nothing: no classes (the DETR encoder's loops on Ascend910B1 hold all of
+    # them; measuring their classes there cost 1.5x the CPU time for the same cycles)
+    class_held_share: float = 0.5
     # a loop whose skips would evict, per period, this share of one core's inflow from held lines it
     # reads later changes regime (GridSampler2DBackward 8 x 32 x 106 x 130 on Ascend910B4, campaign
     # seed 61 call 14: its skips must leave the lines they bring, or it reads -14.7 %)
