@@ -6,6 +6,7 @@ first reads a line its own new lines have evicted. `declared` below is a Loop's 
 (simulator.kernel.loop): the GM rows its `touches` declares, per iteration."""
 from __future__ import annotations
 
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -129,13 +130,16 @@ def is_indirect(instr: Instr) -> bool:
     return instr.indirect
 
 
-def kept_periods(windows, periods: int, l2_bytes: int, line: int, cores: int, distinct: bool = False) -> int:
+def kept_periods(windows, periods: int, l2_bytes: int, line: int, cores: int, distinct: bool = False,
+                 new: np.ndarray | None = None) -> int:
     """How many of the last skipped periods can still be in the L2 after the skip: as many as
     the L2 holds of what `cores` cores running this loop move per period (LRU keeps the newest)
     or, `distinct`, of the lines they bring into it (those of window 2 that window 1 did not
-    touch): a loop that re-reads its lines brings fewer than it moves, and where it fills the L2
-    the lines it brings are what evicts those held from before it."""
-    new = new_lines(windows, line).size * line if distinct else 0
+    touch, `new` where known): a loop that re-reads its lines brings fewer than it moves, and
+    where it fills the L2 the lines it brings are what evicts those held from before it."""
+    if distinct and new is None:
+        new = new_lines(windows, line)
+    new = new.size * line if distinct else 0
     # (windows that bring no new line re-read what the L2 holds: by bytes, a few periods are touched, not all)
     per_period = (new or sum(i.chan_bytes for i in windows[1])) * max(cores, 1)
     if per_period <= 0:
@@ -199,7 +203,7 @@ def lines_lost(l2, reads, free_lines: float, inflow: float) -> int:
 
 
 def skip_within_l2(schedule: FastSchedule, skip: int, period: int, windows: list[list[Instr]], l2_bytes: int,
-                   line: int, cores: int, l2=None) -> tuple[int, bool]:
+                   line: int, cores: int, l2=None, new: np.ndarray | None = None) -> tuple[int, bool]:
     """The skip, cut to a whole number of periods in which the lines the loop newly touches
     (per period: those of window 2 that window 1 did not touch, on every core running it)
     fit in the L2, and whether the cut was at the L2's size. Past that the L2 may change
@@ -209,10 +213,12 @@ def skip_within_l2(schedule: FastSchedule, skip: int, period: int, windows: list
     the lines new to the loop that it does not hold already, less what the loop's head fills
     (an L2 the head fills gives no skip: its windows straddle the fill); the next segment
     then at the L2's size (the evictions reach lines older than the loop, then the loop's
-    own), and from then on the L2 holds the loop's own newest lines (the regime stays)."""
+    own), and from then on the L2 holds the loop's own newest lines (the regime stays). `new`:
+    new_lines(windows, line), where known."""
     if len(windows) < 2:
         return skip, True
-    new = new_lines(windows, line)
+    if new is None:
+        new = new_lines(windows, line)
     per_period = new.size * line * max(cores, 1)
     if per_period <= 0:
         return skip, True
@@ -368,18 +374,43 @@ class PeriodClasses:
         return Strata(n1, n2, excess)
 
 
-def first_lost(declared, start: int, end: int, period: int, windows, l2, cores: int) -> int | None:
-    """The iteration at which a run (items start .. end - 1) whose new lines will fill the L2
-    first reads a line the L2 held before the run but has evicted since (first_lost_period, from
-    the declared reads of each period and the L2 as the run is recorded); None for none."""
-    line = l2.line
-    reads = ((q, declared.read_lines(start + q * period, period, line, keep=False))
-             for q in range((end - start) // period))
-    q = first_lost_period(l2, reads, l2.free_bytes() / line, inflow(windows, l2, cores))
-    return None if q is None else start + q * period
+class L2Projection:
+    """What one segment's skip does to the L2, asked as the segment is recorded: from its two
+    windows (a period brings the lines window 2 touches that window 1 did not, `new`, computed
+    once), the L2's size and line, the cores running the loop, and the L2 as the run is recorded
+    (`l2`, or None past the run's first cut). Each answer is one of the estimates above of the
+    same LRU: where the skip must stop (cut), how many lines a period brings that the L2 lacks
+    (inflow), where the run first reads a held line its own lines have evicted (first_lost), and
+    how many skipped periods the L2 keeps (kept)."""
 
+    def __init__(self, windows, l2_bytes: int, line: int, cores: int, l2=None):
+        self.windows, self.l2_bytes, self.line, self.cores, self.l2 = windows, l2_bytes, line, cores, l2
 
-def inflow(windows, l2, cores: int) -> int:
-    """Lines a loop brings into the L2 a period, on every core running it: those window 2
-    touches that window 1 did not and the L2 as the loop is recorded does not hold."""
-    return int(np.count_nonzero(~l2.held(new_lines(windows, l2.line)))) * max(cores, 1)
+    @cached_property
+    def new(self) -> np.ndarray | None:
+        """The lines window 2 touches that window 1 did not (None without two windows)."""
+        return new_lines(self.windows, self.line) if len(self.windows) >= 2 else None
+
+    def cut(self, schedule: FastSchedule, skip: int, period: int) -> tuple[int, bool]:
+        """skip_within_l2: the skip cut where the L2 would change regime, and whether at its size."""
+        return skip_within_l2(schedule, skip, period, self.windows, self.l2_bytes, self.line, self.cores, self.l2,
+                              self.new)
+
+    def inflow(self) -> int:
+        """Lines a period brings into the L2 as recorded, on every core running the loop."""
+        return int(np.count_nonzero(~self.l2.held(self.new))) * max(self.cores, 1)
+
+    def first_lost(self, declared, start: int, end: int, period: int) -> int | None:
+        """The iteration at which the run (items start .. end - 1) first reads a line the L2 held
+        before it that its own new lines have evicted by then (first_lost_period), or None."""
+        reads = ((q, declared.read_lines(start + q * period, period, self.line, keep=False))
+                 for q in range((end - start) // period))
+        q = first_lost_period(self.l2, reads, self.l2.free_bytes() / self.line, self.inflow())
+        return None if q is None else start + q * period
+
+    def kept(self, periods: int, cores: int, distinct: bool) -> int:
+        """kept_periods: how many of the skip's last periods the L2 keeps (`distinct`: counted by
+        the lines a period brings, not the bytes it moves)."""
+        return kept_periods(self.windows, periods, self.l2_bytes // self.line * self.line, self.line, cores,
+                            distinct, self.new if distinct else None)
+

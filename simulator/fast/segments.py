@@ -4,14 +4,14 @@ change regime during one skip, with the marks the engine's actors meet.
 
 The planning is `SegmentPlanner`'s, apart from the engine: given where a segment starts it says
 how many iterations to record before the skip (`Head`), and given the two windows those recorded
-it says how many to skip and what the skip leaves in the L2 (`Skip`). `fast_forwarded` only
-yields the iterations and places the marks."""
+it says how many to skip and what the skip leaves in the L2 (`Skip`), asking the segment's
+l2.L2Projection. `fast_forwarded` only yields the iterations and places the marks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterator
 
-from .l2 import DeclaredTouches, PeriodClasses, first_lost, inflow, kept_periods, skip_within_l2
+from .l2 import DeclaredTouches, L2Projection, PeriodClasses
 from .schedule import FastSchedule
 
 
@@ -84,15 +84,15 @@ class SegmentPlanner:
         run is measured again in the regime after the fill, its windows a few periods later) and
         where the run first reads a held line its own lines have evicted."""
         period, spec, skip = self.period, self.l2_spec, head.skip
+        l2 = self.l2 if self.first_cut and not self.filled else None
+        projection = L2Projection(windows, spec.bytes, spec.line_bytes, self.cores, l2)
         if not self.filled:     # (once filled, the L2 holds this loop's newest lines: no new regime)
-            l2 = self.l2 if self.first_cut else None
-            cut, by_size = skip_within_l2(self.schedule, skip, period, windows, spec.bytes, spec.line_bytes,
-                                          self.cores, l2)
+            cut, by_size = projection.cut(self.schedule, skip, period)
             if l2 is not None and cut < skip and not by_size and self.declared is not None:
                 self.fills = True
-                self.lost = first_lost(self.declared, self.start, self.end, period, windows, l2, self.cores)
+                self.lost = projection.first_lost(self.declared, self.start, self.end, period)
             elif l2 is not None and cut < skip and head.probe is not None:     # (full as the loop begins)
-                self.fills = head.probe.losing(*head.sampled, inflow(windows, l2, self.cores), self.cores)
+                self.fills = head.probe.losing(*head.sampled, projection.inflow(), self.cores)
             self.first_cut = False
             self.settle = cut < skip
             self.filled, skip = cut < skip and by_size, cut
@@ -101,8 +101,7 @@ class SegmentPlanner:
             skip, self.settle, self.filled = lost - i - head.iterations, True, False
         declared = None
         if self.declared is not None and skip:
-            kept = kept_periods(windows, skip // period, spec.bytes // spec.line_bytes * spec.line_bytes,
-                                spec.line_bytes, self.cores if self.fills else self.cores_of_kind, self.fills)
+            kept = projection.kept(skip // period, self.cores if self.fills else self.cores_of_kind, self.fills)
             w1 = head.iterations // period - 2
             strata = head.classes and head.classes.strata(w1, head.iterations // period, skip // period)
             declared = DeclaredTouches(self.declared, i + head.iterations, skip, period, kept, strata)
