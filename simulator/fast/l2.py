@@ -333,7 +333,7 @@ class PeriodClasses:
             return None
         mean = sum(sample) / len(sample)
         common = float(np.median(sample))
-        if 2 * sum(self._alike(x, common) for x in sample) < len(sample):
+        if sum(self._alike(x, common) for x in sample) < self.schedule.class_common_share * len(sample):
             return None             # (no class most periods share: counts scattered, not classes)
         if self._held(sampled) >= self.schedule.class_held_share:
             return None             # (the L2 holds what they newly read: a re-read period gains nothing)
@@ -366,7 +366,7 @@ class PeriodClasses:
         if skip_periods < self.schedule.class_shortest or self._alike(n1, n2):
             return None
         whole = self.schedule.class_whole
-        qs = self._periods(skip_first, skip_periods, whole // 2 if skip_periods > whole else whole)
+        qs = self._periods(skip_first, skip_periods, self.schedule.class_long_sample if skip_periods > whole else whole)
         excess = sum(self.new(q) - n2 for q in qs) * skip_periods / len(qs)
         share = excess / skip_periods / (n1 - n2)
         if not 0.0 < share <= 1.0 or self._alike(n2 + excess / skip_periods, n2):

@@ -25,9 +25,14 @@ class FastSchedule:
     class_lookback: int = 4      # periods looked back: lines read that recently are taken to be in the L2
     class_sample: int = 16       # periods sampled to see whether a skip's periods differ from window 2's
     class_whole: int = 128       # a skip of up to this many periods is counted whole, a longer one sampled
+    class_long_sample: int = 64  # periods sampled from a longer one, evenly spaced: a bound on CPU time, not a
+                                 # measured optimum (counting a skip whole reads every period's declared rows)
     class_search: int = 8        # periods the windows may move to find a period of each class
     class_shortest: int = 8      # a shorter skip is too few periods to tell classes in
     class_tolerance: float = 0.05   # counts within this share (or one line) are one class
+    # a skip has classes only where at least this share of its sampled periods' counts lie in the
+    # median's class; else its counts are scattered, not classes, and it keeps the plain windows
+    class_common_share: float = 0.5
     # where the L2 holds this share of what a skip's periods newly read, a period that re-reads
     # recent lines gains nothing: no classes (the DETR encoder's loops on Ascend910B1 hold all of
     # them; measuring their classes there cost 1.5x the CPU time for the same cycles)
