@@ -1,23 +1,31 @@
-"""Fast mode's segment planning (simulator.fast.segments.SegmentPlanner) apart from the engine: over
-random runs, periods, windows and L2 states, the segments it plans are whole periods that never
-reach past the run, and planning only reads the L2 (the engine's L2 as the loop is recorded is
-the one the block then runs against: a plan that touched it would change the exact figures the
-windows measure)."""
+"""Fast mode's segment planning (simulator.fast.segments.SegmentPlanner) apart from the engine, over
+random runs, periods, windows, declared gathers and L2 states (seeded draws; a test below checks
+they reach every kind of cut, so that none of these can pass by never planning one):
+
+* segments are whole periods that never reach past the run;
+* planning never writes the L2 (the engine's L2 as the loop is recorded is the one the block
+  then runs against: a plan that touched it would change what the windows measure), and a
+  run's skips read it only at the first (the regime it holds as the run begins);
+* a segment after an L2 cut takes the settling periods (FastSchedule.settle_periods) before its
+  windows;
+* no skip passes over the iteration at which the run first reads a held line its own lines
+  have evicted (a regime its windows did not see)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.fast import FastSchedule
 from simulator.fast.segments import SegmentPlanner, runs
-from simulator.l2_cache import L2Cache
+from simulator.l2_cache import L2Cache, range_lines
 from simulator.program import Instr
 
 LINE = 512
-TENSOR = 1 << 22          # one GM allocation of 4 MB the windows and the earlier traffic read
+TENSOR = 1 << 22          # one GM allocation of 4 MB that the windows, the gathers and the earlier traffic touch
 
 
 class _Alloc:
@@ -28,42 +36,136 @@ def _find(addr):
     return _Alloc if 0 <= addr < TENSOR else None
 
 
+class _ReadOnlyL2:
+    """The L2 as the planner may see it: its reads pass through (and are counted), a write fails."""
+
+    def __init__(self, l2: L2Cache):
+        self._l2, self.reads = l2, 0
+
+    def __getattr__(self, name):
+        if name in ("access", "touch", "forget"):
+            raise AssertionError(f"planning wrote the L2 ({name})")
+        self.reads += 1
+        return getattr(self._l2, name)
+
+
+class _Declared:
+    """A Loop's declared gathers (the interface of simulator.kernel.loop.DeclaredRows): per iteration
+    (addresses, lengths, write flags), or None."""
+
+    def __init__(self, rows: list):
+        self.rows, self.memo = rows, {}
+
+    def of(self, first: int, count: int, keep: bool = True):
+        parts = [r for r in self.rows[max(first, 0):max(first + count, 0)] if r is not None]
+        if not parts:
+            return None
+        return tuple(np.concatenate(x) for x in zip(*parts))
+
+    def read_lines(self, first: int, count: int, line: int, keep: bool = True) -> np.ndarray:
+        rows = self.of(first, count)
+        if rows is None:
+            return np.empty(0, np.int64)
+        addr, n, write = rows
+        sel = ~write & (n > 0)
+        a, n = addr[sel], n[sel]
+        return np.unique(range_lines(a // line, (a + n - 1) // line + 1)[0])
+
+
+def _scenario(seed: int):
+    """A run's length and period, its windows' transfers, its declared gathers (some runs: one period
+    in five or six re-reading what the period before read), and an L2 holding earlier traffic."""
+    rng = np.random.default_rng(seed)
+    length, period = int(rng.integers(1, 1200)), int(rng.choice([1, 1, 2, 3]))
+    step = int(rng.choice([0, 512, 1024, 4096, int(rng.integers(1, 20000))]))
+    nbytes, l2_kb = int(rng.integers(1, 4096)), int(rng.choice([16, 64, 256, 1024]))
+    hot = int(rng.integers(1, 1 << 13)) * LINE
+    rows = None
+    if rng.random() < 0.7:
+        per, every, classes = int(rng.choice([1, 4, 16])), int(rng.choice([5, 6])), rng.random() < 0.5
+        rows = []
+        for k in range(length):
+            again = classes and (k // period) % every == 0
+            addr = (rng.integers(0, hot, per) // 64 * 64 + (0 if again else k * step)) % (TENSOR - 8192)
+            rows.append((addr.astype(np.int64), np.full(per, int(rng.choice([64, 256, 512, 2048])), np.int64),
+                         rng.random(per) < 0.2))
+    l2 = L2Cache(l2_kb << 10, LINE, _find)
+    for k, a in enumerate(rng.integers(0, min(2 * hot, TENSOR - 4096), int(rng.choice([0, 50, 400, 4000])))):
+        l2.access(((int(a), 4096),), k % 3 == 0)
+    start = int(rng.integers(0, 1 << 20))
+
+    def window(k):
+        return [Instr("PIPE_MTE2", "DataCopy", gm=(((start + (k * period + p) * step) % (TENSOR - 8192), nbytes),))
+                for p in range(period)]
+
+    return dict(length=length, period=period, l2=l2, l2_kb=l2_kb, declared=rows,
+                windows=[window(1), window(2)], cores=int(rng.integers(1, 48)), of_kind=int(rng.choice([1, 8, 48])))
+
+
+def _new_lines(windows) -> int:
+    """How many L2 lines window 2's transfers touch that window 1's do not."""
+    def lines(window):
+        return {line for instr in window for a, n in instr.gm for line in range(a // LINE, (a + n - 1) // LINE + 1)}
+    return len(lines(windows[1]) - lines(windows[0]))
+
+
 def _l2_state(l2: L2Cache):
     return (l2.resident, l2.clock, l2.hit_lines, l2.miss_lines,
             {k: (m.tolist(), s.tolist()) for k, (m, s) in l2.tags.items()})
 
 
-@settings(max_examples=60, deadline=None)
-@given(length=st.integers(1, 400), period=st.integers(1, 4), cores=st.integers(1, 8),
-       l2_kb=st.sampled_from([16, 64, 256]), step=st.integers(0, 8192), nbytes=st.integers(1, 4096),
-       earlier=st.integers(0, 300), seed=st.integers(0, 2 ** 16))
-def test_segments_are_whole_periods_inside_the_run_and_leave_the_l2_as_it_was(
-        length, period, cores, l2_kb, step, nbytes, earlier, seed):
-    rng = np.random.default_rng(seed)
-    l2 = L2Cache(l2_kb << 10, LINE, _find)
-    for a in rng.integers(0, TENSOR - 4096, earlier):          # what the L2 holds as the loop begins
-        l2.access(((int(a), 4096),), bool(rng.integers(2)))
-    before = _l2_state(l2)
-    start = int(rng.integers(0, 1 << 20))
-
-    def window(k):
-        return [Instr("PIPE_MTE2", "DataCopy", gm=((start + (k * period + p) * step, nbytes),)) for p in range(period)]
-
-    spec = SimpleNamespace(bytes=l2_kb << 10, line_bytes=LINE)
-    planner = SegmentPlanner(FastSchedule(), spec, l2, 0, length, period, None, cores, 8)
-    i, skipped = 0, 0
+def _plan(sc, seen: dict):
+    """Plans the scenario's run segment by segment, checking each, and counts in `seen` the kinds
+    of segment met."""
+    schedule, period, length = FastSchedule(), sc["period"], sc["length"]
+    l2 = _ReadOnlyL2(sc["l2"])
+    spec = SimpleNamespace(bytes=sc["l2_kb"] << 10, line_bytes=LINE)
+    declared = _Declared(sc["declared"]) if sc["declared"] is not None else None
+    planner = SegmentPlanner(schedule, spec, l2, 0, length, period, declared, sc["cores"], sc["of_kind"])
+    i, first, settle = 0, True, False
+    new = _new_lines(sc["windows"])
     while i < length:
         head = planner.head(i)
+        expected = schedule.split(length - i, period, settle) if settle is not None else None
         if head is None:
+            assert settle is None or expected is None
             break
-        assert head.iterations % period == 0 and head.skip % period == 0
-        skip = planner.skip(i, head, [window(1), window(2)])
-        assert skip.iterations % period == 0 and 0 <= skip.iterations <= head.skip
-        assert i + head.iterations + skip.iterations <= length
-        skipped += skip.iterations
-        i += head.iterations + skip.iterations
-    assert skipped <= length
-    assert _l2_state(l2) == before
+        assert head.iterations % period == 0 and head.planned_skip % period == 0
+        if head.classes is None and settle is not None:  # settling periods after a cut (classes move windows)
+            assert head.iterations == expected[0]
+        seen["classes"] += head.classes is not None
+        reads = l2.reads
+        skip = planner.skip(i, head, sc["windows"])
+        assert first or l2.reads == reads, "a skip after the run's first read the L2"
+        n = skip.iterations
+        assert n % period == 0 and 0 <= n <= head.planned_skip
+        if first:      # the run's new lines of one skip fit in the L2
+            assert n // period * new * LINE * sc["cores"] <= sc["l2_kb"] << 10
+        # the next segment settles after a cut, not after the run's first uncut skip (else: as the one before)
+        first, settle = False, True if n < head.planned_skip else (False if first else None)
+        assert i + head.iterations + n <= length
+        lost = planner.lost
+        if lost is not None:
+            seen["lost"] += 1
+            assert not i + head.iterations < lost < i + head.iterations + n, "a skip passed the first lost read"
+        seen["cut"] += n < head.planned_skip
+        seen["declared"] += skip.declared is not None
+        i += head.iterations + n
+
+
+def test_segments_over_random_runs():
+    seen = dict.fromkeys(("classes", "lost", "cut", "declared"), 0)
+    for seed in range(60):
+        sc = _scenario(seed)
+        before = _l2_state(sc["l2"])
+        _plan(sc, seen)
+        assert _l2_state(sc["l2"]) == before
+    assert all(seen.values()), f"the draws missed a kind of segment: {seen}"
+
+
+def test_the_schedule_refuses_a_long_sample_over_the_whole():
+    with pytest.raises(ValueError, match="class_long_sample"):
+        FastSchedule(class_whole=32, class_long_sample=64)
 
 
 @given(keys=st.lists(st.integers(0, 2), max_size=30))

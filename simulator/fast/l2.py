@@ -139,9 +139,9 @@ def kept_periods(windows, periods: int, l2_bytes: int, line: int, cores: int, di
     where it fills the L2 the lines it brings are what evicts those held from before it."""
     if distinct and new is None:
         new = new_lines(windows, line)
-    new = new.size * line if distinct else 0
+    brought = new.size * line if distinct else 0
     # (windows that bring no new line re-read what the L2 holds: by bytes, a few periods are touched, not all)
-    per_period = (new or sum(i.chan_bytes for i in windows[1])) * max(cores, 1)
+    per_period = (brought or sum(i.chan_bytes for i in windows[1])) * max(cores, 1)
     if per_period <= 0:
         return 0
     return min(periods, -(-l2_bytes // per_period))
@@ -397,12 +397,15 @@ class L2Projection:
                               self.new)
 
     def inflow(self) -> int:
-        """Lines a period brings into the L2 as recorded, on every core running the loop."""
+        """Lines a period brings into the L2, on every core running the loop: those window 2
+        touches that window 1 did not and the L2 as the run is recorded does not hold (asked
+        only with that L2 and two windows)."""
         return int(np.count_nonzero(~self.l2.held(self.new))) * max(self.cores, 1)
 
     def first_lost(self, declared, start: int, end: int, period: int) -> int | None:
-        """The iteration at which the run (items start .. end - 1) first reads a line the L2 held
-        before it that its own new lines have evicted by then (first_lost_period), or None."""
+        """The iteration at which the run (items start .. end - 1) first reads, by its declared rows
+        (`declared`), a line the L2 held before it that its own new lines have evicted by then
+        (first_lost_period), or None (asked only with the L2 as the run is recorded)."""
         reads = ((q, declared.read_lines(start + q * period, period, self.line, keep=False))
                  for q in range((end - start) // period))
         q = first_lost_period(self.l2, reads, self.l2.free_bytes() / self.line, self.inflow())

@@ -48,6 +48,11 @@ class FastSchedule:
     shadows_per_representative: int = 2
     grouping: float = 0.03
 
+    def __post_init__(self):
+        if not 0 < self.class_long_sample <= self.class_whole:
+            raise ValueError(f"FastSchedule: class_long_sample ({self.class_long_sample}) must lie in 1 .. "
+                             f"class_whole ({self.class_whole}): it samples skips longer than that")
+
     def split(self, length: int, period: int, settle: bool = False) -> tuple[int, int] | None:
         """(iterations simulated before the skip, iterations skipped) for a run of `length`
         interchangeable iterations (`settle`: the segment follows an L2 cut), or None when the run

@@ -17,15 +17,17 @@ from .schedule import FastSchedule
 
 @dataclass(frozen=True)
 class Head:
-    """What a segment records before its skip: `iterations` (warm-up, window 1, window 2), the
-    skip it plans for (`skip`, iterations; cut later once the windows are seen), the periods its
-    classes sampled (`sampled`: (first, count) in periods from the segment's start) and the
-    classes themselves where the windows were placed by them (`classes`, else None)."""
+    """What a segment records before its skip: `iterations` (warm-up, window 1, window 2) and the
+    skip it plans for (`planned_skip`, iterations; cut once the windows are seen). `sampled`: the
+    planned skip as (first period, periods) from the segment's start, before the classes moved the
+    windows; `probe`: the segment's PeriodClasses where the Loop declares its gathers (asked
+    whether the run loses its input), and `classes` the same where they placed the windows, else
+    None."""
     iterations: int
-    skip: int
+    planned_skip: int
     sampled: tuple[int, int]
     classes: PeriodClasses | None
-    probe: PeriodClasses | None       # the classes as asked, placed by them or not
+    probe: PeriodClasses | None
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class SegmentPlanner:
 
     def __init__(self, schedule: FastSchedule, l2_spec, l2, start: int, end: int, period: int, declared,
                  cores: int, cores_of_kind: int):
+        if l2 is not None and l2.line != l2_spec.line_bytes:
+            raise ValueError(f"the L2's line ({l2.line} B) is not its profile's ({l2_spec.line_bytes} B)")
         self.schedule, self.l2_spec, self.l2 = schedule, l2_spec, l2
         self.start, self.end, self.period, self.declared = start, end, period, declared
         self.cores, self.cores_of_kind = cores, cores_of_kind
@@ -83,8 +87,8 @@ class SegmentPlanner:
         transfers) are recorded: cut where the loop's new lines would fill the L2 (the rest of the
         run is measured again in the regime after the fill, its windows a few periods later) and
         where the run first reads a held line its own lines have evicted."""
-        period, spec, skip = self.period, self.l2_spec, head.skip
-        l2 = self.l2 if self.first_cut and not self.filled else None
+        period, spec, skip = self.period, self.l2_spec, head.planned_skip
+        l2 = self.l2 if self.first_cut else None
         projection = L2Projection(windows, spec.bytes, spec.line_bytes, self.cores, l2)
         if not self.filled:     # (once filled, the L2 holds this loop's newest lines: no new regime)
             cut, by_size = projection.cut(self.schedule, skip, period)
