@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from simulator.fast import FastSchedule
 from simulator.fast.segments import SegmentPlanner, runs
-from simulator.l2_cache import L2Cache, range_lines
+from simulator.kernel.loop import DeclaredRows
+from simulator.l2_cache import L2Cache
 from simulator.program import Instr
 
 LINE = 512
@@ -49,27 +50,18 @@ class _ReadOnlyL2:
         return getattr(self._l2, name)
 
 
-class _Declared:
-    """A Loop's declared gathers (the interface of simulator.kernel.loop.DeclaredRows): per iteration
-    (addresses, lengths, write flags), or None."""
+class _Declared(DeclaredRows):
+    """A Loop's declared gathers given as their rows, per iteration (addresses, lengths, write
+    flags) or None, in place of a kernel's `touches`; the rest is DeclaredRows' own."""
 
     def __init__(self, rows: list):
-        self.rows, self.memo = rows, {}
+        super().__init__(rows, None)
 
     def of(self, first: int, count: int, keep: bool = True):
-        parts = [r for r in self.rows[max(first, 0):max(first + count, 0)] if r is not None]
+        parts = [r for r in self.items[max(first, 0):max(first + count, 0)] if r is not None]
         if not parts:
             return None
         return tuple(np.concatenate(x) for x in zip(*parts))
-
-    def read_lines(self, first: int, count: int, line: int, keep: bool = True) -> np.ndarray:
-        rows = self.of(first, count)
-        if rows is None:
-            return np.empty(0, np.int64)
-        addr, n, write = rows
-        sel = ~write & (n > 0)
-        a, n = addr[sel], n[sel]
-        return np.unique(range_lines(a // line, (a + n - 1) // line + 1)[0])
 
 
 def _scenario(seed: int):
