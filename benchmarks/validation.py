@@ -13,6 +13,7 @@ benchmarks/published_figures.yaml; docs/CALIBRATION.md holds the tables this pri
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 from dataclasses import dataclass
@@ -80,7 +81,9 @@ def _gemm(fig, spec):
     framework's per-call dispatch for a torch.mm figure). `set`: the chip as a what-if of its
     profile (field -> value); `tile`: the L0 tile's (baseM, baseN) where the published kernel's
     is not CANN's A2 template; `trans_b`: B stored N x K (column-major), as the published call
-    had it (default: only for 32-bit types, which need it)."""
+    had it (default: only for 32-bit types, which need it). A 16-bit figure in us runs through
+    aclnnMm, unless `swizzle` (offset, direction) asks for the template kernel itself in that
+    block order."""
     from gemm_kernel import DTYPES, gemm_kernel, gemm_tiling, input_elements
     from hardware_measurements import run_warm
     soc, dtype = fig["chip"], spec["dtype"]
@@ -88,10 +91,12 @@ def _gemm(fig, spec):
     M, N, K = spec["mnk"] if "mnk" in spec else (spec["size"],) * 3
     in_t, out_t = DTYPES[dtype]
     tile = dict(zip(("baseM", "baseN"), spec.get("tile", ())))
-    if spec.get("value") == "us" and dtype in ("FLOAT16", "BF16"):
+    if spec.get("value") == "us" and dtype in ("FLOAT16", "BF16") and "swizzle" not in spec:
         return _mm_operator(soc, profile, M, N, K, in_t, tile)
     trans_b = spec.get("trans_b", np.dtype(in_t).itemsize == 4)
     t = gemm_tiling(M, N, K, dtype, soc, trans_b, profile=profile, **tile)
+    if "swizzle" in spec:                  # the published kernel's own block order (catlass's template)
+        t = dataclasses.replace(t, swizzleOffset=spec["swizzle"][0], swizzleDirection=spec["swizzle"][1])
     a_elems, b_elems = input_elements(t)      # (FRACTAL_NZ, padded, on chips without ND -> NZ)
     buffers = {"a": (in_t, a_elems), "b": (in_t, b_elems), "c": (out_t, M * N)}
     rep = run_warm(gemm_kernel, t.usedCoreNum, buffers, (t,), kind="cube", soc=soc, profile=profile, runs=1)
@@ -264,9 +269,20 @@ def _memset(fig, spec):
     return rep.kernel_us, f"{len(t.blocks)} block(s)"
 
 
+def _data_copy(fig, spec):
+    """examples/data_copy_kernel.py (Ascend C's data-copy best practice): a FLOAT16 matrix read tile
+    by tile into L1 (ND -> NZ, cube cores) or UB (DataCopyPad, vector cores), cold in the L2; its
+    Task Duration."""
+    from data_copy_kernel import DataCopyTiling, run
+    m, n = spec["shape"]
+    rep = run(fig["chip"], spec["path"], DataCopyTiling(m, n, spec["blocks"], *spec["tile"], order=spec["order"])).report
+    return rep.kernel_us, f"bound by {rep.bound}, L2 hit rate {rep.l2['hit_rate']:.1%}"
+
+
 REPRODUCERS = {"add_sample": _add_sample, "gemm": _gemm, "unary": _unary, "stream": _stream,
                "cube_loop": _cube_loop, "vector_loop": _vector_loop, "step": _step, "memset": _memset,
-               "aclnn_conv": _aclnn_conv, "sigmoid": _sigmoid, "transdata": _transdata}
+               "aclnn_conv": _aclnn_conv, "sigmoid": _sigmoid, "transdata": _transdata,
+               "data_copy": _data_copy}
 
 
 def simulate(fig: dict) -> Result:
