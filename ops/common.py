@@ -13,7 +13,8 @@ import numpy as np
 from simulator.acl import aclTensor
 from simulator.aclnn import WorkspacePart
 from simulator.kernel import (GM_ADDR, DataCopy, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx, Loop,
-                              GlobalTensor, HardEvent, SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag, float32)
+                              GlobalTensor, HardEvent, Nd2NzParams, SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag,
+                              float32)
 from simulator.kernel.vector import Transpose, TransposeParamsExt, TransposeType
 from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
@@ -39,6 +40,22 @@ def check_number(v, name: str, op: str) -> None:
 def tiling_error(msg: str) -> AclnnError:
     """ACLNN_ERR_INNER_TILING_ERROR (561002): no tiling can run the call (or a forced one cannot)."""
     return AclnnError(aclnnStatus.ACLNN_ERR_INNER_TILING_ERROR, msg)
+
+
+# Nd2NzParams.srcDValue is 16 bits: catlass (STRIDE_LIMIT, atlasa2/copy_gm_to_l1.hpp) copies a
+# matrix whose rows lie 65,536 or more elements apart one row at a time
+STRIDE_LIMIT = 65536
+
+
+def copy_nd2nz(dst, src, rows: int, cols: int, row_pitch: int, dst_rows: int) -> None:
+    """GM rows x cols from `src` (rows row_pitch elements apart) into L1's NZ layout of dst_rows
+    rows a strip, as catlass's CopyGmToL1 for a row-major matrix issues it."""
+    if row_pitch < STRIDE_LIMIT:
+        DataCopy(dst, src, Nd2NzParams(1, rows, cols, 0, row_pitch, dst_rows, 1, 0))
+        return
+    c0 = 32 // dst.dtype.itemsize
+    for r in range(rows):
+        DataCopy(dst[r * c0], src[r * row_pitch], Nd2NzParams(1, 1, cols, 0, cols, dst_rows, 1, 0))
 
 
 def tensor_arg(t: aclTensor, name: str) -> GM_ADDR:

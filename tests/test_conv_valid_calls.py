@@ -100,3 +100,39 @@ def test_the_call_the_issue_found_refused_runs():
                              transposed=False, outputPadding=[0, 0, 0], groups=1, outputMask=[False, True, False],
                              cubeMathType=0)
     assert est.instructions > 0
+
+
+@pytest.mark.parametrize("soc", SOCS)
+@pytest.mark.parametrize("spatial, kernel", [((256, 256), (1, 1)), ((4, 128, 160), (3, 3, 3))])
+def test_maps_of_65536_positions_or_more_run(soc, spatial, kernel):
+    """A map of D x H x W >= 65,536 positions: the gradWeight's ND -> NZ rows (32-bit dtypes) lie
+    that many elements apart, past Nd2NzParams' 16-bit srcDValue; they are copied a row at a time."""
+    support = load_profile(soc).supports("ConvolutionBackward")
+    if len(spatial) + 2 not in support.ranks:
+        pytest.skip(f"{soc} takes no {len(spatial)}D convolution")
+    for dtype in support.dtypes:
+        dt = DTYPES[dtype]
+        cube_math = 1 if dtype == "FLOAT" else 0
+        out = tuple(x - k + 1 for x, k in zip(spatial, kernel))
+        est = simulator.estimate("ConvolutionBackward", soc, gradOutput=TensorLayout((1, 16) + out, dt),
+                                 input=TensorLayout((1, 8) + spatial, dt), weight=TensorLayout((16, 8) + kernel, dt),
+                                 biasSizes=[16], stride=[1] * len(spatial), padding=[0] * len(spatial),
+                                 dilation=[1] * len(spatial), transposed=False, outputPadding=[0] * len(spatial),
+                                 groups=1, outputMask=[True, True, True], cubeMathType=cube_math)
+        assert est.instructions > 0
+
+
+def test_a_gradweight_over_65536_positions_matches_the_formula():
+    """The row-at-a-time copies carry the right rows: FP32 gradWeight of a 256 x 256 map (1x1
+    kernel: a sum over positions) against float64."""
+    rng = np.random.default_rng(65536)
+    x = rng.standard_normal((1, 4, 256, 256)).astype(np.float32)
+    dy = rng.standard_normal((1, 8, 256, 256)).astype(np.float32)
+    r = simulator.run("ConvolutionBackward", "Ascend910B2", gradOutput=dy, input=x, weight=np.zeros((8, 4, 1, 1), np.float32),
+                      biasSizes=None, stride=[1, 1], padding=[0, 0], dilation=[1, 1], transposed=False,
+                      outputPadding=[0, 0], groups=1, outputMask=[False, True, False], cubeMathType=1)
+    x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
+    ref = np.einsum("nohw,nihw->oi", dy64, x64)[:, :, None, None]
+    mag = np.einsum("nohw,nihw->oi", np.abs(dy64), np.abs(x64))[:, :, None, None]
+    # HF32 products (2^-12 each operand), FP32 accumulation over 65,536 terms
+    assert np.all(np.abs(r.outputs["gradWeight"] - ref) <= (2 * 2.0 ** -12 + 65536 * 2.0 ** -24) * mag)

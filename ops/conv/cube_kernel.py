@@ -15,9 +15,10 @@ from simulator.kernel import (DataCopy, DataCopyParams, GetBlockIdx, GlobalTenso
                               WaitFlag, float32)
 from simulator.kernel.cube import (CFG_NZ, BlockMode, DataCopyEnhancedParams, DeqScale, Fixpipe,
                                    FixpipeParamsV220, InitConstValue, InitConstValueParams, LoadData,
-                                   LoadData2DParams, LoadData3DParamsV2, Mmad, MmadParams, Nd2NzParams,
+                                   LoadData2DParams, LoadData3DParamsV2, Mmad, MmadParams,
                                    SetHF32Mode)
 from simulator.arith import align_up, ceil_div
+from ..common import copy_nd2nz
 from .geometry import F16, CubeGeometry, axis_window
 from .packing import PackWeight
 from .tiling import DwTiling, DxTiling
@@ -461,7 +462,7 @@ def _dw_copyin(job: CubeJob, src_a, src_b, pc: DwPiece, boff: int, mt: int, c1nA
         if job.dw.a_nd2nz:
             if mt % 16:
                 InitConstValue(a1, InitConstValueParams(1, m1 * 16 * ceil_div(pc.kl, c0), 0, 0))
-            DataCopy(a1, src_a, Nd2NzParams(1, mt, pc.kl, 0, alay.D * alay.H * alay.Wd, m1 * 16, 1, 0))
+            copy_nd2nz(a1, src_a, mt, pc.kl, alay.D * alay.H * alay.Wd, m1 * 16)
         else:
             DataCopy(a1, src_a, DataCopyParams(c1nA, pc.rowsA * Wg * c0 * isz // 32,
                                                (alay.block - pc.rowsA * Wg) * c0 * isz // 32, 0))

@@ -35,6 +35,7 @@ import numpy as np
 
 from simulator.kernel import *  # noqa: F401,F403  (Ascend C's vocabulary)
 from simulator.profile import load_profile
+from ..common import copy_nd2nz
 
 # compute dtype -> (input element type, output element type)
 DTYPES = {"FLOAT16": (half, half), "BF16": (bfloat16, bfloat16),
@@ -149,22 +150,6 @@ def input_elements(t: GemmTiling) -> tuple[int, int]:
     return (_align(t.M, 16) * _ceil(t.K, c0) * c0, _align(b_rows, 16) * _ceil(b_cols, c0) * c0)
 
 
-# Nd2NzParams.srcDValue is 16 bits: catlass (STRIDE_LIMIT, atlasa2/copy_gm_to_l1.hpp) copies a
-# matrix whose rows lie 65,536 or more elements apart one row at a time
-STRIDE_LIMIT = 65536
-
-
-def copy_nd2nz(dst, gm, offset: int, rows: int, cols: int, row_pitch: int, dst_rows: int) -> None:
-    """GM rows x cols (rows row_pitch elements apart) into L1's NZ layout of dst_rows rows a strip,
-    as catlass's CopyGmToL1 for a row-major matrix issues it."""
-    if row_pitch < STRIDE_LIMIT:
-        DataCopy(dst, gm[offset], Nd2NzParams(1, rows, cols, 0, row_pitch, dst_rows, 1, 0))
-        return
-    c0 = 32 // dst.dtype.itemsize
-    for r in range(rows):
-        DataCopy(dst[r * c0], gm[offset + r * row_pitch], Nd2NzParams(1, 1, cols, 0, cols, dst_rows, 1, 0))
-
-
 def swizzled_tile(task: int, m_tiles: int, n_tiles: int, offset: int, direction: int) -> tuple[int, int]:
     """(tile row, tile column) of output tile `task`, in catlass's GemmIdentityBlockSwizzle order:
     windows of `offset` tile rows (direction 0) or columns (1), each walked across the other
@@ -249,19 +234,19 @@ class KernelGemm:
         m16 = _align(mv, 16)
         if mv % 16:     # tail rows: zero the padding the loads will read
             InitConstValue(a1, InitConstValueParams(1, m16 * _ceil(kv, c0), 0, 0))
-        copy_nd2nz(a1, self.aGm, ao + m0 * t.K + k0, mv, kv, t.K, m16)
+        copy_nd2nz(a1, self.aGm[ao + m0 * t.K + k0], mv, kv, t.K, m16)
         self.inQueueA1.EnQue(a1)
         b1 = self.inQueueB1.AllocTensor(self.inT)
         if t.transB:    # B^T (N x K): rows n, columns k
             n16 = _align(nv, 16)
             if nv % 16:
                 InitConstValue(b1, InitConstValueParams(1, n16 * _ceil(kv, c0), 0, 0))
-            copy_nd2nz(b1, self.bGm, bo + n0 * t.K + k0, nv, kv, t.K, n16)
+            copy_nd2nz(b1, self.bGm[bo + n0 * t.K + k0], nv, kv, t.K, n16)
         else:           # B (K x N): rows k, columns n
             k16 = _align(kv, 16)
             if kv % 16:
                 InitConstValue(b1, InitConstValueParams(1, k16 * _ceil(nv, c0), 0, 0))
-            copy_nd2nz(b1, self.bGm, bo + k0 * t.N + n0, kv, nv, t.N, k16)
+            copy_nd2nz(b1, self.bGm[bo + k0 * t.N + n0], kv, nv, t.N, k16)
         self.inQueueB1.EnQue(b1)
 
     def CopyInNz(self, m0: int, mv: int, n0: int, nv: int, k0: int, kv: int, ao: int = 0, bo: int = 0):
