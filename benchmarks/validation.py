@@ -81,9 +81,9 @@ def _gemm(fig, spec):
     framework's per-call dispatch for a torch.mm figure). `set`: the chip as a what-if of its
     profile (field -> value); `tile`: the L0 tile's (baseM, baseN) where the published kernel's
     is not CANN's A2 template; `trans_b`: B stored N x K (column-major), as the published call
-    had it (default: only for 32-bit types, which need it). A 16-bit figure in us runs through
-    aclnnMm, unless `swizzle` (offset, direction) asks for the template kernel itself in that
-    block order."""
+    had it (default: only for 32-bit types, which need it); `swizzle`: the (offset, direction) of
+    the published kernel's block order. A 16-bit figure in us runs through aclnnMm, unless
+    `kernel: template` asks for the template kernel itself."""
     from gemm_kernel import DTYPES, gemm_kernel, gemm_tiling, input_elements
     from hardware_measurements import run_warm
     soc, dtype = fig["chip"], spec["dtype"]
@@ -91,11 +91,11 @@ def _gemm(fig, spec):
     M, N, K = spec["mnk"] if "mnk" in spec else (spec["size"],) * 3
     in_t, out_t = DTYPES[dtype]
     tile = dict(zip(("baseM", "baseN"), spec.get("tile", ())))
-    if spec.get("value") == "us" and dtype in ("FLOAT16", "BF16") and "swizzle" not in spec:
+    if spec.get("value") == "us" and dtype in ("FLOAT16", "BF16") and spec.get("kernel") != "template":
         return _mm_operator(soc, profile, M, N, K, in_t, tile)
     trans_b = spec.get("trans_b", np.dtype(in_t).itemsize == 4)
     t = gemm_tiling(M, N, K, dtype, soc, trans_b, profile=profile, **tile)
-    if "swizzle" in spec:                  # the published kernel's own block order (catlass's template)
+    if "swizzle" in spec:                  # the published kernel's own block order
         t = dataclasses.replace(t, swizzleOffset=spec["swizzle"][0], swizzleDirection=spec["swizzle"][1])
     a_elems, b_elems = input_elements(t)      # (FRACTAL_NZ, padded, on chips without ND -> NZ)
     buffers = {"a": (in_t, a_elems), "b": (in_t, b_elems), "c": (out_t, M * N)}

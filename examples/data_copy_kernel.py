@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import simulator
-from simulator.kernel import (GM_ADDR, DataCopy, DataCopyExtParams, DataCopyPad, DataCopyPadExtParams, GetBlockIdx,
-                              GlobalTensor, Nd2NzParams, TBuf, TPipe, TPosition, half)
+from simulator.kernel import (GM_ADDR, PIPE_ALL, DataCopy, DataCopyExtParams, DataCopyPad, DataCopyPadExtParams,
+                              GetBlockIdx, GlobalTensor, Nd2NzParams, PipeBarrier, TBuf, TPipe, TPosition, half)
 
 ORDERS = ("once", "whole4", "split4")
 
@@ -52,27 +52,30 @@ def _column_runs(t: DataCopyTiling):
 
 
 def data_copy(src: GM_ADDR, t: DataCopyTiling, to_l1: bool = True):
-    """The kernel entry: every block reads its m / blocks rows, tile by tile, into one buffer."""
-    g = GlobalTensor(half)
-    g.SetGlobalBuffer(src, t.m * t.n)
+    """The kernel entry: every block reads its m / blocks rows, tile by tile, into one buffer
+    (L1 through ND -> NZ when to_l1, else UB)."""
+    matrix = GlobalTensor(half)
+    matrix.SetGlobalBuffer(src, t.m * t.n)
     pipe = TPipe()
     buf = TBuf(TPosition.A1 if to_l1 else TPosition.VECCALC)
     pipe.InitBuffer(buf, (_align(t.tileM, 16) if to_l1 else t.tileM) * _align(t.tileN, 16) * half.itemsize)
     local = buf.Get(half)
     rows = t.m // t.blocks
-    first = GetBlockIdx() * rows
+    first_row = GetBlockIdx() * rows
     for n0, count, times in _column_runs(t):
         for _ in range(times):
-            for m in range(first, first + rows, t.tileM):
+            for m in range(first_row, first_row + rows, t.tileM):
                 for c in range(0, count, t.tileN):
                     cols = min(t.tileN, count - c)
-                    at = m * t.n + n0 + c
+                    tile = matrix[m * t.n + n0 + c]
                     if to_l1:
-                        DataCopy(local, g[at], Nd2NzParams(1, t.tileM, cols, 0, t.n, _align(t.tileM, 16), 1, 0))
+                        DataCopy(local, tile, Nd2NzParams(1, t.tileM, cols, 0, t.n, _align(t.tileM, 16), 1, 0))
                     else:
-                        DataCopyPad(local, g[at], DataCopyExtParams(t.tileM, cols * half.itemsize,
-                                                                    (t.n - cols) * half.itemsize, 0, 0),
+                        row_gap = (t.n - cols) * half.itemsize
+                        DataCopyPad(local, tile, DataCopyExtParams(t.tileM, cols * half.itemsize, row_gap, 0, 0),
                                     DataCopyPadExtParams(False, 0, 0, 0))
+        if to_l1:             # data_copy_l1.h ends each pass (Process, RepeatCopy) with one
+            PipeBarrier(PIPE_ALL)
 
 
 def data_copy_l1(src: GM_ADDR, t: DataCopyTiling):

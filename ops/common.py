@@ -15,6 +15,7 @@ from simulator.aclnn import WorkspacePart
 from simulator.kernel import (GM_ADDR, DataCopy, DataCopyExtParams, DataCopyPad, Duplicate, GetBlockIdx, Loop,
                               GlobalTensor, HardEvent, Nd2NzParams, SetFlag, TBuf, TPipe, TPosition, TQue, WaitFlag,
                               float32)
+from simulator.kernel.operands import c0_of
 from simulator.kernel.vector import Transpose, TransposeParamsExt, TransposeType
 from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
@@ -53,8 +54,8 @@ def copy_nd2nz(dst, src, rows: int, cols: int, row_pitch: int, dst_rows: int) ->
     if row_pitch < STRIDE_LIMIT:
         DataCopy(dst, src, Nd2NzParams(1, rows, cols, 0, row_pitch, dst_rows, 1, 0))
         return
-    c0 = 32 // dst.dtype.itemsize
-    for r in range(rows):
+    c0 = c0_of(dst.dtype)
+    for r in range(rows):     # (catlass passes srcDValue and dstNzNStride 0, which a one-row copy ignores)
         DataCopy(dst[r * c0], src[r * row_pitch], Nd2NzParams(1, 1, cols, 0, cols, dst_rows, 1, 0))
 
 
