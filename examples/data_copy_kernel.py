@@ -9,8 +9,10 @@ tile (tileM rows x tileN columns) into one on-chip buffer and nothing else:
   L1  on the cube cores: DataCopy with Nd2NzParams (ND -> NZ), as data_copy_l1.h;
   UB  on the vector cores: DataCopyPad, one row of the tile a block, as data_copy_ub.h.
 `order` is the sample's scenario: the matrix once; the whole matrix four times over
-(RepeatCopy(0, n, 4)); or its four column quarters, each four times over before the next (the L2
-keeps a quarter). The measured Task Durations of these runs on an A2 chip are a validation source
+(RepeatCopy(0, n, 4)); its four column quarters, each four times over before the next (the L2
+keeps a quarter); or every block reading the whole matrix with the L2 off (SetL2CacheHint), in the
+same order on every block ("same": its blocks of rows at the same time) or rotated by the block's
+index ("offset"). The measured Task Durations of these runs on an A2 chip are a validation source
 (benchmarks/published_figures.yaml, `ascendc_data_copy_a2`).
 """
 from __future__ import annotations
@@ -21,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 import simulator
-from simulator.kernel import (GM_ADDR, PIPE_ALL, DataCopy, DataCopyExtParams, DataCopyPad, DataCopyPadExtParams,
+from simulator.kernel import (GM_ADDR, PIPE_ALL, CacheMode, DataCopy, DataCopyExtParams, DataCopyPad, DataCopyPadExtParams,
                               GetBlockIdx, GlobalTensor, Nd2NzParams, PipeBarrier, TBuf, TPipe, TPosition, half)
 
-ORDERS = ("once", "whole4", "split4")
+ORDERS = ("once", "whole4", "split4", "same", "offset")
 
 
 @dataclass
@@ -41,9 +43,19 @@ def _align(v: int, a: int) -> int:
     return (v + a - 1) // a * a
 
 
+def _row_runs(t: DataCopyTiling):
+    """(first row, rows) of each pass a block makes: its own rows, or (same / offset) every block's
+    in turn, from its own index on for offset."""
+    rows = t.m // t.blocks
+    me = GetBlockIdx()
+    if t.order not in ("same", "offset"):
+        return [(me * rows, rows)]
+    return [(((b + me) % t.blocks if t.order == "offset" else b) * rows, rows) for b in range(t.blocks)]
+
+
 def _column_runs(t: DataCopyTiling):
     """(first column, columns, times) of each pass over the block's rows, in the scenario's order."""
-    if t.order == "once":
+    if t.order in ("once", "same", "offset"):
         return [(0, t.n, 1)]
     if t.order == "whole4":
         return [(0, t.n, 4)]
@@ -60,10 +72,10 @@ def data_copy(src: GM_ADDR, t: DataCopyTiling, to_l1: bool = True):
     buf = TBuf(TPosition.A1 if to_l1 else TPosition.VECCALC)
     pipe.InitBuffer(buf, (_align(t.tileM, 16) if to_l1 else t.tileM) * _align(t.tileN, 16) * half.itemsize)
     local = buf.Get(half)
-    rows = t.m // t.blocks
-    first_row = GetBlockIdx() * rows
+    if t.order in ("same", "offset"):
+        matrix.SetL2CacheHint(CacheMode.CACHE_MODE_DISABLE)
     for n0, count, times in _column_runs(t):
-        for _ in range(times):
+        for first_row, rows in [run for _ in range(times) for run in _row_runs(t)]:
             for m in range(first_row, first_row + rows, t.tileM):
                 for c in range(0, count, t.tileN):
                     cols = min(t.tileN, count - c)

@@ -43,16 +43,22 @@ class GmPath:
         """The L2's part of a transfer: (bytes to fetch, dirty bytes evicted, lines hit, lines
         missed, its own cycles: the path's, or a miss's)."""
         l2 = self.l2
+        if instr.l2_bypass:             # not cached: every byte crosses device memory, the tags untouched
+            return instr.chan_bytes, 0, 0, 0, self._missed(instr)
         hits, misses = l2.hit_lines, l2.miss_lines
         fetch, evicted = l2.access(instr.gm, instr.gm_write)
         local = instr.cycles
         if fetch:
-            key = (instr.path, instr.chan_bytes)
-            local = self._miss_cycles.get(key)
-            if local is None:
-                local = self._miss_cycles[key] = self.profile.path(instr.path).cycles(instr.chan_bytes,
-                                                                                     self.miss_latency)
+            local = self._missed(instr)
         return fetch, evicted, l2.hit_lines - hits, l2.miss_lines - misses, local
+
+    def _missed(self, instr: Instr) -> float:
+        """A transfer's own cycles when its bytes come from (or go to) device memory."""
+        key = (instr.path, instr.chan_bytes)
+        local = self._miss_cycles.get(key)
+        if local is None:
+            local = self._miss_cycles[key] = self.profile.path(instr.path).cycles(instr.chan_bytes, self.miss_latency)
+        return local
 
     def cross_shadows(self, shadows: list, pipe: str, start: float) -> list[float]:
         """Each shadow's next GM transfer on `pipe`, at `start`, in order (fast mode: cross()'s

@@ -36,10 +36,11 @@ class Instr:
     path / nbytes: the data path and bytes moved (for cost and the report);
     scalar: the scalar unit's own cycles for the API call, spent before the instruction issues;
     indirect: a gather or scatter, whose GM addresses come from data (the L2 sees the nominal ones
-    its Loop declares, not one step a period: fast mode)."""
+    its Loop declares, not one step a period: fast mode); l2_bypass: a GM transfer the L2 does not
+    cache (it crosses device memory's channel whole)."""
     __slots__ = ("pipe", "name", "kind", "cycles", "path", "nbytes", "chan_bytes", "gm", "gm_write",
                  "reads", "writes", "fn", "flag", "ready", "issued", "index", "operands", "pipe_all_marker",
-                 "scalar", "line", "indirect")
+                 "scalar", "line", "indirect", "l2_bypass")
 
     def __init__(self, pipe: str, name: str, kind: int = COMPUTE, cycles: float = 0.0,
                  path: str | None = None, nbytes: int = 0, chan_bytes: int = 0,
@@ -59,6 +60,7 @@ class Instr:
         self.scalar = 0.0             # the scalar unit's cycles for the API call (set when emitted)
         self.line = None              # (file, line) of the kernel body that issued it (when tracing)
         self.indirect = False
+        self.l2_bypass = False        # its GlobalTensor's SetL2CacheHint(CACHE_MODE_DISABLE): not cached in L2
 
     def describe(self) -> str:
         ops = self.operands

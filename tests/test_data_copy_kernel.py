@@ -7,7 +7,11 @@ chip, the whole matrix does not fit and a quarter does."""
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+import simulator
+from simulator.kernel import GM_ADDR, CacheMode, DataCopy, GlobalTensor, TBuf, TPipe, TPosition, half
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
@@ -35,3 +39,35 @@ def test_one_cold_pass_reads_the_matrix_from_device_memory_once(path, blocks):
 def test_a_tiling_that_does_not_split_into_whole_tiles_is_refused():
     with pytest.raises(ValueError, match="whole tiles"):
         run("Ascend910B2", "L1", DataCopyTiling(M, N, 24, 48, 256))
+
+
+def _read_twice(src: GM_ADDR, n: int, uncached: bool):
+    """One block reads `n` FLOAT16 elements from GM into UB twice, its GlobalTensor's L2 off or on."""
+    g = GlobalTensor(half)
+    g.SetGlobalBuffer(src, n)
+    if uncached:
+        g.SetL2CacheHint(CacheMode.CACHE_MODE_DISABLE)
+    pipe = TPipe()
+    buf = TBuf(TPosition.VECCALC)
+    pipe.InitBuffer(buf, 8192 * 2)
+    ub = buf.Get(half)
+    for _ in range(2):
+        for i in range(0, n, 8192):
+            DataCopy(ub, g[i], 8192)
+
+
+@pytest.mark.parametrize("uncached", [False, True])
+def test_a_tensor_with_the_l2_off_reads_device_memory_every_time(uncached):
+    """CANN's SetL2CacheHint page: CACHE_MODE_DISABLE keeps the tensor's data out of the L2, so
+    a second read of it goes to device memory again; the default mode finds it in the L2."""
+    n = 8192 * 16
+    rep = simulator.run_kernel(_read_twice, 1, {"src": np.zeros(n, np.float16), "n": n, "uncached": uncached},
+                               soc="Ascend910B2", mode="timing", trace=False).report
+    assert rep.device_memory["bytes"] == (2 if uncached else 1) * n * 2
+    assert rep.l2["hit_rate"] == (0.0 if uncached else 0.5)
+
+
+def test_the_l2_hint_is_refused_where_the_chip_has_none():
+    with pytest.raises(simulator.KernelError, match="SetL2CacheHint.*Atlas A2 / A3 only"):
+        simulator.run_kernel(_read_twice, 1, {"src": np.zeros(8192, np.float16), "n": 8192, "uncached": True},
+                             soc="Ascend910A", mode="timing", trace=False)

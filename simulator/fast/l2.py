@@ -28,6 +28,8 @@ def _gm_rows(window: list[Instr]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lengths, the index in `window` of the transfer each belongs to). A pair is a row of one."""
     rows, owners = [], []
     for k, instr in enumerate(window):
+        if instr.l2_bypass:          # (not cached: leaves nothing in the L2)
+            continue
         gm = instr.gm
         if type(gm) is Rows:
             rows.append((gm.start, gm.n, gm.pitch, gm.count))

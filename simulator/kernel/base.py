@@ -2,7 +2,7 @@
 queries and explicit synchronisation."""
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, IntEnum
 
 import ml_dtypes
 import numpy as np
@@ -154,14 +154,34 @@ class GM_ADDR:
         return f"{self.name}@+{self.addr - self.base}"
 
 
+class CacheMode(IntEnum):
+    """Ascend C's L2 cache modes for a GlobalTensor (SetL2CacheHint; A2 / A3 and later)."""
+    CACHE_MODE_DISABLE = 0
+    CACHE_MODE_NORMAL = 1
+    CACHE_MODE_PERSISTENT = 4
+
+
 class GlobalTensor:
     """A typed view of GM, as Ascend C's GlobalTensor<T>."""
-    __slots__ = ("dtype", "ptr", "size")
+    __slots__ = ("dtype", "ptr", "size", "cache_mode")
 
     def __init__(self, dtype=None):
         self.dtype = np.dtype(dtype) if dtype is not None else None
         self.ptr: GM_ADDR | None = None
         self.size = 0
+        self.cache_mode = CacheMode.CACHE_MODE_NORMAL
+
+    def SetL2CacheHint(self, mode: CacheMode) -> None:
+        """Copies through this tensor or its views (DataCopy, DataCopyPad, ND -> NZ, Fixpipe;
+        not the gathers and scatters) bypass the L2 when mode is CACHE_MODE_DISABLE. The
+        persistent mode is not offered on these products (CANN's SetL2CacheHint page: planned
+        for the 950)."""
+        ctx = current_context()
+        if ctx.profile.series != "A2":       # (the A3 dies are of the A2 series here)
+            raise _fault(None, f"SetL2CacheHint: {ctx.profile.soc_version} has no L2 cache hint (Atlas A2 / A3 only)")
+        if mode not in (CacheMode.CACHE_MODE_DISABLE, CacheMode.CACHE_MODE_NORMAL):
+            raise _fault(None, f"SetL2CacheHint: {mode!r} is not supported (CACHE_MODE_DISABLE or CACHE_MODE_NORMAL)")
+        self.cache_mode = CacheMode(mode)
 
     def SetGlobalBuffer(self, ptr: GM_ADDR, bufferSize: int | None = None) -> None:
         if not isinstance(ptr, GM_ADDR):
@@ -178,6 +198,7 @@ class GlobalTensor:
         g = GlobalTensor(self.dtype)
         g.ptr = self.ptr + int(i)
         g.size = self.size - int(i)
+        g.cache_mode = self.cache_mode
         return g
 
     def GetSize(self) -> int:
@@ -490,6 +511,7 @@ def _flag(kind: int, src: str, dst: str, event_id: int, name: str) -> None:
 
 __all__ = [
     "BUFFER_NUM",
+    "CacheMode",
     "half",
     "bfloat16",
     "float32",

@@ -41,6 +41,11 @@ class DataCopyPadExtParams:
     paddingValue: float = 0
 
 
+
+def _uncached(gm) -> bool:
+    """A GM operand whose GlobalTensor asked for no L2 caching (SetL2CacheHint)."""
+    return getattr(gm, "cache_mode", 1) == 0
+
 def DataCopy(dst, src, count_or_params, enhancedParams=None) -> None:
     """Contiguous copy of `count` elements (a whole number of 32-byte blocks), or a strided copy
     with DataCopyParams. The cube path's forms live with the Cube instructions: GM -> L1 with
@@ -127,10 +132,12 @@ def _copy(dst, src, blocks: RegularBlocks, name: str) -> None:
     gm_ranges = gm_dst if gm_dst is not None else gm_src or ()
     if type(gm_ranges) is list:
         gm_ranges = tuple(gm_ranges)
-    ctx.emit(Instr(pipe, name, kind, cycles, path=path or "UB_UB", nbytes=total, chan_bytes=chan,
-                   gm=gm_ranges, gm_write=gm_dst is not None,
-                   reads=reads, writes=writes, fn=fn,
-                   operands=(dst, src, Text("{} x {} B", len(blocks), blocks[0][2] if blocks else 0))))
+    instr = Instr(pipe, name, kind, cycles, path=path or "UB_UB", nbytes=total, chan_bytes=chan,
+                  gm=gm_ranges, gm_write=gm_dst is not None,
+                  reads=reads, writes=writes, fn=fn,
+                  operands=(dst, src, Text("{} x {} B", len(blocks), blocks[0][2] if blocks else 0)))
+    instr.l2_bypass = _uncached(dst if dbuf == "GM" else src if sbuf == "GM" else None)
+    ctx.emit(instr)
 
 
 def _copy_effect(ctx, dst, src, blocks: RegularBlocks, gm_dst, gm_src, atomic):

@@ -170,9 +170,11 @@ def _nd2nz(dst: LocalTensor, src: GlobalTensor, p: Nd2NzParams) -> None:
         fn = _nd2nz_effect(ctx, dst, addr, src_hi, hi_el, nd, n, d, sd, msrc, c0s, ns, mdst)
     else:
         fn = None
-    ctx.emit(Instr(pipe, name, GM_XFER, cycles, path="GM_L1_ND2NZ", nbytes=rows * row,
-                   chan_bytes=moved, gm=gm, gm_write=False, writes=writes, fn=fn,
-                   operands=(dst, src, f"{nd} x {n} x {d}")))
+    instr = Instr(pipe, name, GM_XFER, cycles, path="GM_L1_ND2NZ", nbytes=rows * row,
+                  chan_bytes=moved, gm=gm, gm_write=False, writes=writes, fn=fn,
+                  operands=(dst, src, f"{nd} x {n} x {d}"))
+    instr.l2_bypass = src.cache_mode == 0
+    ctx.emit(instr)
 
 
 def _nd2nz_operands(dst: LocalTensor, src, p: Nd2NzParams, pipe: str, name: str) -> tuple:

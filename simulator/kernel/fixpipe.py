@@ -83,9 +83,11 @@ def Fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220,
     else:
         fn = None
     label = name + ("+AtomicAdd" if atomic is not None else "")
-    ctx.emit(Instr(pipe, label, GM_XFER, cycles, path="L0C_GM", nbytes=written, chan_bytes=moved,
-                   gm=gm, gm_write=True, reads=reads, fn=fn,
-                   operands=(dst, src, f"{m} x {n}", dtype_name(out), config.value)))
+    instr = Instr(pipe, label, GM_XFER, cycles, path="L0C_GM", nbytes=written, chan_bytes=moved,
+                  gm=gm, gm_write=True, reads=reads, fn=fn,
+                  operands=(dst, src, f"{m} x {n}", dtype_name(out), config.value))
+    instr.l2_bypass = getattr(dst, "cache_mode", 1) == 0
+    ctx.emit(instr)
 
 
 class BlockMode(Enum):
