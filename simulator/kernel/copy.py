@@ -9,7 +9,7 @@ import numpy as np
 from ..program import COMPUTE, GM_XFER, Instr, Rows, Text
 from ..recorder import current_context
 from ..arith import align_up
-from .base import GlobalTensor, LocalTensor, _fault
+from .base import CacheMode, GlobalTensor, LocalTensor, _fault
 
 
 @dataclass
@@ -41,10 +41,10 @@ class DataCopyPadExtParams:
     paddingValue: float = 0
 
 
-
 def _uncached(gm) -> bool:
     """A GM operand whose GlobalTensor asked for no L2 caching (SetL2CacheHint)."""
-    return getattr(gm, "cache_mode", 1) == 0
+    return getattr(gm, "cache_mode", None) == CacheMode.CACHE_MODE_DISABLE
+
 
 def DataCopy(dst, src, count_or_params, enhancedParams=None) -> None:
     """Contiguous copy of `count` elements (a whole number of 32-byte blocks), or a strided copy
