@@ -2,7 +2,7 @@
 04_memory_access/data_copy), in the simulator's micro-program language.
 
     python examples/data_copy_kernel.py [--soc Ascend910B2] [--path L1] [--n 12288] [--tile 64 256]
-                                        [--order once|whole4|split4]
+                                        [--order once|whole4|split4|same|offset]
 
 A FLOAT16 matrix m x n in GM, its rows split over the blocks (m / blocks rows each), read tile by
 tile (tileM rows x tileN columns) into one on-chip buffer and nothing else:
@@ -12,8 +12,8 @@ tile (tileM rows x tileN columns) into one on-chip buffer and nothing else:
 (RepeatCopy(0, n, 4)); its four column quarters, each four times over before the next (the L2
 keeps a quarter); or every block reading the whole matrix with the L2 off (SetL2CacheHint), in the
 same order on every block ("same": its blocks of rows at the same time) or rotated by the block's
-index ("offset"). The measured Task Durations of these runs on an A2 chip are a validation source
-(benchmarks/published_figures.yaml, `ascendc_data_copy_a2`).
+index ("offset"). The sample's measured Task Durations on a 910B2 are the source
+`ascendc_data_copy_a2` in benchmarks/published_figures.yaml.
 """
 from __future__ import annotations
 

@@ -183,6 +183,10 @@ class GlobalTensor:
             raise _fault(None, f"SetL2CacheHint: {mode!r} is not supported (CACHE_MODE_DISABLE or CACHE_MODE_NORMAL)")
         self.cache_mode = CacheMode(mode)
 
+    @property
+    def bypasses_l2(self) -> bool:
+        return self.cache_mode == CacheMode.CACHE_MODE_DISABLE
+
     def SetGlobalBuffer(self, ptr: GM_ADDR, bufferSize: int | None = None) -> None:
         if not isinstance(ptr, GM_ADDR):
             raise _fault(None, f"SetGlobalBuffer expects a GM_ADDR, got {type(ptr).__name__}")

@@ -9,7 +9,7 @@ import numpy as np
 from ..program import COMPUTE, GM_XFER, Instr, Rows, Text
 from ..recorder import current_context
 from ..arith import align_up
-from .base import CacheMode, GlobalTensor, LocalTensor, _fault
+from .base import GlobalTensor, LocalTensor, _fault
 
 
 @dataclass
@@ -39,11 +39,6 @@ class DataCopyPadExtParams:
     leftPadding: int = 0
     rightPadding: int = 0
     paddingValue: float = 0
-
-
-def _uncached(gm) -> bool:
-    """A GM operand whose GlobalTensor asked for no L2 caching (SetL2CacheHint)."""
-    return getattr(gm, "cache_mode", None) == CacheMode.CACHE_MODE_DISABLE
 
 
 def DataCopy(dst, src, count_or_params, enhancedParams=None) -> None:
@@ -136,7 +131,7 @@ def _copy(dst, src, blocks: RegularBlocks, name: str) -> None:
                   gm=gm_ranges, gm_write=gm_dst is not None,
                   reads=reads, writes=writes, fn=fn,
                   operands=(dst, src, Text("{} x {} B", len(blocks), blocks[0][2] if blocks else 0)))
-    instr.l2_bypass = _uncached(dst if dbuf == "GM" else src if sbuf == "GM" else None)
+    instr.l2_bypass = (dst if dbuf == "GM" else src).bypasses_l2 if kind == GM_XFER else False
     ctx.emit(instr)
 
 

@@ -11,7 +11,7 @@ from ..enums import dtype_name
 from ..program import COMPUTE, GM_XFER, Instr
 from ..recorder import current_context
 from ..arith import align_up, ceil_div
-from .base import CacheMode, GlobalTensor, LocalTensor, _fault
+from .base import GlobalTensor, LocalTensor, _fault
 from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, gm_check, local_extent, local_operand, memo_emit,
                        memo_lookup, merge_spans, param_in_range, require_pipe)
 
@@ -173,7 +173,7 @@ def _nd2nz(dst: LocalTensor, src: GlobalTensor, p: Nd2NzParams) -> None:
     instr = Instr(pipe, name, GM_XFER, cycles, path="GM_L1_ND2NZ", nbytes=rows * row,
                   chan_bytes=moved, gm=gm, gm_write=False, writes=writes, fn=fn,
                   operands=(dst, src, f"{nd} x {n} x {d}"))
-    instr.l2_bypass = src.cache_mode == CacheMode.CACHE_MODE_DISABLE
+    instr.l2_bypass = src.bypasses_l2
     ctx.emit(instr)
 
 

@@ -13,7 +13,7 @@ from ..enums import dtype_name
 from ..program import COMPUTE, GM_XFER, Instr, Rows
 from ..recorder import current_context
 from ..arith import align_up, ceil_div
-from .base import CacheMode, GlobalTensor, LocalTensor, _fault, bfloat16, float32, half
+from .base import GlobalTensor, LocalTensor, _fault, bfloat16, float32, half
 from .cube_load import Nd2NzParams, _nd2nz
 from .operands import (BLOCK_BYTES, gm_check, int32, local_extent, local_operand, merge_spans, param_in_range,
                        require_pipe)
@@ -86,7 +86,7 @@ def Fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParamsV220,
     instr = Instr(pipe, label, GM_XFER, cycles, path="L0C_GM", nbytes=written, chan_bytes=moved,
                   gm=gm, gm_write=True, reads=reads, fn=fn,
                   operands=(dst, src, f"{m} x {n}", dtype_name(out), config.value))
-    instr.l2_bypass = getattr(dst, "cache_mode", None) == CacheMode.CACHE_MODE_DISABLE
+    instr.l2_bypass = dst.bypasses_l2
     ctx.emit(instr)
 
 
