@@ -1,10 +1,11 @@
 """Every ConvolutionBackward call a chip accepts runs: none ends in an inner tiling error (561002),
 an inner error (561000) or a kernel fault. Calls are drawn at random over the whole space the
 operator's checks accept, at model sizes (channels to 1024, kernels to 7, strides, dilations,
-groups, 4-entry and per-dim padding, transposed, every outputMask, every dtype the series takes) on
-every chip; each is planned (phase 1) and each of its launches has its first and last blocks
-recorded with every capacity, alignment and bound check the kernel language makes
-(simulator.estimate), which is where a tile or a row larger than a buffer would show.
+groups, 4-entry and per-dim padding, transposed, every outputMask, every dtype the series takes, a
+fifth of them with rows of 2,000 to 40,000 positions) on every chip; each is planned (phase 1)
+and each of its launches has its first and last blocks recorded with every capacity, alignment and
+bound check the kernel language makes (simulator.estimate), which is where a tile or a row larger
+than a buffer would show.
 `CONV_VALID_CASES=N` draws more."""
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def draw_call(seed: int):
                for kk, dd, pp in zip(k, d, p))
     if nd == 3:
         sp = tuple(min(v, 12) for v in sp)
+    if rng.random() < 0.2:      # a row longer than L1 or UB takes whole: W windows
+        sp = sp[:-1] + (int(rng.integers(2000, 40000 if nd == 1 else 12000)),)
     op = tuple(0 for _ in range(nd))
     if transposed:
         op = tuple(int(rng.integers(0, max(ss, dd))) if nd == 3 else int(rng.integers(0, ss))
@@ -134,3 +137,64 @@ def test_a_gradweight_over_65536_positions_matches_the_formula():
                       outputPadding=[0, 0], groups=1, outputMask=[False, True, False], cubeMathType=1)
     ref = np.einsum("nohw,nihw->oi", dy.astype(np.float64), x.astype(np.float64))[:, :, None, None]
     np.testing.assert_array_equal(r.outputs["gradWeight"].astype(np.float64), ref)
+
+
+def _long_row_calls(support):
+    """(gradOutput, input, weight, stride, padding, dilation) with rows longer than whole rows in
+    L1 or UB take: a 1D signal as speech models feed it (16,000 and 100,000 samples), a 2D map
+    20,000 wide, a 3D map 12,000 wide."""
+    calls = []
+    if 3 in support.ranks:
+        calls += [((2, 32, 15998), (2, 32, 16000), (32, 32, 3), [1], [0], [1]),
+                  ((1, 16, 50000), (1, 16, 100000), (16, 16, 4), [2], [1], [1]),
+                  ((2, 512, 3199), (2, 1, 16000), (512, 1, 10), [5], [0], [1])]
+    if 4 in support.ranks:
+        calls.append(((1, 64, 4, 20000), (1, 64, 4, 20000), (64, 64, 3, 3), [1, 1], [1, 1], [1, 1]))
+    if 5 in support.ranks:
+        calls.append(((1, 16, 2, 2, 12000), (1, 16, 2, 2, 12000), (16, 16, 3, 3, 3), [1] * 3, [1] * 3, [1] * 3))
+    return calls
+
+
+@pytest.mark.parametrize("soc", SOCS)
+def test_rows_longer_than_a_buffer_run(soc):
+    """Rows too long for L1 (the Cube's stages) or UB (gradInput's layout pass) are cut into W
+    windows: every such call plans and records, every gradient, every dtype."""
+    support = load_profile(soc).supports("ConvolutionBackward")
+    for gout, inp, w, s, p, d in _long_row_calls(support):
+        for dtype in support.dtypes:
+            dt = DTYPES[dtype]
+            est = simulator.estimate("ConvolutionBackward", soc, gradOutput=TensorLayout(gout, dt),
+                                     input=TensorLayout(inp, dt), weight=TensorLayout(w, dt), biasSizes=[w[0]],
+                                     stride=s, padding=p, dilation=d, transposed=False, outputPadding=[0] * len(s),
+                                     groups=1, outputMask=[True, True, True], cubeMathType=int(dtype == "FLOAT"))
+            assert est.instructions > 0
+
+
+@pytest.mark.parametrize("soc", SOCS)
+def test_windowed_gradients_match_the_formula(soc):
+    """The W windows carry the right columns: gradInput and gradWeight of long 1D signals (and a
+    wide 2D map where the chip takes 2D) against the float64 formula. Entries of -1, 0 and 1 sum
+    exactly in FP32; a 16-bit output then rounds once (relative error <= 2^-11)."""
+    from conv_reference import conv_backward
+    support = load_profile(soc).supports("ConvolutionBackward")
+    rng = np.random.default_rng([49, len(soc)])
+    cases = []
+    if 3 in support.ranks:     # (x shape, weight shape, stride, padding, dilation)
+        cases += [((2, 16, 6000), (32, 16, 5), [2], [2], [2]), ((1, 24, 9000), (16, 24, 3), [1], [1], [1]),
+                  ((1, 16, 5000), (16, 16, 4), [3], [1], [1])]
+    if 4 in support.ranks:
+        cases.append(((1, 16, 3, 7000), (16, 16, 2, 3), [1, 2], [0, 1], [1, 1]))
+    for dtype in support.dtypes:
+        dt = DTYPES[dtype]
+        for xs, ws, s, p, d in cases:
+            out = [(x + 2 * pp - dd * (k - 1) - 1) // ss + 1 for x, k, ss, pp, dd in zip(xs[2:], ws[2:], s, p, d)]
+            x = rng.integers(-1, 2, xs).astype(dt)
+            w = rng.integers(-1, 2, ws).astype(dt)
+            dy = rng.integers(-1, 2, (xs[0], ws[0], *out)).astype(dt)
+            r = simulator.run("ConvolutionBackward", soc, gradOutput=dy, input=x, weight=w, biasSizes=None, stride=s,
+                              padding=p, dilation=d, transposed=False, outputPadding=[0] * len(s), groups=1,
+                              outputMask=[True, True, False], cubeMathType=int(dtype == "FLOAT"))
+            rdx, rdw, _ = conv_backward(dy, x, w, s, p, d, mask=(True, True, False))
+            for name, ref in (("gradInput", rdx), ("gradWeight", rdw)):
+                got = r.outputs[name].astype(np.float64)
+                np.testing.assert_allclose(got, ref, rtol=2.0 ** -11, atol=0, err_msg=f"{soc} {dtype} {xs} {name}")

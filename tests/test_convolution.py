@@ -232,6 +232,23 @@ def test_timing_mode_gives_the_functional_cycles():
     assert timing.cycles == functional.cycles
 
 
+@pytest.mark.parametrize("soc", list(CHIPS))
+def test_a_long_signal_matches_the_formula(soc):
+    """A 1D signal longer than its rows fit L1 or UB whole (a speech model's 20,000 samples; Whisper's
+    first convolution over 3,000 frames) is cut into W windows: exact with -1 / 0 / 1 entries,
+    whose sums FP16 holds exactly here, and timing mode gives the functional cycles."""
+    rng = np.random.default_rng(20000)
+    for xs, ws, s, p in (((2, 16, 20000), (32, 16, 5), 2, 2), ((1, 80, 3000), (384, 80, 3), 1, 1)):
+        x, w = rng.integers(-1, 2, xs).astype(F16), rng.integers(-1, 2, ws).astype(F16)
+        kw = dict(bias=None, stride=[s], padding=[p], dilation=[1], transposed=False, outputPadding=[0], groups=1,
+                  cubeMathType=0)
+        r = simulator.run("Convolution", soc=soc, input=x, weight=w, **kw)
+        np.testing.assert_array_equal(r.outputs["output"].astype(np.float64), conv_forward(x, w, [s], [p], [1]))
+        timing = simulator.run("Convolution", soc=soc, mode="timing", input=TensorLayout(xs, F16),
+                               weight=TensorLayout(ws, F16), **kw)
+        assert timing.cycles == r.cycles
+
+
 # ---- CANN's dispatch ----------------------------------------------------------------------------
 def test_launches_follow_cann_dispatch():
     """CANN's aclnnConvolution (ops-nn conv/convolution_forward/op_host/op_api/aclnn_convolution.cpp):

@@ -155,9 +155,9 @@ def _l0_tile(p: DwProblem, m_pc: int, n_total: int) -> tuple[int, int]:
         return f
 
     n1 = largest(16, n_total, lambda n: fits(1, n))
-    m1 = largest(min(128 // max(n1, 1), 64), m_pc, lambda m: fits(m, n1))
+    m1 = largest(min(128 // max(n1, 1), 64), m_pc, lambda m: fits(m, n1)) if n1 else 0
     m2 = largest(16, m_pc, lambda m: fits(m, 1))
-    n2 = largest(min(128 // max(m2, 1), 64), n_total, lambda n: fits(m2, n))
+    n2 = largest(min(128 // max(m2, 1), 64), n_total, lambda n: fits(m2, n)) if m2 else 0
     a, b = m1 * n1, m2 * n2
     if a != b:
         return (m1, n1) if a > b else (m2, n2)

@@ -19,7 +19,7 @@ from simulator.kernel.cube import (CFG_NZ, BlockMode, DataCopyEnhancedParams, De
                                    SetHF32Mode)
 from simulator.arith import align_up, ceil_div
 from ..common import copy_nd2nz
-from .geometry import F16, CubeGeometry, axis_window
+from .geometry import F16, Axis, CubeGeometry, axis_window
 from .packing import PackWeight
 from .tiling import DwTiling, DxTiling
 from .vector_pipeline import align32, sub_tensor
@@ -301,15 +301,19 @@ def _dx_slabs(job: CubeJob, f, pl: int, l1H: int, c0: int) -> list[DxSlab]:
     return slabs
 
 
-def _dx_copyin(job: CubeJob, src_a, src_b, c1n: int, l1H: int, blen: int, c0: int):
-    """gradOutput rows (the slab) at the slot's base, the W' block after it."""
+def _dx_copyin(job: CubeJob, src_a, src_b, c1n: int, l1H: int, blen: int, c0: int, wl: int | None = None):
+    """gradOutput rows (the slab; a window of wl columns, DxTiling.window) at the slot's base,
+    the W' block after it."""
     my, t, dt = job.geo.dy, job.dx, job.compute_dtype
     isz = dt.itemsize
     boff = align32(t.slab)
 
     def copyin(l1, load_b):
-        DataCopy(sub_tensor(l1, t.slab, dt), src_a,
-                 DataCopyParams(c1n, l1H * my.Wd * c0 * isz // 32, (my.block - l1H * my.Wd) * c0 * isz // 32, 0))
+        if wl is not None:
+            _copy_planes(sub_tensor(l1, t.slab, dt), src_a, c1n, l1H, wl, my.Wd, my.block, c0)
+        else:
+            DataCopy(sub_tensor(l1, t.slab, dt), src_a,
+                     DataCopyParams(c1n, l1H * my.Wd * c0 * isz // 32, (my.block - l1H * my.Wd) * c0 * isz // 32, 0))
         if load_b:
             DataCopy(l1[boff].ReinterpretCast(dt), src_b, DataCopyParams(1, blen, 0, 0))
     return copyin
@@ -317,16 +321,17 @@ def _dx_copyin(job: CubeJob, src_a, src_b, c1n: int, l1H: int, blen: int, c0: in
 
 def _dx_steps(job: CubeJob, f, slab: DxSlab, m: int, nw: int, mst: int, window: tuple, c0: int,
               bkey: tuple) -> list[L0Step]:
-    """The slab's L0 steps: load3d img2col of gradOutput (A) and load2d of W' (B), kk deep each."""
-    my, kk = job.geo.dy, job.dx.kk
+    """The slab's L0 steps: load3d img2col of gradOutput (A) and load2d of W' (B), kk deep each.
+    window: (rows, pad above, pad below, columns, pad left, pad right) of the slab."""
+    kk = job.dx.kk
     boff = align32(job.dx.slab)
-    l1H, top, bot = window
+    l1H, top, bot, l1W, left, right = window
     n1 = ceil_div(nw, 16)
     kst = slab.c1n * f.Khw * c0
     steps = []
     for k0 in range(0, kst, kk):
         kl = min(kk, kst - k0)
-        p3 = LoadData3DParamsV2(padList=(f.left, f.right, top, bot), l1H=l1H, l1W=my.Wd, channelSize=slab.c1n * c0,
+        p3 = LoadData3DParamsV2(padList=(left, right, top, bot), l1H=l1H, l1W=l1W, channelSize=slab.c1n * c0,
                                 kExtension=kl, mExtension=m, kStartPt=k0, mStartPt=mst,
                                 strideW=f.ax[2].s, strideH=f.ax[1].s, filterW=f.ax[2].K,
                                 filterH=f.ax[1].K, dilationFilterW=f.ax[2].d, dilationFilterH=f.ax[1].d)
@@ -354,18 +359,24 @@ def _dx_unit_stages(job: CubeJob, unit, gDY, gWP, gDXG, c0: int):
     oh0, oh1 = p0 // lay.Wd, (p0 + m - 1) // lay.Wd
     hlo, l1H, top, bot = axis_window(f.ax[1], oh0, oh1 - oh0 + 1, my.R)
     mst = p0 - oh0 * lay.Wd
+    wlo, wl, left, right = 0, my.Wd, f.left, f.right
+    if t.window:
+        wlo, wl, left, right = axis_window(Axis(f.ax[2].s, f.ax[2].d, f.left, f.ax[2].taps, 0), mst, m, my.Wd)
+        mst = 0
+        if wl == 0:
+            l1H = 0
     slabs = _dx_slabs(job, f, pl, l1H, c0)
     if not slabs:
         yield _zero_stage(m, nw, c0, out)
         return
     C1co = ceil_div(geo.Cout, c0)
     for si, slab in enumerate(slabs):
-        src_a = gDY[(((g * C1co + slab.c1) * my.NP + slab.plane) * my.R + hlo) * my.Wd * c0]
+        src_a = gDY[((((g * C1co + slab.c1) * my.NP + slab.plane) * my.R + hlo) * my.Wd + wlo) * c0]
         src_b = gWP[wp.off(g, q, slab.kdt, slab.c1, j, 0)]
         blen = slab.c1n * f.Khw * ceil_div(nw, 16) * 16 * c0 * job.compute_dtype.itemsize // 32
-        copyin = _dx_copyin(job, src_a, src_b, slab.c1n, l1H, blen, c0)
+        copyin = _dx_copyin(job, src_a, src_b, slab.c1n, l1H, blen, c0, wl if t.window else None)
         bkey = ("dx", g, q, j, slab.kdt, slab.c1)
-        steps = _dx_steps(job, f, slab, m, nw, mst, (l1H, top, bot), c0, bkey)
+        steps = _dx_steps(job, f, slab, m, nw, mst, (l1H, top, bot, wl, left, right), c0, bkey)
         yield Stage(copyin, steps, si == 0, si == len(slabs) - 1, out, bkey)
 
 
@@ -386,6 +397,13 @@ class DwPiece(NamedTuple):
     l1H: int              # right-operand rows
     top: int              # right-operand padding rows above and below
     bot: int
+    # W windows (DwTiling.window): the piece is one grid row's run from column col; the right
+    # operand holds map columns [wlo, wlo + wl) with load3d padding left / right
+    col: int = 0
+    wlo: int = 0
+    wl: int = 0
+    left: int = 0
+    right: int = 0
 
 
 def _dw_out(job: CubeJob, dst, mt: int, ncol: int, stride: int):
@@ -425,6 +443,13 @@ def _dw_pieces(job: CubeJob, kd: int, pieces) -> list[DwPiece]:
         hlo, l1H, top, bot = axis_window(f.ax[1], oh0, oh1 - oh0 + 1, blay.R)
         if l1H == 0:
             continue
+        if job.dw.window:
+            col = p0 - oh0 * Wg
+            wlo, wl, left, right = axis_window(Axis(f.ax[2].s, f.ax[2].d, f.left, f.ax[2].taps, 0), col, kl, blay.Wd)
+            if wl == 0:
+                continue
+            out.append(DwPiece(pl, p0, kl, plane_b, oh0, 1, hlo, l1H, top, bot, col, wlo, wl, left, right))
+            continue
         out.append(DwPiece(pl, p0, kl, plane_b, oh0, oh1 - oh0 + 1, hlo, l1H, top, bot))
     return out
 
@@ -444,8 +469,9 @@ def _dw_left_source(job: CubeJob, gA, gA32, g: int, m0: int, mt: int, c1aA: int,
             pimg = od * alay.H * Wg + pc.p0
         return a_bytes, gA32[((n_img * geo.G + g) * geo.Mg + m0) * alay.D * alay.H * alay.Wd + pimg]
     c1nA = ceil_div(m0 + mt, c0) - c1aA
-    a_bytes = c1nA * pc.rowsA * Wg * c0 * isz
-    return a_bytes, gA[(((g * ceil_div(geo.Mg, c0) + c1aA) * alay.NP + pc.pl) * alay.R + pc.oh0) * Wg * c0]
+    a_cols = pc.kl if job.dw.window else pc.rowsA * Wg
+    a_bytes = c1nA * a_cols * c0 * isz
+    return a_bytes, gA[((((g * ceil_div(geo.Mg, c0) + c1aA) * alay.NP + pc.pl) * alay.R + pc.oh0) * Wg + pc.col) * c0]
 
 
 def _dw_copyin(job: CubeJob, src_a, src_b, pc: DwPiece, boff: int, mt: int, c1nA: int, c1nB: int, c0: int):
@@ -463,12 +489,34 @@ def _dw_copyin(job: CubeJob, src_a, src_b, pc: DwPiece, boff: int, mt: int, c1nA
             if mt % 16:
                 InitConstValue(a1, InitConstValueParams(1, m1 * 16 * ceil_div(pc.kl, c0), 0, 0))
             copy_nd2nz(a1, src_a, mt, pc.kl, alay.D * alay.H * alay.Wd, m1 * 16)
+        elif job.dw.window:
+            _copy_planes(a1, src_a, c1nA, 1, pc.kl, Wg, alay.block, c0)
         else:
             DataCopy(a1, src_a, DataCopyParams(c1nA, pc.rowsA * Wg * c0 * isz // 32,
                                                (alay.block - pc.rowsA * Wg) * c0 * isz // 32, 0))
+        if job.dw.window:
+            _copy_planes(l1[boff].ReinterpretCast(dt), src_b[pc.wlo * c0], c1nB, pc.l1H, pc.wl, Wm, blay.block, c0)
+            return
         DataCopy(l1[boff].ReinterpretCast(dt), src_b,
                  DataCopyParams(c1nB, pc.l1H * Wm * c0 * isz // 32, (blay.block - pc.l1H * Wm) * c0 * isz // 32, 0))
     return copyin
+
+
+def _copy_planes(dst, src, planes: int, rows: int, cols: int, pitch: int, block: int, c0: int):
+    """A window of `rows` x `cols` positions from each of `planes` NC1HWC0 planes (rows `pitch`
+    positions apart, planes `block` apart) into L1, packed: one strided copy when the strides fit
+    DataCopyParams' 16-bit fields, else one a plane (or a row)."""
+    isz = dst.dtype.itemsize
+    u = c0 * isz // 32                      # 32-B blocks per position
+    if rows == 1 and (block - cols) * u <= 65535:
+        DataCopy(dst, src, DataCopyParams(planes, cols * u, (block - cols) * u, 0))
+        return
+    for c in range(planes):
+        if (pitch - cols) * u <= 65535:
+            DataCopy(dst[c * rows * cols * c0], src[c * block * c0], DataCopyParams(rows, cols * u, (pitch - cols) * u, 0))
+            continue
+        for r in range(rows):
+            DataCopy(dst[(c * rows + r) * cols * c0], src[(c * block + r * pitch) * c0], DataCopyParams(1, cols * u, 0, 0))
 
 
 def _load_a_nd2nz(q0: int, k1: int, m1: int, c0: int, a2, l1):
@@ -493,14 +541,17 @@ def _dw_steps(job: CubeJob, pc: DwPiece, boff: int, mt: int, ncol: int, kstA: in
         kq = min(kk, pc.kl - q0)
         k1 = ceil_div(kq, c0)
         mst = pc.p0 + q0 - pc.oh0 * Wg
+        a_w, b_w, left, right = Wg, Wm, f.left, f.right
+        if job.dw.window:
+            mst, a_w, b_w, left, right = q0, pc.kl, pc.wl, pc.left, pc.right
         if job.dw.a_nd2nz:
             la = partial(_load_a_nd2nz, q0, k1, m1, c0)
         else:
-            pa = LoadData3DParamsV2(padList=(0, 0, 0, 0), l1H=pc.rowsA, l1W=Wg, channelSize=c1nA * c0,
+            pa = LoadData3DParamsV2(padList=(0, 0, 0, 0), l1H=pc.rowsA, l1W=a_w, channelSize=c1nA * c0,
                                     kExtension=mt, mExtension=kq, kStartPt=kstA, mStartPt=mst,
                                     enTranspose=True)
             la = partial(_load_a3d, pa)
-        pb = LoadData3DParamsV2(padList=(f.left, f.right, pc.top, pc.bot), l1H=pc.l1H, l1W=Wm, channelSize=c1nB * c0,
+        pb = LoadData3DParamsV2(padList=(left, right, pc.top, pc.bot), l1H=pc.l1H, l1W=b_w, channelSize=c1nB * c0,
                                 kExtension=ncol, mExtension=kq, kStartPt=kstB, mStartPt=mst,
                                 strideW=f.ax[2].s, strideH=f.ax[1].s, filterW=f.ax[2].K, filterH=f.ax[1].K,
                                 dilationFilterW=f.ax[2].d, dilationFilterH=f.ax[1].d)

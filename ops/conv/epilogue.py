@@ -52,6 +52,7 @@ class DxOut:
     reg: int              # bytes per region
     nreg: int             # regions per slot: in, (work,) out
     slot: int
+    wq: int = 0           # phase columns per item: Qmax[2], or fewer when one phase row is longer than UB takes
 
 
 def plan_dx_out(geo: CubeGeometry, *, odt, ub_bytes: int) -> DxOut:
@@ -68,7 +69,7 @@ def plan_dx_out(geo: CubeGeometry, *, odt, ub_bytes: int) -> DxOut:
         row_b = Sh * max(Sw * Qw, align_up(Wq, unit)) * 16 * osz        # one phase row, all phases, one C1
         if row_b > room:
             if nreg == 3:
-                raise tiling_error(f"gradInput layout pass: one phase row ({row_b} B) does not fit in UB ({ub_bytes} B)")
+                return _plan_dx_out_columns(geo, odt, room, ub_bytes)
             continue
         if Qh * row_b <= room:          # whole images, as many C1 planes as fit
             c1n = max(1, min(C1o, room // (Qh * row_b)))
@@ -96,7 +97,20 @@ def plan_dx_out(geo: CubeGeometry, *, odt, ub_bytes: int) -> DxOut:
             continue
         break
     reg = align32(c1n * Sh * ni * max(Sw * Qw, Wqp) * 16 * osz)
-    return DxOut(geo, odt, C1o, c1n, ni, whole, Wqp, mode, reg, nreg, reg if nreg == 2 else nreg * reg)
+    return DxOut(geo, odt, C1o, c1n, ni, whole, Wqp, mode, reg, nreg, reg if nreg == 2 else nreg * reg, Qw)
+
+
+def _plan_dx_out_columns(geo: CubeGeometry, odt, room: int, ub_bytes: int) -> DxOut:
+    """Phase rows longer than a UB region takes: an item is one phase row of one C1 plane, cut
+    into runs of wq phase columns (each output row written as pieces)."""
+    osz, Sh, Sw = odt.itemsize, geo.S[1], geo.S[2]
+    unit = 32 // osz
+    wq = room // (Sh * 16 * osz) // Sw // unit * unit
+    if wq < unit:
+        raise tiling_error(f"gradInput layout pass: {unit} phase columns ({Sh * Sw * unit * 16 * osz} B) do not "
+                           f"fit in UB ({ub_bytes} B)")
+    reg = align32(Sh * Sw * wq * 16 * osz)
+    return DxOut(geo, odt, ceil_div(geo.Cin, 16), 1, 1, False, wq * Sw, "rows", reg, 3, 3 * reg, wq)
 
 
 class DxOutItem(NamedTuple):
@@ -109,14 +123,15 @@ class DxOutItem(NamedTuple):
     xd: int
     i0: int
     ni: int
+    w0: int = 0           # first phase column (DxOut.wq columns from it)
 
 
 def dx_out_items(t: DxOut) -> list[DxOutItem]:
     geo = t.geo
-    Qh = geo.Qmax[1]
-    return [DxOutItem(g, c1, min(t.c1n, t.C1o - c1), n, xd, i0, min(t.ni, Qh - i0)) for n in range(geo.N)
+    Qh, Qw = geo.Qmax[1], geo.Qmax[2]
+    return [DxOutItem(g, c1, min(t.c1n, t.C1o - c1), n, xd, i0, min(t.ni, Qh - i0), w0) for n in range(geo.N)
             for g in range(geo.G) for c1 in range(0, t.C1o, t.c1n) for xd in range(geo.X[0])
-            for i0 in range(0, Qh, t.ni)]
+            for i0 in range(0, Qh, t.ni) for w0 in range(0, Qw, t.wq)]
 
 
 def _phase_of(geo: CubeGeometry, xd: int, rh: int, rw: int) -> tuple[int, int]:
@@ -128,7 +143,7 @@ def _phase_of(geo: CubeGeometry, xd: int, rh: int, rw: int) -> tuple[int, int]:
 def _dx_out_needs_prezero(t: DxOut, it: DxOutItem) -> bool:
     """A partial item, or a phase no tap reaches (never written by the Cube), must read as zeros."""
     geo, (_, Sh, Sw) = t.geo, t.geo.S
-    return not (it.ni == t.ni and all(geo.phases[_phase_of(geo, it.xd, rh, rw)[0]] is not None
+    return not (it.ni == t.ni and it.w0 + t.wq <= geo.Qmax[2] and all(geo.phases[_phase_of(geo, it.xd, rh, rw)[0]] is not None
                                       for rh in range(Sh) for rw in range(Sw)))
 
 
@@ -140,10 +155,11 @@ def _dx_out_prezero(ub: VecBlock, t: DxOut, b: int, it: DxOutItem) -> bool:
     return True
 
 
-def _dx_out_one_copy(geo: CubeGeometry) -> bool:
+def _dx_out_one_copy(t: DxOut) -> bool:
     """Every in-plane phase present and unshifted, rows whole: the (C1, phase) blocks of an item
     are evenly strided in the workspace and one strided copy loads them all."""
-    return (geo.S[0] == 1 and geo.dxg.Wd == geo.Qmax[2]
+    geo = t.geo
+    return (geo.S[0] == 1 and geo.dxg.Wd == geo.Qmax[2] == t.wq
             and all(f is not None and f.ax[1].sh == 0 and f.ax[2].sh == 0 for f in geo.phases))
 
 
@@ -163,7 +179,7 @@ def _dx_out_load_phase(ub: VecBlock, t: DxOut, sGm, b: int, it: DxOutItem, rh: i
     phases of each C1 plane (a depth phase is one item's xd), the workspace all S phases."""
     geo, lay, odt = t.geo, t.geo.dxg, t.odt
     _, Sh, Sw = geo.S
-    S, inplane, Qw = geo.nphase, Sh * Sw, geo.Qmax[2]
+    S, inplane, Qw = geo.nphase, Sh * Sw, t.wq
     osz = odt.itemsize
     blk = 16 * osz // 32                    # 32-B blocks per position (16 channels)
     per_phase = t.ni * Qw                   # positions of one phase of one C1 plane in UB
@@ -174,7 +190,11 @@ def _dx_out_load_phase(ub: VecBlock, t: DxOut, sGm, b: int, it: DxOutItem, rh: i
     row0 = it.n * lay.pitch if lay.fold else 0
     plane = 0 if lay.fold else it.n * lay.D + idd
     src = (((it.g * t.C1o + it.c1) * S + q) * lay.block + plane * lay.plane
-           + (row0 + f.ax[1].sh + it.i0) * lay.Wd + f.ax[2].sh) * 16
+           + (row0 + f.ax[1].sh + it.i0) * lay.Wd + f.ax[2].sh + it.w0) * 16
+    if Qw != geo.Qmax[2]:                   # a run of columns: those the grid holds past w0
+        Qw = min(Qw, lay.Wd - f.ax[2].sh - it.w0)
+        if Qw <= 0:
+            return
     dst = b + (rh * Sw + rw) * per_phase * 16 * osz
     if lay.Wd == Qw:
         DataCopy(ub.at(dst, odt), sGm[src],
@@ -199,7 +219,7 @@ def _dx_out_load(ub: VecBlock, t: DxOut, sGm, one_copy: bool, b: int, it: DxOutI
 def _dx_out_transposes(t: DxOut, c1n: int) -> list:
     """[c1][rh][rw][i][j][16] -> [c16][i][rh][j][rw]: channels out, then the phases interleaved."""
     _, Sh, Sw = t.geo.S
-    Qw = t.geo.Qmax[2]
+    Qw = t.wq
     Wq = Qw * Sw
     N16 = c1n * 16
     seq = [nhwc2nchw(c1n, Sh * Sw * t.ni * Qw, 1, 16)]                          # -> [c1][16][rh][rw][i][j]
@@ -218,7 +238,7 @@ def _dx_out_compute(ub: VecBlock, t: DxOut, b: int, it: DxOutItem):
         tchain(ub, seq, r[0], r[2], r[1], t.odt)
     else:             # rows padded to Wqp: every row (and channel block) 32-B aligned
         tchain(ub, seq, r[0], r[1], r[2], t.odt)
-        Wq = t.geo.Qmax[2] * t.geo.S[2]
+        Wq = t.wq * t.geo.S[2]
         repitch(ub, r[1], r[0], r[2], it.c1n * 16 * t.ni * t.geo.S[1], Wq, t.Wqp, t.odt)
 
 
@@ -236,6 +256,16 @@ def _dx_out_store(ub: VecBlock, t: DxOut, dGm, b: int, it: DxOutItem):
     nch = min(it.c1n * 16, geo.Cin - it.c1 * 16)
     chan = ((it.n * geo.G + it.g) * geo.Cin + it.c1 * 16) * Xd * Xh * Xw + (it.xd * Xh + h0) * Xw
     pitch = t.ni * Sh * t.Wqp
+    if t.wq != geo.Qmax[2]:                 # a run of columns: each row a piece of its output row
+        x0 = it.w0 * geo.S[2]
+        ncols = min(t.wq * geo.S[2], Xw - x0)
+        if ncols <= 0:
+            return
+        for cc in range(nch):
+            DataCopyPad(dGm[chan + cc * Xd * Xh * Xw + x0], out[cc * pitch],
+                        DataCopyExtParams(nrows, ncols * osz, (t.Wqp * osz - align32(ncols * osz)) // 32,
+                                          (Xw - ncols) * osz))
+        return
     if t.mode == "flat":
         DataCopyPad(dGm[chan], out, DataCopyExtParams(1, nch * Xh * Xw * osz, 0, 0))
     elif t.mode == "fast":
@@ -248,7 +278,7 @@ def _dx_out_store(ub: VecBlock, t: DxOut, dGm, b: int, it: DxOutItem):
 
 
 def pass_dx_out(ub: VecBlock, items, t: DxOut, sGm, dGm):
-    load = partial(_dx_out_load, ub, t, sGm, _dx_out_one_copy(t.geo))
+    load = partial(_dx_out_load, ub, t, sGm, _dx_out_one_copy(t))
     if t.nreg != 2:
         slot_pass(ub, t.slot, items, load, partial(_dx_out_compute, ub, t), partial(_dx_out_store, ub, t, dGm),
                   partial(_dx_out_prezero, ub, t))

@@ -91,6 +91,7 @@ class DxTiling:
     bchunk: int           # L1 bytes: the weight chunk of a stage
     units: list = field(default_factory=list)   # (g, q, plane, p0, m, j)
     costs: list = field(default_factory=list)
+    window: bool = False  # W windows: a unit is a run of one grid row, its stage the columns it reads
 
 
 @dataclass
@@ -109,6 +110,9 @@ class DwTiling:
     # over cores, and always for a 3D convolution, whose gradWeight CANN computes in FP32
     # (Conv3DBackpropFilter*2Fp32) with atomic adds after a MemSet
     atomic: bool = False
+    # W windows: each stage holds one grid row's run of kc columns and the map columns it reads,
+    # for rows too long for whole rows in L1 (long 1D signals, wide maps)
+    window: bool = False
 
 
 def _rows_for(m: int, Wg: int) -> int:
@@ -195,11 +199,14 @@ def _dx_tile_shapes(search: _TileSearch, small: bool, plane_positions: int):
     return [(nt, m) for nt in nts for m in ms]
 
 
-def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int, nt: int):
+def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int, nt: int, window: bool = False):
     """One gradInput tile's score (estimated cycles plus instructions at INSTR_CYCLES) with the
-    L1 stage it allows: (score, m, nt, kmax, c1n, nc, rows), or None if it does not fit."""
+    L1 stage it allows: (score, m, nt, kmax, c1n, nc, rows, cols), or None if it does not fit.
+    window: a unit is a run of one grid row (DxTiling.window), at most the row."""
     geo, cc, isz, c0, nb = search.geo, search.caps, search.isz, search.c0, search.buffers
     C1co = ceil_div(geo.Cout, c0)
+    if window:
+        m = min(m, align_up(geo.dxg.Wd, 16))
     m16, n16 = align_up(m, 16), align_up(nt, 16)
     kmax = _l0_k_room("gradInput", cc, nb, isz, m, nt, c0, search.forced_k, search.forced_tile)
     if kmax is None or not (search.forced_tile or cc.stages(m, nt, search.osz)):
@@ -211,9 +218,10 @@ def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int,
     # L1: dy slab (all rows the tile's grid rows read) + weight chunk, per stage, double-buffered
     # the dy rows a tile's grid rows read: (rows - 1) * stride + the window's reach; stride
     # is 1 for the phases of a convolution's gradInput, s for a transposed one's
-    rows = max(_window_rows(f.ax[1], _rows_for(m, geo.dxg.Wd)) for _, f in fams)
+    rows = max(_window_rows(f.ax[1], 1 if window else _rows_for(m, geo.dxg.Wd)) for _, f in fams)
     rows = min(rows, geo.dy.R)
-    per_c1 = rows * geo.dy.Wd * c0 * isz + max(f.Khw for _, f in fams) * n16 * c0 * isz
+    cols = max(window_columns(f.ax[2], m, geo.dy.Wd) for _, f in fams) if window else geo.dy.Wd
+    per_c1 = rows * cols * c0 * isz + max(f.Khw for _, f in fams) * n16 * c0 * isz
     c1n = min(C1co, (cc.L1 // nb) // per_c1)
     if c1n < 1:
         return None
@@ -222,29 +230,34 @@ def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int,
     units = 0
     cyc = 0.0
     instr = 0.0
+    runs = plane_positions // geo.dxg.Wd * ceil_div(geo.dxg.Wd, m) if window else ceil_div(plane_positions, m)
     for q, f in fams:
-        nu = ceil_div(plane_positions, m) * geo.dxg.NP * ceil_div(geo.Cin, nt) * geo.G
-        per_unit, nsteps = _dx_unit_cost(search, f, m, nt, kmax, c1n, rows, nc)
+        nu = runs * geo.dxg.NP * ceil_div(geo.Cin, nt) * geo.G
+        per_unit, nsteps = _dx_unit_cost(search, f, m, nt, kmax, c1n, rows, nc, cols)
         units += nu
         cyc += nu * per_unit
         instr += nu * (nsteps * 7 + f.ax[0].K * stages_per * 6 + 10)
     waves = ceil_div(units, cc.cores)
     est = max(cyc / cc.cores, waves * cyc / units)
-    return est + INSTR_CYCLES * instr / cc.cores, m, nt, kmax, c1n, nc, rows
+    return est + INSTR_CYCLES * instr / cc.cores, m, nt, kmax, c1n, nc, rows, cols
 
 
-def _add_dx_units(t: DxTiling, search: _TileSearch, fams: list, plane_positions: int, rows: int) -> None:
+def _add_dx_units(t: DxTiling, search: _TileSearch, fams: list, plane_positions: int, rows: int, cols: int) -> None:
     """The chosen tiling's units (group, phase, plane, first position, positions, n-tile) and
     their costs, ordered so units sharing a weight block run one after another on a core."""
     geo = search.geo
+    Wd = geo.dxg.Wd
+    if t.window:
+        runs = [(r * Wd + c, min(t.m, Wd - c)) for r in range(plane_positions // Wd) for c in range(0, Wd, t.m)]
+    else:
+        runs = [(p0, min(t.m, plane_positions - p0)) for p0 in range(0, plane_positions, t.m)]
     for g in range(geo.G):
         for q, f in fams:
             for pl in range(geo.dxg.NP):
-                for p0 in range(0, plane_positions, t.m):
-                    mm = min(t.m, plane_positions - p0)
+                for p0, mm in runs:
                     for j, (n0, nw) in enumerate(t.ntiles):
                         t.units.append((g, q, pl, p0, mm, j))
-                        t.costs.append(_dx_unit_cost(search, f, mm, nw, t.kk, t.c1n, rows, t.nc)[0])
+                        t.costs.append(_dx_unit_cost(search, f, mm, nw, t.kk, t.c1n, rows, t.nc, cols)[0])
     # (group, phase, n-tile) outermost
     order = sorted(range(len(t.units)), key=lambda i: (t.units[i][0], t.units[i][1], t.units[i][5], t.units[i][2],
                                                        t.units[i][3]))
@@ -262,31 +275,32 @@ def plan_dx(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
     rows_needed = (lay.N - 1) * lay.pitch + geo.shmax[1] + geo.Qmax[1] if lay.fold else lay.pitch
     plane_positions = rows_needed * lay.Wd
     best = None
-    for small in (False, True):      # smaller n-tiles only when none of the usual ones fits
+    # smaller n-tiles only when none of the usual ones fits; W windows only when no whole row does
+    for small, window in ((False, False), (True, False), (False, True), (True, True)):
         if best is not None or (small and search.forced_tile):
-            break
+            continue
         for nt, m in _dx_tile_shapes(search, small, plane_positions):
-            cand = _cost_dx_tile(search, fams, plane_positions, m, nt)
+            cand = _cost_dx_tile(search, fams, plane_positions, m, nt, window)
             if cand is not None and (best is None or cand[0] < best[0]):
-                best = cand
+                best = cand + (window,)
     if best is None:
         raise tiling_error(f"ConvolutionBackward gradInput tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
                            f"{caps.L0A} B, L0B {caps.L0B} B, L0C {caps.L0C} B); lower the tile overrides")
-    _, m, nt, kmax, c1n, nc, rows = best
+    _, m, nt, kmax, c1n, nc, rows, cols, window = best
     n16 = align_up(nt, 16)
     ntiles = [(n0, min(nt, geo.Cin - n0)) for n0 in range(0, geo.Cin, nt)]
-    t = DxTiling(m, nt, kmax, c1n, nc, ntiles, c1n * rows * geo.dy.Wd * c0 * isz,
-                 c1n * max(f.Khw for _, f in fams) * n16 * c0 * isz)
-    _add_dx_units(t, search, fams, plane_positions, rows)
+    t = DxTiling(m, nt, kmax, c1n, nc, ntiles, c1n * rows * cols * c0 * isz,
+                 c1n * max(f.Khw for _, f in fams) * n16 * c0 * isz, window=window)
+    _add_dx_units(t, search, fams, plane_positions, rows, cols)
     return t
 
 
-def _dx_unit_cost(search: _TileSearch, f, m, nt, kmax, c1n, rows, nc):
+def _dx_unit_cost(search: _TileSearch, f, m, nt, kmax, c1n, rows, nc, cols):
     """Cycles of one gradInput unit of phase family f (m positions x nt channels, L0 steps of
-    kmax, c1n gradOutput C1 planes and `rows` dy rows per L1 stage, nc L0C tiles), and its L0
-    steps: per L1 stage, its L0 steps (Mmad against MTE1) or its copy-in (MTE2), whichever is
-    longer; plus the L0C drain when it cannot overlap."""
-    cc, isz, c0, Wm = search.caps, search.isz, search.c0, search.geo.dy.Wd
+    kmax, c1n gradOutput C1 planes of `rows` x `cols` dy positions per L1 stage, nc L0C tiles),
+    and its L0 steps: per L1 stage, its L0 steps (Mmad against MTE1) or its copy-in (MTE2),
+    whichever is longer; plus the L0C drain when it cannot overlap."""
+    cc, isz, c0, Wm = search.caps, search.isz, search.c0, cols
     C1co = ceil_div(search.geo.Cout, c0)
     step = _step_cycles(cc, m, nt, kmax, isz, c0)
     cyc, nsteps = 0.0, 0
@@ -301,13 +315,19 @@ def _dx_unit_cost(search: _TileSearch, f, m, nt, kmax, c1n, rows, nc):
     return cyc, f.ax[0].K * nsteps
 
 
-def _pieces(geo: CubeGeometry, kc: int, per_image: bool) -> list[list]:
+def _pieces(geo: CubeGeometry, kc: int, per_image: bool, window: bool = False) -> list[list]:
     """The gradWeight reduction (grid positions) cut into stages: per grid plane, runs of at most
     kc positions: [(plane, p0, length)]. per_image: runs stay inside one image's valid rows
-    (the ND->NZ path reads A from the NC[D]HW tensor)."""
+    (the ND->NZ path reads A from the NC[D]HW tensor). window: runs stay inside one valid row."""
     lay = geo.dy if geo.amap == "dy" else geo.x
     valid_rows = lay.H
     out = []
+    if window:
+        firsts = [n * lay.pitch for n in range(lay.N)] if lay.fold else [0]
+        for pl in range(lay.NP):
+            for r in (r0 + h for r0 in firsts for h in range(valid_rows)):
+                out += [(pl, r * lay.Wd + c, min(kc, lay.Wd - c)) for c in range(0, lay.Wd, kc)]
+        return out
     if lay.fold:
         if per_image:
             for n in range(lay.N):
@@ -366,9 +386,15 @@ def _dw_stage_slabs(search: _TileSearch, mt: int, nt: int, kc: int) -> tuple[int
     return sa, sb
 
 
-def _dw_stage(search: _TileSearch, mt: int, nt: int, kmax: int, nd2nz: bool):
+def window_columns(ax: Axis, cols: int, width: int) -> int:
+    """Map columns a run of `cols` grid columns reads along W, at most the map's width."""
+    return min((cols - 1) * ax.s + (ax.K - 1) * ax.d + 1, width)
+
+
+def _dw_stage(search: _TileSearch, mt: int, nt: int, kmax: int, nd2nz: bool, window: bool = False):
     """The deepest L1 stage (positions kc, a multiple of the L0 step) whose A and B slabs fit L1
-    with their buffers: (kc, A slab bytes, B slab bytes), or None."""
+    with their buffers: (kc, A slab bytes, B slab bytes), or None. window: a stage is a run of
+    one grid row and the map columns it reads (DwTiling.window), kc at most the row."""
     geo, isz, c0 = search.geo, search.isz, search.c0
     f = geo.dwf
     alay = geo.dy if geo.amap == "dy" else geo.x
@@ -377,19 +403,25 @@ def _dw_stage(search: _TileSearch, mt: int, nt: int, kmax: int, nd2nz: bool):
     c1nA = ceil_div(mt, c0) + (0 if mt % c0 == 0 else 1)
     for steps in (16, 12, 8, 6, 4, 3, 2, 1):
         kc = steps * kmax
-        rows = _rows_for(kc, alay.Wd)
+        if window:
+            kc = min(kc, align_up(alay.Wd, 16))
+            rows, a_cols, b_cols = 1, kc, window_columns(f.ax[2], kc, blay.Wd)
+        else:
+            rows = _rows_for(kc, alay.Wd)
+            a_cols, b_cols = min(rows, alay.R) * alay.Wd, blay.Wd
         if nd2nz:
             sa = align_up(mt, 16) * align_up(kc, c0) * isz
         else:
-            sa = c1nA * min(rows, alay.R) * alay.Wd * c0 * isz
+            sa = c1nA * a_cols * c0 * isz
         rb = min(_window_rows(f.ax[1], rows), blay.R)
-        sb = c1nB * rb * blay.Wd * c0 * isz
+        sb = c1nB * rb * b_cols * c0 * isz
         if search.buffers * (sa + sb) <= search.caps.L1:
             return kc, sa, sb
     return None
 
 
-def _cost_dw_tile(search: _TileSearch, mt: int, nt: int, ncols: int, K_total: int, o_ks, nd2nz: bool):
+def _cost_dw_tile(search: _TileSearch, mt: int, nt: int, ncols: int, K_total: int, o_ks, nd2nz: bool,
+                  window: bool = False):
     """One gradWeight tile's best K split, scored as _cost_dx_tile scores: (score, mt, nt,
     kmax, kc, ks, A slab, B slab), or None if it does not fit."""
     geo, cc = search.geo, search.caps
@@ -401,7 +433,7 @@ def _cost_dw_tile(search: _TileSearch, mt: int, nt: int, ncols: int, K_total: in
                            f"Mmad's [1, 4095] range")
     if not search.forced_k:
         kmax = min(kmax, 4095 // 16 * 16)
-    stage = _dw_stage(search, mt, nt, kmax, nd2nz)
+    stage = _dw_stage(search, mt, nt, kmax, nd2nz, window)
     if stage is None:
         return None
     kc, sa, sb = stage
@@ -431,7 +463,7 @@ def _add_dw_units(t: DwTiling, search: _TileSearch, ncols: int, nd2nz: bool) -> 
     """The chosen tiling's units (group, kernel depth, rows, columns, reduction part) and their
     costs; the reduction is cut into at most t.ks parts of similar length (t.ks is what it got)."""
     geo = search.geo
-    parts = _split_pieces(_pieces(geo, t.kc, nd2nz), t.ks)
+    parts = _split_pieces(_pieces(geo, t.kc, nd2nz, t.window), t.ks)
     t.ks = len(parts)
     for g in range(geo.G):
         for kd in range(geo.dwf.ax[0].K):
@@ -499,19 +531,20 @@ def plan_dw(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
         return cann
     best = None
     # the usual tile sizes first; smaller ones only when none of those fits (a what-if profile with
-    # small buffers), so a default plan is refused only when no tile can work
-    for small in (False, True):
+    # small buffers), then W windows when no whole row fits, so a plan is refused only when no
+    # tile can work
+    for small, window in ((False, False), (True, False), (False, True), (True, True)):
         if best is not None or (small and search.forced_tile):
-            break
+            continue
         for mt, nt in _dw_tile_shapes(search, small, ncols):
-            cand = _cost_dw_tile(search, mt, nt, ncols, K_total, o_ks, nd2nz)
+            cand = _cost_dw_tile(search, mt, nt, ncols, K_total, o_ks, nd2nz, window)
             if cand is not None and (best is None or cand[0] < best[0]):
-                best = cand
+                best = cand + (window,)
     if best is None:
         raise tiling_error(f"ConvolutionBackward gradWeight tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
                            f"{caps.L0A} B, L0B {caps.L0B} B, L0C {caps.L0C} B); lower the tile overrides")
-    _, mt, nt, kk, kc, ks, sa, sb = best
-    t = DwTiling(mt, nt, kk, kc, ks, sa, sb, a_nd2nz=nd2nz)
+    _, mt, nt, kk, kc, ks, sa, sb, window = best
+    t = DwTiling(mt, nt, kk, kc, ks, sa, sb, a_nd2nz=nd2nz, window=window)
     _add_dw_units(t, search, ncols, nd2nz)
     t.atomic = t.ks > 1 or not geo.x.fold
     return t
