@@ -93,6 +93,25 @@ def test_a_valid_call_plans_and_records(seed):
         pytest.fail(f"{soc}: a kernel fault while recording: {e}")
 
 
+@pytest.mark.parametrize("seed", range(N_CASES))
+def test_the_forward_of_a_valid_call_plans_and_records(seed):
+    """aclnnConvolution shares the Cube kernels, tilings and layout passes: the same draws, as the
+    forward of the same convolution, meet no inner error either."""
+    drawn = draw_call(seed)
+    if drawn is None:
+        pytest.skip("the draw has an empty output")
+    soc, kw = drawn
+    try:
+        simulator.estimate("Convolution", soc, input=kw["input"], weight=kw["weight"], bias=None,
+                           stride=kw["stride"], padding=kw["padding"], dilation=kw["dilation"],
+                           transposed=kw["transposed"], outputPadding=kw["outputPadding"], groups=kw["groups"],
+                           cubeMathType=kw["cubeMathType"])
+    except AclnnError as e:
+        assert e.status == 161002, f"{soc}: {e}"
+    except KernelError as e:
+        pytest.fail(f"{soc}: a kernel fault while recording: {e}")
+
+
 def test_the_call_the_issue_found_refused_runs():
     """x 2x128x8x64x64, weight 256x128x5x5x5, pad 2, BF16, gradWeight only: its gradWeight rows
     (128 channels x 125 taps in FP32) are longer than half the UB; they are cut into C1 chunks."""
