@@ -97,6 +97,23 @@ def test_max_pool_matches_the_windows(c):
     np.testing.assert_array_equal(r.indices, idx, err_msg=_id(c))
 
 
+@pytest.mark.parametrize("soc", CHIPS)
+def test_windows_larger_than_ub_and_strides_past_a_repeat_run(soc):
+    """The document bounds neither kernelSize nor stride: a window too large for UB is taken in
+    passes of kernel rows (then of one row and fewer columns), the maxima and indices kept between
+    passes in window order; a column stride past a repeat stride's reach takes tiles one column
+    wide. Exact against the window loop, ties (FLOAT16 data) included."""
+    for shape, k, s, p, dt in (((1, 16, 26, 26), (25, 25), (13, 13), (12, 12), F16),    # passes of 12 rows
+                               ((1, 16, 1, 2008), (1, 2000), (1, 8), (0, 0), F32),       # of 1 row, fewer columns
+                               ((1, 16, 2, 520), (1, 130), (1, 130), (0, 0), BF16)):     # 130 x 2 blocks > 255
+        c = dict(seed=0, soc=soc, shape=shape, k=k, s=s, p=p, ceil=False, dtype=dt, idx=np.int64, forced=None)
+        x = np.random.default_rng(13_000).standard_normal(shape).astype(dt)
+        _, r = _run(c)
+        out, idx = reference(x, k, s, p, False)
+        np.testing.assert_array_equal(r.out.astype(np.float64), out, err_msg=f"{soc} {shape} k{k} s{s}")
+        np.testing.assert_array_equal(r.indices, idx, err_msg=f"{soc} {shape} k{k} s{s}")
+
+
 @pytest.mark.parametrize("c", CASES[:15], ids=[_id(c) for c in CASES[:15]])
 def test_max_pool_matches_torch(c):
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")

@@ -10,7 +10,9 @@ Selects over a row of outputs (the repeat stride steps the stride's columns), th
 index an Adds on a template of the columns' offsets. Max and indices are transposed back and
 written per plane. BF16 is computed in FP32 (a Cast each way), as CANN does.
 Our own: the tile's search (planes per tile, output rows and columns) below; CANN's tiling code
-is not reproduced.
+is not reproduced. The document bounds neither kernelSize nor stride: a window too large for UB
+is taken in passes of kernel rows (then of one row and fewer columns), in window order so the
+first maximum still wins; a column stride past a repeat stride's reach takes one-column tiles.
 
 Checks (the document's list; the order is ours): null self / out / indices 161001; then 161002: the series, dtypes
 (self BF16 / FLOAT16 / FLOAT, out self's, indices INT32 / INT64), rank 3 or 4, kernelSize 1 or 2
@@ -26,7 +28,7 @@ import numpy as np
 from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register, require_present, \
     require_support
 from simulator.arith import align_up, ceil_div
-from simulator.enums import dtype_name, param_invalid
+from simulator.enums import AclnnError, dtype_name, param_invalid
 from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Adds, BinaryRepeatParams, Cast, Compare, DataCopyExtParams,
                               DataCopyPad, Duplicate, GetBlockIdx, GlobalTensor, Loop, PIPE_ALL, PipeBarrier,
                               RoundMode, Select, TBuf, TPipe, TPosition, Transpose, TransposeParamsExt,
@@ -122,6 +124,18 @@ class PoolJob:
     items: tuple = ()         # per block: (first tile, tiles)
     dtype: np.dtype = F32     # self and out (the backward: FLOAT)
     idx_dtype: np.dtype = I32  # indices in GM
+    # kernel rows / columns a pass takes (0: all): a window too large for UB is taken in passes
+    # of taps, in window order, the maxima and indices kept between them
+    khc: int = 0
+    kwc: int = 0
+
+    @property
+    def tap_rows(self) -> int:
+        return self.khc or self.kh
+
+    @property
+    def tap_cols(self) -> int:
+        return self.kwc or self.kw
 
     @property
     def tiles(self) -> tuple[int, int, int]:
@@ -135,7 +149,7 @@ def _blk(dtype) -> int:
 def _window(job: PoolJob, hn: int, wn: int, c_lo: int) -> tuple[int, int, int, int]:
     """A tile's input rows and columns, the UB column of its column 0 (so that its first column
     inside the image, c_lo, starts a 32-B block: DataCopyPad lands rows there), its UB row width."""
-    hx, wx = (hn - 1) * job.sh + job.kh, (wn - 1) * job.sw + job.kw
+    hx, wx = (hn - 1) * job.sh + job.tap_rows, (wn - 1) * job.sw + job.tap_cols
     b = _blk(job.dtype)
     off = (-c_lo) % b
     return hx, wx, off, align_up(off + wx, b)
@@ -160,16 +174,22 @@ def ub_need(job: PoolJob) -> int:
     return sum(align_up(b, 32) for _, b in _buffers(job))
 
 
-def search_tiles(op: str, nc: int, Ho: int, Wo: int, taps: int, stride: int, fits, forced: dict, profile) -> tuple:
+def search_tiles(op: str, nc: int, Ho: int, Wo: int, taps: int, stride: int, fits, forced: dict, profile,
+                 one_column: bool = False) -> tuple:
     """(planes G, output rows hy, columns wy, per-block (first tile, tiles)): for each G (a multiple
     of 16 up to 64), the fewest column splits whose one-row tile fits UB (fits(G, hy, wy)), then as
     many rows as fit; the split with the fewest estimated cycles (per tile one copy per plane in
-    and two out, per output row four instructions a tap). Forced planes / rows / cols override."""
+    and two out, per output row four instructions a tap). Forced planes / rows / cols override.
+    one_column: a column stride past a repeat stride's reach takes tiles one column wide (a tap
+    then is one repeat, and steps nowhere)."""
     best = None
-    for G in sorted({min(align_up(nc, 16), g) for g in (16, 32, 64)}):
-        if stride * G // 8 > MAX_REP_STRIDE:             # a tap's repeat stride, in 32-B blocks
+    # the narrow plane counts only when no other fits (a tap's repeat stride is in 32-B blocks)
+    groups = sorted({min(align_up(nc, 16), g) for g in (16, 32, 64)})
+    for G, narrow in [(G, False) for G in groups] + [(G, True) for G in groups]:
+        if narrow != (stride * G // 8 > MAX_REP_STRIDE) or (narrow and (best is not None or not one_column)):
             continue
-        wt = next((wt for wt in range(ceil_div(Wo, MAX_REPEAT), Wo + 1) if fits(G, 1, ceil_div(Wo, wt))), None)
+        wt = next((wt for wt in range(ceil_div(Wo, MAX_REPEAT), Wo + 1)
+                   if (not narrow or wt == Wo) and fits(G, 1, ceil_div(Wo, wt))), None)
         if wt is None:
             continue
         wy = ceil_div(Wo, wt)
@@ -184,8 +204,8 @@ def search_tiles(op: str, nc: int, Ho: int, Wo: int, taps: int, stride: int, fit
                            f"column stride {stride} is past what a repeat stride can step ({MAX_REP_STRIDE} blocks)")
     _, G, hy, wy = best
     G, hy, wy = int(forced.get("planes", G)), int(forced.get("rows", hy)), int(forced.get("cols", wy))
-    if G % 16 or not 16 <= G <= 64 or hy <= 0 or not 0 < wy <= MAX_REPEAT or stride * G // 8 > MAX_REP_STRIDE \
-            or not fits(G, hy, wy):
+    if G % 16 or not 16 <= G <= 64 or hy <= 0 or not 0 < wy <= MAX_REPEAT \
+            or (stride * G // 8 > MAX_REP_STRIDE and not (one_column and wy == 1)) or not fits(G, hy, wy):
         raise tiling_error(f"{op} tiling: planes {G} must be a multiple of 16 up to 64 (and stride x planes / 8 at "
                            f"most {MAX_REP_STRIDE}), rows {hy} positive, cols {wy} in 1..{MAX_REPEAT} (a tap is one "
                            f"repeat a column), and the tile fit UB ({ub_bytes(profile)} B)")
@@ -220,9 +240,29 @@ def pool_job(x, out_hw, k, s, p, idx_dtype, profile, forced: dict) -> PoolJob:
     base = dict(nc=int(np.prod(lead, dtype=np.int64)), H=H, W=W, Ho=out_hw[0], Wo=out_hw[1], kh=k[0], kw=k[1],
                 sh=s[0], sw=s[1], pt=p[0], pl=p[1], dtype=np.dtype(x.dtype), idx_dtype=np.dtype(idx_dtype))
     ub = ub_bytes(profile)
-    G, hy, wy, items = search_tiles(OP, base["nc"], out_hw[0], out_hw[1], k[0] * k[1], s[1],
-                                    lambda G, hy, wy: ub_need(PoolJob(G=G, hy=hy, wy=wy, **base)) <= ub, forced, profile)
-    return PoolJob(G=G, hy=hy, wy=wy, items=items, **base)
+    # the whole window first; then passes of fewer kernel rows, then of one row and fewer columns
+    # (so the taps still run in window order and the first maximum wins)
+    passes = [(0, 0)] + [(r, 0) for r in _halvings(k[0])] + [(1, c) for c in _halvings(k[1])]
+    for n, (khc, kwc) in enumerate(passes):
+        chunk = dict(base, khc=khc, kwc=kwc)
+        try:
+            G, hy, wy, items = search_tiles(OP, base["nc"], out_hw[0], out_hw[1], k[0] * k[1], s[1],
+                                            lambda G, hy, wy: ub_need(PoolJob(G=G, hy=hy, wy=wy, **chunk)) <= ub,
+                                            forced, profile, one_column=True)
+        except AclnnError:
+            if n == len(passes) - 1:
+                raise
+            continue
+        return PoolJob(G=G, hy=hy, wy=wy, items=items, **chunk)
+
+
+def _halvings(n: int) -> list[int]:
+    """n // 2, n // 4, ... down to 1 (nothing for n = 1)."""
+    out = []
+    while n > 1:
+        n //= 2
+        out.append(n)
+    return out
 
 
 def pool_body(x: GM_ADDR, out: GM_ADDR, indices: GM_ADDR, job: PoolJob):
@@ -247,42 +287,17 @@ def pool_body(x: GM_ADDR, out: GM_ADDR, indices: GM_ADDR, job: PoolJob):
     for w in range(job.wy):                 # column w's offset in the input, w sw, on every lane
         Duplicate(tmpl[w * G], w * job.sw, G)
     lb = G * 4 // 32                        # a lane row, in 32-B blocks
-    tap_rp = BinaryRepeatParams(dstRepStride=lb, src0RepStride=job.sw * lb, src1RepStride=lb)
+    tap_rp = BinaryRepeatParams(dstRepStride=lb, src0RepStride=job.sw * lb if job.sw * lb <= MAX_REP_STRIDE else lb,
+                                src1RepStride=lb)
     row_rp = BinaryRepeatParams(dstRepStride=lb, src0RepStride=lb, src1RepStride=lb)
     plane = job.Ho * job.Wo
+    bufs = (raw, xin, xt, mx, ix, bits, cand, tmpl, tap_rp, row_rp)
     for t in Loop(range(first, first + count), key=lambda t: tile_kind(job, t, dt.itemsize)):
         g0, oh0, ow0, gn, hn, wn, ih0, iw0 = tile_at(job, t)
-        c_lo = max(0, -iw0)
-        hx, wx, off, wxA = _window(job, hn, wn, c_lo)
-        r_lo, r_hi = max(0, -ih0), min(hx, job.H - ih0)
-        c_hi = min(wx, job.W - iw0)
         wnA = align_up(wn, 16)
-        PipeBarrier(PIPE_ALL)
-        if r_lo > 0 or c_lo > 0 or r_hi < hx or c_hi < wx or gn < G or off or wxA > off + wx:
-            Duplicate(raw, float("-inf"), G * hx * wxA)
-            PipeBarrier(PIPE_ALL)
-        cols = c_hi - c_lo
-        for p in range(gn):
-            DataCopyPad(raw[p * hx * wxA + r_lo * wxA + off + c_lo],
-                        xGm[(g0 + p) * job.H * job.W + (ih0 + r_lo) * job.W + iw0 + c_lo],
-                        DataCopyExtParams(r_hi - r_lo, cols * dt.itemsize, (job.W - cols) * dt.itemsize,
-                                          (wxA * dt.itemsize - align_up(cols * dt.itemsize, 32)) // 32))
-        PipeBarrier(PIPE_ALL)
-        if dt != F32:
-            Cast(xin, raw, RoundMode.CAST_NONE, G * hx * wxA)
-        Transpose(xt, xin, None, TransposeParamsExt(1, G, hx, wxA, TransposeType.TRANSPOSE_NCHW2NHWC))
-        Duplicate(mx, float("-inf"), hn * wnA * G)
-        Duplicate(ix, 0, hn * wnA * G)
-        for r in range(hn):
-            row_m, row_i = mx[r * wnA * G], ix[r * wnA * G]
-            for i in range(job.kh):
-                ih = r * job.sh + i                     # the tap's row in the window
-                for j in range(job.kw):
-                    tap = xt[(ih * wxA + off + j) * G]
-                    Compare(bits, tap, row_m, CMPMODE.GT, G, wn, tap_rp)
-                    Select(row_m, bits, tap, row_m, SELMODE.VSEL_TENSOR_TENSOR_MODE, G, wn, tap_rp)
-                    Adds(cand, tmpl, (ih0 + ih) * job.W + iw0 + j, wn * G)
-                    Select(row_i, bits, cand, row_i, SELMODE.VSEL_TENSOR_TENSOR_MODE, G, wn, row_rp)
+        for i0 in range(0, job.kh, job.tap_rows):
+            for j0 in range(0, job.kw, job.tap_cols):
+                _pool_pass(job, xGm, bufs, (g0, gn, hn, wn, ih0, iw0), i0, j0)
         Transpose(mxT, mx, None, TransposeParamsExt(1, G, hn, wnA, TransposeType.TRANSPOSE_NHWC2NCHW))
         Transpose(ixT, ix, None, TransposeParamsExt(1, G, hn, wnA, TransposeType.TRANSPOSE_NHWC2NCHW))
         res_m, res_i = mxT, ixT
@@ -299,6 +314,50 @@ def pool_body(x: GM_ADDR, out: GM_ADDR, indices: GM_ADDR, job: PoolJob):
                 DataCopyPad(g[at + p * plane], res[p * hn * wnA],
                             DataCopyExtParams(hn, wn * isz, (wnA * isz - align_up(wn * isz, 32)) // 32,
                                               (job.Wo - wn) * isz))
+
+
+def _pool_pass(job: PoolJob, xGm, bufs, tile, i0: int, j0: int):
+    """One pass of a tile: the input window kernel rows [i0, i0 + tap_rows) and columns
+    [j0, j0 + tap_cols) read, copied in, transposed, and its taps folded into the maxima."""
+    raw, xin, xt, mx, ix, bits, cand, tmpl, tap_rp, row_rp = bufs
+    g0, gn, hn, wn, ih0, iw0 = tile
+    ih0, iw0 = ih0 + i0, iw0 + j0           # the pass's window, in the input
+    kh, kw = min(job.tap_rows, job.kh - i0), min(job.tap_cols, job.kw - j0)
+    G, dt = job.G, job.dtype
+    c_lo = max(0, -iw0)
+    hx, wx, off, wxA = _window(job, hn, wn, c_lo)
+    hx, wx = hx - (job.tap_rows - kh), wx - (job.tap_cols - kw)
+    r_lo, r_hi = max(0, -ih0), min(hx, job.H - ih0)
+    c_hi = min(wx, job.W - iw0)
+    wnA = align_up(wn, 16)
+    PipeBarrier(PIPE_ALL)
+    if r_lo > 0 or c_lo > 0 or r_hi < hx or c_hi < wx or gn < G or off or wxA > off + wx:
+        Duplicate(raw, float("-inf"), G * hx * wxA)
+        PipeBarrier(PIPE_ALL)
+    cols = c_hi - c_lo
+    if r_hi > r_lo and cols > 0:
+        for p in range(gn):
+            DataCopyPad(raw[p * hx * wxA + r_lo * wxA + off + c_lo],
+                        xGm[(g0 + p) * job.H * job.W + (ih0 + r_lo) * job.W + iw0 + c_lo],
+                        DataCopyExtParams(r_hi - r_lo, cols * dt.itemsize, (job.W - cols) * dt.itemsize,
+                                          (wxA * dt.itemsize - align_up(cols * dt.itemsize, 32)) // 32))
+    PipeBarrier(PIPE_ALL)
+    if dt != F32:
+        Cast(xin, raw, RoundMode.CAST_NONE, G * hx * wxA)
+    Transpose(xt, xin, None, TransposeParamsExt(1, G, hx, wxA, TransposeType.TRANSPOSE_NCHW2NHWC))
+    if i0 == j0 == 0:
+        Duplicate(mx, float("-inf"), hn * wnA * G)
+        Duplicate(ix, 0, hn * wnA * G)
+    for r in range(hn):
+        row_m, row_i = mx[r * wnA * G], ix[r * wnA * G]
+        for i in range(kh):
+            ih = r * job.sh + i                     # the tap's row in the window
+            for j in range(kw):
+                tap = xt[(ih * wxA + off + j) * G]
+                Compare(bits, tap, row_m, CMPMODE.GT, G, wn, tap_rp)
+                Select(row_m, bits, tap, row_m, SELMODE.VSEL_TENSOR_TENSOR_MODE, G, wn, tap_rp)
+                Adds(cand, tmpl, (ih0 + ih) * job.W + iw0 + j, wn * G)
+                Select(row_i, bits, cand, row_i, SELMODE.VSEL_TENSOR_TENSOR_MODE, G, wn, row_rp)
 
 
 def dense_operands(c, a: dict, inputs: tuple, outputs: tuple) -> dict:
