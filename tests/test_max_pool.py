@@ -228,6 +228,21 @@ def test_max_pool_backward_matches_torch(c):
     _grad_close(c, got, go, idx, ref, f"{_id(c)} vs torch")
 
 
+@pytest.mark.parametrize("soc", CHIPS)
+def test_backward_windows_larger_than_ub_and_strides_past_a_repeat_run(soc):
+    """As the forward: a window too large for UB is scattered in passes of kernel rows (then of one
+    row and fewer columns), each pass's window added into gradInput; a column stride past a
+    repeat stride's reach takes one-column tiles. Overlapping windows (stride 1) included."""
+    for n, (shape, k, s, p) in enumerate((((1, 16, 37, 37), (33, 33), (1, 1), (0, 0)),     # passes of rows
+                                          ((2, 9, 103, 2), (95, 1), (1, 1), (3, 0)),
+                                          ((1, 16, 2, 1513), (1, 1505), (1, 2), (0, 0)),   # of fewer columns
+                                          ((1, 16, 2, 512), (1, 1), (1, 128), (0, 0)))):   # 128 x 2 blocks > 255
+        c = dict(seed=n, soc=soc, shape=shape, k=k, s=s, p=p, ceil=False, forced=None)
+        _, go, idx, got = _run_grad(c)
+        ref, _ = grad_reference(go, idx, shape)
+        _grad_close(c, got, go, idx, ref, f"{soc} {shape} k{k} s{s}")
+
+
 def _grad_args(**over):
     a = dict(gradOutput=T((2, 4, 4, 4), F32), self=T((2, 4, 8, 8), F32), indices=T((2, 4, 4, 4), np.int32),
              kernelSize=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceilMode=False,

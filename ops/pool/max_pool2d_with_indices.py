@@ -239,15 +239,20 @@ def pool_job(x, out_hw, k, s, p, idx_dtype, profile, forced: dict) -> PoolJob:
     *lead, H, W = x.viewDims
     base = dict(nc=int(np.prod(lead, dtype=np.int64)), H=H, W=W, Ho=out_hw[0], Wo=out_hw[1], kh=k[0], kw=k[1],
                 sh=s[0], sw=s[1], pt=p[0], pl=p[1], dtype=np.dtype(x.dtype), idx_dtype=np.dtype(idx_dtype))
+    return job_in_passes(OP, base, ub_need, profile, forced)
+
+
+def job_in_passes(op: str, base: dict, need, profile, forced: dict) -> PoolJob:
+    """The tiles of the whole window if one fits UB (need(job) bytes); else of passes of fewer
+    kernel rows, then of one row and fewer columns, so the taps still run in window order."""
     ub = ub_bytes(profile)
-    # the whole window first; then passes of fewer kernel rows, then of one row and fewer columns
-    # (so the taps still run in window order and the first maximum wins)
-    passes = [(0, 0)] + [(r, 0) for r in _halvings(k[0])] + [(1, c) for c in _halvings(k[1])]
+    kh, kw = base["kh"], base["kw"]
+    passes = [(0, 0)] + [(r, 0) for r in _halvings(kh)] + [(1, c) for c in _halvings(kw)]
     for n, (khc, kwc) in enumerate(passes):
         chunk = dict(base, khc=khc, kwc=kwc)
         try:
-            G, hy, wy, items = search_tiles(OP, base["nc"], out_hw[0], out_hw[1], k[0] * k[1], s[1],
-                                            lambda G, hy, wy: ub_need(PoolJob(G=G, hy=hy, wy=wy, **chunk)) <= ub,
+            G, hy, wy, items = search_tiles(op, base["nc"], base["Ho"], base["Wo"], kh * kw, base["sw"],
+                                            lambda G, hy, wy: need(PoolJob(G=G, hy=hy, wy=wy, **chunk)) <= ub,
                                             forced, profile, one_column=True)
         except AclnnError:
             if n == len(passes) - 1:

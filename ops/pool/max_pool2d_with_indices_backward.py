@@ -32,9 +32,10 @@ from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Add, Adds, BinaryRepeat
                               SetAtomicAdd, SetAtomicNone, TBuf, TPipe, TPosition, Transpose, TransposeParamsExt,
                               TransposeType)
 from simulator.program import KernelLaunch
-from ..common import ub_bytes, zero_fill_launch
+from ..common import zero_fill_launch
 from ..elementwise.chain import Chain
-from .max_pool2d_with_indices import PoolJob as GradJob, _pair, dense_operands, out_size, search_tiles, tile_at, tile_kind
+from .max_pool2d_with_indices import (MAX_REP_STRIDE, PoolJob as GradJob, _pair, dense_operands, job_in_passes, out_size,
+                                      tile_at, tile_kind)
 
 OP = "MaxPool2dWithIndicesBackward"
 TILING_FIELDS = {"planes": "int", "rows": "int", "cols": "int"}
@@ -84,9 +85,9 @@ def _check(a: dict, profile) -> None:
 
 
 def _window(job: GradJob, hn: int, wn: int, c_lo: int) -> tuple[int, int, int, int]:
-    """As the forward's: the window's rows and columns, the UB column of its column 0 (its first
+    """As the forward's: a pass's window rows and columns, the UB column of its column 0 (its first
     in-image column starts a 32-B block), its UB row width."""
-    hx, wx = (hn - 1) * job.sh + job.kh, (wn - 1) * job.sw + job.kw
+    hx, wx = (hn - 1) * job.sh + job.tap_rows, (wn - 1) * job.sw + job.tap_cols
     off = (-c_lo) % 8
     return hx, wx, off, align_up(off + wx, 8)
 
@@ -107,14 +108,11 @@ def ub_need(job: GradJob) -> int:
 
 
 def grad_job(x, out_hw, k, s, p, profile, forced: dict) -> GradJob:
-    """The forward's tile search, over this kernel's buffers."""
+    """The forward's tile search (passes of taps included), over this kernel's buffers."""
     *lead, H, W = x.viewDims
     base = dict(nc=int(np.prod(lead, dtype=np.int64)), H=H, W=W, Ho=out_hw[0], Wo=out_hw[1], kh=k[0], kw=k[1],
                 sh=s[0], sw=s[1], pt=p[0], pl=p[1])
-    ub = ub_bytes(profile)
-    G, hy, wy, items = search_tiles(OP, base["nc"], out_hw[0], out_hw[1], k[0] * k[1], s[1],
-                                    lambda G, hy, wy: ub_need(GradJob(G=G, hy=hy, wy=wy, **base)) <= ub, forced, profile)
-    return GradJob(G=G, hy=hy, wy=wy, items=items, **base)
+    return job_in_passes(OP, base, ub_need, profile, forced)
 
 
 def grad_body(grad_out: GM_ADDR, indices: GM_ADDR, grad_in: GM_ADDR, job: GradJob):
@@ -129,22 +127,24 @@ def grad_body(grad_out: GM_ADDR, indices: GM_ADDR, grad_in: GM_ADDR, job: GradJo
         got[name] = TBuf(TPosition.VECCALC)
         pipe.InitBuffer(got[name], align_up(nbytes, 32))
     go, ix, goT, ixT = got["go"].Get(F32), got["ix"].Get(I32), got["goT"].Get(F32), got["ixT"].Get(I32)
-    win, winT = got["win"].Get(F32), got["winT"].Get(F32)
-    tmpl, cand, sel, bits = got["tmpl"].Get(I32), got["cand"].Get(I32), got["sel"].Get(F32), got["bits"].Get(np.uint8)
+    tmpl = got["tmpl"].Get(I32)
     for w in range(job.wy):
         Duplicate(tmpl[w * G], w * job.sw, G)
     lb = G * 4 // 32
     row_rp = BinaryRepeatParams(dstRepStride=lb, src0RepStride=lb, src1RepStride=lb)
-    tap_rp = BinaryRepeatParams(dstRepStride=job.sw * lb, src0RepStride=job.sw * lb, src1RepStride=lb)
-    plane_o, plane_i = job.Ho * job.Wo, job.H * job.W
+    # a one-column tile (a column stride past the repeat stride's reach) is one repeat: no step
+    step = job.sw * lb if job.sw * lb <= MAX_REP_STRIDE else lb
+    tap_rp = BinaryRepeatParams(dstRepStride=step, src0RepStride=step, src1RepStride=lb)
+    bufs = (got["win"].Get(F32), got["winT"].Get(F32), tmpl, got["cand"].Get(I32), got["sel"].Get(F32),
+            got["bits"].Get(np.uint8), row_rp, tap_rp)
+    plane_o = job.Ho * job.Wo
     for t in Loop(range(first, first + count), key=lambda t: tile_kind(job, t, 4)):
         g0, oh0, ow0, gn, hn, wn, ih0, iw0 = tile_at(job, t)
         wnA = align_up(wn, 8)
-        c_lo = max(0, -iw0)
-        hx, wx, off, wxA = _window(job, hn, wn, c_lo)
-        r_lo, r_hi, c_hi = max(0, -ih0), min(hx, job.H - ih0), min(wx, job.W - iw0)
-        if r_hi <= r_lo or c_hi <= c_lo:    # every window of the tile lies in the padding (padding past
-            continue                        # kernel / 2, which this document allows): nothing lands
+        hx, wx = (hn - 1) * job.sh + job.kh, (wn - 1) * job.sw + job.kw
+        if min(hx, job.H - ih0) <= max(0, -ih0) or min(wx, job.W - iw0) <= max(0, -iw0):
+            continue                        # every window of the tile lies in the padding (padding past
+                                            # kernel / 2, which this document allows): nothing lands
         PipeBarrier(PIPE_ALL)
         if gn < G or wnA > wn:              # lanes and columns no copy fills
             Duplicate(go, 0.0, G * hn * wnA)
@@ -158,27 +158,48 @@ def grad_body(grad_out: GM_ADDR, indices: GM_ADDR, grad_in: GM_ADDR, job: GradJo
         PipeBarrier(PIPE_ALL)
         Transpose(goT, go, None, TransposeParamsExt(1, G, hn, wnA, TransposeType.TRANSPOSE_NCHW2NHWC))
         Transpose(ixT, ix, None, TransposeParamsExt(1, G, hn, wnA, TransposeType.TRANSPOSE_NCHW2NHWC))
-        Duplicate(win, 0.0, hx * wxA * G)
-        for r in range(hn):
-            g_row, i_row = goT[r * wnA * G], ixT[r * wnA * G]
-            for i in range(job.kh):
-                ih = r * job.sh + i
-                for j in range(job.kw):
-                    Adds(cand, tmpl, (ih0 + ih) * job.W + iw0 + j, wn * G)
-                    Compare(bits, i_row, cand, CMPMODE.EQ, G, wn, row_rp)
-                    Select(sel, bits, g_row, 0.0, SELMODE.VSEL_TENSOR_SCALAR_MODE, G, wn, row_rp)
-                    tap = win[(ih * wxA + off + j) * G]
-                    Add(tap, tap, sel, G, wn, tap_rp)
-        Transpose(winT, win, None, TransposeParamsExt(1, G, hx, wxA, TransposeType.TRANSPOSE_NHWC2NCHW))
+        for i0 in range(0, job.kh, job.tap_rows):
+            for j0 in range(0, job.kw, job.tap_cols):
+                _grad_pass(job, xGm, goT, ixT, bufs, (g0, gn, hn, wn, ih0, iw0), i0, j0)
+
+
+def _grad_pass(job: GradJob, xGm, goT, ixT, bufs, tile, i0: int, j0: int) -> None:
+    """One pass of a tile: the taps of kernel rows [i0, i0 + tap_rows) and columns [j0, j0 +
+    tap_cols) scattered into their window, which is added into gradInput."""
+    win, winT, tmpl, cand, sel, bits, row_rp, tap_rp = bufs
+    g0, gn, hn, wn, ih0, iw0 = tile
+    kh, kw = min(job.tap_rows, job.kh - i0), min(job.tap_cols, job.kw - j0)
+    G, wnA = job.G, align_up(wn, 8)
+    c_lo = max(0, -(iw0 + j0))
+    hx, wx, off, wxA = _window(job, hn, wn, c_lo)
+    hx, wx = hx - (job.tap_rows - kh), wx - (job.tap_cols - kw)
+    r_lo, r_hi, c_hi = max(0, -(ih0 + i0)), min(hx, job.H - ih0 - i0), min(wx, job.W - iw0 - j0)
+    if r_hi <= r_lo or c_hi <= c_lo:        # this pass's window lies in the padding
+        return
+    if i0 or j0:                            # the last pass's window may still be on its way out
         PipeBarrier(PIPE_ALL)
-        cols = c_hi - c_lo
-        SetAtomicAdd(F32)
-        for p in range(gn):
-            DataCopyPad(xGm[(g0 + p) * plane_i + (ih0 + r_lo) * job.W + iw0 + c_lo],
-                        winT[p * hx * wxA + r_lo * wxA + off + c_lo],
-                        DataCopyExtParams(r_hi - r_lo, cols * 4, (wxA * 4 - align_up(cols * 4, 32)) // 32,
-                                          (job.W - cols) * 4))
-        SetAtomicNone()
+    Duplicate(win, 0.0, hx * wxA * G)
+    for r in range(hn):
+        g_row, i_row = goT[r * wnA * G], ixT[r * wnA * G]
+        for i in range(i0, i0 + kh):
+            ih = r * job.sh + i
+            for j in range(j0, j0 + kw):
+                Adds(cand, tmpl, (ih0 + ih) * job.W + iw0 + j, wn * G)
+                Compare(bits, i_row, cand, CMPMODE.EQ, G, wn, row_rp)
+                Select(sel, bits, g_row, 0.0, SELMODE.VSEL_TENSOR_SCALAR_MODE, G, wn, row_rp)
+                tap = win[((ih - i0) * wxA + off + j - j0) * G]
+                Add(tap, tap, sel, G, wn, tap_rp)
+    Transpose(winT, win, None, TransposeParamsExt(1, G, hx, wxA, TransposeType.TRANSPOSE_NHWC2NCHW))
+    PipeBarrier(PIPE_ALL)
+    cols = c_hi - c_lo
+    plane_i = job.H * job.W
+    SetAtomicAdd(F32)
+    for p in range(gn):
+        DataCopyPad(xGm[(g0 + p) * plane_i + (ih0 + i0 + r_lo) * job.W + iw0 + j0 + c_lo],
+                    winT[p * hx * wxA + r_lo * wxA + off + c_lo],
+                    DataCopyExtParams(r_hi - r_lo, cols * 4, (wxA * 4 - align_up(cols * 4, 32)) // 32,
+                                      (job.W - cols) * 4))
+    SetAtomicNone()
 
 
 def _plan(a: dict, profile, forced: dict) -> Plan:
