@@ -348,6 +348,11 @@ def _load_b2d(boff, params, b2, l1):
     LoadData(b2, l1[boff].ReinterpretCast(b2.dtype), params)
 
 
+def _w_window(f, start: int, n: int, size: int) -> tuple[int, int, int, int]:
+    """The W window of a run of n positions from column `start` of a grid row (W windows)."""
+    return axis_window(Axis(f.ax[2].s, f.ax[2].d, f.left, f.ax[2].taps, 0), start, n, size)
+
+
 def _dx_unit_stages(job: CubeJob, unit, gDY, gWP, gDXG, c0: int):
     geo, t, wp = job.geo, job.dx, job.wp
     my, lay = geo.dy, geo.dxg
@@ -361,7 +366,7 @@ def _dx_unit_stages(job: CubeJob, unit, gDY, gWP, gDXG, c0: int):
     mst = p0 - oh0 * lay.Wd
     wlo, wl, left, right = 0, my.Wd, f.left, f.right
     if t.window:
-        wlo, wl, left, right = axis_window(Axis(f.ax[2].s, f.ax[2].d, f.left, f.ax[2].taps, 0), mst, m, my.Wd)
+        wlo, wl, left, right = _w_window(f, mst, m, my.Wd)
         mst = 0
         if wl == 0:
             l1H = 0
@@ -445,7 +450,7 @@ def _dw_pieces(job: CubeJob, kd: int, pieces) -> list[DwPiece]:
             continue
         if job.dw.window:
             col = p0 - oh0 * Wg
-            wlo, wl, left, right = axis_window(Axis(f.ax[2].s, f.ax[2].d, f.left, f.ax[2].taps, 0), col, kl, blay.Wd)
+            wlo, wl, left, right = _w_window(f, col, kl, blay.Wd)
             if wl == 0:
                 continue
             out.append(DwPiece(pl, p0, kl, plane_b, oh0, 1, hlo, l1H, top, bot, col, wlo, wl, left, right))
