@@ -1,8 +1,7 @@
-"""Pieces every operator shares: how a tensor becomes a kernel argument, and the two copy kernels
-that make a non-contiguous view contiguous in the workspace (as CANN's l0op::Contiguous does) and
-write a contiguous result back into a non-contiguous output view (ViewCopy): a generic copy of the
-view's runs, and for permuted views (transposes) a tiled copy with a vector Transpose in UB; the
-split of work items over blocks, and the zero fill of a GM range."""
+"""Pieces every operator shares: how a tensor becomes a kernel argument; the copies that make a
+view contiguous in the workspace (l0op::Contiguous) and write a dense result back into an output
+view (ViewCopy): a copy of the view's runs, a tiled one with a vector Transpose for permuted views
+(broadcast views: broadcast_copy.py); the split of work over blocks; the zero fill of GM."""
 from __future__ import annotations
 
 import itertools
@@ -21,6 +20,7 @@ from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
 from simulator.enums import AclnnError, aclnnStatus, param_invalid
 from simulator.profile import Profile
+from .broadcast_copy import broadcast_copy_body, plan_broadcast_copy
 
 MAX_BLOCK_COUNT = 4095          # DataCopyExtParams.blockCount is 12 bits
 
@@ -277,9 +277,15 @@ def view_copy_launch(t: aclTensor, name: str, profile: Profile, gather: bool, la
     """A launch builder that copies view `t` into (gather) or out of (scatter) a dense
     workspace buffer, its launch named `label` (else Contiguous(name) / ViewCopy(name)).
     Returns (builder(dense GM_ADDR) -> KernelLaunch, block_dim).
-    Permuted views (innermost view dimension not unit-stride, some other dimension unit-stride)
-    take the transpose path (`plan_transpose_copy`); everything else the generic run copy."""
+    Gathered broadcast views take `plan_broadcast_copy`, permuted views (innermost dimension not
+    unit-stride, another one unit-stride) `plan_transpose_copy`, the rest the generic run copy."""
     title = label or ("Contiguous" if gather else "ViewCopy") + f"({name})"
+    bp = gather and plan_broadcast_copy(_merge_dims(t.viewDims, t.stride), t.offset, t.itemsize,
+                                        vector_core_count(profile), ub_bytes(profile))
+    if bp:
+        source = tensor_arg(t, name)
+        return (lambda dense: KernelLaunch(title, broadcast_copy_body, bp.block_dim, "vector", (source, dense, bp)),
+                bp.block_dim)
     tp = plan_transpose_copy(t, profile)
     if tp is not None:
         strided = tensor_arg(t, name)
