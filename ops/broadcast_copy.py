@@ -34,8 +34,11 @@ class BroadcastPlan:
     isz: int
     tiles: int            # in all
     per_block: int
-    block_dim: int
     out_bytes: int        # a UB output buffer
+
+    @property
+    def block_dim(self) -> int:
+        return ceil_div(self.tiles, self.per_block)
 
     @property
     def tiles_per_unit(self) -> int:
@@ -43,12 +46,12 @@ class BroadcastPlan:
 
     def tile(self, i: int) -> tuple[int, int, int, int]:
         """Tile i: (source offset, source values, dense offset, output rows x columns as (r, c))."""
-        u, k = divmod(i, self.tiles_per_unit)
-        src = self.offset
+        n_unit, k = divmod(i, self.tiles_per_unit)
+        src, u = self.offset, n_unit
         for size, stride in reversed(self.outer):
             u, idx = divmod(u, size)
             src += idx * stride
-        unit = (i // self.tiles_per_unit) * self.a * self.b
+        unit = n_unit * self.a * self.b
         if self.rows:
             r0 = k * self.rows
             r = min(self.rows, self.a - r0)
@@ -90,10 +93,9 @@ def plan_broadcast_copy(dims, offset: int, isz: int, cores: int, ub: int) -> Bro
     else:
         rows, cols = 0, out_bytes // isz
         tiles = units * a * ceil_div(b, cols)
-    block_dim = min(cores, tiles)
-    per_block = ceil_div(tiles, block_dim)
+    per_block = ceil_div(tiles, min(cores, tiles))
     return BroadcastPlan(tuple((d, s) for d, s in outer), a, b, column, offset, rows, cols, isz, tiles, per_block,
-                         ceil_div(tiles, per_block), out_bytes)
+                         out_bytes)
 
 
 def broadcast_copy_body(src_addr, dense_addr, plan: BroadcastPlan):

@@ -280,9 +280,9 @@ def view_copy_launch(t: aclTensor, name: str, profile: Profile, gather: bool, la
     Gathered broadcast views take `plan_broadcast_copy`, permuted views (innermost dimension not
     unit-stride, another one unit-stride) `plan_transpose_copy`, the rest the generic run copy."""
     title = label or ("Contiguous" if gather else "ViewCopy") + f"({name})"
-    bp = gather and plan_broadcast_copy(_merge_dims(t.viewDims, t.stride), t.offset, t.itemsize,
-                                        vector_core_count(profile), ub_bytes(profile))
-    if bp:
+    bp = plan_broadcast_copy(_merge_dims(t.viewDims, t.stride), t.offset, t.itemsize, vector_core_count(profile),
+                             ub_bytes(profile)) if gather else None
+    if bp is not None:
         source = tensor_arg(t, name)
         return (lambda dense: KernelLaunch(title, broadcast_copy_body, bp.block_dim, "vector", (source, dense, bp)),
                 bp.block_dim)

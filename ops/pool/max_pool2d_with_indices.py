@@ -22,6 +22,7 @@ long and positive, stride 0 (= kernelSize), 1 or 2 long and positive, padding 1 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -153,6 +154,35 @@ def _window(job: PoolJob, hn: int, wn: int, c_lo: int) -> tuple[int, int, int, i
     b = _blk(job.dtype)
     off = (-c_lo) % b
     return hx, wx, off, align_up(off + wx, b)
+
+
+class PassWindow(NamedTuple):
+    """A pass's input window: its first row and column in the input, its kernel rows and columns,
+    its rows and columns, its UB column offset and row width (as _window's), and the rows
+    [r_lo, r_hi) and columns [c_lo, c_hi) of it inside the image."""
+    ih0: int
+    iw0: int
+    kh: int
+    kw: int
+    hx: int
+    wx: int
+    off: int
+    wxA: int
+    r_lo: int
+    r_hi: int
+    c_lo: int
+    c_hi: int
+
+
+def pass_window(job: PoolJob, hn: int, wn: int, ih0: int, iw0: int, i0: int, j0: int) -> PassWindow:
+    """The window of the pass at kernel row i0, column j0 of a tile whose window starts at (ih0, iw0)."""
+    ih0, iw0 = ih0 + i0, iw0 + j0
+    kh, kw = min(job.tap_rows, job.kh - i0), min(job.tap_cols, job.kw - j0)
+    c_lo = max(0, -iw0)
+    hx, wx, off, wxA = _window(job, hn, wn, c_lo)
+    hx, wx = hx - (job.tap_rows - kh), wx - (job.tap_cols - kw)
+    return PassWindow(ih0, iw0, kh, kw, hx, wx, off, wxA, max(0, -ih0), min(hx, job.H - ih0), c_lo,
+                      min(wx, job.W - iw0))
 
 
 def _buffers(job: PoolJob) -> list[tuple[str, int]]:
@@ -326,14 +356,8 @@ def _pool_pass(job: PoolJob, xGm, bufs, tile, i0: int, j0: int):
     [j0, j0 + tap_cols) read, copied in, transposed, and its taps folded into the maxima."""
     raw, xin, xt, mx, ix, bits, cand, tmpl, tap_rp, row_rp = bufs
     g0, gn, hn, wn, ih0, iw0 = tile
-    ih0, iw0 = ih0 + i0, iw0 + j0           # the pass's window, in the input
-    kh, kw = min(job.tap_rows, job.kh - i0), min(job.tap_cols, job.kw - j0)
+    ih0, iw0, kh, kw, hx, wx, off, wxA, r_lo, r_hi, c_lo, c_hi = pass_window(job, hn, wn, ih0, iw0, i0, j0)
     G, dt = job.G, job.dtype
-    c_lo = max(0, -iw0)
-    hx, wx, off, wxA = _window(job, hn, wn, c_lo)
-    hx, wx = hx - (job.tap_rows - kh), wx - (job.tap_cols - kw)
-    r_lo, r_hi = max(0, -ih0), min(hx, job.H - ih0)
-    c_hi = min(wx, job.W - iw0)
     wnA = align_up(wn, 16)
     PipeBarrier(PIPE_ALL)
     if r_lo > 0 or c_lo > 0 or r_hi < hx or c_hi < wx or gn < G or off or wxA > off + wx:

@@ -34,8 +34,8 @@ from simulator.kernel import (CMPMODE, GM_ADDR, SELMODE, Add, Adds, BinaryRepeat
 from simulator.program import KernelLaunch
 from ..common import zero_fill_launch
 from ..elementwise.chain import Chain
-from .max_pool2d_with_indices import (MAX_REP_STRIDE, PoolJob as GradJob, _pair, dense_operands, job_in_passes, out_size,
-                                      tile_at, tile_kind)
+from .max_pool2d_with_indices import (MAX_REP_STRIDE, PoolJob as GradJob, _pair, _window, dense_operands, job_in_passes,
+                                      out_size, pass_window, tile_at, tile_kind)
 
 OP = "MaxPool2dWithIndicesBackward"
 TILING_FIELDS = {"planes": "int", "rows": "int", "cols": "int"}
@@ -82,14 +82,6 @@ def _check(a: dict, profile) -> None:
     if a["gradInput"].viewDims != x.viewDims:
         raise param_invalid(f"{OP}: gradInput has shape {list(a['gradInput'].viewDims)}; it must be self's "
                             f"{list(x.viewDims)}")
-
-
-def _window(job: GradJob, hn: int, wn: int, c_lo: int) -> tuple[int, int, int, int]:
-    """As the forward's: a pass's window rows and columns, the UB column of its column 0 (its first
-    in-image column starts a 32-B block), its UB row width."""
-    hx, wx = (hn - 1) * job.sh + job.tap_rows, (wn - 1) * job.sw + job.tap_cols
-    off = (-c_lo) % 8
-    return hx, wx, off, align_up(off + wx, 8)
 
 
 def _buffers(job: GradJob) -> list[tuple[str, int]]:
@@ -168,12 +160,8 @@ def _grad_pass(job: GradJob, xGm, goT, ixT, bufs, tile, i0: int, j0: int) -> Non
     tap_cols) scattered into their window, which is added into gradInput."""
     win, winT, tmpl, cand, sel, bits, row_rp, tap_rp = bufs
     g0, gn, hn, wn, ih0, iw0 = tile
-    kh, kw = min(job.tap_rows, job.kh - i0), min(job.tap_cols, job.kw - j0)
+    pih0, piw0, kh, kw, hx, wx, off, wxA, r_lo, r_hi, c_lo, c_hi = pass_window(job, hn, wn, ih0, iw0, i0, j0)
     G, wnA = job.G, align_up(wn, 8)
-    c_lo = max(0, -(iw0 + j0))
-    hx, wx, off, wxA = _window(job, hn, wn, c_lo)
-    hx, wx = hx - (job.tap_rows - kh), wx - (job.tap_cols - kw)
-    r_lo, r_hi, c_hi = max(0, -(ih0 + i0)), min(hx, job.H - ih0 - i0), min(wx, job.W - iw0 - j0)
     if r_hi <= r_lo or c_hi <= c_lo:        # this pass's window lies in the padding
         return
     if i0 or j0:                            # the last pass's window may still be on its way out
@@ -195,7 +183,7 @@ def _grad_pass(job: GradJob, xGm, goT, ixT, bufs, tile, i0: int, j0: int) -> Non
     plane_i = job.H * job.W
     SetAtomicAdd(F32)
     for p in range(gn):
-        DataCopyPad(xGm[(g0 + p) * plane_i + (ih0 + i0 + r_lo) * job.W + iw0 + j0 + c_lo],
+        DataCopyPad(xGm[(g0 + p) * plane_i + (pih0 + r_lo) * job.W + piw0 + c_lo],
                     winT[p * hx * wxA + r_lo * wxA + off + c_lo],
                     DataCopyExtParams(r_hi - r_lo, cols * 4, (wxA * 4 - align_up(cols * 4, 32)) // 32,
                                       (job.W - cols) * 4))
