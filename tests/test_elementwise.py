@@ -141,8 +141,11 @@ def test_elementwise_matches_torch(c):
     _close(out, want, parts, c["dtype"], f"{_id(c)} vs torch", c["op"])
 
 
-def test_launch_is_canns_kernel_and_broadcast_is_a_copy():
+def test_launch_is_canns_kernel_and_a_broadcast_outside_ub_is_a_copy():
     r = simulator.run("Add", "Ascend910B1", mode="timing", self=T((8, 64), F16), other=T((64,), F16), alpha=1.0)
+    assert [launch["name"] for launch in r.report.launches] == ["Add"]
+    # both operands broadcast, along different axes: the kernel broadcasts one in UB, the other is copied out
+    r = simulator.run("Add", "Ascend910B1", mode="timing", self=T((8, 1), F16), other=T((1, 64), F16), alpha=1.0)
     assert [launch["name"] for launch in r.report.launches] == ["Contiguous(other)", "Add"]
     r = simulator.run("ThresholdBackward", "Ascend910A", mode="timing", gradOutput=T((4, 8), F32), self=T((4, 8), F32),
                       threshold=0.0)
@@ -172,6 +175,32 @@ def test_an_operand_broadcast_along_rows_is_broadcast_in_ub(soc, self_shape, oth
     assert r.cycles < same.cycles or int(np.prod(big)) < 32768
 
 
+@pytest.mark.parametrize("soc", list(CHIPS))
+def test_an_operand_repeated_along_leading_dims_is_broadcast_in_ub(soc):
+    """A (C, 1, 1) bias against (N, C, H, W), a (W,) row against (N, H, W): one launch, the
+    operand read compact, against the float64 formula. Periods that tile a core's share (the operand
+    expanded once, then reused), periods larger than a tile (tiles of whole rows inside one, or of
+    one row's part), rows of one value. The call costs less than copying the operand out first."""
+    rng = np.random.default_rng(list(soc.encode()))
+    dtypes = [F16, F32] + ([BF16] if CHIPS[soc] == "A2" else [])
+    for x_shape, b_shape in [((2, 96, 40, 40), (96, 1, 1)), ((8, 64), (64,)), ((3, 7, 9), (9,)), ((4, 3, 7), (3, 1)),
+                             ((6, 1021), (1021,)), ((2, 5, 3, 30000), (3, 30000)), ((3, 2, 70000), (2, 1)),
+                             ((5, 2, 1, 3), (1, 3))]:
+        dtype = dtypes[int(rng.integers(0, len(dtypes)))]
+        x, b = rng.standard_normal(x_shape).astype(dtype), rng.standard_normal(b_shape).astype(dtype)
+        first = bool(rng.integers(0, 2))
+        r = simulator.run("Mul", soc, **(dict(self=b, other=x) if first else dict(self=x, other=b)))
+        assert [launch["name"] for launch in r.report.launches] == ["Mul"], (x_shape, b_shape)
+        plan = simulator.plan("Mul", soc, **(dict(self=b, other=x) if first else dict(self=x, other=b))).tiling
+        assert plan["broadcastInUB"] == ["self" if first else "other"], plan
+        want = x.astype(np.float64) * b.astype(np.float64)
+        _close(r.outputs["out"], want, np.abs(want), dtype, f"{x_shape} x {b_shape}")
+        copied = simulator.run("Mul", soc, mode="timing", self=T(x_shape, dtype),
+                               other=T(x_shape, dtype, strides=(0,) * (len(x_shape) - 1) + (1,)))
+        timed = simulator.run("Mul", soc, mode="timing", self=T(x_shape, dtype), other=T(b_shape, dtype))
+        assert timed.cycles < copied.cycles, (x_shape, b_shape, timed.cycles, copied.cycles)
+
+
 STATUS = {
     "Add: int32": (161002, "Add", dict(self=T((4,), np.int32), other=T((4,), np.int32), alpha=1.0)),
     "Add: no broadcast": (161002, "Add", dict(self=T((4, 3), F16), other=T((4,), F16), alpha=1.0, out=T((4, 3), F16))),
@@ -194,7 +223,8 @@ def test_documented_status_codes(name):
 
 @pytest.mark.parametrize("seed", range(20))
 def test_every_broadcast_plan_fits_ub_or_is_refused_as_a_tiling_error(seed):
-    """Row broadcasts of every width (2, primes, rows longer than UB, an all-ones operand), dtypes
+    """Row broadcasts of every width (2, primes, rows longer than UB, an all-ones operand, a row
+    repeated along the rows), dtypes
     mixed with the output's, on the chips and on what-ifs with UB cut to 1/2 .. 1/16: the call runs
     (no kernel fault) or is refused with 561002; a forced tiling too."""
     from simulator.enums import AclnnError
@@ -207,7 +237,7 @@ def test_every_broadcast_plan_fits_ub_or_is_refused_as_a_tiling_error(seed):
     kind = "aiv" if CHIPS[soc] == "A2" else "aicore"
     profile = make_profile(soc, {f"cores.{kind}.buffers.UB": f"/{int(rng.choice([1, 2, 4, 16]))}"})
     dt, odt = [F16, F32][seed % 2], [F16, F32][(seed // 2) % 2]
-    other = (1, 1) if seed % 5 == 0 else (rows, 1)
+    other = (1, 1) if seed % 5 == 0 else (B,) if seed % 5 == 1 else (rows, 1)     # (B,): repeated along rows
     tiling = {"blockLength": 2 * B, "tileLength": 2 * B} if seed % 3 == 0 else None
     try:
         r = simulator.run("Mul", profile=profile, mode="timing", self=T((max(rows, 1), B), dt), other=T(other, dt),

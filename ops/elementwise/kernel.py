@@ -6,7 +6,7 @@ An operator is its compute: a few instructions over FP32 or native tiles (COMPUT
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -28,10 +28,16 @@ class ElementwiseJob:
     scalar: float = 0.0       # alpha, threshold
     row: int = 0              # the broadcast inputs' row: each of their values covers `row` outputs
     broadcast: tuple = ()     # the inputs given compact (one value a row) and broadcast in UB
+    period: int = 0           # their values when they repeat along the output ((C, 1, 1) against (N, C, H, W): C)
 
     @property
     def body(self):
         return elementwise_body
+
+    @property
+    def resident(self) -> bool:
+        """Tiles of whole periods: every tile sees the same broadcast values, expanded once a core."""
+        return bool(self.period) and self.tile % (self.period * self.row) == 0
 
 
 def _add(dst, srcs, tmp, n, scalar):
@@ -107,23 +113,73 @@ def _copy(dst, src, n: int, isz: int) -> None:
         DataCopyPad(dst, src, DataCopyExtParams(1, n * isz, 0, 0))
 
 
-def ub_layout(job: ElementwiseJob) -> tuple[list, dict, int, int, int]:
+class UbLayout(NamedTuple):
+    offsets: list             # each input's tile in the input slot (None: a resident operand)
+    stage: dict               # a broadcast input's compact values in the input slot, loaded a tile at a time
+    slot: int                 # input slot bytes
+    stride: int               # compute tile stride, elements
+    total: int                # UB bytes in all
+    home: dict                # a resident operand: (its compact values, one period, a tile) byte offsets
+    held: int                 # bytes of the resident operands' period and tile
+
+
+def ub_layout(job: ElementwiseJob) -> UbLayout:
     """Where each input's tile, each broadcast input's compact values and the compute tiles sit
-    (32-B aligned): (tile offsets, staging offsets, input slot bytes, compute tile stride in
-    elements, UB bytes in all)."""
+    (32-B aligned)."""
     T, cdt = job.tile, np.dtype(job.compute_dtype)
-    offsets, at = [], 0
-    for dt in job.in_dtypes:
-        offsets.append(at)
-        at += align_up(T * np.dtype(dt).itemsize, 32)
-    stage = {}
+    offsets, stage, home, at, compact, held = [], {}, {}, 0, 0, 0
+    for k, dt in enumerate(job.in_dtypes):
+        resident = job.resident and k in job.broadcast
+        offsets.append(None if resident else at)
+        at += 0 if resident else align_up(T * np.dtype(dt).itemsize, 32)
     for k in job.broadcast:
-        stage[k] = at
-        at = align_up(at + max(1, T // job.row) * np.dtype(job.in_dtypes[k]).itemsize, 32)
+        isz = np.dtype(job.in_dtypes[k]).itemsize
+        if not job.resident and job.row == 1:         # one value an output: read as a plain tile
+            continue
+        if not job.resident:
+            stage[k] = at
+            at = align_up(at + max(1, T // job.row) * isz, 32)
+            continue
+        period = job.period * job.row
+        per = held if job.row > 1 else None
+        held += align_up(period * isz, 32) if job.row > 1 else 0
+        full = held if T > period else per
+        held += align_up(T * isz, 32) if T > period else 0
+        home[k] = (compact, per, full)
+        compact += align_up(job.period * isz, 32)
     stride = align_up(T * cdt.itemsize, 32) // cdt.itemsize
     casts = sum(1 for d in job.in_dtypes if np.dtype(d) != cdt)
-    total = BUFFER_NUM * at + BUFFER_NUM * align_up(T * job.out_dtype.itemsize, 32) + (casts + 2) * stride * cdt.itemsize
-    return offsets, stage, at, stride, total
+    total = (BUFFER_NUM * at + BUFFER_NUM * align_up(T * job.out_dtype.itemsize, 32) + (casts + 2) * stride * cdt.itemsize
+             + compact + held)
+    return UbLayout(offsets, stage, at, stride, total, home, held)
+
+
+def _expand_resident(gin: list, job: ElementwiseJob, layout: UbLayout, pipe: TPipe) -> tuple:
+    """Each resident operand's tile: its compact values loaded once, repeated along a row, then
+    along whole periods, as the tiles all start a period in."""
+    compact_que = TQue(TPosition.VECIN, 1)
+    pipe.InitBuffer(compact_que, 1, sum(align_up(job.period * np.dtype(job.in_dtypes[k]).itemsize, 32)
+                                        for k in layout.home))
+    held = TBuf(TPosition.VECCALC)
+    if layout.held:
+        pipe.InitBuffer(held, layout.held)
+    raw = compact_que.AllocTensor(np.uint8)
+    for k, (c, _, _) in layout.home.items():
+        _copy(raw[c].ReinterpretCast(job.in_dtypes[k]), gin[k][0], job.period, np.dtype(job.in_dtypes[k]).itemsize)
+    compact_que.EnQue(raw)
+    raw = compact_que.DeQue(np.uint8)
+    room, period, tiles = held.Get(np.uint8) if layout.held else None, job.period * job.row, {}
+    for k, (c, per, full) in layout.home.items():
+        dt = job.in_dtypes[k]
+        src = raw[c].ReinterpretCast(dt)
+        if per is not None:
+            Broadcast(room[per].ReinterpretCast(dt), src, (job.period, job.row), (job.period, 1))
+            src = room[per].ReinterpretCast(dt)
+        if full is not None and job.tile > period:
+            Broadcast(room[full].ReinterpretCast(dt), src, (job.tile // period, period), (1, period))
+            src = room[full].ReinterpretCast(dt)
+        tiles[k] = src
+    return tiles, compact_que, raw
 
 
 def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
@@ -133,18 +189,19 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     gin = []
     for k, (a, dt) in enumerate(zip(ins, job.in_dtypes)):
         g = GlobalTensor(dt)
-        if k in job.broadcast:              # tiles never straddle a row; a block may start inside one
-            g.SetGlobalBuffer(a, ceil_div(job.total, B))
+        if k in job.broadcast:              # tiles never straddle a row (nor a period); a block may start inside one
+            g.SetGlobalBuffer(a, job.period or ceil_div(job.total, B))
         else:
             g.SetGlobalBuffer(a + start, length)
         gin.append(g)
     gout = GlobalTensor(job.out_dtype)
     gout.SetGlobalBuffer(out + start, length)
     T, cdt = job.tile, job.compute_dtype
-    offsets, stage, at, stride, _ = ub_layout(job)
+    layout = ub_layout(job)
+    offsets, stage, stride = layout.offsets, layout.stage, layout.stride
     pipe = TPipe()
     in_que, out_que = TQue(TPosition.VECIN, BUFFER_NUM), TQue(TPosition.VECOUT, BUFFER_NUM)
-    pipe.InitBuffer(in_que, BUFFER_NUM, at)
+    pipe.InitBuffer(in_que, BUFFER_NUM, layout.slot)
     pipe.InitBuffer(out_que, BUFFER_NUM, T * job.out_dtype.itemsize)
     casts = [i for i, d in enumerate(job.in_dtypes) if np.dtype(d) != cdt]
     calc = TBuf(TPosition.VECCALC)
@@ -154,15 +211,23 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     result, tmp = work[len(casts) * stride], work[(len(casts) + 1) * stride]
     fn = COMPUTES[job.compute][0]
     tiles = ceil_div(length, T)
+    resident, compact_que, compact = _expand_resident(gin, job, layout, pipe) if layout.home else ({}, None, None)
     # a broadcast input's compact copy costs by its address's 32-B phase: part of what makes a tile alike
-    phase = [(k, np.dtype(job.in_dtypes[k]).itemsize) for k in job.broadcast]
-    for i in Loop(tiles, key=lambda i: (i == tiles - 1,) + tuple((start + i * T) // B * isz % 32 for _, isz in phase),
+    phase = [np.dtype(job.in_dtypes[k]).itemsize for k in job.broadcast if k not in resident]
+    values = job.period or ceil_div(job.total, max(B, 1))
+    for i in Loop(tiles, key=lambda i: (i == tiles - 1,) + tuple((start + i * T) // B % values * isz % 32
+                                                                  for isz in phase),
                   period=BUFFER_NUM):
         n = min(T, length - i * T)
         raw = in_que.AllocTensor(np.uint8)
         for k, (g, dt) in enumerate(zip(gin, job.in_dtypes)):
+            if k in resident:
+                continue
             if k in stage:
-                _copy(raw[stage[k]].ReinterpretCast(dt), g[(start + i * T) // B], max(1, n // B), np.dtype(dt).itemsize)
+                _copy(raw[stage[k]].ReinterpretCast(dt), g[(start + i * T) // B % values], max(1, n // B),
+                      np.dtype(dt).itemsize)
+            elif k in job.broadcast:
+                _copy(raw[offsets[k]].ReinterpretCast(dt), g[(start + i * T) % values], n, np.dtype(dt).itemsize)
             else:
                 _copy(raw[offsets[k]].ReinterpretCast(dt), g[i * T], n, np.dtype(dt).itemsize)
         in_que.EnQue(raw)
@@ -173,7 +238,7 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
                       raw[stage[k]].ReinterpretCast(job.in_dtypes[k]), (rows, cols), (rows, 1))
         srcs = []
         for k, dt in enumerate(job.in_dtypes):
-            src = raw[offsets[k]].ReinterpretCast(dt)
+            src = resident[k] if k in resident else raw[offsets[k]].ReinterpretCast(dt)
             if k in cast_of:
                 Cast(cast_of[k], src, RoundMode.CAST_NONE, n)
                 src = cast_of[k]
@@ -192,3 +257,5 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
         y = out_que.DeQue(job.out_dtype)
         _copy(gout[i * T], y, n, job.out_dtype.itemsize)
         out_que.FreeTensor(y)
+    if compact_que is not None:
+        compact_que.FreeTensor(compact)

@@ -69,28 +69,52 @@ def _expanded(t: aclTensor, shape: tuple) -> aclTensor:
     return aclTensor(shape, t.dataType, strides, t.offset, t.format, t.storageDims, t.data)
 
 
-def broadcast_row(t: aclTensor, shape: tuple) -> int:
-    """B when contiguous t, against an output of `shape`, holds one value per B consecutive
-    outputs (its shape is the output's leading dims, then ones: (N, C, 1, 1) against (N, C, H,
-    W), B = H W), which the kernel broadcasts in UB as CANN's broadcast kernels do; else 0."""
-    if not t.is_contiguous() or len(t.viewDims) != len(shape):
-        return 0
-    j = len(shape)
-    while j > 0 and t.viewDims[j - 1] == 1:
-        j -= 1
-    B = int(np.prod(shape[j:], dtype=np.int64))
-    return B if B > 1 and t.viewDims[:j] == shape[:j] else 0
+def broadcast_pattern(t: aclTensor, shape: tuple) -> tuple[int, int]:
+    """(B, M) when contiguous t, against an output of `shape`, holds M values, each covering B
+    consecutive outputs, repeated along the output's leading dims: its shape is ones, then the
+    output's dims, then ones ((N, C, 1, 1) against (N, C, H, W): B = H W, M = N C; (C, 1, 1):
+    B = H W, M = C, repeated N times; (W,): B = 1, M = W). The kernel broadcasts it in UB as
+    CANN's broadcast kernels do. (0, 0) when t is not of that form, or not broadcast."""
+    dims = (1,) * (len(shape) - len(t.viewDims)) + tuple(t.viewDims)
+    if not t.is_contiguous() or len(dims) != len(shape):
+        return 0, 0
+    end = len(shape)
+    while end > 0 and dims[end - 1] == 1:
+        end -= 1
+    begin = end
+    while begin > 0 and dims[begin - 1] == shape[begin - 1]:
+        begin -= 1
+    if any(d != 1 for d in dims[:begin]):
+        return 0, 0
+    B, M = int(np.prod(shape[end:], dtype=np.int64)), int(np.prod(shape[begin:end], dtype=np.int64))
+    return (B, M) if B > 1 or B * M < int(np.prod(shape, dtype=np.int64)) else (0, 0)
 
 
-def row_tiling(n: int, B: int, need, profile, forced: dict) -> tuple[int, int, int]:
-    """(blocks, block, tile) when inputs broadcast along rows of B: tiles of whole rows or an exact
-    part of one (a tile never straddles a row), blocks of whole tiles over the vector cores; need(tile)
-    is the kernel's UB bytes. 0 tiles when a row has no part of a useful size that fits."""
+def _divisor_at_most(m: int, cap: int, fits) -> int:
+    """The largest divisor of m no larger than cap that fits (1 if none)."""
+    small = [d for d in range(1, int(m ** 0.5) + 1) if m % d == 0]
+    return max((d for d in small + [m // d for d in small] if d <= cap and fits(d)), default=1)
+
+
+def row_tiling(n: int, B: int, period: int, need, profile, forced: dict) -> tuple[int, int, int]:
+    """(blocks, block, tile) when inputs broadcast along rows of B, and repeat every `period`
+    elements (0: they do not): tiles of whole periods (the operand expanded once a core), of whole
+    rows or of an exact part of one (a tile straddles neither a row nor a period), blocks of whole
+    tiles over the vector cores; need(tile) is the kernel's UB bytes. 0 tiles when a row has no
+    part of a useful size that fits."""
     ub = ub_bytes(profile)
     rows_fit, share = 1, max(MIN_BLOCK, ceil_div(n, vector_core_count(profile)))   # a core's share of the work
-    while B * rows_fit * 2 <= share and need(B * rows_fit * 2) <= ub:
-        rows_fit *= 2
-    if need(B) <= ub:
+    if period and 2 * period <= share and need(period) <= ub:
+        repeats = 1
+        while period * repeats * 2 <= share and need(period * repeats * 2) <= ub:
+            repeats *= 2
+        tile = period * repeats
+    elif period and need(B) <= ub:
+        tile = B * _divisor_at_most(period // B, max(1, share // B), lambda r: need(B * r) <= ub)
+        tile = tile if tile >= MIN_PART or tile == period else 0
+    elif need(B) <= ub:
+        while B * rows_fit * 2 <= share and need(B * rows_fit * 2) <= ub:
+            rows_fit *= 2
         tile = B * rows_fit
     else:
         tile = next((B // p for p in range(2, B // MIN_PART + 1) if B % p == 0 and need(B // p) <= ub), 0)
@@ -100,10 +124,13 @@ def row_tiling(n: int, B: int, need, profile, forced: dict) -> tuple[int, int, i
     tiles = ceil_div(n, tile)
     block = int(forced.get("blockLength", tile * max(ceil_div(tiles, vector_core_count(profile)),
                                                      ceil_div(MIN_BLOCK, tile))))
-    if block <= 0 or block % tile or (tile % B and B % tile) or need(tile) > ub:
-        raise tiling_error(f"elementwise tiling with operands broadcast along rows of {B}: tileLength {tile} must "
-                           f"be whole rows or an exact part of one and fit UB ({need(tile)} B of {ub} B), "
-                           f"blockLength {block} whole tiles")
+    if (block <= 0 or block % tile or (tile % B and B % tile) or need(tile) > ub
+            or (period and tile % period and period % tile)):
+        raise tiling_error(f"elementwise tiling with operands broadcast along rows of {B}"
+                           + (f" repeating every {period}" if period else "") + f": tileLength {tile} must "
+                           f"be whole rows or an exact part of one"
+                           + (", whole periods or an exact part of one" if period else "")
+                           + f", and fit UB ({need(tile)} B of {ub} B), blockLength {block} whole tiles")
     return ceil_div(n, block), block, tile
 
 
@@ -124,7 +151,7 @@ def tiling(n: int, per_elem: int, isz_min: int, profile, forced: dict) -> tuple[
 
 
 def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced: dict | None = None,
-             scalar: float = 0.0, row: int = 0, broadcast: tuple = ()) -> tuple[ElementwiseJob, int]:
+             scalar: float = 0.0, row: int = 0, broadcast: tuple = (), period: int = 0) -> tuple[ElementwiseJob, int]:
     """(job, blocks) of the flat kernel computing `compute` over n elements (job.body runs it). It
     computes in FP16 when every input is FP16, as CANN's kernels do, unless the op computes in FP32
     (Sigmoid, SiLU); else in FP32 (the vector unit has no BF16 arithmetic). A Cast computes in its
@@ -142,15 +169,15 @@ def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced:
     if broadcast:
         def need(tile):
             return ub_layout(ElementwiseJob(n, tile, tile, in_dtypes, np.dtype(out_dtype), compute_dtype, compute,
-                                            float(scalar), row, tuple(broadcast)))[4]
-        blocks, block, tile = row_tiling(n, row, need, profile, forced or {})
+                                            float(scalar), row, tuple(broadcast), period)).total
+        blocks, block, tile = row_tiling(n, row, period * row, need, profile, forced or {})
         if not tile:
             return None, 0
     else:
         blocks, block, tile = tiling(n, per_elem, min([d.itemsize for d in in_dtypes] + [np.dtype(out_dtype).itemsize]),
                                      profile, forced or {})
     return ElementwiseJob(n, block, tile, in_dtypes, np.dtype(out_dtype), compute_dtype, compute, float(scalar),
-                          row, tuple(broadcast)), blocks
+                          row, tuple(broadcast), period), blocks
 
 
 def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: float, profile, forced: dict,
@@ -163,13 +190,13 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
         return Plan(Workspace(), lambda ws: [], {"launches": "none (empty output)"})
     shape = out.viewDims
     workspace = Workspace()
-    sources, row, broadcast = [], 0, []
+    sources, pattern, broadcast = [], None, []
     for k, name in enumerate(inputs):
         t = a[name]
         view = t if t.viewDims == shape else _expanded(t, shape)
-        b = 0 if view.is_contiguous() or not ub_broadcast else broadcast_row(t, shape)
-        if b and row in (0, b):
-            row = b
+        found = (0, 0) if view.is_contiguous() or not ub_broadcast else broadcast_pattern(t, shape)
+        if found[0] and pattern in (None, found):
+            pattern = found
             broadcast.append(k)
             sources.append((name, t, None))
             continue
@@ -180,7 +207,9 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
     dense = None if out.is_contiguous() else workspace.add(f"{output} dense, before the strided write-back",
                                                              n * out.itemsize)
     in_dtypes = tuple(NUMPY_OF[a[x].dataType] for x in inputs)
-    job, blocks = flat_job(compute, in_dtypes, out.dtype, n, profile, forced, scalar, row, tuple(broadcast))
+    row, values = pattern or (0, 0)
+    job, blocks = flat_job(compute, in_dtypes, out.dtype, n, profile, forced, scalar, row, tuple(broadcast),
+                           values if row * values < n else 0)
     if job is None:                 # no part of a row fits: the broadcast operands are copied out dense
         return plan(a, label, inputs, output, compute, scalar, profile, forced, ub_broadcast=False)
     block, tile = job.block, job.tile
