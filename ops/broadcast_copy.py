@@ -8,18 +8,22 @@ values repeated along the rows (a trailing stride-0 dimension), or a row of `b` 
 times (a stride-0 dimension before a unit-stride one, `a` = 1 when there is none); the
 dimensions before the unit repeat it, each at its own source stride (0 when broadcast). Tiles
 are whole rows of a unit, or a piece of one row when a row does not fit, so each is one
-contiguous run of the dense output. They are numbered, not listed: a block's tiles are a range."""
+contiguous run of the dense output. A unit smaller than a tile shares it with the next units of
+its innermost outer dimension (one load of their values at that dimension's stride, a Broadcast
+each, one store), so a short unit does not pay a load and a store of its own. Tiles are
+numbered, not listed: a block's tiles are a range."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.arith import ceil_div
+from simulator.arith import align_up, ceil_div
 from simulator.kernel import (BUFFER_NUM, Broadcast, DataCopyExtParams, DataCopyPad, GetBlockIdx, GlobalTensor, Loop,
                               TPipe, TPosition, TQue)
 
 _SAME_SIZE_INT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+MIN_PACKED_UNIT = 1024     # bytes: smaller units share a tile only at one Broadcast instruction each per KiB
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,19 @@ class BroadcastPlan:
     tiles: int            # in all
     per_block: int
     out_bytes: int        # a UB output buffer
+    pack: int = 1         # whole units a tile, of the innermost outer dimension (1: a unit or a part of one)
+
+    @property
+    def values(self) -> int:
+        """Source values a unit."""
+        return self.a if self.column else self.b
+
+    def packed(self, i: int) -> tuple[int, int, int]:
+        """Tile i of a packed plan: (its first unit's source offset, dense offset, units)."""
+        inner, step = self.outer[-1]
+        line, piece = divmod(i, ceil_div(inner, self.pack))
+        first = line * inner + piece * self.pack
+        return self.tile(first * self.tiles_per_unit)[0], first * self.a * self.b, min(self.pack, inner - piece * self.pack)
 
     @property
     def block_dim(self) -> int:
@@ -93,9 +110,16 @@ def plan_broadcast_copy(dims, offset: int, isz: int, cores: int, ub: int) -> Bro
     else:
         rows, cols = 0, out_bytes // isz
         tiles = units * a * ceil_div(b, cols)
+    pack, unit_bytes = 1, a * b * isz
+    if rows == a and outer and unit_bytes % 32 == 0 and unit_bytes >= MIN_PACKED_UNIT:
+        inner, stride = outer[-1]
+        if stride == 0 or stride >= (a if column else b):        # the units' values do not overlap
+            pack = max(1, min(out_bytes // unit_bytes, ceil_div(share, a * b), inner))
+        if pack > 1:
+            tiles = units // inner * ceil_div(inner, pack)
     per_block = ceil_div(tiles, min(cores, tiles))
     return BroadcastPlan(tuple((d, s) for d, s in outer), a, b, column, offset, rows, cols, isz, tiles, per_block,
-                         out_bytes)
+                         out_bytes, pack)
 
 
 def broadcast_copy_body(src_addr, dense_addr, plan: BroadcastPlan):
@@ -113,17 +137,35 @@ def broadcast_copy_body(src_addr, dense_addr, plan: BroadcastPlan):
     last = min(plan.tiles, first + plan.per_block)
 
     def alike(i):       # what a tile's cost depends on: its shape and both addresses' 32-B phases
+        if plan.pack > 1:
+            s, d, k = plan.packed(i)
+            return i - first < BUFFER_NUM, k, s * plan.isz % 32, d * plan.isz % 32
         s, n, d, rc = plan.tile(i)
         return i - first < BUFFER_NUM, rc, n, s * plan.isz % 32, d * plan.isz % 32
 
     for i in Loop(range(first, last), key=alike, period=BUFFER_NUM):
-        s, n, d, (r, c) = plan.tile(i)
         values = in_que.AllocTensor(dt)
-        DataCopyPad(values, src[s], DataCopyExtParams(1, n * plan.isz, 0, 0))
-        in_que.EnQue(values)
-        values = in_que.DeQue(dt)
-        out = out_que.AllocTensor(dt)
-        Broadcast(out, values, (r, c), (r, 1) if plan.column else (1, c))
+        if plan.pack > 1:
+            s, d, k = plan.packed(i)
+            stride = plan.outer[-1][1]
+            loads, n = (k if stride else 1), plan.values
+            DataCopyPad(values, src[s], DataCopyExtParams(loads, n * plan.isz, (stride - n) * plan.isz if loads > 1
+                                                          else 0, 0))
+            in_que.EnQue(values)
+            values = in_que.DeQue(dt)
+            out = out_que.AllocTensor(dt)
+            slot = align_up(n * plan.isz, 32) // plan.isz
+            for j in range(k):
+                Broadcast(out[j * plan.a * plan.b], values[slot * j if stride else 0], (plan.a, plan.b),
+                          (plan.a, 1) if plan.column else (1, plan.b))
+            r, c = k * plan.a, plan.b
+        else:
+            s, n, d, (r, c) = plan.tile(i)
+            DataCopyPad(values, src[s], DataCopyExtParams(1, n * plan.isz, 0, 0))
+            in_que.EnQue(values)
+            values = in_que.DeQue(dt)
+            out = out_que.AllocTensor(dt)
+            Broadcast(out, values, (r, c), (r, 1) if plan.column else (1, c))
         in_que.FreeTensor(values)
         out_que.EnQue(out)
         out = out_que.DeQue(dt)

@@ -4,7 +4,8 @@ the vector unit, not one burst per output element.
 
 * the kernel alone, bit-exact against numpy's own broadcast_to, for every element size, on random
   broadcast views of random slices (column, row and scalar sources, repeats outside the unit,
-  rows longer than a tile, units split over blocks); the storage is left as it was; timing mode
+  rows longer than a tile, units split over blocks, short units sharing a tile); the storage is
+  left as it was; timing mode
   gives the functional cycles;
 * operators whose operand is expanded this way, against float64 formulas: Mul of a (C, 1) scale
   against (N, C, L) (ranks differ), Add of a (C, 1, 1) bias, Addmm with a column or scalar self,
@@ -87,17 +88,21 @@ def test_kernel_bit_exact(dtype, seed):
     assert done == 3, "too few broadcast views drawn"
 
 
-@pytest.mark.parametrize("shape, strides, unit", [
-    ((100_000,), (0,), "a scalar"),
-    ((3, 50_000), (1, 0), "a column whose rows are longer than a tile"),
-    ((700, 7), (0, 1), "a short row"),
-    ((4, 64, 9, 300), (0, 300, 0, 1), "a row repeated inside and outside the unit"),
+@pytest.mark.parametrize("shape, strides, unit, packed", [
+    ((100_000,), (0,), "a scalar", False),
+    ((3, 50_000), (1, 0), "a column whose rows are longer than a tile", False),
+    ((700, 7), (0, 1), "a short row", False),
+    ((4, 64, 9, 300), (0, 300, 0, 1), "a row repeated inside and outside the unit", False),
+    ((4, 64, 32, 56), (0, 56, 0, 1), "short units, their rows consecutive: several a tile", True),
+    ((3, 64, 32, 57), (0, 60, 0, 1), "short units whose rows have gaps and are not 32-B long", True),
+    ((256, 64, 32), (0, 1, 0), "a column unit repeated whole: loaded once a tile", True),
 ])
-def test_units_and_tiles(shape, strides, unit):
-    base = (np.arange(int(np.prod([d for d, s in zip(shape, strides) if s])) + 1) % 1999).astype(F16)
+def test_units_and_tiles(shape, strides, unit, packed):
+    base = (np.arange(sum((d - 1) * s for d, s in zip(shape, strides)) + 2) % 1999).astype(F16)
     view = np.lib.stride_tricks.as_strided(base[1:], shape, tuple(s * 2 for s in strides))
     plan, r = _run(view, base, "Ascend910B1")
     assert plan is not None, unit
+    assert (plan.pack > 1) == packed, (unit, plan)
     assert np.array_equal(r["dense_addr"].reshape(shape), view), unit
 
 
