@@ -201,6 +201,21 @@ def test_an_operand_repeated_along_leading_dims_is_broadcast_in_ub(soc):
         assert timed.cycles < copied.cycles, (x_shape, b_shape, timed.cycles, copied.cycles)
 
 
+@pytest.mark.parametrize("soc, x_shape, b_shape", [
+    ("Ascend910B1", (3, 8191, 512), (8191, 1)), ("Ascend910A", (4, 257, 28, 28), (257, 1, 1)),
+    ("Ascend310P3", (8, 257, 784), (257, 1)), ("Ascend910B4", (64, 97, 512), (97, 1)),
+])
+def test_a_period_that_would_cut_tiles_short_is_copied_out(soc, x_shape, b_shape):
+    """A prime number of repeated rows, each shorter than a tile: tiles inside one period would be
+    a row each (several times slower than the flat kernel's), so the operand is copied out, and the
+    call costs no more than with the operand given expanded."""
+    r = simulator.run("Mul", soc, mode="timing", self=T(x_shape, F16), other=T(b_shape, F16))
+    copied = simulator.run("Mul", soc, mode="timing", self=T(x_shape, F16),
+                           other=T(x_shape, F16, strides=(0,) * (len(x_shape) - len(b_shape)) +
+                                   tuple(1 if d > 1 else 0 for d in b_shape)))
+    assert r.cycles <= 1.05 * copied.cycles, (r.cycles, copied.cycles)
+
+
 STATUS = {
     "Add: int32": (161002, "Add", dict(self=T((4,), np.int32), other=T((4,), np.int32), alpha=1.0)),
     "Add: no broadcast": (161002, "Add", dict(self=T((4, 3), F16), other=T((4,), F16), alpha=1.0, out=T((4, 3), F16))),

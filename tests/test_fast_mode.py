@@ -107,6 +107,18 @@ def test_fast_mode_stays_inside_its_bound(op, soc, profile, kw):
     FORWARDED.append(_check_bound(op, soc, profile, kw)["fast_forwarded_instructions"] > 0)
 
 
+@pytest.mark.parametrize("soc, self_shape, other_shape, dtype", [
+    ("Ascend310P3", (100, 24576), (24576,), np.float32),          # a row longer than a tile: reads go back a period
+    ("Ascend910A", (16, 256, 56, 56), (256, 1, 1), np.float16),   # tiles of whole rows inside a period
+    ("Ascend910B1", (64, 100, 256), (256,), np.float16),          # whole periods: the operand resident
+])
+def test_fast_mode_holds_on_an_operand_repeated_in_ub(soc, self_shape, other_shape, dtype):
+    """Add's operand broadcast in UB and repeated along the leading dims: its reads return to the
+    values' start every period, which the Loop's key must tell apart (the audit), and the bound holds."""
+    _check_bound("Add", soc, load_profile(soc), dict(self=TensorLayout(self_shape, dtype),
+                                                     other=TensorLayout(other_shape, dtype), alpha=1.0))
+
+
 def _conv_case(rng: np.random.Generator, soc: str):
     """A ConvolutionBackward or ConvTbcBackward call large enough for its layout launches to have
     alike blocks (which fast mode runs as shadows on vector-only cores)."""

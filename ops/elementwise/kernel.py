@@ -28,7 +28,7 @@ class ElementwiseJob:
     scalar: float = 0.0       # alpha, threshold
     row: int = 0              # the broadcast inputs' row: each of their values covers `row` outputs
     broadcast: tuple = ()     # the inputs given compact (one value a row) and broadcast in UB
-    period: int = 0           # their values when they repeat along the output ((C, 1, 1) against (N, C, H, W): C)
+    period_values: int = 0    # their values when they repeat along the output ((C, 1, 1) against (N, C, H, W): C)
 
     @property
     def body(self):
@@ -37,7 +37,12 @@ class ElementwiseJob:
     @property
     def resident(self) -> bool:
         """Tiles of whole periods: every tile sees the same broadcast values, expanded once a core."""
-        return bool(self.period) and self.tile % (self.period * self.row) == 0
+        return bool(self.period_values) and self.tile % self.period_len == 0
+
+    @property
+    def period_len(self) -> int:
+        """Outputs after which the broadcast values repeat (0: they do not)."""
+        return self.period_values * self.row
 
 
 def _add(dst, srcs, tmp, n, scalar):
@@ -140,13 +145,14 @@ def ub_layout(job: ElementwiseJob) -> UbLayout:
             stage[k] = at
             at = align_up(at + max(1, T // job.row) * isz, 32)
             continue
-        period = job.period * job.row
-        per = held if job.row > 1 else None
-        held += align_up(period * isz, 32) if job.row > 1 else 0
-        full = held if T > period else per
-        held += align_up(T * isz, 32) if T > period else 0
+        per = full = None               # one period (values repeated along their rows), then a whole tile
+        if job.row > 1:
+            per, held = held, held + align_up(job.period_len * isz, 32)
+        full = per
+        if T > job.period_len:
+            full, held = held, held + align_up(T * isz, 32)
         home[k] = (compact, per, full)
-        compact += align_up(job.period * isz, 32)
+        compact += align_up(job.period_values * isz, 32)
     stride = align_up(T * cdt.itemsize, 32) // cdt.itemsize
     casts = sum(1 for d in job.in_dtypes if np.dtype(d) != cdt)
     total = (BUFFER_NUM * at + BUFFER_NUM * align_up(T * job.out_dtype.itemsize, 32) + (casts + 2) * stride * cdt.itemsize
@@ -158,24 +164,25 @@ def _expand_resident(gin: list, job: ElementwiseJob, layout: UbLayout, pipe: TPi
     """Each resident operand's tile: its compact values loaded once, repeated along a row, then
     along whole periods, as the tiles all start a period in."""
     compact_que = TQue(TPosition.VECIN, 1)
-    pipe.InitBuffer(compact_que, 1, sum(align_up(job.period * np.dtype(job.in_dtypes[k]).itemsize, 32)
+    pipe.InitBuffer(compact_que, 1, sum(align_up(job.period_values * np.dtype(job.in_dtypes[k]).itemsize, 32)
                                         for k in layout.home))
     held = TBuf(TPosition.VECCALC)
     if layout.held:
         pipe.InitBuffer(held, layout.held)
     raw = compact_que.AllocTensor(np.uint8)
     for k, (c, _, _) in layout.home.items():
-        _copy(raw[c].ReinterpretCast(job.in_dtypes[k]), gin[k][0], job.period, np.dtype(job.in_dtypes[k]).itemsize)
+        _copy(raw[c].ReinterpretCast(job.in_dtypes[k]), gin[k][0], job.period_values,
+              np.dtype(job.in_dtypes[k]).itemsize)
     compact_que.EnQue(raw)
     raw = compact_que.DeQue(np.uint8)
-    room, period, tiles = held.Get(np.uint8) if layout.held else None, job.period * job.row, {}
+    room, period, tiles = held.Get(np.uint8) if layout.held else None, job.period_len, {}
     for k, (c, per, full) in layout.home.items():
         dt = job.in_dtypes[k]
         src = raw[c].ReinterpretCast(dt)
         if per is not None:
-            Broadcast(room[per].ReinterpretCast(dt), src, (job.period, job.row), (job.period, 1))
+            Broadcast(room[per].ReinterpretCast(dt), src, (job.period_values, job.row), (job.period_values, 1))
             src = room[per].ReinterpretCast(dt)
-        if full is not None and job.tile > period:
+        if job.tile > period:
             Broadcast(room[full].ReinterpretCast(dt), src, (job.tile // period, period), (1, period))
             src = room[full].ReinterpretCast(dt)
         tiles[k] = src
@@ -190,7 +197,7 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     for k, (a, dt) in enumerate(zip(ins, job.in_dtypes)):
         g = GlobalTensor(dt)
         if k in job.broadcast:              # tiles never straddle a row (nor a period); a block may start inside one
-            g.SetGlobalBuffer(a, job.period or ceil_div(job.total, B))
+            g.SetGlobalBuffer(a, job.period_values or ceil_div(job.total, B))
         else:
             g.SetGlobalBuffer(a + start, length)
         gin.append(g)
@@ -214,9 +221,13 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     resident, compact_que, compact = _expand_resident(gin, job, layout, pipe) if layout.home else ({}, None, None)
     # a broadcast input's compact copy costs by its address's 32-B phase: part of what makes a tile alike
     phase = [np.dtype(job.in_dtypes[k]).itemsize for k in job.broadcast if k not in resident]
-    values = job.period or ceil_div(job.total, max(B, 1))
+    values = job.period_values or ceil_div(job.total, max(B, 1))
+    # and, where they repeat a tile at a time, by the tile's place in the period: the reads go back to
+    # the values' start at every period
+    place = (lambda i: ((start + i * T) % job.period_len // T,)) if job.period_values and not resident else (
+        lambda i: ())
     for i in Loop(tiles, key=lambda i: (i == tiles - 1,) + tuple((start + i * T) // B % values * isz % 32
-                                                                  for isz in phase),
+                                                                  for isz in phase) + place(i),
                   period=BUFFER_NUM):
         n = min(T, length - i * T)
         raw = in_que.AllocTensor(np.uint8)

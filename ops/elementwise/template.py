@@ -72,9 +72,10 @@ def _expanded(t: aclTensor, shape: tuple) -> aclTensor:
 def broadcast_pattern(t: aclTensor, shape: tuple) -> tuple[int, int]:
     """(B, M) when contiguous t, against an output of `shape`, holds M values, each covering B
     consecutive outputs, repeated along the output's leading dims: its shape is ones, then the
-    output's dims, then ones ((N, C, 1, 1) against (N, C, H, W): B = H W, M = N C; (C, 1, 1):
-    B = H W, M = C, repeated N times; (W,): B = 1, M = W). The kernel broadcasts it in UB as
-    CANN's broadcast kernels do. (0, 0) when t is not of that form, or not broadcast."""
+    output's dims, then ones ((C, 1, 1) against (N, C, H, W): B = H W, M = C, repeated N times;
+    (W,): B = 1, M = W). M is 0 when the values do not repeat ((N, C, 1, 1): one value a row of
+    H W). The kernel broadcasts it in UB as CANN's broadcast kernels do. (0, 0) when t is not of
+    that form, or not broadcast."""
     dims = (1,) * (len(shape) - len(t.viewDims)) + tuple(t.viewDims)
     if not t.is_contiguous() or len(dims) != len(shape):
         return 0, 0
@@ -87,50 +88,50 @@ def broadcast_pattern(t: aclTensor, shape: tuple) -> tuple[int, int]:
     if any(d != 1 for d in dims[:begin]):
         return 0, 0
     B, M = int(np.prod(shape[end:], dtype=np.int64)), int(np.prod(shape[begin:end], dtype=np.int64))
-    return (B, M) if B > 1 or B * M < int(np.prod(shape, dtype=np.int64)) else (0, 0)
+    repeated = B * M < int(np.prod(shape, dtype=np.int64))
+    return (B, M if repeated else 0) if B > 1 or repeated else (0, 0)
 
 
 def _divisor_at_most(m: int, cap: int, fits) -> int:
-    """The largest divisor of m no larger than cap that fits (1 if none)."""
+    """The largest divisor of m no larger than cap that fits; 1 when none does (whether 1 fits or
+    not: the caller checks the tile)."""
     small = [d for d in range(1, int(m ** 0.5) + 1) if m % d == 0]
     return max((d for d in small + [m // d for d in small] if d <= cap and fits(d)), default=1)
 
 
-def row_tiling(n: int, B: int, period: int, need, profile, forced: dict) -> tuple[int, int, int]:
-    """(blocks, block, tile) when inputs broadcast along rows of B, and repeat every `period`
+def row_tiling(n: int, B: int, period_len: int, need, profile, forced: dict) -> tuple[int, int, int]:
+    """(blocks, block, tile) when inputs broadcast along rows of B, and repeat every `period_len`
     elements (0: they do not): tiles of whole periods (the operand expanded once a core), of whole
     rows or of an exact part of one (a tile straddles neither a row nor a period), blocks of whole
     tiles over the vector cores; need(tile) is the kernel's UB bytes. 0 tiles when a row has no
-    part of a useful size that fits."""
+    part of a useful size that fits, or when the period would cut the tiles to under half of what
+    whole rows would take (the operand is then copied out, and the flat kernel takes the call)."""
     ub = ub_bytes(profile)
     rows_fit, share = 1, max(MIN_BLOCK, ceil_div(n, vector_core_count(profile)))   # a core's share of the work
-    if period and 2 * period <= share and need(period) <= ub:
+    while B * rows_fit * 2 <= share and need(B * rows_fit * 2) <= ub:
+        rows_fit *= 2
+    if period_len and 2 * period_len <= share and need(period_len) <= ub:
         repeats = 1
-        while period * repeats * 2 <= share and need(period * repeats * 2) <= ub:
+        while period_len * repeats * 2 <= share and need(period_len * repeats * 2) <= ub:
             repeats *= 2
-        tile = period * repeats
-    elif period and need(B) <= ub:
-        tile = B * _divisor_at_most(period // B, max(1, share // B), lambda r: need(B * r) <= ub)
-        tile = tile if tile >= MIN_PART or tile == period else 0
+        tile = period_len * repeats
+    elif period_len and need(B) <= ub:
+        tile = B * _divisor_at_most(period_len // B, max(1, share // B), lambda r: need(B * r) <= ub)
+        tile = tile if (tile >= MIN_PART or tile == period_len) and 2 * tile >= B * rows_fit else 0
     elif need(B) <= ub:
-        while B * rows_fit * 2 <= share and need(B * rows_fit * 2) <= ub:
-            rows_fit *= 2
         tile = B * rows_fit
     else:
         tile = next((B // p for p in range(2, B // MIN_PART + 1) if B % p == 0 and need(B // p) <= ub), 0)
     tile = int(forced.get("tileLength", tile))
-    if tile <= 0:
-        return 0, 0, 0
+    if tile <= 0 or (period_len and tile % period_len and period_len % tile):
+        return 0, 0, 0              # (a forced tile across periods: the flat kernel checks it)
     tiles = ceil_div(n, tile)
     block = int(forced.get("blockLength", tile * max(ceil_div(tiles, vector_core_count(profile)),
                                                      ceil_div(MIN_BLOCK, tile))))
-    if (block <= 0 or block % tile or (tile % B and B % tile) or need(tile) > ub
-            or (period and tile % period and period % tile)):
-        raise tiling_error(f"elementwise tiling with operands broadcast along rows of {B}"
-                           + (f" repeating every {period}" if period else "") + f": tileLength {tile} must "
-                           f"be whole rows or an exact part of one"
-                           + (", whole periods or an exact part of one" if period else "")
-                           + f", and fit UB ({need(tile)} B of {ub} B), blockLength {block} whole tiles")
+    if block <= 0 or block % tile or (tile % B and B % tile) or need(tile) > ub:
+        raise tiling_error("elementwise tiling with operands broadcast "
+                           + (f"along rows of {B}: tileLength {tile} must be whole rows or an exact part of one, "
+                              if B > 1 else "") + f"fit UB ({need(tile)} B of {ub} B), blockLength {block} whole tiles")
     return ceil_div(n, block), block, tile
 
 
@@ -151,7 +152,8 @@ def tiling(n: int, per_elem: int, isz_min: int, profile, forced: dict) -> tuple[
 
 
 def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced: dict | None = None,
-             scalar: float = 0.0, row: int = 0, broadcast: tuple = (), period: int = 0) -> tuple[ElementwiseJob, int]:
+             scalar: float = 0.0, row: int = 0, broadcast: tuple = (), period_values: int = 0
+             ) -> tuple[ElementwiseJob, int]:
     """(job, blocks) of the flat kernel computing `compute` over n elements (job.body runs it). It
     computes in FP16 when every input is FP16, as CANN's kernels do, unless the op computes in FP32
     (Sigmoid, SiLU); else in FP32 (the vector unit has no BF16 arithmetic). A Cast computes in its
@@ -169,15 +171,15 @@ def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced:
     if broadcast:
         def need(tile):
             return ub_layout(ElementwiseJob(n, tile, tile, in_dtypes, np.dtype(out_dtype), compute_dtype, compute,
-                                            float(scalar), row, tuple(broadcast), period)).total
-        blocks, block, tile = row_tiling(n, row, period * row, need, profile, forced or {})
+                                            float(scalar), row, tuple(broadcast), period_values)).total
+        blocks, block, tile = row_tiling(n, row, period_values * row, need, profile, forced or {})
         if not tile:
             return None, 0
     else:
         blocks, block, tile = tiling(n, per_elem, min([d.itemsize for d in in_dtypes] + [np.dtype(out_dtype).itemsize]),
                                      profile, forced or {})
     return ElementwiseJob(n, block, tile, in_dtypes, np.dtype(out_dtype), compute_dtype, compute, float(scalar),
-                          row, tuple(broadcast), period), blocks
+                          row, tuple(broadcast), period_values), blocks
 
 
 def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: float, profile, forced: dict,
@@ -208,8 +210,7 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
                                                              n * out.itemsize)
     in_dtypes = tuple(NUMPY_OF[a[x].dataType] for x in inputs)
     row, values = pattern or (0, 0)
-    job, blocks = flat_job(compute, in_dtypes, out.dtype, n, profile, forced, scalar, row, tuple(broadcast),
-                           values if row * values < n else 0)
+    job, blocks = flat_job(compute, in_dtypes, out.dtype, n, profile, forced, scalar, row, tuple(broadcast), values)
     if job is None:                 # no part of a row fits: the broadcast operands are copied out dense
         return plan(a, label, inputs, output, compute, scalar, profile, forced, ub_broadcast=False)
     block, tile = job.block, job.tile
