@@ -420,6 +420,12 @@ def _dw_stage(search: _TileSearch, mt: int, nt: int, kmax: int, nd2nz: bool, win
     return None
 
 
+def _units_of(best: tuple, geo: CubeGeometry, ncols: int) -> int:
+    """A gradWeight candidate's units: its tiles times its K split."""
+    _, mt, nt, _, _, ks = best[:6]
+    return geo.G * geo.dwf.ax[0].K * ceil_div(geo.Mg, mt) * ceil_div(ncols, nt) * ks
+
+
 def _cost_dw_tile(search: _TileSearch, mt: int, nt: int, ncols: int, K_total: int, o_ks, nd2nz: bool,
                   window: bool = False):
     """One gradWeight tile's best K split, scored as _cost_dx_tile scores: (score, mt, nt,
@@ -530,16 +536,24 @@ def plan_dw(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
         cann.atomic = True
         return cann
     best = None
-    # the usual tile sizes first; smaller ones only when none of those fits (a what-if profile with
-    # small buffers), then W windows when no whole row fits, so a plan is refused only when no
-    # tile can work
-    for small, window in ((False, False), (True, False), (False, True), (True, True)):
-        if best is not None or (small and search.forced_tile):
-            continue
-        for mt, nt in _dw_tile_shapes(search, small, ncols):
-            cand = _cost_dw_tile(search, mt, nt, ncols, K_total, o_ks, nd2nz, window)
-            if cand is not None and (best is None or cand[0] < best[0]):
-                best = cand + (window,)
+    # whole rows, the usual tile sizes first, smaller ones only when none of those fits (a what-if
+    # profile with small buffers); then W windows, the same way, where they score better (a long
+    # row leaves whole rows only small tiles) with as many cores busy (the score leaves out their
+    # stage a grid row); a plan is refused only when no tile can work
+    busy = None
+    for window in (False, True):
+        found = False
+        for small in (False, True):
+            if found or (small and search.forced_tile):
+                continue
+            for mt, nt in _dw_tile_shapes(search, small, ncols):
+                cand = _cost_dw_tile(search, mt, nt, ncols, K_total, o_ks, nd2nz, window)
+                if cand is None or (window and busy and _units_of(cand, geo, ncols) < busy):
+                    continue
+                found = True
+                if best is None or cand[0] < best[0]:
+                    best = cand + (window,)
+        busy = min(search.caps.cores, _units_of(best, geo, ncols)) if best is not None else 0
     if best is None:
         raise tiling_error(f"ConvolutionBackward gradWeight tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
                            f"{caps.L0A} B, L0B {caps.L0B} B, L0C {caps.L0C} B); lower the tile overrides")
