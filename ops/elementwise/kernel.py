@@ -189,6 +189,22 @@ def _expand_resident(gin: list, job: ElementwiseJob, layout: UbLayout, pipe: TPi
     return tiles, compact_que, raw
 
 
+def _tile_key(job: ElementwiseJob, start: int, tiles: int, resident: dict):
+    """What makes a block's tiles alike: the last is shorter; a broadcast input's compact copy
+    costs by its address's 32-B phase; where the values repeat a tile at a time, the reads go
+    back to their start every period, so a tile's place in the period."""
+    T, B = job.tile, max(job.row, 1)
+    phase = [np.dtype(job.in_dtypes[k]).itemsize for k in job.broadcast if k not in resident]
+    values = job.period_values or ceil_div(job.total, B)
+    repeats = bool(job.period_values) and not resident
+
+    def key(i):
+        first = start + i * T
+        return ((i == tiles - 1,) + tuple(first // B % values * isz % 32 for isz in phase)
+                + ((first % job.period_len // T,) if repeats else ()))
+    return key
+
+
 def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     start = job.block * GetBlockIdx()
     length = min(job.block, job.total - start)
@@ -219,16 +235,8 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     fn = COMPUTES[job.compute][0]
     tiles = ceil_div(length, T)
     resident, compact_que, compact = _expand_resident(gin, job, layout, pipe) if layout.home else ({}, None, None)
-    # a broadcast input's compact copy costs by its address's 32-B phase: part of what makes a tile alike
-    phase = [np.dtype(job.in_dtypes[k]).itemsize for k in job.broadcast if k not in resident]
     values = job.period_values or ceil_div(job.total, max(B, 1))
-    # and, where they repeat a tile at a time, by the tile's place in the period: the reads go back to
-    # the values' start at every period
-    place = (lambda i: ((start + i * T) % job.period_len // T,)) if job.period_values and not resident else (
-        lambda i: ())
-    for i in Loop(tiles, key=lambda i: (i == tiles - 1,) + tuple((start + i * T) // B % values * isz % 32
-                                                                  for isz in phase) + place(i),
-                  period=BUFFER_NUM):
+    for i in Loop(tiles, key=_tile_key(job, start, tiles, resident), period=BUFFER_NUM):
         n = min(T, length - i * T)
         raw = in_que.AllocTensor(np.uint8)
         for k, (g, dt) in enumerate(zip(gin, job.in_dtypes)):
