@@ -201,7 +201,8 @@ def _dx_tile_shapes(search: _TileSearch, small: bool, plane_positions: int):
 
 def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int, nt: int, window: bool = False):
     """One gradInput tile's score (estimated cycles plus instructions at INSTR_CYCLES) with the
-    L1 stage it allows: (score, m, nt, kmax, c1n, nc, rows, cols), or None if it does not fit.
+    L1 stage it allows and its units: (score, m, nt, kmax, c1n, nc, rows, cols, units), or None if
+    it does not fit.
     window: a unit is a run of one grid row (DxTiling.window), at most the row."""
     geo, cc, isz, c0, nb = search.geo, search.caps, search.isz, search.c0, search.buffers
     C1co = ceil_div(geo.Cout, c0)
@@ -239,7 +240,7 @@ def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int,
         instr += nu * (nsteps * 7 + f.ax[0].K * stages_per * 6 + 10)
     waves = ceil_div(units, cc.cores)
     est = max(cyc / cc.cores, waves * cyc / units)
-    return est + INSTR_CYCLES * instr / cc.cores, m, nt, kmax, c1n, nc, rows, cols
+    return est + INSTR_CYCLES * instr / cc.cores, m, nt, kmax, c1n, nc, rows, cols, units
 
 
 def _add_dx_units(t: DxTiling, search: _TileSearch, fams: list, plane_positions: int, rows: int, cols: int) -> None:
@@ -274,19 +275,26 @@ def plan_dx(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
     fams = [(q, f) for q, f in enumerate(geo.phases) if f is not None]
     rows_needed = (lay.N - 1) * lay.pitch + geo.shmax[1] + geo.Qmax[1] if lay.fold else lay.pitch
     plane_positions = rows_needed * lay.Wd
-    best = None
-    # smaller n-tiles only when none of the usual ones fits; W windows only when no whole row does
-    for small, window in ((False, False), (True, False), (False, True), (True, True)):
-        if best is not None or (small and search.forced_tile):
-            continue
-        for nt, m in _dx_tile_shapes(search, small, plane_positions):
-            cand = _cost_dx_tile(search, fams, plane_positions, m, nt, window)
-            if cand is not None and (best is None or cand[0] < best[0]):
-                best = cand + (window,)
+    best, busy = None, 0
+    # whole rows, smaller n-tiles only when none of the usual ones fits; then W windows, the same
+    # way, where they score better with as many cores busy (as gradWeight's: plan_dw)
+    for window in (False, True):
+        found = False
+        for small in (False, True):
+            if found or (small and search.forced_tile):
+                continue
+            for nt, m in _dx_tile_shapes(search, small, plane_positions):
+                cand = _cost_dx_tile(search, fams, plane_positions, m, nt, window)
+                if cand is None or (window and cand[-1] < busy):
+                    continue
+                found = True
+                if best is None or cand[0] < best[0]:
+                    best = cand + (window,)
+        busy = min(caps.cores, best[-2]) if best is not None else 0
     if best is None:
         raise tiling_error(f"ConvolutionBackward gradInput tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
                            f"{caps.L0A} B, L0B {caps.L0B} B, L0C {caps.L0C} B); lower the tile overrides")
-    _, m, nt, kmax, c1n, nc, rows, cols, window = best
+    _, m, nt, kmax, c1n, nc, rows, cols, _, window = best
     n16 = align_up(nt, 16)
     ntiles = [(n0, min(nt, geo.Cin - n0)) for n0 in range(0, geo.Cin, nt)]
     t = DxTiling(m, nt, kmax, c1n, nc, ntiles, c1n * rows * cols * c0 * isz,
