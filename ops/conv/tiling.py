@@ -276,8 +276,9 @@ def plan_dx(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
     rows_needed = (lay.N - 1) * lay.pitch + geo.shmax[1] + geo.Qmax[1] if lay.fold else lay.pitch
     plane_positions = rows_needed * lay.Wd
     best, busy = None, 0
-    # whole rows, smaller n-tiles only when none of the usual ones fits; then W windows, the same
-    # way, where they score better with as many cores busy (as gradWeight's: plan_dw)
+    # whole rows, smaller n-tiles only when none of the usual ones fits; then, where a row is longer
+    # than whole rows' runs, W windows, the same way, where they score better with as many cores
+    # busy (as gradWeight's: plan_dw)
     for window in (False, True):
         found = False
         for small in (False, True):
@@ -290,6 +291,8 @@ def plan_dx(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
                 found = True
                 if best is None or cand[0] < best[0]:
                     best = cand + (window,)
+        if best is not None and lay.Wd <= best[1]:
+            break                   # whole rows already run a row or more at a time: no window is longer
         busy = min(caps.cores, best[-2]) if best is not None else 0
     if best is None:
         raise tiling_error(f"ConvolutionBackward gradInput tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
@@ -545,9 +548,10 @@ def plan_dw(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
         return cann
     best = None
     # whole rows, the usual tile sizes first, smaller ones only when none of those fits (a what-if
-    # profile with small buffers); then W windows, the same way, where they score better (a long
-    # row leaves whole rows only small tiles) with as many cores busy (the score leaves out their
-    # stage a grid row); a plan is refused only when no tile can work
+    # profile with small buffers); then, where a grid row is longer than whole rows' stages, W
+    # windows, the same way, where they score better (a long row leaves whole rows only small
+    # tiles) with as many cores busy (the score leaves out their stage a grid row); a plan is
+    # refused only when no tile can work
     busy = None
     for window in (False, True):
         found = False
@@ -561,6 +565,8 @@ def plan_dw(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
                 found = True
                 if best is None or cand[0] < best[0]:
                     best = cand + (window,)
+        if best is not None and geo.dwf.ax[2].Q <= best[4]:
+            break                   # whole rows already stage a row or more at a time: no window is longer
         busy = min(search.caps.cores, _units_of(best, geo, ncols)) if best is not None else 0
     if best is None:
         raise tiling_error(f"ConvolutionBackward gradWeight tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
