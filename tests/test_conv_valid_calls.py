@@ -236,3 +236,122 @@ def test_a_longer_row_does_not_cost_less(soc, mask, lengths):
                   dilation=[1], transposed=False, outputPadding=[0], groups=1, outputMask=mask, cubeMathType=0)
         times.append(simulator.run("ConvolutionBackward", soc, mode="timing", **kw).cycles)
     assert all(a <= 1.1 * b for a, b in zip(times, times[1:])), times
+
+
+def draw_large_dilation_call(seed: int):
+    """(soc, call kwargs) of a call with dilations of 16 to 255 (DeepLab's atrous rates and past):
+    gradInput's img2col then needs load3d padding (K - 1) x d - pad past its 255, and the map rows a
+    stage of the whole kernel reads, (K - 1) x d + 1, outgrow L1. Groups and transposed calls too;
+    sizes are the smallest the windows allow, plus a little."""
+    rng = np.random.default_rng([seed, 4936])
+    soc = SOCS[seed % len(SOCS)]
+    support = load_profile(soc).supports("ConvolutionBackward")
+    nd = int(rng.choice([r - 2 for r in support.ranks]))
+    k = tuple(int(rng.integers(2, 6)) for _ in range(nd))
+    d = tuple(int(rng.integers(16, 256)) if rng.random() < 0.7 or i == nd - 1 else int(rng.integers(1, 4))
+              for i in range(nd))
+    if nd == 3:                 # (depth taps are stages of their own: large H and W dilations are the case)
+        d = (int(rng.integers(1, 4)),) + d[1:]
+    s = tuple(int(rng.integers(1, 4)) for _ in range(nd))
+    p = tuple(int(rng.integers(0, min(255, (kk - 1) * dd) + 1)) for kk, dd in zip(k, d))
+    transposed = bool(rng.random() < 0.25)
+    groups = int(rng.choice([1, 1, 2, 4]))
+    cin, cout = int(rng.choice([1, 16, 64, 256])) * groups, int(rng.choice([16, 64, 256]))
+    if transposed:
+        sp = tuple(int(rng.integers(1, 7)) for _ in range(nd))
+        p = tuple(min(pp, ((x - 1) * ss + dd * (kk - 1)) // 2) for pp, x, ss, dd, kk in zip(p, sp, s, d, k))
+        out_sp = tuple((x - 1) * ss - 2 * pp + dd * (kk - 1) + 1 for x, kk, ss, pp, dd in zip(sp, k, s, p, d))
+        w_shape = (cin, cout // groups) + k
+    else:
+        sp = tuple(max((kk - 1) * dd + 1 - 2 * pp, 1) + int(rng.integers(0, 6)) for kk, dd, pp in zip(k, d, p))
+        out_sp = tuple((x + 2 * pp - dd * (kk - 1) - 1) // ss + 1 for x, kk, ss, pp, dd in zip(sp, k, s, p, d))
+        w_shape = (cout, cin // groups) + k
+    dtype = str(rng.choice(list(support.dtypes)))
+    mask = [bool(b) for b in rng.integers(0, 2, 3)]
+    mask[int(rng.integers(0, 2))] = True
+    dt = DTYPES[dtype]
+    return soc, dict(gradOutput=TensorLayout((1, cout) + out_sp, dt), input=TensorLayout((1, cin) + sp, dt),
+                     weight=TensorLayout(w_shape, dt), biasSizes=[cout], stride=list(s), padding=list(p),
+                     dilation=list(d), transposed=transposed, outputPadding=[0] * nd, groups=groups,
+                     outputMask=mask, cubeMathType=int(dtype == "FLOAT" or soc in ("Ascend910A", "Ascend310P3")))
+
+
+@pytest.mark.parametrize("seed", range(N_CASES // 3))
+def test_a_large_dilation_plans_and_records(seed):
+    """Dilations the operator accepts (to 255 on A2) run: gradInput's padding past load3d's 255 is
+    zeros the stage holds in L1, and a kernel whose rows' window outgrows L1 is staged a group of
+    kernel rows at a time (both GEMMs). These were refused with 561002."""
+    soc, kw = draw_large_dilation_call(seed)
+    forward = dict(input=kw["input"], weight=kw["weight"], bias=None, stride=kw["stride"], padding=kw["padding"],
+                   dilation=kw["dilation"], transposed=kw["transposed"], outputPadding=kw["outputPadding"],
+                   groups=kw["groups"], cubeMathType=kw["cubeMathType"])
+    for op, call in (("ConvolutionBackward", kw), ("Convolution", forward)):
+        try:
+            simulator.estimate(op, soc, **call)
+        except AclnnError as e:
+            assert e.status == 161002, f"{soc} {op}: {e}"
+        except KernelError as e:
+            pytest.fail(f"{soc} {op}: a kernel fault while recording: {e}")
+
+
+@pytest.mark.parametrize("soc", SOCS)
+def test_deeplab_atrous_branch_runs(soc):
+    """DeepLabV3's ASPP branch at output stride 8 (torchvision's default: 2048 -> 256 channels, 3 x 3,
+    rate 36, on a 65 x 65 map): a stage of the whole kernel reads 73 map rows, past a 910B's L1;
+    gradWeight is staged a group of kernel rows at a time."""
+    support = load_profile(soc).supports("ConvolutionBackward")
+    dt = DTYPES["BF16" if "BF16" in support.dtypes else "FLOAT16"]
+    kw = dict(gradOutput=TensorLayout((8, 256, 65, 65), dt), input=TensorLayout((8, 2048, 65, 65), dt),
+              weight=TensorLayout((256, 2048, 3, 3), dt), biasSizes=[256], stride=[1, 1], padding=[36, 36],
+              dilation=[36, 36], transposed=False, outputPadding=[0, 0], groups=1, outputMask=[True, True, False],
+              cubeMathType=0)
+    plan = simulator.plan("ConvolutionBackward", soc, **kw)
+    rows = plan.tiling["gradWeight"].get("kernelRowsPerStage", 3)
+    assert rows in (1, 2, 3)
+    if soc.startswith("Ascend910B"):          # 512 KB of L1: 73 rows of 65 x 16 channels do not fit twice
+        assert rows < 3
+    assert simulator.estimate("ConvolutionBackward", soc, **kw).instructions > 0
+
+
+def _large_dilation_cases(support):
+    """(x shape, weight shape, stride, padding, dilation): gradInput padding past 255 (1D, 2D),
+    kernel rows staged in groups (2D), both at once."""
+    cases = []
+    if 3 in support.ranks:
+        cases += [((2, 16, 270), (16, 16, 3), [1], [0], [128]), ((1, 16, 520), (16, 16, 3), [2], [3], [255])]
+    if 4 in support.ranks:
+        cases += [((1, 32, 300, 20), (16, 32, 3, 2), [1, 2], [0, 1], [128, 3]),
+                  ((1, 16, 300, 300), (16, 16, 3, 3), [1, 1], [2, 2], [128, 140]),
+                  ((1, 16, 257, 257), (16, 16, 3, 3), [1, 1], [48, 48], [48, 48]),
+                  ((1, 24, 40, 520), (16, 24, 2, 3), [1, 3], [1, 0], [20, 255])]
+    return cases
+
+
+@pytest.mark.parametrize("soc", SOCS)
+def test_large_dilation_gradients_match_the_formula(soc):
+    """The zero margins and the tap groups carry the right rows and columns: gradInput, gradWeight
+    and the forward (aclnnConvolution, planned as gradInput of its adjoint) against the float64
+    formula, exact (entries -1, 0, 1 sum exactly and stay under 2,048); timing mode gives the
+    functional cycles."""
+    from conv_reference import conv_backward, conv_forward
+    support = load_profile(soc).supports("ConvolutionBackward")
+    rng = np.random.default_rng([4937, len(soc)])
+    dtype = "FLOAT16" if "FLOAT16" in support.dtypes else sorted(support.dtypes)[0]
+    dt = DTYPES[dtype]
+    for xs, ws, s, p, d in _large_dilation_cases(support):
+        out = [(x + 2 * pp - dd * (k - 1) - 1) // ss + 1 for x, k, ss, pp, dd in zip(xs[2:], ws[2:], s, p, d)]
+        x = rng.integers(-1, 2, xs).astype(dt)
+        w = rng.integers(-1, 2, ws).astype(dt)
+        dy = rng.integers(-1, 2, (xs[0], ws[0], *out)).astype(dt)
+        kw = dict(gradOutput=dy, input=x, weight=w, biasSizes=None, stride=s, padding=p, dilation=d,
+                  transposed=False, outputPadding=[0] * len(s), groups=1, outputMask=[True, True, False],
+                  cubeMathType=int(dtype == "FLOAT"))
+        r = simulator.run("ConvolutionBackward", soc, **kw)
+        rdx, rdw, _ = conv_backward(dy, x, w, s, p, d, mask=(True, True, False))
+        for name, ref in (("gradInput", rdx), ("gradWeight", rdw)):
+            np.testing.assert_array_equal(r.outputs[name].astype(np.float64), ref, err_msg=f"{soc} {xs} {d} {name}")
+        assert simulator.run("ConvolutionBackward", soc, mode="timing", **kw).cycles == r.cycles
+        y = simulator.run("Convolution", soc, input=x, weight=w, bias=None, stride=s, padding=p, dilation=d,
+                          transposed=False, outputPadding=[0] * len(s), groups=1, cubeMathType=int(dtype == "FLOAT"))
+        np.testing.assert_array_equal(y.outputs["output"].astype(np.float64), conv_forward(x, w, s, p, d),
+                                      err_msg=f"{soc} {xs} {d} forward")

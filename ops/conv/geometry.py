@@ -10,7 +10,6 @@ import ml_dtypes
 import numpy as np
 
 from simulator.arith import ceil_div
-from ..common import tiling_error
 
 
 @dataclass(frozen=True)
@@ -94,11 +93,13 @@ def phase_axes(X: int, O: int, k: int, s: int, d: int, p: int) -> list[Axis]:
     return out
 
 
-def axis_window(ax: Axis, o0: int, cnt: int, length: int):
+def axis_window(ax: Axis, o0: int, cnt: int, length: int, taps: tuple | None = None):
     """Map rows a run of grid rows [o0, o0 + cnt) (grid index, shift included) reads along H:
-    (lo, rows, pad_before, pad_after); rows 0 if the window misses the map."""
-    v0 = o0 * ax.s - ax.pad
-    ext = (cnt - 1) * ax.s + ax.d * (max(ax.K, 1) - 1) + 1
+    (lo, rows, pad_before, pad_after); rows 0 if the window misses the map. taps: (first, count),
+    the kernel rows of one tap group (a stage that holds only those rows' window), else all."""
+    first, count = taps if taps is not None else (0, max(ax.K, 1))
+    v0 = o0 * ax.s - ax.pad + first * ax.d
+    ext = (cnt - 1) * ax.s + ax.d * (count - 1) + 1
     lo, hi = max(v0, 0), min(v0 + ext, length)
     if hi <= lo:
         return 0, 0, 0, 0
@@ -161,20 +162,6 @@ class Img2colFamily:
     @property
     def Khw(self) -> int:
         return self.ax[1].K * self.ax[2].K
-
-
-def check_load3d_limits(fam: Img2colFamily, what: str) -> None:
-    """load3d's padding fields are [0, 255]: a transposed convolution whose img2col needs more
-    padding cannot be tiled (561002). (Filter, dilation and stride limits are the operator's
-    checks on A2; elsewhere they fault in the kernel, as on the hardware.)"""
-    msgs = []
-    for name, ax in (("H", fam.ax[1]), ("W", fam.ax[2])):
-        if ax.pad > 255:
-            msgs.append(f"a load3d padding of {ax.pad} (> 255) along {name}")
-    if fam.right > 255:
-        msgs.append(f"a load3d right padding of {fam.right} (> 255)")
-    if msgs:
-        raise tiling_error(f"{what}: the img2col needs {'; '.join(msgs)}, which does not fit load3d's padList")
 
 
 def _pad3(t, fill):

@@ -26,13 +26,14 @@ from .call import ConvBackwardCall, GradientWork, divide_work
 from .cube_kernel import CubeJob, cube_body
 from .epilogue import (Epilogue, EpilogueTensors, epilogue_body, dw_out_blocks, dx_out_items, plan_dw_out, plan_dx_out,
                        plan_space_to_depth_out, space_to_depth_out_items)
-from .geometry import F32, STORAGE, CubeGeometry, check_load3d_limits, make_cube_geometry
+from .geometry import F32, STORAGE, CubeGeometry, make_cube_geometry
 from .packing import plan_packw
 from .places import Outputs, Sources, add_part, plan_dense_outputs, plan_source_copies
 from .prologue import (CastPass, Prologue, PrologueTensors, SpaceToDepthMap, prologue_body, cast_items, gap_items,
                        plan_space_to_depth_map, plan_to5hd, plan_to5hd_tik, space_to_depth_items, tik_to5hd_blocks, to5hd_items)
 from .small_launches import bias_add_launch, bias_launch, enlarge_launch
-from .tiling import CubeCaps, DwTiling, DxTiling, balance, cube_caps, plan_dw, plan_dx
+from .grad_weight_tiling import DwTiling, plan_dw
+from .tiling import CubeCaps, DxTiling, balance, cube_caps, plan_dx
 from .vector_pipeline import align32
 
 
@@ -84,10 +85,6 @@ class _CubePlan:
 def _tile_gemms(setup: _CubeSetup, call: ConvBackwardCall, computed, forced: dict):
     """The tiling of gradInput's and gradWeight's GEMMs (None where not computed)."""
     geo, caps, isz, c0 = setup.geo, setup.caps, setup.itemsize, setup.c0
-    if computed[0]:
-        for f in geo.phases:
-            if f is not None:
-                check_load3d_limits(f, "ConvolutionBackward gradInput")
     nd2nz = isz == 4        # FP32 maps: gradWeight's left operand goes ND->NZ (load3d has no FP32 transpose)
     shared = dict(caps=caps, isz=isz, c0=c0, forced=forced, buffers=setup.buffers)
     dx = plan_dx(geo, osz=call.grad_input.itemsize, **shared) if computed[0] else None
@@ -282,11 +279,15 @@ def _report_tiling(tiling: dict, geo: CubeGeometry, dx, dw, buffers: int, blocks
                                "L0CTiles": dx.nc, "units": len(dx.units), "phases": geo.nphase,
                                "phasesWithTaps": sum(f is not None for f in geo.phases),
                                "rowsPerImage": geo.dy.pitch, "doubleBuffer": buffers == 2}
+        if dx.hgroup:       # tap groups: a stage holds this many kernel rows' window (large dilations)
+            tiling["gradInput"]["kernelRowsPerStage"] = dx.hgroup
     if dw is not None:
         tiling["gradWeight"] = {"baseM": dw.mt, "baseN": dw.nt, "baseK": dw.kk, "stagePositions": dw.kc,
                                 "kSplit": dw.ks, "units": len(dw.units), "leftOperand":
                                 "ND->NZ + load2d" if dw.a_nd2nz else "load3d (1x1, transposed)",
                                 "doubleBuffer": buffers == 2}
+        if dw.hgroup:
+            tiling["gradWeight"]["kernelRowsPerStage"] = dw.hgroup
     tiling["blockDim"] = max(len(b) for b in blocks)
     tiling["estimatedCubeCycles"] = round(makespan)
 

@@ -1,7 +1,7 @@
-"""Host-side tiling of the two GEMMs (part of phase 1's plan, after make_cube_geometry): L0 tiles,
-L1 stages and units for gradInput (`plan_dx`) and gradWeight (`plan_dw`), each unit costed so the
-units can be balanced over the AICs; forced tiling fields are applied here and a forced tile that
-does not fit is 561002.
+"""Host-side tiling of the two GEMMs (part of phase 1's plan, after make_cube_geometry): what both
+share (the Cube's buffers, the L0 room, the balance over the AICs, forced fields) and gradInput's
+L0 tiles, L1 stages and units (`plan_dx`), each unit costed so the units can be balanced over the
+AICs; gradWeight's is grad_weight_tiling.py. A forced tile that does not fit is 561002.
 """
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 
 from simulator.arith import align_up, ceil_div
 from ..common import tiling_error, ub_bytes
-from .cann_dw_tiling import DwProblem, cann_dw_split
-from .geometry import Axis, CubeGeometry
+from .geometry import Axis, CubeGeometry, Img2colFamily
 
 
 @dataclass
@@ -92,27 +91,31 @@ class DxTiling:
     units: list = field(default_factory=list)   # (g, q, plane, p0, m, j)
     costs: list = field(default_factory=list)
     window: bool = False  # W windows: a unit is a run of one grid row, its stage the columns it reads
+    hgroup: int = 0       # tap groups (0: none): a stage holds one group of `hgroup` kernel rows (DwTiling's)
 
 
-@dataclass
-class DwTiling:
-    mt: int               # dW rows per unit
-    nt: int               # dW columns per unit
-    kk: int               # positions per L0 step
-    kc: int               # positions per L1 stage
-    ks: int               # K split (partial sums per tile)
-    slabA: int
-    slabB: int
-    units: list = field(default_factory=list)   # (g, kd, m0, mt, col0, ncol, pieces)
-    costs: list = field(default_factory=list)
-    a_nd2nz: bool = False
-    # the tiles add into an FP32 accumulator (zeroed first by a MemSet): when the reduction is split
-    # over cores, and always for a 3D convolution, whose gradWeight CANN computes in FP32
-    # (Conv3DBackpropFilter*2Fp32) with atomic adds after a MemSet
-    atomic: bool = False
-    # W windows: each stage holds one grid row's run of kc columns and the map columns it reads,
-    # for rows too long for whole rows in L1 (long 1D signals, wide maps)
-    window: bool = False
+# load3d's padding fields hold [0, 255]: padding past that is zeros a stage holds in L1
+LOAD3D_PAD_MAX = 255
+
+
+def l1_margins(top: int, bot: int, left: int, right: int) -> tuple[int, int, int, int]:
+    """The zero rows (above, below) and columns (left, right) a stage holds in L1 for padding
+    load3d's fields cannot take (gradInput of a large dilation: (K - 1) x d - pad)."""
+    return tuple(max(0, v - LOAD3D_PAD_MAX) for v in (top, bot, left, right))
+
+
+def _needs_margins(f) -> bool:
+    return f.ax[1].pad > LOAD3D_PAD_MAX or f.ax[2].pad > LOAD3D_PAD_MAX or f.right > LOAD3D_PAD_MAX
+
+
+def _tap_rows(f, hgroup: int):
+    """Phase family f as a stage of one tap group of `hgroup` kernel rows sees it (f itself when
+    hgroup is 0 or covers its rows), and the groups it takes."""
+    ax = f.ax[1]
+    if not hgroup or hgroup >= ax.K:
+        return f, 1
+    sub = Axis(ax.s, ax.d, ax.P, ax.taps[:hgroup], ax.Q)
+    return Img2colFamily((f.ax[0], sub, f.ax[2]), f.left, f.right), ceil_div(ax.K, hgroup)
 
 
 def _rows_for(m: int, Wg: int) -> int:
@@ -169,6 +172,7 @@ class _TileSearch:
     forced_m: int | None
     forced_n: int | None
     forced_k: int | None
+    tap_groups: bool = False      # gradWeight's units hold one C1 plane's tap group (DwTiling.hgroup)
 
     @property
     def forced_tile(self) -> bool:
@@ -199,12 +203,16 @@ def _dx_tile_shapes(search: _TileSearch, small: bool, plane_positions: int):
     return [(nt, m) for nt in nts for m in ms]
 
 
-def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int, nt: int, window: bool = False):
+def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int, nt: int, window: bool = False,
+                  hgroup: int = 0):
     """One gradInput tile's score (estimated cycles plus instructions at INSTR_CYCLES) with the
     L1 stage it allows and its units: (score, m, nt, kmax, c1n, nc, rows, cols, units), or None if
     it does not fit.
-    window: a unit is a run of one grid row (DxTiling.window), at most the row."""
+    window: a unit is a run of one grid row (DxTiling.window), at most the row.
+    hgroup: a stage holds one tap group of that many kernel rows (DxTiling.hgroup)."""
     geo, cc, isz, c0, nb = search.geo, search.caps, search.isz, search.c0, search.buffers
+    margins = any(_needs_margins(f) for _, f in fams)
+    whole, fams = fams, [(q, _tap_rows(f, hgroup)[0]) for q, f in fams]
     C1co = ceil_div(geo.Cout, c0)
     if window:
         m = min(m, align_up(geo.dxg.Wd, 16))
@@ -220,8 +228,12 @@ def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int,
     # the dy rows a tile's grid rows read: (rows - 1) * stride + the window's reach; stride
     # is 1 for the phases of a convolution's gradInput, s for a transposed one's
     rows = max(_window_rows(f.ax[1], 1 if window else _rows_for(m, geo.dxg.Wd)) for _, f in fams)
-    rows = min(rows, geo.dy.R)
-    cols = max(window_columns(f.ax[2], m, geo.dy.Wd) for _, f in fams) if window else geo.dy.Wd
+    if not margins:             # (with margins a stage may hold its whole window's rows and columns)
+        rows = min(rows, geo.dy.R)
+    if window:
+        cols = max(window_columns(f.ax[2], m, 1 << 30 if margins else geo.dy.Wd) for _, f in fams)
+    else:
+        cols = geo.dy.Wd + max(sum(l1_margins(0, 0, f.left, f.right)) for _, f in fams)
     per_c1 = rows * cols * c0 * isz + max(f.Khw for _, f in fams) * n16 * c0 * isz
     c1n = min(C1co, (cc.L1 // nb) // per_c1)
     if c1n < 1:
@@ -232,12 +244,12 @@ def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int,
     cyc = 0.0
     instr = 0.0
     runs = plane_positions // geo.dxg.Wd * ceil_div(geo.dxg.Wd, m) if window else ceil_div(plane_positions, m)
-    for q, f in fams:
+    for q, f in whole:
         nu = runs * geo.dxg.NP * ceil_div(geo.Cin, nt) * geo.G
-        per_unit, nsteps = _dx_unit_cost(search, f, m, nt, kmax, c1n, rows, nc, cols)
+        per_unit, nsteps = _dx_unit_cost(search, f, m, nt, kmax, c1n, rows, nc, cols, hgroup)
         units += nu
         cyc += nu * per_unit
-        instr += nu * (nsteps * 7 + f.ax[0].K * stages_per * 6 + 10)
+        instr += nu * (nsteps * 7 + f.ax[0].K * _tap_rows(f, hgroup)[1] * stages_per * 6 + 10)
     waves = ceil_div(units, cc.cores)
     est = max(cyc / cc.cores, waves * cyc / units)
     return est + INSTR_CYCLES * instr / cc.cores, m, nt, kmax, c1n, nc, rows, cols, units
@@ -258,7 +270,7 @@ def _add_dx_units(t: DxTiling, search: _TileSearch, fams: list, plane_positions:
                 for p0, mm in runs:
                     for j, (n0, nw) in enumerate(t.ntiles):
                         t.units.append((g, q, pl, p0, mm, j))
-                        t.costs.append(_dx_unit_cost(search, f, mm, nw, t.kk, t.c1n, rows, t.nc, cols)[0])
+                        t.costs.append(_dx_unit_cost(search, f, mm, nw, t.kk, t.c1n, rows, t.nc, cols, t.hgroup)[0])
     # (group, phase, n-tile) outermost
     order = sorted(range(len(t.units)), key=lambda i: (t.units[i][0], t.units[i][1], t.units[i][5], t.units[i][2],
                                                        t.units[i][3]))
@@ -275,6 +287,32 @@ def plan_dx(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
     fams = [(q, f) for q, f in enumerate(geo.phases) if f is not None]
     rows_needed = (lay.N - 1) * lay.pitch + geo.shmax[1] + geo.Qmax[1] if lay.fold else lay.pitch
     plane_positions = rows_needed * lay.Wd
+    hgroup = 0
+    best = _search_dx(search, fams, plane_positions)
+    if best is None:
+        # a window of kernel rows taller than L1 takes (large dilations): stages of fewer kernel
+        # rows, the most that fit, each reading only its rows' window (as gradWeight's)
+        for rows in range(max(f.ax[1].K for _, f in fams) - 1, 0, -1):
+            best = _search_dx(search, fams, plane_positions, rows)
+            if best is not None:
+                hgroup = rows
+                break
+    if best is None:
+        raise tiling_error(f"ConvolutionBackward gradInput tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
+                           f"{caps.L0A} B, L0B {caps.L0B} B, L0C {caps.L0C} B); lower the tile overrides")
+    _, m, nt, kmax, c1n, nc, rows, cols, _, window = best
+    n16 = align_up(nt, 16)
+    ntiles = [(n0, min(nt, geo.Cin - n0)) for n0 in range(0, geo.Cin, nt)]
+    t = DxTiling(m, nt, kmax, c1n, nc, ntiles, c1n * rows * cols * c0 * isz,
+                 c1n * max(_tap_rows(f, hgroup)[0].Khw for _, f in fams) * n16 * c0 * isz, window=window,
+                 hgroup=hgroup)
+    _add_dx_units(t, search, fams, plane_positions, rows, cols)
+    return t
+
+
+def _search_dx(search: _TileSearch, fams: list, plane_positions: int, hgroup: int = 0):
+    """The best gradInput candidate (plan_dx's), with its window flag, or None if no tile fits."""
+    lay, cores = search.geo.dxg, search.caps.cores
     best, busy = None, 0
     # whole rows, smaller n-tiles only when none of the usual ones fits; then, where a row is longer
     # than whole rows' runs, W windows, the same way, where they score better with as many cores
@@ -285,7 +323,7 @@ def plan_dx(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
             if found or (small and search.forced_tile):
                 continue
             for nt, m in _dx_tile_shapes(search, small, plane_positions):
-                cand = _cost_dx_tile(search, fams, plane_positions, m, nt, window)
+                cand = _cost_dx_tile(search, fams, plane_positions, m, nt, window, hgroup)
                 if cand is None or (window and cand[-1] < busy):
                     continue
                 found = True
@@ -293,26 +331,18 @@ def plan_dx(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
                     best = cand + (window,)
         if best is not None and lay.Wd <= best[1]:
             break                   # whole rows already run a row or more at a time: no window is longer
-        busy = min(caps.cores, best[-2]) if best is not None else 0
-    if best is None:
-        raise tiling_error(f"ConvolutionBackward gradInput tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
-                           f"{caps.L0A} B, L0B {caps.L0B} B, L0C {caps.L0C} B); lower the tile overrides")
-    _, m, nt, kmax, c1n, nc, rows, cols, _, window = best
-    n16 = align_up(nt, 16)
-    ntiles = [(n0, min(nt, geo.Cin - n0)) for n0 in range(0, geo.Cin, nt)]
-    t = DxTiling(m, nt, kmax, c1n, nc, ntiles, c1n * rows * cols * c0 * isz,
-                 c1n * max(f.Khw for _, f in fams) * n16 * c0 * isz, window=window)
-    _add_dx_units(t, search, fams, plane_positions, rows, cols)
-    return t
+        busy = min(cores, best[-2]) if best is not None else 0
+    return best
 
 
-def _dx_unit_cost(search: _TileSearch, f, m, nt, kmax, c1n, rows, nc, cols):
+def _dx_unit_cost(search: _TileSearch, f, m, nt, kmax, c1n, rows, nc, cols, hgroup: int = 0):
     """Cycles of one gradInput unit of phase family f (m positions x nt channels, L0 steps of
     kmax, c1n gradOutput C1 planes of `rows` x `cols` dy positions per L1 stage, nc L0C tiles),
     and its L0 steps: per L1 stage, its L0 steps (Mmad against MTE1) or its copy-in (MTE2),
     whichever is longer; plus the L0C drain when it cannot overlap."""
     cc, isz, c0, Wm = search.caps, search.isz, search.c0, cols
     C1co = ceil_div(search.geo.Cout, c0)
+    f, groups = _tap_rows(f, hgroup)
     step = _step_cycles(cc, m, nt, kmax, isz, c0)
     cyc, nsteps = 0.0, 0
     for a in range(0, C1co, c1n):
@@ -322,257 +352,11 @@ def _dx_unit_cost(search: _TileSearch, f, m, nt, kmax, c1n, rows, nc, cols):
         cyc += max(ks * step, mte2)
         nsteps += ks
     drain = align_up(m, 16) * align_up(nt, 16) * 4 / 118 + 85
-    cyc = f.ax[0].K * cyc + (drain if nc == 1 else max(0.0, drain - cyc))
-    return cyc, f.ax[0].K * nsteps
-
-
-def _pieces(geo: CubeGeometry, kc: int, per_image: bool, window: bool = False) -> list[list]:
-    """The gradWeight reduction (grid positions) cut into stages: per grid plane, runs of at most
-    kc positions: [(plane, p0, length)]. per_image: runs stay inside one image's valid rows
-    (the ND->NZ path reads A from the NC[D]HW tensor). window: runs stay inside one valid row."""
-    lay = geo.dy if geo.amap == "dy" else geo.x
-    valid_rows = lay.H
-    out = []
-    if window:
-        firsts = [n * lay.pitch for n in range(lay.N)] if lay.fold else [0]
-        for pl in range(lay.NP):
-            for r in (r0 + h for r0 in firsts for h in range(valid_rows)):
-                out += [(pl, r * lay.Wd + c, min(kc, lay.Wd - c)) for c in range(0, lay.Wd, kc)]
-        return out
-    if lay.fold:
-        if per_image:
-            for n in range(lay.N):
-                base = n * lay.pitch * lay.Wd
-                tot = valid_rows * lay.Wd
-                out += [(0, base + p, min(kc, tot - p)) for p in range(0, tot, kc)]
-        else:
-            tot = ((lay.N - 1) * lay.pitch + valid_rows) * lay.Wd
-            out += [(0, p, min(kc, tot - p)) for p in range(0, tot, kc)]
-    else:
-        tot = valid_rows * lay.Wd
-        for pl in range(lay.NP):
-            out += [(pl, p, min(kc, tot - p)) for p in range(0, tot, kc)]
-    return out
-
-
-def _split_pieces(pieces, ks):
-    total = sum(p[2] for p in pieces)
-    target = total / ks
-    parts, cur, acc = [], [], 0
-    for p in pieces:
-        cur.append(p)
-        acc += p[2]
-        if acc >= target * (len(parts) + 1) - 1e-9 and len(parts) < ks - 1:
-            parts.append(cur)
-            cur = []
-    parts.append(cur)
-    return [p for p in parts if p]
-
-
-def _dw_tile_shapes(search: _TileSearch, small: bool, ncols: int):
-    """The (baseM, baseN) candidates, largest first: the usual sizes, or the small ones."""
-    c0 = search.c0
-    sizes_m = (48, 32, 16) if small else (256, 192, 128, 64)
-    sizes_n = (48, 32, 16) if small else (512, 384, 256, 192, 128, 64)
-    Mg16 = align_up(search.geo.Mg, 16)
-    mts = [search.forced_m] if search.forced_m else sorted({min(Mg16, v) for v in sizes_m}, reverse=True)
-    if search.forced_n:
-        nts = [align_up(search.forced_n, c0)]
-    else:
-        nts = sorted({min(ncols, v) for v in sizes_n} | ({ncols} if ncols <= 1024 and not small else set()),
-                     reverse=True)
-    return [(mt, nt) for mt in mts for nt in nts]
-
-
-def _dw_stage_slabs(search: _TileSearch, mt: int, nt: int, kc: int) -> tuple[int, int]:
-    """The A and B slabs (L1 bytes) of a load3d stage of kc positions."""
-    geo, isz, c0 = search.geo, search.isz, search.c0
-    alay = geo.dy if geo.amap == "dy" else geo.x
-    blay = geo.x if geo.amap == "dy" else geo.dy
-    c1nB = min(ceil_div(geo.Cb, c0), ceil_div(nt, geo.dwf.Khw * c0) + 1)
-    c1nA = ceil_div(mt, c0) + (0 if mt % c0 == 0 else 1)
-    rows = _rows_for(kc, alay.Wd)
-    sa = c1nA * min(rows, alay.R) * alay.Wd * c0 * isz
-    sb = c1nB * min(_window_rows(geo.dwf.ax[1], rows), blay.R) * blay.Wd * c0 * isz
-    return sa, sb
+    stages = f.ax[0].K * groups             # every C1 run again per depth tap and tap group
+    cyc = stages * cyc + (drain if nc == 1 else max(0.0, drain - cyc))
+    return cyc, stages * nsteps
 
 
 def window_columns(ax: Axis, cols: int, width: int) -> int:
     """Map columns a run of `cols` grid columns reads along W, at most the map's width."""
     return min((cols - 1) * ax.s + (ax.K - 1) * ax.d + 1, width)
-
-
-def _dw_stage(search: _TileSearch, mt: int, nt: int, kmax: int, nd2nz: bool, window: bool = False):
-    """The deepest L1 stage (positions kc, a multiple of the L0 step) whose A and B slabs fit L1
-    with their buffers: (kc, A slab bytes, B slab bytes), or None. window: a stage is a run of
-    one grid row and the map columns it reads (DwTiling.window), kc at most the row."""
-    geo, isz, c0 = search.geo, search.isz, search.c0
-    f = geo.dwf
-    alay = geo.dy if geo.amap == "dy" else geo.x
-    blay = geo.x if geo.amap == "dy" else geo.dy
-    c1nB = min(ceil_div(geo.Cb, c0), ceil_div(nt, f.Khw * c0) + 1)
-    c1nA = ceil_div(mt, c0) + (0 if mt % c0 == 0 else 1)
-    for steps in (16, 12, 8, 6, 4, 3, 2, 1):
-        kc = steps * kmax
-        if window:
-            kc = min(kc, align_up(alay.Wd, 16))
-            rows, a_cols, b_cols = 1, kc, window_columns(f.ax[2], kc, blay.Wd)
-        else:
-            rows = _rows_for(kc, alay.Wd)
-            a_cols, b_cols = min(rows, alay.R) * alay.Wd, blay.Wd
-        if nd2nz:
-            sa = align_up(mt, 16) * align_up(kc, c0) * isz
-        else:
-            sa = c1nA * a_cols * c0 * isz
-        rb = min(_window_rows(f.ax[1], rows), blay.R)
-        sb = c1nB * rb * b_cols * c0 * isz
-        if search.buffers * (sa + sb) <= search.caps.L1:
-            return kc, sa, sb
-    return None
-
-
-def _units_of(best: tuple, geo: CubeGeometry, ncols: int) -> int:
-    """A gradWeight candidate's units: its tiles times its K split."""
-    _, mt, nt, _, _, ks = best[:6]
-    return geo.G * geo.dwf.ax[0].K * ceil_div(geo.Mg, mt) * ceil_div(ncols, nt) * ks
-
-
-def _cost_dw_tile(search: _TileSearch, mt: int, nt: int, ncols: int, K_total: int, o_ks, nd2nz: bool,
-                  window: bool = False):
-    """One gradWeight tile's best K split, scored as _cost_dx_tile scores: (score, mt, nt,
-    kmax, kc, ks, A slab, B slab), or None if it does not fit."""
-    geo, cc = search.geo, search.caps
-    kmax = _l0_k_room("gradWeight", cc, search.buffers, search.isz, mt, nt, 16, search.forced_k, search.forced_tile)
-    if kmax is None:
-        return None
-    if mt > 4095 or nt > 4095:
-        raise tiling_error(f"ConvolutionBackward gradWeight tiling: an Mmad of m={mt}, n={nt} does not fit "
-                           f"Mmad's [1, 4095] range")
-    if not search.forced_k:
-        kmax = min(kmax, 4095 // 16 * 16)
-    stage = _dw_stage(search, mt, nt, kmax, nd2nz, window)
-    if stage is None:
-        return None
-    kc, sa, sb = stage
-    kc = min(kc, max(K_total, 16))
-    step = _step_cycles(cc, mt, nt, kmax, search.isz, search.c0)
-    tiles = geo.G * geo.dwf.ax[0].K * ceil_div(geo.Mg, mt) * ceil_div(ncols, nt)
-    nsteps = ceil_div(K_total, kmax)
-    unit_full = nsteps * step
-    best = None
-    # K split: balance tiles x splits over the cores
-    cands = [o_ks] if o_ks else range(1, max(1, cc.cores // tiles) * 4 + 2)
-    for ks in cands:
-        ks = max(1, min(ks, ceil_div(K_total, 16)))
-        if not (search.forced_tile or cc.stages(mt, nt, 4 if ks > 1 else search.osz)):
-            continue
-        units = tiles * ks
-        per = unit_full / ks + 300 + (150 if ks > 1 else 0)
-        est = ceil_div(units, cc.cores) * per
-        instr = units * (nsteps / ks * 7 + ceil_div(K_total, kc) / ks * 6 + 8)
-        score = est + INSTR_CYCLES * instr / cc.cores + (3000 if ks > 1 else 0)
-        if best is None or score < best[0]:
-            best = (score, mt, nt, kmax, kc, ks, sa, sb)
-    return best
-
-
-def _add_dw_units(t: DwTiling, search: _TileSearch, ncols: int, nd2nz: bool) -> None:
-    """The chosen tiling's units (group, kernel depth, rows, columns, reduction part) and their
-    costs; the reduction is cut into at most t.ks parts of similar length (t.ks is what it got)."""
-    geo = search.geo
-    parts = _split_pieces(_pieces(geo, t.kc, nd2nz, t.window), t.ks)
-    t.ks = len(parts)
-    for g in range(geo.G):
-        for kd in range(geo.dwf.ax[0].K):
-            for m0 in range(0, geo.Mg, t.mt):
-                for col0 in range(0, ncols, t.nt):
-                    ncol = min(t.nt, ncols - col0)
-                    mm = min(t.mt, geo.Mg - m0)
-                    for part in parts:
-                        npos = sum(p[2] for p in part)
-                        t.units.append((g, kd, m0, mm, col0, ncol, part))
-                        t.costs.append(ceil_div(npos, t.kk) * _step_cycles(search.caps, mm, ncol, t.kk, search.isz,
-                                                                           search.c0) + 300)
-
-
-def _cann_dw_tiling(search: _TileSearch, ncols: int, K_total: int, forced: dict) -> "DwTiling | None":
-    """A 3D convolution's gradWeight in FP16 / BF16, groups of 1, nothing forced: the tiles and the
-    reduction's split CANN's Conv3DBackpropFilter tiling picks (cann_dw_tiling.py), if our buffers
-    take them; None otherwise (our own search then)."""
-    geo, cc = search.geo, search.caps
-    if geo.fold or geo.transposed or geo.G > 1 or search.isz != 2 or search.forced_tile or search.forced_k \
-            or forced.get("dwKSplit") or search.buffers != 2:
-        return None
-    f = geo.dwf
-    Do, Ho, Wo = geo.O
-    Di, Hi, Wi = geo.X
-    prob = DwProblem(geo.N, Do, ceil_div(geo.Mg, 16), ceil_div(geo.Cb, 16), f.ax[0].K, f.ax[1].K, f.ax[2].K,
-                     Ho, Wo, Hi, Wi, f.ax[1].s, f.ax[2].s, f.ax[1].d, f.ax[2].d, f.ax[0].pad > 0, cc.L1, cc.L0C,
-                     cc.cores)
-    split = cann_dw_split(prob)
-    if split is None:
-        return None
-    mt = min(split.m_l0 * 16, align_up(geo.Mg, 16))
-    nt = min(split.n_l0 * 16, ncols)
-    kk = split.k_l0 * 16
-    if _l0_k_room("gradWeight", cc, 2, 2, mt, nt, 16, kk, False) is None:
-        return None
-    stage = _dw_stage(search, mt, nt, kk, False)
-    if stage is None:
-        return None
-    kc = min(split.k_al1 * 16, stage[0])
-    kc = max(kc // kk * kk, kk)
-    # CANN's N tile may span the depth taps, ours holds one: its cores' split of the reduction is
-    # kept where our tiles spread as evenly, else refined until they do
-    tiles = f.ax[0].K * ceil_div(geo.Mg, mt) * ceil_div(ncols, nt)
-    spread = [(ceil_div(tiles * ks, cc.cores) / ks, ks) for ks in range(split.k_parts, 4 * split.k_parts + 1)]
-    best = min(w for w, _ in spread)
-    ks = next(ks for w, ks in spread if w <= best * 1.01)
-    return DwTiling(mt, nt, kk, kc, ks, *_dw_stage_slabs(search, mt, nt, kc))
-
-
-def plan_dw(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, forced: dict, buffers: int,
-            nd2nz: bool) -> DwTiling:
-    """gradWeight's tiling (phase 1): the L0 tile (baseM rows x baseN columns x baseK
-    positions), the positions per L1 stage, the K split, and the units with their costs; the
-    tile with the lowest estimate wins. nd2nz: the left operand comes ND->NZ (32-bit dtypes)."""
-    search = _TileSearch(geo, caps, isz, c0, osz, buffers, _pick(forced, "dwBaseM", "baseM"),
-                         _pick(forced, "dwBaseN", "baseN"), _pick(forced, "dwBaseK", "baseK"))
-    o_ks = _pick(forced, "dwKSplit", "dwKSplit")
-    ncols = ceil_div(geo.Cb, c0) * geo.dwf.Khw * c0
-    K_total = sum(p[2] for p in _pieces(geo, 1 << 30, nd2nz))
-    cann = _cann_dw_tiling(search, ncols, K_total, forced)
-    if cann is not None:
-        _add_dw_units(cann, search, ncols, nd2nz)
-        cann.atomic = True
-        return cann
-    best = None
-    # whole rows, the usual tile sizes first, smaller ones only when none of those fits (a what-if
-    # profile with small buffers); then, where a grid row is longer than whole rows' stages, W
-    # windows, the same way, where they score better (a long row leaves whole rows only small
-    # tiles) with as many cores busy (the score leaves out their stage a grid row); a plan is
-    # refused only when no tile can work
-    busy = None
-    for window in (False, True):
-        found = False
-        for small in (False, True):
-            if found or (small and search.forced_tile):
-                continue
-            for mt, nt in _dw_tile_shapes(search, small, ncols):
-                cand = _cost_dw_tile(search, mt, nt, ncols, K_total, o_ks, nd2nz, window)
-                if cand is None or (window and busy and _units_of(cand, geo, ncols) < busy):
-                    continue
-                found = True
-                if best is None or cand[0] < best[0]:
-                    best = cand + (window,)
-        if best is not None and geo.dwf.ax[2].Q <= best[4]:
-            break                   # whole rows already stage a row or more at a time: no window is longer
-        busy = min(search.caps.cores, _units_of(best, geo, ncols)) if best is not None else 0
-    if best is None:
-        raise tiling_error(f"ConvolutionBackward gradWeight tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
-                           f"{caps.L0A} B, L0B {caps.L0B} B, L0C {caps.L0C} B); lower the tile overrides")
-    _, mt, nt, kk, kc, ks, sa, sb, window = best
-    t = DwTiling(mt, nt, kk, kc, ks, sa, sb, a_nd2nz=nd2nz, window=window)
-    _add_dw_units(t, search, ncols, nd2nz)
-    t.atomic = t.ks > 1 or not geo.x.fold
-    return t
