@@ -355,3 +355,21 @@ def test_large_dilation_gradients_match_the_formula(soc):
                           transposed=False, outputPadding=[0] * len(s), groups=1, cubeMathType=int(dtype == "FLOAT"))
         np.testing.assert_array_equal(y.outputs["output"].astype(np.float64), conv_forward(x, w, s, p, d),
                                       err_msg=f"{soc} {xs} {d} forward")
+
+
+@pytest.mark.parametrize("soc, mask", [("Ascend910B1", [False, True, False]), ("Ascend910A", [True, True, False])])
+def test_a_larger_dilation_does_not_cost_much_less(soc, mask):
+    """An atrous convolution (512 -> 128, 3 x 3, on a 65 x 65 map, batch 2) at rates 12 to 36: the
+    work is the same and the windows grow, so a larger rate may cost less only by the margin the
+    planner leaves (tap groups replace a whole kernel that fits when estimated 1.25x faster). With
+    every kernel row in a stage, gradWeight on 910B1 cost 1.59 M cycles at rate 30 against 0.17 M at
+    rate 36: its stages copied 61 map rows each for two grid rows."""
+    times = []
+    for rate in (12, 18, 24, 30, 36):
+        kw = dict(gradOutput=TensorLayout((2, 128, 65, 65), np.float16),
+                  input=TensorLayout((2, 512, 65, 65), np.float16),
+                  weight=TensorLayout((128, 512, 3, 3), np.float16), biasSizes=[128], stride=[1, 1],
+                  padding=[rate, rate], dilation=[rate, rate], transposed=False, outputPadding=[0, 0], groups=1,
+                  outputMask=mask, cubeMathType=0)
+        times.append(simulator.run("ConvolutionBackward", soc, mode="timing", **kw).cycles)
+    assert all(a <= 1.25 * b for i, a in enumerate(times) for b in times[i + 1:]), times

@@ -11,7 +11,7 @@ from ..common import tiling_error
 from .cann_dw_tiling import DwProblem, cann_dw_split
 from .geometry import Axis, CubeGeometry, Img2colFamily
 from .tiling import (INSTR_CYCLES, CubeCaps, _l0_k_room, _pick, _rows_for, _step_cycles, _TileSearch, _window_rows,
-                     window_columns)
+                     group_sizes, mostly_halo, window_columns)
 
 @dataclass
 class DwTiling:
@@ -285,18 +285,8 @@ def plan_dw(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
         _add_dw_units(cann, search, ncols, nd2nz)
         cann.atomic = True
         return cann
-    hgroup = 0
     best = _search_dw(search, ncols, K_total, o_ks, nd2nz)
-    if best is None:
-        # a window of kernel rows taller than L1 takes (large dilations): stages of fewer kernel
-        # rows, the most that fit, each reading only its rows' window
-        KH, KW = geo.dwf.ax[1].K, geo.dwf.ax[2].K
-        for rows in range(KH - 1, 0, -1):
-            sub = replace(search, geo=_tap_group_geometry(geo, rows), tap_groups=True)
-            best = _search_dw(sub, rows * KW * c0, K_total, o_ks, nd2nz, ceil_div(geo.Cb, c0) * ceil_div(KH, rows))
-            if best is not None:
-                hgroup = rows
-                break
+    hgroup, best = _tap_groups_dw(search, best, ncols, K_total, o_ks, nd2nz)
     if best is None:
         raise tiling_error(f"ConvolutionBackward gradWeight tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
                            f"{caps.L0A} B, L0B {caps.L0B} B, L0C {caps.L0C} B); lower the tile overrides")
@@ -305,6 +295,58 @@ def plan_dw(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
     _add_dw_units(t, search, ncols, nd2nz)
     t.atomic = t.ks > 1 or not geo.x.fold
     return t
+
+
+# tap groups replace a whole-kernel plan that fits only when their staged estimate is this much
+# faster: the estimate (_staged_cycles) was seen from 11 % under to 4 % over the simulated launch
+# (ASPP branches, rates 12-36, on Ascend910A and Ascend910B1), and a smaller gain is within it
+TAP_GROUP_GAIN = 1.25
+
+
+def _tap_groups_dw(search: _TileSearch, whole, ncols: int, K_total: int, o_ks, nd2nz: bool):
+    """(kernel rows per stage, candidate): tap groups where no tile fits with every kernel row in
+    a stage, or where the whole kernel's stage is mostly halo (tiling.mostly_halo: a 3 x 3 kernel
+    at dilation 24 copies 51 map rows a stage for 3 grid rows) and groups stage TAP_GROUP_GAIN
+    times faster with as many cores busy; (0, whole) otherwise. A forced tile keeps the whole
+    kernel where it fits."""
+    geo, c0, cores = search.geo, search.c0, search.caps.cores
+    KH, KW = geo.dwf.ax[1].K, geo.dwf.ax[2].K
+    if KH == 1:
+        return 0, whole
+    if whole is not None:
+        alay = geo.dy if geo.amap == "dy" else geo.x
+        grid_rows = 1 if whole[-1] else _rows_for(whole[4], alay.Wd)
+        if search.forced_tile or search.forced_k or o_ks or not mostly_halo(geo.dwf.ax[1], grid_rows):
+            return 0, whole
+    best = None
+    for rows in group_sizes(KH):
+        sub = replace(search, geo=_tap_group_geometry(geo, rows), tap_groups=True)
+        blocks = ceil_div(geo.Cb, c0) * ceil_div(KH, rows)
+        cand = _search_dw(sub, rows * KW * c0, K_total, o_ks, nd2nz, blocks)
+        if cand is not None:
+            t = _staged_cycles(sub, cand, rows * KW * c0, K_total, blocks)
+            if best is None or t < best[0]:
+                best = (t, rows, cand, _units_of(cand, geo, rows * KW * c0, blocks))
+    if best is None:
+        return 0, whole
+    if whole is not None:
+        units = _units_of(whole, geo, ncols)
+        faster = best[0] * TAP_GROUP_GAIN < _staged_cycles(search, whole, ncols, K_total)
+        if not (faster and best[3] >= min(cores, units)):
+            return 0, whole
+    return best[1], best[2]
+
+
+def _staged_cycles(search: _TileSearch, cand, ncols: int, K_total: int, blocks: int = 1) -> float:
+    """A candidate's launch time with its stages' copies: per stage the longer of its L0 steps
+    and its copy-in (the score leaves the copy out, alike for every whole-kernel plan; a tap
+    group's stage copies fewer rows than the whole kernel's)."""
+    _, mt, nt, kmax, kc, ks, sa, sb = cand[:8]
+    cc = search.caps
+    step = _step_cycles(cc, mt, nt, kmax, search.isz, search.c0)
+    stage = max(ceil_div(kc, kmax) * step, 190 + (sa + sb) / cc.gm_l1)
+    unit = ceil_div(ceil_div(K_total, ks), kc) * stage + 300
+    return ceil_div(_units_of(cand, search.geo, ncols, blocks), cc.cores) * unit
 
 
 def _search_dw(search: _TileSearch, ncols: int, K_total: int, o_ks, nd2nz: bool, blocks: int = 1):

@@ -287,16 +287,7 @@ def plan_dx(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
     fams = [(q, f) for q, f in enumerate(geo.phases) if f is not None]
     rows_needed = (lay.N - 1) * lay.pitch + geo.shmax[1] + geo.Qmax[1] if lay.fold else lay.pitch
     plane_positions = rows_needed * lay.Wd
-    hgroup = 0
-    best = _search_dx(search, fams, plane_positions)
-    if best is None:
-        # a window of kernel rows taller than L1 takes (large dilations): stages of fewer kernel
-        # rows, the most that fit, each reading only its rows' window (as gradWeight's)
-        for rows in range(max(f.ax[1].K for _, f in fams) - 1, 0, -1):
-            best = _search_dx(search, fams, plane_positions, rows)
-            if best is not None:
-                hgroup = rows
-                break
+    hgroup, best = _tap_groups_dx(search, _search_dx(search, fams, plane_positions), fams, plane_positions)
     if best is None:
         raise tiling_error(f"ConvolutionBackward gradInput tiling: no L0/L1 tile fits (L1 {caps.L1} B, L0A "
                            f"{caps.L0A} B, L0B {caps.L0B} B, L0C {caps.L0C} B); lower the tile overrides")
@@ -308,6 +299,43 @@ def plan_dx(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
                  hgroup=hgroup)
     _add_dx_units(t, search, fams, plane_positions, rows, cols)
     return t
+
+
+def group_sizes(rows: int) -> list[int]:
+    """Kernel rows per tap group worth trying, largest first: one size per count of groups."""
+    return sorted({ceil_div(rows, n) for n in range(2, rows + 1)}, reverse=True)
+
+
+def mostly_halo(ax: Axis, grid_rows: int) -> bool:
+    """Whether a stage of `grid_rows` grid rows with every kernel row copies more map rows than
+    stages of one kernel row each would copy together: only then are tap groups worth trying
+    beside a whole kernel that fits (never at dilation 1; at rate 24, 3 grid rows read 51 map rows
+    where three one-row stages read 9)."""
+    run = (grid_rows - 1) * ax.s + 1
+    return ax.K * run < run + (ax.K - 1) * ax.d
+
+
+def _tap_groups_dx(search: _TileSearch, whole, fams: list, plane_positions: int):
+    """(kernel rows per stage, candidate): tap groups where no tile fits with every kernel row in
+    a stage, or where the whole kernel's stage is mostly halo and groups score lower with as many
+    cores busy (as gradWeight's: grad_weight_tiling._tap_groups_dw); (0, whole) otherwise. A
+    forced tile keeps the whole kernel where it fits."""
+    KH = max(f.ax[1].K for _, f in fams)
+    if KH == 1:
+        return 0, whole
+    if whole is not None:
+        grid_rows = 1 if whole[-1] else _rows_for(whole[1], search.geo.dxg.Wd)
+        if search.forced_tile or search.forced_k or not any(mostly_halo(f.ax[1], grid_rows) for _, f in fams):
+            return 0, whole
+    best, rows_best = None, 0
+    for rows in group_sizes(KH):
+        cand = _search_dx(search, fams, plane_positions, rows)
+        if cand is not None and (best is None or cand[0] < best[0]):
+            best, rows_best = cand, rows
+    if best is None or (whole is not None and not (best[0] < whole[0] and best[-2] >= min(search.caps.cores,
+                                                                                          whole[-2]))):
+        return 0, whole
+    return rows_best, best
 
 
 def _search_dx(search: _TileSearch, fams: list, plane_positions: int, hgroup: int = 0):
