@@ -314,8 +314,8 @@ def test_deeplab_atrous_branch_runs(soc):
 
 
 def _large_dilation_cases(support):
-    """(x shape, weight shape, stride, padding, dilation): gradInput padding past 255 (1D, 2D),
-    kernel rows staged in groups (2D), both at once."""
+    """(x shape, weight shape, stride, padding, dilation): gradInput padding past 255 (1D, 2D, and
+    below a 3D map), kernel rows staged in groups (2D), both at once."""
     cases = []
     if 3 in support.ranks:
         cases += [((2, 16, 270), (16, 16, 3), [1], [0], [128]), ((1, 16, 520), (16, 16, 3), [2], [3], [255])]
@@ -324,6 +324,8 @@ def _large_dilation_cases(support):
                   ((1, 16, 300, 300), (16, 16, 3, 3), [1, 1], [2, 2], [128, 140]),
                   ((1, 16, 257, 257), (16, 16, 3, 3), [1, 1], [48, 48], [48, 48]),
                   ((1, 24, 40, 520), (16, 24, 2, 3), [1, 3], [1, 0], [20, 255])]
+    if 5 in support.ranks:      # stride H 2: the last grid rows pad 256 below a 3D map (255 above)
+        cases.append(((1, 16, 2, 261, 3), (16, 16, 1, 4, 1), [1, 2, 1], [0, 251, 0], [1, 254, 1]))
     return cases
 
 

@@ -137,8 +137,12 @@ def _dx_copyin(job: CubeJob, src_a, src_b, slab: DxSlab, window: tuple, wl: int 
             _zero_l1(a1, c1n * rows * cols * c0 * isz // 32)
             u = c0 * isz // 32
             for c in range(c1n):
-                DataCopy(a1[((c * rows + et) * cols + el) * c0], src_a[c * my.block * c0],
-                         DataCopyParams(l1H, l1W * u, (my.Wd - l1W) * u, (el + er) * u))
+                dst, src = a1[((c * rows + et) * cols + el) * c0], src_a[c * my.block * c0]
+                if max(my.Wd - l1W, el + er) * u <= 65535:
+                    DataCopy(dst, src, DataCopyParams(l1H, l1W * u, (my.Wd - l1W) * u, (el + er) * u))
+                    continue
+                for r in range(l1H):        # strides past DataCopyParams' 16-bit fields: a row at a time
+                    DataCopy(dst[r * cols * c0], src[r * my.Wd * c0], DataCopyParams(1, l1W * u, 0, 0))
         elif wl is not None:
             copy_planes(a1, src_a, c1n, l1H, wl, my.Wd, my.block, c0)
         else:

@@ -104,8 +104,13 @@ def l1_margins(top: int, bot: int, left: int, right: int) -> tuple[int, int, int
     return tuple(max(0, v - LOAD3D_PAD_MAX) for v in (top, bot, left, right))
 
 
-def _needs_margins(f) -> bool:
-    return f.ax[1].pad > LOAD3D_PAD_MAX or f.ax[2].pad > LOAD3D_PAD_MAX or f.right > LOAD3D_PAD_MAX
+def _needs_margins(f, grid_rows: int, map_rows: int) -> bool:
+    """Whether a stage of phase family f may need padding past load3d's fields: above or left (the
+    family's padding), right, or below the map's last row (a 3D map's last grid rows, stride H > 1,
+    read up to (grid_rows - 1) x s - pad + (K - 1) x d + 1 rows)."""
+    ax = f.ax[1]
+    below = (grid_rows - 1) * ax.s - ax.pad + (ax.K - 1) * ax.d + 1 - map_rows
+    return max(ax.pad, f.ax[2].pad, f.right, below) > LOAD3D_PAD_MAX
 
 
 def _tap_rows(f, hgroup: int):
@@ -211,7 +216,7 @@ def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int,
     window: a unit is a run of one grid row (DxTiling.window), at most the row.
     hgroup: a stage holds one tap group of that many kernel rows (DxTiling.hgroup)."""
     geo, cc, isz, c0, nb = search.geo, search.caps, search.isz, search.c0, search.buffers
-    margins = any(_needs_margins(f) for _, f in fams)
+    margins = any(_needs_margins(f, plane_positions // geo.dxg.Wd, geo.dy.R) for _, f in fams)
     whole, fams = fams, [(q, _tap_rows(f, hgroup)[0]) for q, f in fams]
     C1co = ceil_div(geo.Cout, c0)
     if window:
