@@ -60,6 +60,8 @@ CALLS = {
                                               saveInvstd=TensorLayout((256,), F32))),
     "residual add": ("Add", dict(self=TensorLayout((8, 256, 28, 28), F16), other=TensorLayout((8, 256, 28, 28), F16),
                                  alpha=1.0)),
+    "bias add (broadcast in UB)": ("Add", dict(self=TensorLayout((8, 256, 28, 28), F16),
+                                               other=TensorLayout((256, 1, 1), F16), alpha=1.0)),
 }
 SOCS = ("Ascend910B1", "Ascend310P3", "Ascend910A")
 
@@ -92,6 +94,19 @@ def test_each_candidate_is_accepted_and_plans_differently(label, soc):
         assert set(cand) <= set(fields)
         plans.add(_tiling(op, soc, kw, cand))      # raises AclnnError (561002) if phase 1 refused it
     assert len(plans) == len(space) + 1             # each candidate a plan of its own, none the default's
+
+
+@pytest.mark.parametrize("soc", SOCS)
+@pytest.mark.parametrize("other", [(256, 1, 1), (28,), (8, 256, 1, 1)])
+def test_broadcast_candidates_keep_the_operand_in_ub(soc, other):
+    """Where the default plan broadcasts an operand in UB (a bias, a row, a per-channel scale), the
+    candidates are tiles of its rows and periods, so tune compares in-UB plans: tiles of 512 x 2^k
+    elements cut its rows and fell back to copying the operand out, every one of them."""
+    kw = dict(self=TensorLayout((8, 256, 28, 28), F16), other=TensorLayout(other, F16), alpha=1.0)
+    assert "broadcastInUB" in simulator.plan("Add", soc, **kw).tiling
+    space = aclnn.REGISTRY["Add"].tiling_space(kw, load_profile(soc))
+    assert len(space) >= 5
+    assert all("broadcastInUB" in simulator.plan("Add", soc, tiling=c, **kw).tiling for c in space)
 
 
 def test_grid_sampler_block_dim_is_applied_and_checked():

@@ -242,14 +242,22 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
 def tiling_space(op: str, inputs_: tuple):
     """`ascend-sim tune`'s candidates for an elementwise operator: block counts from a quarter of
     the vector cores to eight times as many, by UB tiles from 1 KiB of output to the largest
-    that fits; the planner keeps the distinct ones it accepts."""
+    that fits; where the default plan broadcasts an operand in UB, tiles of its rows and periods
+    instead (the default's, halved and doubled: others would copy the operand out). The planner
+    keeps the distinct ones it accepts."""
     def space(inputs: dict, profile) -> list[dict]:
         n = int(np.prod(np.broadcast_shapes(*(tuple(inputs[name].shape) for name in inputs_))))
         cores = vector_core_count(profile)
 
+        def blocks(unit: int) -> list[int]:
+            return sorted({align_up(ceil_div(n, max(1, cores * f // 4)), unit) for f in (1, 2, 4, 8, 16, 32)})
+
         def propose(default):
-            blocks = sorted({align_up(ceil_div(n, max(1, cores * f // 4)), 128) for f in (1, 2, 4, 8, 16, 32)})
+            if "broadcastInUB" in default:
+                t0 = default["tileLength"]
+                tiles = sorted({t0 << k for k in range(4)} | {t0 >> k for k in range(1, 4) if t0 % (1 << k) == 0})
+                return [{"blockLength": b, "tileLength": t} for t in tiles for b in blocks(t) if t <= b][:60]
             tiles = [512 << k for k in range(8)]
-            return [{"blockLength": b, "tileLength": t} for b in blocks for t in tiles if t <= align_up(b, 128)][:60]
+            return [{"blockLength": b, "tileLength": t} for b in blocks(128) for t in tiles if t <= align_up(b, 128)][:60]
         return distinct_accepted(op, inputs, profile, propose)
     return space
