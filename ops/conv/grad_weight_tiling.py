@@ -9,9 +9,10 @@ from dataclasses import dataclass, field, replace
 from simulator.arith import align_up, ceil_div
 from ..common import tiling_error
 from .cann_dw_tiling import DwProblem, cann_dw_split
-from .geometry import Axis, CubeGeometry, Img2colFamily
+from .geometry import CubeGeometry
 from .tiling import (INSTR_CYCLES, CubeCaps, _l0_k_room, _pick, _rows_for, _step_cycles, _TileSearch, _window_rows,
-                     group_sizes, mostly_halo, window_columns)
+                     group_sizes, mostly_halo, tap_rows, window_columns)
+
 
 @dataclass
 class DwTiling:
@@ -225,15 +226,6 @@ def dw_tap_group(geo: CubeGeometry, hgroup: int, col0: int, c0: int) -> tuple[in
     return a, min(hgroup, KH - a)
 
 
-def _tap_group_geometry(geo: CubeGeometry, rows: int) -> CubeGeometry:
-    """The call as a stage of one tap group of `rows` kernel rows sees it: gradWeight's family with
-    that many rows of taps (the stage's window and slab sizes follow from it)."""
-    f = geo.dwf
-    ax = f.ax[1]
-    sub = Axis(ax.s, ax.d, ax.P, ax.taps[:rows], ax.Q)
-    return replace(geo, dwf=Img2colFamily((f.ax[0], sub, f.ax[2]), f.left, f.right))
-
-
 def _cann_dw_tiling(search: _TileSearch, ncols: int, K_total: int, forced: dict) -> "DwTiling | None":
     """A 3D convolution's gradWeight in FP16 / BF16, groups of 1, nothing forced: the tiles and the
     reduction's split CANN's Conv3DBackpropFilter tiling picks (cann_dw_tiling.py), if our buffers
@@ -320,7 +312,7 @@ def _tap_groups_dw(search: _TileSearch, whole, ncols: int, K_total: int, o_ks, n
             return 0, whole
     best = None
     for rows in group_sizes(KH):
-        sub = replace(search, geo=_tap_group_geometry(geo, rows), tap_groups=True)
+        sub = replace(search, geo=replace(geo, dwf=tap_rows(geo.dwf, rows)[0]), tap_groups=True)
         blocks = ceil_div(geo.Cb, c0) * ceil_div(KH, rows)
         cand = _search_dw(sub, rows * KW * c0, K_total, o_ks, nd2nz, blocks)
         if cand is not None:

@@ -113,9 +113,10 @@ def _needs_margins(f, grid_rows: int, map_rows: int) -> bool:
     return max(ax.pad, f.ax[2].pad, f.right, below) > LOAD3D_PAD_MAX
 
 
-def _tap_rows(f, hgroup: int):
-    """Phase family f as a stage of one tap group of `hgroup` kernel rows sees it (f itself when
-    hgroup is 0 or covers its rows), and the groups it takes."""
+def tap_rows(f, hgroup: int):
+    """Img2col family f as a stage of one tap group of `hgroup` kernel rows sees it (f itself when
+    hgroup is 0 or covers its rows), and the groups it takes: what the stage's window and slab
+    sizes follow from."""
     ax = f.ax[1]
     if not hgroup or hgroup >= ax.K:
         return f, 1
@@ -217,7 +218,7 @@ def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int,
     hgroup: a stage holds one tap group of that many kernel rows (DxTiling.hgroup)."""
     geo, cc, isz, c0, nb = search.geo, search.caps, search.isz, search.c0, search.buffers
     margins = any(_needs_margins(f, plane_positions // geo.dxg.Wd, geo.dy.R) for _, f in fams)
-    whole, fams = fams, [(q, _tap_rows(f, hgroup)[0]) for q, f in fams]
+    whole, fams = fams, [(q, tap_rows(f, hgroup)[0]) for q, f in fams]
     C1co = ceil_div(geo.Cout, c0)
     if window:
         m = min(m, align_up(geo.dxg.Wd, 16))
@@ -254,7 +255,7 @@ def _cost_dx_tile(search: _TileSearch, fams: list, plane_positions: int, m: int,
         per_unit, nsteps = _dx_unit_cost(search, f, m, nt, kmax, c1n, rows, nc, cols, hgroup)
         units += nu
         cyc += nu * per_unit
-        instr += nu * (nsteps * 7 + f.ax[0].K * _tap_rows(f, hgroup)[1] * stages_per * 6 + 10)
+        instr += nu * (nsteps * 7 + f.ax[0].K * tap_rows(f, hgroup)[1] * stages_per * 6 + 10)
     waves = ceil_div(units, cc.cores)
     est = max(cyc / cc.cores, waves * cyc / units)
     return est + INSTR_CYCLES * instr / cc.cores, m, nt, kmax, c1n, nc, rows, cols, units
@@ -300,7 +301,7 @@ def plan_dx(geo: CubeGeometry, *, caps: CubeCaps, isz: int, c0: int, osz: int, f
     n16 = align_up(nt, 16)
     ntiles = [(n0, min(nt, geo.Cin - n0)) for n0 in range(0, geo.Cin, nt)]
     t = DxTiling(m, nt, kmax, c1n, nc, ntiles, c1n * rows * cols * c0 * isz,
-                 c1n * max(_tap_rows(f, hgroup)[0].Khw for _, f in fams) * n16 * c0 * isz, window=window,
+                 c1n * max(tap_rows(f, hgroup)[0].Khw for _, f in fams) * n16 * c0 * isz, window=window,
                  hgroup=hgroup)
     _add_dx_units(t, search, fams, plane_positions, rows, cols)
     return t
@@ -375,7 +376,7 @@ def _dx_unit_cost(search: _TileSearch, f, m, nt, kmax, c1n, rows, nc, cols, hgro
     whichever is longer; plus the L0C drain when it cannot overlap."""
     cc, isz, c0, Wm = search.caps, search.isz, search.c0, cols
     C1co = ceil_div(search.geo.Cout, c0)
-    f, groups = _tap_rows(f, hgroup)
+    f, groups = tap_rows(f, hgroup)
     step = _step_cycles(cc, m, nt, kmax, isz, c0)
     cyc, nsteps = 0.0, 0
     for a in range(0, C1co, c1n):
