@@ -511,6 +511,27 @@ def _fault_of(body, soc="Ascend910B1", args=None):
     return msg
 
 
+def test_fault_copy_field_past_its_range():
+    """DataCopyPad's blockCount is at most 4,095 (DataCopyExtParams; its strides are 32 bits): a
+    copy past it faults, naming the field, instead of moving what no chip would. A contiguous
+    DataCopy's length is DataCopyParams.blockLen, 16 bits of 32-byte blocks."""
+    def pad(p):
+        def body(x):
+            pipe = TPipe()
+            b = TBuf()
+            pipe.InitBuffer(b, 160 * 1024)
+            g = GlobalTensor(half)
+            g.SetGlobalBuffer(x)
+            DataCopyPad(b.Get(half), g, p, DataCopyPadExtParams())
+        return body
+    x = {"x": np.zeros(1 << 16, np.float16)}
+    with pytest.raises(KernelError, match=r"PIPE_MTE2.*DataCopyPad: blockCount = 4096 outside \[1, 4095\]"):
+        run(pad(DataCopyExtParams(4096, 2, 0, 0)), x, kind="vector")
+    with pytest.raises(KernelError, match=r"srcStride = 4294967296 outside \[0, 4294967295\]"):
+        run(pad(DataCopyExtParams(2, 2, 1 << 32, 0)), x, kind="vector")
+    run(pad(DataCopyExtParams(4095, 2, 0, 0)), x, kind="vector")          # the largest count runs
+
+
 def test_fault_l0a_overflow():
     def body(x):
         pipe = TPipe()
