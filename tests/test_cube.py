@@ -513,8 +513,7 @@ def _fault_of(body, soc="Ascend910B1", args=None):
 
 def test_fault_copy_field_past_its_range():
     """DataCopyPad's blockCount is at most 4,095 (DataCopyExtParams; its strides are 32 bits): a
-    copy past it faults, naming the field, instead of moving what no chip would. A contiguous
-    DataCopy's length is DataCopyParams.blockLen, 16 bits of 32-byte blocks."""
+    copy past it faults, naming the field, instead of moving what no chip would."""
     def pad(p):
         def body(x):
             pipe = TPipe()

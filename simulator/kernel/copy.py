@@ -12,15 +12,13 @@ from ..arith import align_up
 from .base import GlobalTensor, LocalTensor, _fault
 from .operands import param_in_range
 
-# The fields' ranges, as the hardware takes them (Ascend C, asc-devkit kernel_struct_data_copy.h and
-# the DataCopy / DataCopyPad pages): DataCopyParams' four fields are 16 bits (blockLen counts
-# 32-byte blocks), blockCount at most 4095; DataCopyExtParams' blockCount the same, its strides 32
-# bits. The API does not split a value past them: a kernel must issue several copies.
-# Not checked yet: DataCopyParams' strided form (docs/CONVOLUTION.md, "Known limitations": the
-# tall maps' C1 planes lie further apart than its 16-bit strides reach).
+# DataCopyExtParams' ranges, as the hardware takes them (Ascend C, asc-devkit
+# kernel_struct_data_copy.h and the DataCopyPad page): blockCount at most 4095, strides 32 bits.
+# The API does not split a value past them: a kernel must issue several copies. Not checked yet:
+# DataCopyParams' 16-bit strides (docs/CONVOLUTION.md, "Known limitations": the tall maps' C1
+# planes lie further apart than they reach).
 BLOCK_COUNT_MAX = 4095
-FIELD16_MAX = 65535
-FIELD32_MAX = (1 << 32) - 1
+STRIDE_MAX = (1 << 32) - 1
 
 
 @dataclass
@@ -68,12 +66,9 @@ def DataCopy(dst, src, count_or_params, enhancedParams=None) -> None:
     else:
         n = int(count_or_params) * isz
         if n % 32:
-            raise _fault(_route_pipe(src, dst),
+            raise _fault(_COPY_ROUTES.get((_buffer_of(src), _buffer_of(dst)), (None,))[0],
                          f"DataCopy of {count_or_params} elements = {n} B is not a whole number of "
                          f"32-byte blocks; use DataCopyPad for the tail")
-        if n // 32 > FIELD16_MAX:
-            raise _fault(_route_pipe(src, dst), f"DataCopy of {count_or_params} elements = {n} B: its blockLen, "
-                         f"{n // 32} 32-byte blocks, is past DataCopyParams' 16-bit field ({FIELD16_MAX})")
         blocks = RegularBlocks(1, n, n, n)
     if not blocks or blocks[0][2] <= 0:
         raise _fault(None, "DataCopy of nothing")
@@ -86,29 +81,17 @@ def DataCopyPad(dst, src, params: DataCopyExtParams, padParams: DataCopyPadExtPa
     p = params
     if p.blockCount <= 0 or p.blockLen <= 0:
         raise _fault(None, f"DataCopyPad with blockCount={p.blockCount}, blockLen={p.blockLen}")
-    _check_fields(p, "DataCopyPad", src, dst, FIELD32_MAX, 0)
+    if p.blockCount > BLOCK_COUNT_MAX or not 0 <= p.srcStride <= STRIDE_MAX or not 0 <= p.dstStride <= STRIDE_MAX:
+        pipe = _COPY_ROUTES.get((_buffer_of(src), _buffer_of(dst)), (None,))[0]
+        param_in_range(p.blockCount, 1, BLOCK_COUNT_MAX, pipe, "DataCopyPad", "blockCount")
+        param_in_range(p.srcStride, 0, STRIDE_MAX, pipe, "DataCopyPad", "srcStride")
+        param_in_range(p.dstStride, 0, STRIDE_MAX, pipe, "DataCopyPad", "dstStride")
     row = align_up(p.blockLen, 32)
     if _buffer_of(src) == "GM":      # GM -> UB: srcStride bytes in GM, dstStride 32-B blocks in UB
         blocks = RegularBlocks(p.blockCount, p.blockLen + p.srcStride, row + p.dstStride * 32, p.blockLen)
     else:                            # UB -> GM: srcStride 32-B blocks in UB, dstStride bytes in GM
         blocks = RegularBlocks(p.blockCount, row + p.srcStride * 32, p.blockLen + p.dstStride, p.blockLen)
     _copy(dst, src, blocks, "DataCopyPad")
-
-
-def _route_pipe(src, dst):
-    return _COPY_ROUTES.get((_buffer_of(src), _buffer_of(dst)), (None,))[0]
-
-
-def _check_fields(p, name: str, src, dst, stride_max: int, min_len: int) -> None:
-    """A copy's parameters within the fields that hold them (faults name the field and its range)."""
-    if (1 <= p.blockCount <= BLOCK_COUNT_MAX and min_len <= p.blockLen <= stride_max
-            and 0 <= p.srcStride <= stride_max and 0 <= p.dstStride <= stride_max):
-        return
-    pipe = _route_pipe(src, dst)
-    param_in_range(p.blockCount, 1, BLOCK_COUNT_MAX, pipe, name, "blockCount")
-    param_in_range(p.blockLen, min_len, stride_max, pipe, name, "blockLen")
-    param_in_range(p.srcStride, 0, stride_max, pipe, name, "srcStride")
-    param_in_range(p.dstStride, 0, stride_max, pipe, name, "dstStride")
 
 
 def SetAtomicAdd(dtype) -> None:
