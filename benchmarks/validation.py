@@ -200,15 +200,15 @@ def _step(fig, spec):
 
 
 def _aclnn_conv(fig, spec):
-    """aclnnConvolutionBackward, gradWeight only, timing-only, the call run once before the timed
-    one on the same device: msprof's Task Durations of its kernels, summed."""
+    """aclnnConvolutionBackward, gradWeight only, timing-only, cold (the source evicts the L2 before
+    each timed run): msprof's Task Durations of its kernels, summed."""
     import simulator
     from simulator import TensorLayout
     from simulator.studies.trace import numpy_dtype
     dt = numpy_dtype(spec["dtype"])
     w = spec["weight"]
     nd = len(w) - 2
-    r = simulator.run("ConvolutionBackward", soc=fig["chip"], mode="timing", trace=False, warmup=1,
+    r = simulator.run("ConvolutionBackward", soc=fig["chip"], mode="timing", trace=False,
                       gradOutput=TensorLayout(spec["grad_output"], dt), input=TensorLayout(spec["x"], dt),
                       weight=TensorLayout(w, dt), biasSizes=[w[0]], stride=spec["stride"], padding=spec["padding"],
                       dilation=spec["dilation"], transposed=False, outputPadding=[0] * nd, groups=spec["groups"],
@@ -219,12 +219,12 @@ def _aclnn_conv(fig, spec):
 
 def _sigmoid(fig, spec):
     """The call through aclnnSigmoid (its one launch: CANN's Sigmoid kernel, ops/elementwise/sigmoid.py),
-    warm: its Task Duration."""
+    cold (the source evicts the L2 before each timed run): its Task Duration."""
     import simulator
     from simulator import TensorLayout
     from simulator.studies.trace import numpy_dtype
     dt = numpy_dtype(spec["dtype"])
-    r = simulator.run("Sigmoid", fig["chip"], mode="timing", trace=False, warmup=1,
+    r = simulator.run("Sigmoid", fig["chip"], mode="timing", trace=False,
                       self=TensorLayout(spec["shape"], dt))
     rep, facts = r.report, r.report.tiling
     return rep.kernel_us, (f"{facts['blockDim']} blocks, tiles of {facts['tileLength']}, "
