@@ -279,10 +279,19 @@ def _data_copy(fig, spec):
     return rep.kernel_us, f"bound by {rep.bound}, L2 hit rate {rep.l2['hit_rate']:.1%}"
 
 
+def _add_tuning(fig, spec):
+    """examples/add_tuning_kernel.py (Ascend C's Add tuning sample): one case, one launch, cold in
+    the L2; its Task Duration."""
+    from add_tuning_kernel import run
+    rep = run(fig["chip"], spec["case"]).report
+    return rep.kernel_us, (f"bound by {rep.bound}, device memory {rep.device_memory['bytes'] / 1e6:.0f} MB, "
+                           f"L2 hit rate {rep.l2['hit_rate']:.1%}")
+
+
 REPRODUCERS = {"add_sample": _add_sample, "gemm": _gemm, "unary": _unary, "stream": _stream,
                "cube_loop": _cube_loop, "vector_loop": _vector_loop, "step": _step, "memset": _memset,
                "aclnn_conv": _aclnn_conv, "sigmoid": _sigmoid, "transdata": _transdata,
-               "data_copy": _data_copy}
+               "data_copy": _data_copy, "add_tuning": _add_tuning}
 
 
 def simulate(fig: dict) -> Result:
