@@ -32,14 +32,24 @@ class L2Cache:
     free: LRU, a line at a time as the hardware evicts, but for up to 1/1024 of the cache evicted
     early (a batch spares the array set-up per line). Freeing a larger share at once is not
     neutral: a sixteenth of a 192 MB L2 is 12 MB of write-back, most of which LRU would have kept
-    to the end of a short launch."""
+    to the end of a short launch.
+
+    With `writes_through_when_full` (a profile's `l2.writes_through_when_full`), once the cache
+    has filled a write crosses device memory with the transfer that makes it: its lines are held
+    clean, in LRU order as any, so a later read still hits them; until then writes stay dirty in
+    the cache."""
 
     SECTOR = 32
     BATCH = 1024      # an eviction frees 1/BATCH of the cache
     POOL = 16         # the oldest 1/POOL of the cache is found in one pass and evicted in order
 
-    def __init__(self, nbytes: int, line: int, find: Callable[[int], Allocation | None]):
+    def __init__(self, nbytes: int, line: int, find: Callable[[int], Allocation | None],
+                 writes_through_when_full: bool = False):
         self.line = line
+        # once the cache has filled (its first eviction), a write goes through to device memory
+        # as it is made and leaves its lines clean (still held, LRU as any): `filled` says when
+        self.writes_through_when_full = writes_through_when_full
+        self.filled = False
         self.capacity = max(nbytes // line, 1)
         self.slack = max(self.capacity // self.BATCH, 1)
         # the oldest lines, oldest first, as (owner, line, stamp then): owners[i] is an
@@ -50,6 +60,7 @@ class L2Cache:
         self.full = np.uint32((1 << self.sectors) - 1)
         self.dirty = np.uint32(1 << self.sectors)
         self.full_bits, self.dirty_bits = int(self.full), int(self.dirty)     # (as Python ints)
+        self._write_marks = self.dirty_bits     # what this access's writes mark: dirty, or 0 going through
         self.find = find                    # address -> the device Allocation holding it
         self.tags: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # allocation -> (mask, stamp)
         # (base, limit, mask, stamp) of the last allocation touched and of the one before it (a
@@ -106,13 +117,19 @@ class L2Cache:
         return self.stamps(lines) >= 0
 
     def access(self, ranges, write: bool) -> tuple[int, int]:
-        """Touch address ranges [(addr, nbytes)]; returns (bytes to fetch from device memory,
-        bytes of dirty lines evicted to it). Two forms give the same tags: array operations, with
-        a fixed set-up cost (a third of it for regular rows, whose lines are a strided view of the
-        tags) and little per line, and a line-by-line loop, cheap to start and dearer per range
-        and per line. The thresholds below, in units of a range's cost in the loop, pick the
-        cheaper for the ranges' count and length."""
+        """Touch address ranges [(addr, nbytes)]; returns (bytes that cross device memory with
+        the transfer: a read's fetch or, once the cache has filled with writes_through_when_full,
+        a write's bytes; bytes of dirty lines evicted to it). Two forms give the same tags: array
+        operations, with a fixed set-up cost (a third of it for regular rows, whose lines are a
+        strided view of the tags) and little per line, and a line-by-line loop, cheap to start
+        and dearer per range and per line. The thresholds below, in units of a range's cost in
+        the loop, pick the cheaper for the ranges' count and length."""
         fetch = None
+        through = write and self.filled and self.writes_through_when_full
+        self._write_marks = 0 if through else self.dirty_bits
+        if through:
+            written = (ranges.count * max(ranges.n, 0) if type(ranges) is Rows
+                       else sum(max(n, 0) for _, n in ranges))
         if type(ranges) is Rows:          # regular rows: no tuple per row
             nr, n = ranges.count, ranges.n
             if nr <= 8 and 0 < n <= self.line:      # (never worth the array set-up: 5 nr <= 40)
@@ -130,14 +147,14 @@ class L2Cache:
         if fetch is None:
             fetch = self._access_each(ranges, write)
         evicted = self._evict() if self.resident > self.capacity else 0
-        return fetch, evicted
+        return (fetch + written if through else fetch), evicted
 
     def _access_each(self, ranges, write: bool) -> int:
         """access() one range at a time (any ranges); returns the bytes to fetch. A range of a few
         lines is updated with plain integers (array calls cost more than they save there), in the
         same order and with the same stamps as the array form."""
         line, sector, full = self.line, self.SECTOR, self.full_bits
-        dirty = self.dirty_bits if write else 0
+        dirty = self._write_marks if write else 0
         fetch = 0
         base = limit = -1
         mask = stamp = None
@@ -185,7 +202,7 @@ class L2Cache:
                 mid = mask[l0 + 1:l1 - 1]
                 present = int(np.count_nonzero(mid)) + (old0 != 0) + (old1 != 0)
                 if write:
-                    mid |= self.full | self.dirty
+                    mid |= self.full | dirty
                 else:
                     # a whole line lacks the sectors it does not hold
                     held = int(np.bitwise_count(mid & self.full).sum())
@@ -207,10 +224,14 @@ class L2Cache:
         allocation each lies in) as transfers in this order would, with no time: what a
         fast-forwarded loop's skipped iterations leave in the L2. Taken in one batch, then one
         eviction: the newest lines stay, as LRU keeps them (what is evicted went back to memory
-        during the skipped time). Returns the bytes of dirty lines it evicted."""
+        during the skipped time). Returns the bytes of dirty lines it evicted (writes that went
+        through, as access() has them, crossed device memory in the skipped periods' own time)."""
         line = self.line
         keep = n > 0
         addr, n, write, base = addr[keep], n[keep], write[keep], base[keep]
+        through = write & self.filled if self.writes_through_when_full else np.zeros(write.size, bool)
+        if self.writes_through_when_full and not self.filled and write.any():
+            through = write & (np.arange(write.size) > self._fill_point(addr, n))
         stamps = self.clock + np.arange(addr.size, dtype=np.int64)
         self.clock += int(addr.size)
         for b in np.unique(base):
@@ -222,7 +243,7 @@ class L2Cache:
             rel = addr[sel] - int(b)
             end = rel + n[sel]
             lines, _, counts, want = self._range_wants(rel, end, rel // line, (end - 1) // line + 1)
-            want |= np.repeat(np.where(write[sel], self.dirty, np.uint32(0)), counts)
+            want |= np.repeat(np.where(write[sel] & ~through[sel], self.dirty, np.uint32(0)), counts)
             held, at = np.unique(lines, return_inverse=True)
             add = np.zeros(held.size, np.uint32)
             np.bitwise_or.at(add, at, want)
@@ -233,6 +254,17 @@ class L2Cache:
             mask[held] = old | add
             stamp[held] = newest
         return self._evict() if self.resident > self.capacity else 0
+
+    def _fill_point(self, addr: np.ndarray, n: np.ndarray) -> int:
+        """touch()'s ranges taken in order: the index of the one whose new lines first overflow
+        the cache (its first eviction; the writes after it go through), or their count if none."""
+        line = self.line
+        lines, first, _ = range_lines(addr // line, (addr + n - 1) // line + 1)
+        new = np.zeros(lines.size, bool)
+        new[np.unique(lines, return_index=True)[1]] = True
+        new &= ~self.held(lines)
+        over = np.flatnonzero(self.resident + np.cumsum(np.add.reduceat(new, first)) > self.capacity)
+        return int(over[0]) if over.size else addr.size
 
     def _access_few_rows(self, rows: Rows, write: bool) -> int | None:
         """A few rows that each lie inside one line, in one allocation (a gather's corners):
@@ -252,7 +284,7 @@ class L2Cache:
             if r % line + n > line:
                 return None
         sector, full = self.SECTOR, self.full_bits
-        dirty = self.dirty_bits if write else 0
+        dirty = self._write_marks if write else 0
         fetch = hits = 0
         clock = self.clock
         for i in range(c):
@@ -323,7 +355,7 @@ class L2Cache:
         present = int(np.count_nonzero(m))
         fetch = 0
         if write:
-            mask[lines] = m | want | self.dirty
+            mask[lines] = m | want | np.uint32(self._write_marks)
         else:
             fetch = int(np.bitwise_count(want & ~m).sum()) * self.SECTOR
             mask[lines] = m | want
@@ -367,7 +399,7 @@ class L2Cache:
             present = int(np.count_nonzero(m))
             fetch = 0
             if write:
-                m |= want | self.dirty
+                m |= want | np.uint32(self._write_marks)
             else:
                 fetch = int(np.bitwise_count(want & ~m).sum()) * sector
                 m |= want
@@ -428,6 +460,7 @@ class L2Cache:
         bytes of dirty lines written back. The lines go in the pool's order (oldest first; at
         one stamp, by allocation then address), skipping those touched since the pool was made:
         a touched line is newer than every line the pool or the cache held then, so this is LRU."""
+        self.filled = True
         k = self.resident - self.capacity + self.slack
         dirty_lines = 0
         while k > 0:

@@ -70,7 +70,8 @@ class Device:
         self.tracing = trace
         self.env = simpy.Environment()
         self.memory = DeviceMemory(profile.device_memory.bytes, functional)
-        self.l2 = L2Cache(profile.l2.bytes, profile.l2.line_bytes, lambda a: self.memory.find(a))
+        self.l2 = L2Cache(profile.l2.bytes, profile.l2.line_bytes, lambda a: self.memory.find(a),
+                          writes_through_when_full=profile.l2.writes_through_when_full)
         self.l2_channel = MemoryChannel(profile.l2_bytes_per_cycle)
         self.hbm = MemoryChannel(profile.device_bytes_per_cycle)
         self.gm_path = GmPath(self.l2, self.l2_channel, self.hbm, profile)

@@ -40,3 +40,18 @@ def test_the_cases_are_the_readmes():
 def test_a_copy_past_the_buffers_is_refused():
     with pytest.raises(ValueError, match="copy_len"):
         run("Ascend910B1", AddCase(64, 256, 4, BUFFER_LEN + 16, True, False))
+
+
+@pytest.mark.parametrize("through", [False, True])
+def test_writes_through_a_full_l2_what_if(through):
+    """The sample's double-buffered pipeline with x, y and z (2 MiB each) through an L2 of 1 MiB:
+    with `l2.writes_through_when_full`, every byte of z crosses device memory within the kernel
+    (its writes before the L2 fills are evicted dirty by the 5 MiB that follow, those after go
+    through), so device memory moves x, y and z once each; in the plain write-back L2 the last of
+    z is still dirty in it when the kernel ends."""
+    from simulator.profile import load_profile
+    profile = load_profile("Ascend910B1").override({"l2.bytes": 1 << 20, "l2.writes_through_when_full": through})
+    case = AddCase(1024, 1024, 48, 4096, double_buffer=True, bypass_l2=False)
+    moved = run("Ascend910B1", case, profile=profile).report.device_memory["bytes"]
+    arrays = 3 * 1024 * 1024 * 2
+    assert moved == arrays if through else arrays - (1 << 20) <= moved < arrays

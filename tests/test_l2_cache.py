@@ -340,3 +340,68 @@ def test_the_first_lost_period_is_where_an_lru_first_misses_a_line_held_before_t
         assert got == expected, (got, expected)
         found += expected is not None
     assert 40 < found < 180          # (both kinds of case drawn)
+
+
+def test_writes_go_through_once_the_cache_has_filled():
+    """writes_through_when_full, against the plain write-back rule with each write made clean by
+    hand once the cache has evicted for the first time: the write's bytes cross device memory
+    with it (as a read's fetch does), lines it found clean stay clean (held, in LRU order as
+    any), lines already dirty stay dirty. Random reads and writes, as (address, bytes) lists and as Rows, overflowing the
+    cache many times."""
+    from simulator.program import Rows
+    rng = np.random.default_rng(17)
+    line = 512
+    big = [_Alloc(0, 3 << 20), _Alloc(3 << 20, 1 << 20)]
+
+    def find(addr):
+        return next((a for a in big if a.addr <= addr < a.addr + a.size), None)
+
+    through_writes = 0
+    for _ in range(3):
+        cache = L2Cache(2 << 20, line, find, writes_through_when_full=True)
+        ref = L2Cache(2 << 20, line, find)
+        filled = False
+        for _ in range(500):
+            al = big[rng.integers(2)]
+            n, count = int(rng.integers(1, 6 * line)), int(rng.integers(1, 8))
+            pitch = n + int(rng.integers(0, 3 * line))
+            start = al.addr + int(rng.integers(0, al.size - (count - 1) * pitch - n))
+            rows = [(start + i * pitch, n) for i in range(count)]
+            write = bool(rng.integers(2))
+            got = cache.access(Rows(None, start, n, pitch, count) if rng.integers(2) else rows, write)
+            mask = ref.tags.get(al.addr, (np.zeros(al.size // line, np.uint32),))[0]
+            before = mask.copy()
+            fetch = ref._access_each(rows, write)
+            mask = ref.tags[al.addr][0]
+            written = 0
+            if write and filled:
+                touched = np.zeros(mask.size, bool)
+                for a, nb in rows:
+                    touched[(a - al.addr) // line:(a - al.addr + nb - 1) // line + 1] = True
+                was_dirty = (before & ref.dirty) != 0
+                mask[touched & ~was_dirty] &= ~ref.dirty
+                written = count * n
+                through_writes += 1
+            over = ref.resident > ref.capacity
+            evicted = _evict_by_sorting(ref) if over else 0
+            filled |= over
+            assert got == (fetch + written, evicted)
+            assert _state(cache) == _state(ref)
+    assert through_writes > 100               # the rule really ran
+
+
+def test_fast_mode_touch_writes_through_once_the_cache_has_filled():
+    """touch() (a skipped loop's ranges in one batch): once the cache has filled, their writes
+    leave their lines held and clean (their bytes crossed device memory in the skipped periods'
+    own time, not write-back), before, dirty; the first eviction may come within the batch."""
+    big = [_Alloc(0, 4 << 20)]
+    for filled in (False, True):
+        c = L2Cache(2 << 20, 512, lambda a: big[0] if a < (4 << 20) else None, writes_through_when_full=True)
+        if filled:
+            c.access([(0, 3 << 20)], False)                 # overflows: the cache has filled
+        addr = np.arange(3 << 20, 4 << 20, 4096, dtype=np.int64)
+        out = c.touch(addr, np.full(addr.size, 4096), np.ones(addr.size, bool), np.zeros(addr.size, np.int64))
+        mask = c.tags[0][0][(3 << 20) // 512:]
+        assert np.all(mask != 0)                                    # the written lines are held
+        assert out == 0                                             # nothing dirty was evicted
+        assert np.all((mask & c.dirty) == 0) if filled else np.all((mask & c.dirty) != 0)
