@@ -247,6 +247,13 @@ def test_fast_mode_touch_keeps_the_newest_lines():
     assert held.min() >= 300 - c.capacity and held.max() == 299     # the newest survive
 
 
+BIG = [_Alloc(0, 3 << 20), _Alloc(3 << 20, 1 << 20)]      # 4 MB: overflows a 2 MB cache
+
+
+def _find_big(addr):
+    return next((a for a in BIG if a.addr <= addr < a.addr + a.size), None)
+
+
 def _evict_by_sorting(c: L2Cache) -> int:
     """The LRU rule written plainly: every held line sorted by (stamp, allocation, address); the
     oldest go until 1/1024 of the cache is free. Returns the dirty bytes written back."""
@@ -266,12 +273,7 @@ def test_eviction_is_lru_line_by_line():
     skips the lines touched since), on random reads and writes that re-touch old lines and
     overflow the cache many times; each eviction frees only 1/1024 of it."""
     rng = np.random.default_rng(11)
-    line = 512
-    big = [_Alloc(0, 3 << 20), _Alloc(3 << 20, 1 << 20)]
-
-    def find(addr):
-        return next((a for a in big if a.addr <= addr < a.addr + a.size), None)
-
+    line, big, find = 512, BIG, _find_big
     evictions = 0
     for _ in range(4):
         cache, ref = L2Cache(2 << 20, line, find), L2Cache(2 << 20, line, find)     # 4096 lines
@@ -346,16 +348,11 @@ def test_writes_go_through_once_the_cache_has_filled():
     """writes_through_when_full, against the plain write-back rule with each write made clean by
     hand once the cache has evicted for the first time: the write's bytes cross device memory
     with it (as a read's fetch does), lines it found clean stay clean (held, in LRU order as
-    any), lines already dirty stay dirty. Random reads and writes, as (address, bytes) lists and as Rows, overflowing the
-    cache many times."""
+    any), lines already dirty stay dirty. Random reads and writes, as (address, bytes) lists and
+    as Rows, overflowing the cache many times."""
     from simulator.program import Rows
     rng = np.random.default_rng(17)
-    line = 512
-    big = [_Alloc(0, 3 << 20), _Alloc(3 << 20, 1 << 20)]
-
-    def find(addr):
-        return next((a for a in big if a.addr <= addr < a.addr + a.size), None)
-
+    line, big, find = 512, BIG, _find_big
     through_writes = 0
     for _ in range(3):
         cache = L2Cache(2 << 20, line, find, writes_through_when_full=True)
@@ -393,7 +390,7 @@ def test_writes_go_through_once_the_cache_has_filled():
 def test_fast_mode_touch_writes_through_once_the_cache_has_filled():
     """touch() (a skipped loop's ranges in one batch): once the cache has filled, their writes
     leave their lines held and clean (their bytes crossed device memory in the skipped periods'
-    own time, not write-back), before, dirty; the first eviction may come within the batch."""
+    own time, not write-back), before, dirty."""
     big = [_Alloc(0, 4 << 20)]
     for filled in (False, True):
         c = L2Cache(2 << 20, 512, lambda a: big[0] if a < (4 << 20) else None, writes_through_when_full=True)
@@ -405,3 +402,23 @@ def test_fast_mode_touch_writes_through_once_the_cache_has_filled():
         assert np.all(mask != 0)                                    # the written lines are held
         assert out == 0                                             # nothing dirty was evicted
         assert np.all((mask & c.dirty) == 0) if filled else np.all((mask & c.dirty) != 0)
+
+
+def test_fast_mode_touch_finds_the_first_eviction_within_its_batch():
+    """A batch of writes that fills the cache part-way leaves each line dirty or clean as the
+    same writes taken one at a time by access() do: dirty up to the one that first overflows
+    the cache, clean after it (the clean lines read before are what both evict)."""
+    writes = np.arange(3 << 20, 4 << 20, 4096, dtype=np.int64)          # 256 writes of 8 lines
+    marks = []
+    for batch in (True, False):
+        c = L2Cache(2 << 20, 512, _find_big, writes_through_when_full=True)
+        c.access([(0, 3 << 19)], False)                       # 1.5 MB read: 1,024 lines still free
+        if batch:
+            c.touch(writes, np.full(writes.size, 4096), np.ones(writes.size, bool),
+                    np.full(writes.size, 3 << 20, np.int64))
+        else:
+            for a in writes.tolist():
+                c.access([(a, 4096)], True)
+        marks.append((c.tags[3 << 20][0] & c.dirty) != 0)
+    assert np.array_equal(marks[0], marks[1])
+    assert 0 < np.count_nonzero(marks[0]) < marks[0].size           # both kinds of line
