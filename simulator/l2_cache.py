@@ -219,19 +219,22 @@ class L2Cache:
         self._count(hits, lines)
         return fetch
 
-    def touch(self, addr: np.ndarray, n: np.ndarray, write: np.ndarray, base: np.ndarray) -> int:
+    def touch(self, addr: np.ndarray, n: np.ndarray, write: np.ndarray, base: np.ndarray) -> tuple[int, int]:
         """Fast mode: the tags take the ranges (addresses, lengths, write flags, the base of the
         allocation each lies in) as transfers in this order would, with no time: what a
         fast-forwarded loop's skipped iterations leave in the L2. Taken in one batch, then one
         eviction: the newest lines stay, as LRU keeps them (what is evicted went back to memory
-        during the skipped time). Returns the bytes of dirty lines it evicted (writes that went
-        through, as access() has them, crossed device memory in the skipped periods' own time)."""
+        during the skipped time). Returns, as access() does, (bytes that crossed device memory
+        with the transfers: the reads' fetches and the writes that went through; bytes of dirty
+        lines evicted). A sector the batch both reads and writes is taken as never fetched: the
+        fetches are a lower bound where a loop reads what it wrote within the batch."""
         line = self.line
         keep = n > 0
         addr, n, write, base = addr[keep], n[keep], write[keep], base[keep]
         through = write & self.filled if self.writes_through_when_full else np.zeros(write.size, bool)
         if self.writes_through_when_full and not self.filled and write.any():
             through = write & (np.arange(write.size) > self._fill_point(addr, n))
+        crossed = int(n[through].sum())
         stamps = self.clock + np.arange(addr.size, dtype=np.int64)
         self.clock += int(addr.size)
         for b in np.unique(base):
@@ -243,17 +246,22 @@ class L2Cache:
             rel = addr[sel] - int(b)
             end = rel + n[sel]
             lines, _, counts, want = self._range_wants(rel, end, rel // line, (end - 1) // line + 1)
-            want |= np.repeat(np.where(write[sel] & ~through[sel], self.dirty, np.uint32(0)), counts)
+            written = np.repeat(write[sel], counts)
             held, at = np.unique(lines, return_inverse=True)
+            read_sectors, write_sectors = np.zeros(held.size, np.uint32), np.zeros(held.size, np.uint32)
+            np.bitwise_or.at(read_sectors, at, np.where(written, np.uint32(0), want))
+            np.bitwise_or.at(write_sectors, at, np.where(written, want, np.uint32(0)))
+            want |= np.repeat(np.where(write[sel] & ~through[sel], self.dirty, np.uint32(0)), counts)
             add = np.zeros(held.size, np.uint32)
             np.bitwise_or.at(add, at, want)
             newest = np.zeros(held.size, np.int64)
             np.maximum.at(newest, at, np.repeat(stamps[sel], counts))
             old = mask[held]
+            crossed += int(np.bitwise_count(read_sectors & ~old & ~write_sectors).sum()) * self.SECTOR
             self.resident += int(np.count_nonzero(old == 0))
             mask[held] = old | add
             stamp[held] = newest
-        return self._evict() if self.resident > self.capacity else 0
+        return crossed, (self._evict() if self.resident > self.capacity else 0)
 
     def _fill_point(self, addr: np.ndarray, n: np.ndarray) -> int:
         """touch()'s ranges taken in order: the index of the one whose new lines first overflow

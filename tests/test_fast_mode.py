@@ -236,7 +236,7 @@ def test_a_launch_takes_its_blocks_skipped_lines_together():
     class L2:
         def touch(self, addr, n, write, base):
             taken.extend((names[int(a)], int(p)) for a, p in zip(addr, n))
-            return 0
+            return 0, 0
 
     class Block:
         shadows, l2 = [], L2()
@@ -246,7 +246,7 @@ def test_a_launch_takes_its_blocks_skipped_lines_together():
 
         def skipped_lines(self, windows, periods, sources):
             one = tuple(np.array([x]) for x in (names.index(self.name), periods, False, 0, 1))
-            return [iter([one])]
+            return [iter([one])], 1
 
     barrier = SkipBarrier()
     a, b, c, chunked = Block("a"), Block("b"), Block("c"), Block("chunked")
@@ -264,6 +264,45 @@ def test_a_launch_takes_its_blocks_skipped_lines_together():
     assert taken[1:] == [("a", 1), ("b", 1), ("c", 1)]
     barrier.leave(b)                                 # b ends before its second skip
     assert taken[4:] == [("a", 2)]
+
+
+def test_a_block_that_ends_first_takes_its_skips_lines_with_those_that_have_arrived():
+    """SkipBarrier.settle: a block whose time is fixed as it ends (before another block's
+    windows are done) gives the L2 its pending skip now, with the blocks that have reached it;
+    the later ones still take theirs together."""
+    from simulator.fast import SkipBarrier
+
+    taken = []
+
+    class L2:
+        def touch(self, addr, n, write, base):
+            taken.append(sorted(int(a) for a in addr))
+            return 100 * len(addr), 10 * len(addr)
+
+    class Block:
+        shadows, l2 = [], L2()
+
+        def __init__(self, k):
+            self.k = k
+
+        def skipped_lines(self, windows, periods, sources):
+            one = tuple(np.array([x]) for x in (self.k, 8, False, 0, 1))
+            return [iter([one])], periods
+
+    barrier = SkipBarrier()
+    blocks = [Block(k) for k in range(4)]
+    for block in blocks:
+        barrier.join(block, 1)
+    barrier.arrive(blocks[0], ((), (), None), 5)
+    barrier.arrive(blocks[1], ((), (), None), 5)
+    assert taken == []
+    barrier.settle(blocks[0])
+    assert taken == [[0, 1]] and barrier.crossing(0) == (220, 5)
+    barrier.leave(blocks[0])
+    barrier.arrive(blocks[2], ((), (), None), 5)
+    assert taken == [[0, 1]]                         # block 3 has not arrived
+    barrier.arrive(blocks[3], ((), (), None), 6)
+    assert taken == [[0, 1], [2, 3]] and barrier.crossing(0) == (440, 6)
 
 
 def test_alike_blocks_share_their_pace():

@@ -26,6 +26,9 @@ class SkipBarrier:
         self.pending: dict[int, list[tuple]] = {}        # k -> (block, window 1, window 2, periods)
         self.paces: dict[tuple, list[float]] = {}        # (k, the windows' work) -> cycles per period
         self.unpaid_writeback = 0                        # dirty bytes the launch's skips' L2 touches evicted
+        # k -> (bytes the blocks' k-th skips' touches moved across device memory: fetches, writes
+        # gone through, dirty lines evicted; how many of their last periods the touches took)
+        self.crossings: dict[int, tuple[int, int]] = {}
 
     def join(self, block, skips: int | None) -> None:
         self.blocks[block] = [skips, 0]
@@ -36,7 +39,7 @@ class SkipBarrier:
         k = entry[1]
         entry[1] += 1
         if entry[0] is None:
-            self.unpaid_writeback += touch_together(block.l2, block.skipped_lines(windows, periods, 1))
+            self._touch(k, block.l2, [block.skipped_lines(windows, periods, 1)])
         else:
             self.pending.setdefault(k, []).append((block, windows, periods))
             self._flush_ready()
@@ -46,11 +49,31 @@ class SkipBarrier:
         """A block's k-th skip has all its windows: its pace, for the blocks doing the same work."""
         self.paces.setdefault(key, []).append(cycles)
 
+    def crossing(self, k: int) -> tuple[int, int]:
+        """(bytes the k-th skips' touches moved across device memory, periods they took)."""
+        return self.crossings.get(k, (0, 0))
+
+    def _touch(self, k: int, l2, touches: list) -> None:
+        """The L2 takes the k-th skips' periods (`touches`: each block's (sources, periods kept))."""
+        crossed, dirty = touch_together(l2, [g for sources, _ in touches for g in sources])
+        self.unpaid_writeback += dirty
+        moved, kept = self.crossing(k)
+        self.crossings[k] = (moved + crossed + dirty, max([kept] + [p for _, p in touches]))
+
     def pace(self, key: tuple) -> float:
         """The mean cycles per period of the blocks' k-th skips doing the same work, over those
         measured so far (a block that ends before the others have measured takes fewer)."""
         got = self.paces[key]
         return sum(got) / len(got)
+
+    def settle(self, block) -> None:
+        """The block is ending: its skips waiting for other blocks' windows take the L2 now, with
+        the blocks that have reached them (a block's time is fixed as it ends, and what its skips
+        moved across device memory is part of it); the later blocks' skips take it when they have
+        all arrived."""
+        for k in sorted(self.pending):
+            if any(entry[0] is block for entry in self.pending[k]):
+                self._flush(k)
 
     def leave(self, block) -> None:
         """The block has ended: it is waited for no more."""
@@ -61,7 +84,10 @@ class SkipBarrier:
         for k in sorted(self.pending):
             if any(skips is not None and skips > k and got <= k for skips, got in self.blocks.values()):
                 return
-            ready = self.pending.pop(k)
-            sources = sum(1 + len(entry[0].shadows) for entry in ready)
-            lines = [g for block, windows, periods in ready for g in block.skipped_lines(windows, periods, sources)]
-            self.unpaid_writeback += touch_together(ready[0][0].l2, lines)
+            self._flush(k)
+
+    def _flush(self, k: int) -> None:
+        ready = self.pending.pop(k)
+        sources = sum(1 + len(entry[0].shadows) for entry in ready)
+        self._touch(k, ready[0][0].l2, [block.skipped_lines(windows, periods, sources)
+                                        for block, windows, periods in ready])

@@ -28,6 +28,7 @@ class BlockFastForward:
     def __init__(self, schedule: FastSchedule, gm_path, memory, pipes: tuple[str, ...], cores: int,
                  barrier: SkipBarrier, skips: int | None):
         self.schedule, self.l2, self.memory = schedule, gm_path.l2, memory
+        self.hbm = gm_path.hbm
         self.pipes, self.cores = pipes, cores
         self.barrier = barrier
         barrier.join(self, skips)
@@ -121,6 +122,7 @@ class BlockFastForward:
         Its touches' write-back is the launch's (SkipBarrier.unpaid_writeback: one block's touch
         may evict for all, and may run after it has ended)."""
         if self.closed is None:
+            self.barrier.settle(self)
             bound = skipped_time = 0.0
             earlier: dict[tuple, float] = {}      # a run's work -> the highest pace of the runs before
             for run, windows in self.windows.items():
@@ -129,6 +131,7 @@ class BlockFastForward:
                     continue
                 key = self.pace_keys.get(run)
                 cycles = pace.second if key is None else self.barrier.pace(key)
+                skipped_time += self._behind_device_memory(key, cycles, pace.periods)
                 # a later run of an earlier one's work at a faster pace may owe it to the L2 skips left
                 work = tuple((p, tuple((k, round(v)) for k, v in w.work)) for p, w in sorted(windows.items()))
                 best = earlier.get(work, cycles)
@@ -140,21 +143,37 @@ class BlockFastForward:
             self.closed = BlockTotals(bound, skipped_time, round(self.scalar.extra.get("issued", 0)))
         return self.closed
 
-    def skipped_lines(self, windows: tuple, periods: int, sources: int) -> list:
+    def _behind_device_memory(self, key: tuple | None, cycles: float, periods: float) -> float:
+        """Cycles a skip's periods add beyond its pace (`cycles` a period) where device memory
+        could not move what the L2 says they moved: the launch's skips that share its k, over the
+        periods their touches took, at least those bytes at device memory's rate (a loop that
+        comes to evict dirty lines where its windows evicted clean ones, on a full L2, slows)."""
+        if key is None:
+            return 0.0
+        moved, kept = self.barrier.crossing(key[0])
+        if not kept or not moved:
+            return 0.0
+        kept = min(kept, periods)
+        floor = moved / self.hbm.bytes_per_cycle / kept
+        return kept * max(floor - cycles, 0.0)
+
+    def skipped_lines(self, windows: tuple, periods: int, sources: int) -> tuple[list, int]:
         """What a loop run's skipped periods would have left in the L2, its own and its shadows'
         k-th skips' (the same shape, their own lines): skipped_touches generators, each taking
         its share of a chunk among `sources` (the launch's SkipBarrier hands them to the L2
         together). The dirty lines that evicts went back to device memory during the skipped
         time, which the windows' extrapolation may or may not have paid for (the windows may
-        have evicted clean lines, or none): the bound takes them."""
+        have evicted clean lines, or none): the bound takes them. Returns (the generators, how
+        many of the last skipped periods they touch)."""
         l2, spans = self.l2, self.memory.spans()
         declared = windows[2]
         keep = declared.kept if declared else kept_periods(windows, periods, l2.capacity * l2.line, l2.line,
                                                            self.cores)
         self.sealed = True                        # (its shadows' skips pair with its own from the first)
         rows = max(TOUCH_CHUNK // max(sources, 1), 1)
-        return [skipped_touches(w, p, keep, spans, rows)
-                for w, p in [(windows, periods)] + [shadow.skips.popleft() for shadow in self.shadows]]
+        chunk_bytes = l2.capacity * l2.line // l2.POOL // max(sources, 1)
+        return ([skipped_touches(w, p, keep, spans, rows, chunk_bytes)
+                 for w, p in [(windows, periods)] + [shadow.skips.popleft() for shadow in self.shadows]], keep)
 
 
 def _strata(windows) -> tuple | None:

@@ -57,7 +57,8 @@ def _lines(window: list[Instr], line: int) -> np.ndarray:
 TOUCH_CHUNK = 1 << 16
 
 
-def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = TOUCH_CHUNK):
+def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = TOUCH_CHUNK,
+                    chunk_bytes: int | None = None):
     """The GM ranges the last `keep` of `periods` skipped periods would have touched, in chunks
     of about `rows` ranges as (addresses, lengths, write flags, allocation bases, periods), oldest
     period first and in each period its reads before its writes (the order the L2 should take
@@ -66,7 +67,9 @@ def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = 
     their Loop declares them (`declared`, DeclaredTouches below): their nominal rows. A range
     outside every allocation (an extrapolated address past a tensor's end) is left out. Windows of different shapes give
     nothing (the loop was not periodic in its transfers). `spans` are the device allocations'
-    (first byte, past the last byte), ascending."""
+    (first byte, past the last byte), ascending. A chunk holds at most `chunk_bytes` of window
+    2's ranges (its declared rows aside), but at least one period: the L2 evicts after each
+    chunk, so a skip that fills it loses its oldest lines as it goes, not all at its end."""
     window1, window2, declared = windows
     if len(window1) != len(window2) or keep <= 0:
         return
@@ -83,6 +86,8 @@ def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = 
         return
     bases, limits = spans
     per_chunk = max(1, rows // max(len(addr) + (declared.rows_per_period() if declared else 0), 1))
+    if chunk_bytes is not None and addr.size:
+        per_chunk = max(1, min(per_chunk, chunk_bytes // max(int(n.sum()), 1)))
     for j0 in range(periods - keep + 1, periods + 1, per_chunk):
         j = np.arange(j0, min(j0 + per_chunk, periods + 1), dtype=np.int64)[:, None]
         at = (addr + j * step).ravel()       # period-major
@@ -104,12 +109,14 @@ def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = 
         yield at[ok], nn[ok], ww[ok], bases[owner[ok]], period[ok]
 
 
-def touch_together(l2, sources: list) -> int:
+def touch_together(l2, sources: list) -> tuple[int, int]:
     """The L2 takes the skipped periods of several blocks' runs (`sources`: skipped_touches
     generators) period by period, each period's ranges block after block, as blocks running side
     by side would leave them (one block's periods after another's would leave its lines the
-    oldest). Returns the dirty bytes it evicted."""
-    dirty, live = 0, list(sources)
+    oldest). Returns, as L2Cache.touch does, (bytes its transfers moved across device memory,
+    dirty bytes it evicted)."""
+    crossed = dirty = 0
+    live = list(sources)
     while live:
         parts, still = [], []
         for g in live:
@@ -122,8 +129,10 @@ def touch_together(l2, sources: list) -> int:
             break
         at, n, write, base, period = (np.concatenate(x) for x in zip(*parts))
         order = np.argsort(period, kind="stable")
-        dirty += l2.touch(at[order], n[order], write[order], base[order])
-    return dirty
+        moved, evicted = l2.touch(at[order], n[order], write[order], base[order])
+        crossed += moved
+        dirty += evicted
+    return crossed, dirty
 
 
 def is_indirect(instr: Instr) -> bool:
