@@ -25,10 +25,12 @@ class SkipBarrier:
         self.blocks: dict = {}        # block (its BlockFastForward) -> [its skips (None: unknown), arrived]
         self.pending: dict[int, list[tuple]] = {}        # k -> (block, window 1, window 2, periods)
         self.paces: dict[tuple, list[float]] = {}        # (k, the windows' work) -> cycles per period
+        self.periods: dict[tuple, float] = {}            # (k, the windows' work) -> most periods skipped
         self.unpaid_writeback = 0                        # dirty bytes the launch's skips' L2 touches evicted
-        # k -> (bytes the blocks' k-th skips' touches moved across device memory: fetches, writes
-        # gone through, dirty lines evicted; how many of their last periods the touches took)
-        self.crossings: dict[int, tuple[int, int]] = {}
+        # k -> per touch of k-th skips: (the blocks running as it was taken, what it moved across
+        # device memory: fetches, writes gone through, dirty lines evicted (bytes), over how many
+        # of the skips' last periods)
+        self.crossings: dict[int, list[tuple[frozenset, int, int]]] = {}
 
     def join(self, block, skips: int | None) -> None:
         self.blocks[block] = [skips, 0]
@@ -39,26 +41,39 @@ class SkipBarrier:
         k = entry[1]
         entry[1] += 1
         if entry[0] is None:
-            self._touch(k, block.l2, [block.skipped_lines(windows, periods, 1)])
+            self._touch(k, block.l2, [(block, block.skipped_lines(windows, periods, 1))])
         else:
             self.pending.setdefault(k, []).append((block, windows, periods))
             self._flush_ready()
         return k
 
-    def measured(self, key: tuple, cycles: float) -> None:
-        """A block's k-th skip has all its windows: its pace, for the blocks doing the same work."""
+    def measured(self, key: tuple, cycles: float, periods: float) -> None:
+        """A block's k-th skip of `periods` has all its windows: its pace, for the blocks doing the
+        same work."""
         self.paces.setdefault(key, []).append(cycles)
+        self.periods[key] = max(self.periods.get(key, 0.0), periods)
 
-    def crossing(self, k: int) -> tuple[int, int]:
-        """(bytes the k-th skips' touches moved across device memory, periods they took)."""
-        return self.crossings.get(k, (0, 0))
+    def crossing(self, block, k: int) -> tuple[int, int]:
+        """What the touches of k-th skips taken while the block ran moved across device memory
+        (bytes) and the most periods one took: the skips that ran beside the block's own. A
+        launch with more blocks than cores runs its later blocks' skips after the first ones
+        have ended, not beside them."""
+        beside = [(moved, kept) for running, moved, kept in self.crossings.get(k, ()) if block in running]
+        return sum(m for m, _ in beside), max((p for _, p in beside), default=0)
+
+    def longest(self, k: int, kept: float) -> float:
+        """The most cycles the last `kept` periods of a k-th skip take at the paces measured so
+        far: the blocks' k-th skips run side by side, and the longest (the slowest pace, or the
+        most periods: a block given more rows) sets how long device memory has for them."""
+        return max((min(kept, self.periods[key]) * self.pace(key) for key in self.paces if key[0] == k), default=0.0)
 
     def _touch(self, k: int, l2, touches: list) -> None:
-        """The L2 takes the k-th skips' periods (`touches`: each block's (sources, periods kept))."""
-        crossed, dirty = touch_together(l2, [g for sources, _ in touches for g in sources])
+        """The L2 takes the blocks' k-th skips' periods together (`touches`: (block, (its
+        sources, periods kept)) each)."""
+        crossed, dirty = touch_together(l2, [g for _, (sources, _) in touches for g in sources])
         self.unpaid_writeback += dirty
-        moved, kept = self.crossing(k)
-        self.crossings[k] = (moved + crossed + dirty, max([kept] + [p for _, p in touches]))
+        running = frozenset(self.blocks) | {block for block, _ in touches}
+        self.crossings.setdefault(k, []).append((running, crossed + dirty, max(p for _, (_, p) in touches)))
 
     def pace(self, key: tuple) -> float:
         """The mean cycles per period of the blocks' k-th skips doing the same work, over those
@@ -89,5 +104,5 @@ class SkipBarrier:
     def _flush(self, k: int) -> None:
         ready = self.pending.pop(k)
         sources = sum(1 + len(entry[0].shadows) for entry in ready)
-        self._touch(k, ready[0][0].l2, [block.skipped_lines(windows, periods, sources)
+        self._touch(k, ready[0][0].l2, [(block, block.skipped_lines(windows, periods, sources))
                                         for block, windows, periods in ready])

@@ -44,6 +44,8 @@ class BlockFastForward:
         self.marks = 0                               # marks seen (they are no instructions)
         self.shadows: list[ShadowBlock] = []         # alike blocks run as its shadows (their skips too)
         self.sealed = False                          # it has touched the L2 for a skip
+        self.window2_start: dict[int, tuple[float, int]] = {}   # loop run -> (time, device memory's bytes) then
+        self.delivered: dict[int, float] = {}        # loop run -> device memory's bytes a cycle over window 2
 
     def scalar_mark(self, mark: Instr, clock: float, busy: float) -> None:
         """The scalar unit meets a mark (the block then puts it in every pipe's queue)."""
@@ -54,6 +56,8 @@ class BlockFastForward:
     def pipe_mark(self, pipe, mark: Instr, now: float, busy: float, work: float, executed: int) -> None:
         """A pipe (pipe_run.PipeRun) meets a mark in its queue: all before it has been taken."""
         run, skip, period, windows = mark.flag.run, mark.flag.skip, mark.flag.period, mark.flag.windows
+        if mark.flag.phase == 1 and run not in self.window2_start:
+            self.window2_start[run] = (now, self.hbm.bytes)
         window = self.pipe_meters[pipe.pipe].mark(mark.flag, _pipe_figures(pipe, now, busy, work, executed),
                                                   _strata(windows))
         if window is None:
@@ -69,6 +73,9 @@ class BlockFastForward:
             # only after the others have run the tail): the launch's SkipBarrier gives the L2
             # the skipped periods' lines once the other blocks' windows are done too
             self.arrived.add(run)
+            then, moved = self.window2_start.pop(run)
+            if now > then:     # (every core's traffic: the rate the channel kept while the windows ran)
+                self.delivered[run] = (self.hbm.bytes - moved) / (now - then)
             self.skip_of[run] = self.barrier.arrive(self, windows, skip // period)
         if met == len(self.pipes):
             del self.skips_met[run], self.movers[run]
@@ -78,7 +85,7 @@ class BlockFastForward:
             if pace is not None:
                 work = tuple(sorted((p, w.work) for p, w in windows.items()))
                 key = self.pace_keys[run] = (self.skip_of.pop(run), work)
-                self.barrier.measured(key, pace.second)
+                self.barrier.measured(key, pace.second, pace.periods)
 
     def pipe_finished(self, pipe, now: float, busy: float, work: float,
                       executed: int) -> tuple[float, float, float, int]:
@@ -131,7 +138,7 @@ class BlockFastForward:
                     continue
                 key = self.pace_keys.get(run)
                 cycles = pace.second if key is None else self.barrier.pace(key)
-                skipped_time += self._behind_device_memory(key, cycles, pace.periods)
+                skipped_time += self._behind_device_memory(key, cycles, pace.periods, self.delivered.get(run, 0.0))
                 # a later run of an earlier one's work at a faster pace may owe it to the L2 skips left
                 work = tuple((p, tuple((k, round(v)) for k, v in w.work)) for p, w in sorted(windows.items()))
                 best = earlier.get(work, cycles)
@@ -143,19 +150,23 @@ class BlockFastForward:
             self.closed = BlockTotals(bound, skipped_time, round(self.scalar.extra.get("issued", 0)))
         return self.closed
 
-    def _behind_device_memory(self, key: tuple | None, cycles: float, periods: float) -> float:
+    def _behind_device_memory(self, key: tuple | None, cycles: float, periods: float, delivered: float) -> float:
         """Cycles a skip's periods add beyond its pace (`cycles` a period) where device memory
-        could not move what the L2 says they moved: the launch's skips that share its k, over the
-        periods their touches took, at least those bytes at device memory's rate (a loop that
-        comes to evict dirty lines where its windows evicted clean ones, on a full L2, slows)."""
+        could not move what the L2 says they moved: the skips that ran beside it last, over the
+        periods their touches took, at least those bytes at device memory's rate, or at the rate
+        the channel kept over window 2 (`delivered`, bytes a cycle) where that was higher (a
+        transfer reserves the channel as it starts: over a short window its bytes may run ahead
+        of the rate), however long the longest of them was paced to take. A loop that comes to evict
+        dirty lines where its windows evicted clean ones, on a full L2, or to miss on input the
+        L2 held as it began, slows."""
         if key is None:
             return 0.0
-        moved, kept = self.barrier.crossing(key[0])
+        moved, kept = self.barrier.crossing(self, key[0])
         if not kept or not moved:
             return 0.0
         kept = min(kept, periods)
-        floor = moved / self.hbm.bytes_per_cycle / kept
-        return kept * max(floor - cycles, 0.0)
+        rate = max(self.hbm.bytes_per_cycle, delivered)
+        return max(moved / rate - max(kept * cycles, self.barrier.longest(key[0], kept)), 0.0)
 
     def skipped_lines(self, windows: tuple, periods: int, sources: int) -> tuple[list, int]:
         """What a loop run's skipped periods would have left in the L2, its own and its shadows'
