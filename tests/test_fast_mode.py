@@ -266,10 +266,10 @@ def test_a_launch_takes_its_blocks_skipped_lines_together():
     assert taken[4:] == [("a", 2)]
 
 
-def test_a_block_that_ends_first_takes_its_skips_lines_with_those_that_have_arrived():
-    """SkipBarrier.settle: a block whose time is fixed as it ends (before another block's
-    windows are done) gives the L2 its pending skip now, with the blocks that have reached it;
-    the later ones still take theirs together."""
+def test_a_skip_counts_what_the_skips_beside_it_moved_across_device_memory():
+    """SkipBarrier.crossing: what the touches of k-th skips taken while a block ran moved across
+    device memory (bytes) and the most periods one took; a block that starts once the others
+    have ended (more blocks than cores) counts only its own."""
     from simulator.fast import SkipBarrier
 
     taken = []
@@ -277,7 +277,7 @@ def test_a_block_that_ends_first_takes_its_skips_lines_with_those_that_have_arri
     class L2:
         def touch(self, addr, n, write, base):
             taken.append(sorted(int(a) for a in addr))
-            return 100 * len(addr), 10 * len(addr)
+            return 100 * len(addr), 10 * len(addr)          # (bytes crossed, dirty bytes evicted)
 
     class Block:
         shadows, l2 = [], L2()
@@ -290,26 +290,22 @@ def test_a_block_that_ends_first_takes_its_skips_lines_with_those_that_have_arri
             return [iter([one])], periods
 
     barrier = SkipBarrier()
-    blocks = [Block(k) for k in range(4)]
+    blocks = [Block(k) for k in range(3)]
     for block in blocks:
         barrier.join(block, 1)
     barrier.arrive(blocks[0], ((), (), None), 5)
-    barrier.arrive(blocks[1], ((), (), None), 5)
-    assert taken == []
-    barrier.settle(blocks[0])
-    assert taken == [[0, 1]] and barrier.crossing(blocks[1], 0) == (220, 5)
-    barrier.leave(blocks[0])
-    barrier.arrive(blocks[2], ((), (), None), 5)
-    assert taken == [[0, 1]]                         # block 3 has not arrived
-    barrier.arrive(blocks[3], ((), (), None), 6)
-    assert taken == [[0, 1], [2, 3]] and barrier.crossing(blocks[3], 0) == (440, 6)
-    assert barrier.crossing(blocks[0], 0) == (220, 5)           # (it had ended: not beside the second)
-    later = Block(9)                                 # a block that starts once the others have ended
-    for block in blocks[1:]:
+    barrier.arrive(blocks[1], ((), (), None), 6)
+    assert taken == [] and barrier.crossing(blocks[0], 0) == (0, 0)
+    barrier.arrive(blocks[2], ((), (), None), 4)
+    assert taken == [[0, 1, 2]]
+    assert all(barrier.crossing(block, 0) == (330, 6) for block in blocks)
+    for block in blocks:
         barrier.leave(block)
+    later = Block(9)
     barrier.join(later, 1)
     barrier.arrive(later, ((), (), None), 2)
     assert taken[-1] == [9] and barrier.crossing(later, 0) == (110, 2)
+    assert barrier.crossing(blocks[0], 0) == (330, 6)
 
 
 def test_alike_blocks_share_their_pace():

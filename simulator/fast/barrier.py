@@ -81,15 +81,6 @@ class SkipBarrier:
         got = self.paces[key]
         return sum(got) / len(got)
 
-    def settle(self, block) -> None:
-        """The block is ending: its skips waiting for other blocks' windows take the L2 now, with
-        the blocks that have reached them (a block's time is fixed as it ends, and what its skips
-        moved across device memory is part of it); the later blocks' skips take it when they have
-        all arrived."""
-        for k in sorted(self.pending):
-            if any(entry[0] is block for entry in self.pending[k]):
-                self._flush(k)
-
     def leave(self, block) -> None:
         """The block has ended: it is waited for no more."""
         self.blocks.pop(block, None)

@@ -129,7 +129,6 @@ class BlockFastForward:
         Its touches' write-back is the launch's (SkipBarrier.unpaid_writeback: one block's touch
         may evict for all, and may run after it has ended)."""
         if self.closed is None:
-            self.barrier.settle(self)
             bound = skipped_time = 0.0
             earlier: dict[tuple, float] = {}      # a run's work -> the highest pace of the runs before
             for run, windows in self.windows.items():
