@@ -163,9 +163,8 @@ class BlockFastForward:
         moved, kept = self.barrier.crossing(self, key[0])
         if not kept or not moved:
             return 0.0
-        kept = min(kept, periods)
         rate = max(self.hbm.bytes_per_cycle, delivered)
-        return max(moved / rate - max(kept * cycles, self.barrier.longest(key[0], kept)), 0.0)
+        return max(moved / rate - max(min(kept, periods) * cycles, self.barrier.longest(key[0], kept)), 0.0)
 
     def skipped_lines(self, windows: tuple, periods: int, sources: int) -> tuple[list, int]:
         """What a loop run's skipped periods would have left in the L2, its own and its shadows'
