@@ -90,10 +90,7 @@ class SkipBarrier:
         for k in sorted(self.pending):
             if any(skips is not None and skips > k and got <= k for skips, got in self.blocks.values()):
                 return
-            self._flush(k)
-
-    def _flush(self, k: int) -> None:
-        ready = self.pending.pop(k)
-        sources = sum(1 + len(entry[0].shadows) for entry in ready)
-        self._touch(k, ready[0][0].l2, [(block, block.skipped_lines(windows, periods, sources))
-                                        for block, windows, periods in ready])
+            ready = self.pending.pop(k)
+            sources = sum(1 + len(entry[0].shadows) for entry in ready)
+            self._touch(k, ready[0][0].l2, [(block, block.skipped_lines(windows, periods, sources))
+                                            for block, windows, periods in ready])

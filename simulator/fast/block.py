@@ -172,8 +172,9 @@ class BlockFastForward:
         its share of a chunk among `sources` (the launch's SkipBarrier hands them to the L2
         together). The dirty lines that evicts went back to device memory during the skipped
         time, which the windows' extrapolation may or may not have paid for (the windows may
-        have evicted clean lines, or none): the bound takes them. Returns (the generators, how
-        many of the last skipped periods they touch)."""
+        have evicted clean lines, or none): the cycles take them where device memory could not
+        have carried them (_behind_device_memory), the bound takes them all. Returns (the
+        generators, how many of the last skipped periods they touch)."""
         l2, spans = self.l2, self.memory.spans()
         declared = windows[2]
         keep = declared.kept if declared else kept_periods(windows, periods, l2.capacity * l2.line, l2.line,
