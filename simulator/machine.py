@@ -173,6 +173,7 @@ class Device:
         rec.launches.append(lrec)
         yield self.env.timeout(self.launch_cycles)
         lrec.cores_start = self.env.now
+        hbm_bytes = self.hbm.bytes
         running = []
         # fast mode without a trace (which shows every block): alike blocks shadow a representative,
         # on vector-only cores (AIV). Shadows end with their representative, so the cores they free
@@ -195,6 +196,10 @@ class Device:
         self.dispatching.pop(launch_id, None)
         if running:
             yield simpy.AllOf(self.env, running)
+        behind = fast.behind_device_memory(self.env.now - lrec.cores_start, self.hbm.bytes - hbm_bytes,
+                                           self.hbm.bytes_per_cycle)
+        if behind > 0:
+            yield self.env.timeout(behind)
         lrec.cores_end = self.env.now
         if self.dispatch_cycles and launch.block_dim > 1:
             yield self.env.timeout(self.dispatch_cycles * (launch.block_dim - 1))

@@ -47,6 +47,9 @@ class ExactLaunch:
     def shadow_ended(self, rep, shadow, rec, launch: int, core) -> None:
         pass
 
+    def behind_device_memory(self, cycles: float, moved: int, hbm_bytes_per_cycle: float) -> float:
+        return 0.0
+
     def ended(self, rec, launch: int, launch_cycles: float, hbm_bytes_per_cycle: float) -> None:
         pass
 
@@ -113,6 +116,15 @@ class LaunchFastForward:
         rec.fast.shadowed += 1
         rec.fast.shadow_recorded += shadow.instructions - rep.fast.marks
         rec.fast.add_block(launch, core.name, totals.bound, totals.fast_forwarded)
+
+    def behind_device_memory(self, cycles: float, moved: int, hbm_bytes_per_cycle: float) -> float:
+        """Cycles the launch's last block ends later than its blocks' totals say, where device
+        memory could not have moved in `cycles` what the launch moved across it (`moved`: bytes
+        its simulated transfers reserved there) and what its skips' L2 touches say theirs moved.
+        Each skip's own floor (BlockFastForward._behind_device_memory) sees the touches of its
+        k-th skips only; device memory is shared by all of them, and by the windows of the
+        blocks' later runs, measured while the others were skipping."""
+        return max((moved + self.barrier.moved) / hbm_bytes_per_cycle - cycles, 0.0)
 
     def ended(self, rec, launch: int, launch_cycles: float, hbm_bytes_per_cycle: float) -> None:
         """The launch has ended: its shadows' sampling bound and its skips' unpaid write-back."""
