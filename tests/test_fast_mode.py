@@ -357,19 +357,21 @@ def test_a_skip_stops_where_the_l2_fills():
     assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(40 * half, {8})) == (2 * (40 - 3), False)
 
 
-def test_the_decoder_call_on_ascend910a_is_within_the_promise():
-    """The DETR decoder's level-0 call on Ascend910A (the trace's worst call before the blocks
-    shared their pace: +2.4 %, then +4.7 % under LRU eviction, where the launch's slowest block
-    was the one whose window drew the longest wait in device memory's queue)."""
+@pytest.mark.parametrize("soc", ["Ascend910A", "Ascend910B4"])
+def test_the_decoder_call_is_within_the_promise(soc):
+    """The DETR decoder's level-0 call. On Ascend910A it was the trace's worst call before the
+    blocks shared their pace (+2.4 %, then +4.7 % under LRU eviction, where the launch's slowest
+    block was the one whose window drew the longest wait in device memory's queue). On
+    Ascend910B4 (device memory at 0.8 TB/s) its layout launches are bound by device memory from
+    their first period, and their second runs' windows were measured while the other blocks
+    skipped: -7.1 % until a launch waited for device memory to move what it and its skips moved."""
     from simulator import studies
     from pathlib import Path
     trace = studies.load_trace(Path(__file__).resolve().parent.parent / "traces" /
                                "deformable_detr_grid_sample_backward.yaml")
     call = trace.calls[3]
-    exact = simulator.run(call.op, "Ascend910A", mode="timing", trace=False,
-                          **studies.build_inputs(call, data=False)).report
-    fast = simulator.run(call.op, "Ascend910A", mode="fast", trace=False,
-                         **studies.build_inputs(call, data=False)).report
+    exact = simulator.run(call.op, soc, mode="timing", trace=False, **studies.build_inputs(call, data=False)).report
+    fast = simulator.run(call.op, soc, mode="fast", trace=False, **studies.build_inputs(call, data=False)).report
     assert fast.fast["fast_forwarded_instructions"] > 0
     assert abs(fast.cycles - exact.cycles) <= min(fast.fast["bound_cycles"], PROMISE * exact.cycles)
 
