@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -83,9 +84,10 @@ def _gemm(fig, spec):
     is not CANN's A2 template; `trans_b`: B stored N x K (column-major), as the published call
     had it (default: only for 32-bit types, which need it); `swizzle`: the (offset, direction) of
     the published kernel's block order. A 16-bit figure in us runs through aclnnMm, unless
-    `kernel: template` asks for the template kernel itself."""
-    from gemm_kernel import DTYPES, gemm_kernel, gemm_tiling, input_elements
-    from hardware_measurements import run_warm
+    `kernel: template` asks for the template kernel itself; then `blocks` spreads its tiles over
+    the published kernel's block count, and `pipe` makes the value that pipe's mean busy time a
+    block (msprof's aic_<pipe>_time)."""
+    from gemm_kernel import DTYPES
     soc, dtype = fig["chip"], spec["dtype"]
     profile = load_profile(soc).override(spec["set"]) if spec.get("set") else None
     M, N, K = spec["mnk"] if "mnk" in spec else (spec["size"],) * 3
@@ -94,17 +96,35 @@ def _gemm(fig, spec):
     if spec.get("value") == "us" and dtype in ("FLOAT16", "BF16") and spec.get("kernel") != "template":
         return _mm_operator(soc, profile, M, N, K, in_t, tile)
     trans_b = spec.get("trans_b", np.dtype(in_t).itemsize == 4)
-    t = gemm_tiling(M, N, K, dtype, soc, trans_b, profile=profile, **tile)
-    if "swizzle" in spec:                  # the published kernel's own block order
-        t = dataclasses.replace(t, swizzleOffset=spec["swizzle"][0], swizzleDirection=spec["swizzle"][1])
-    a_elems, b_elems = input_elements(t)      # (FRACTAL_NZ, padded, on chips without ND -> NZ)
-    buffers = {"a": (in_t, a_elems), "b": (in_t, b_elems), "c": (out_t, M * N)}
-    rep = run_warm(gemm_kernel, t.usedCoreNum, buffers, (t,), kind="cube", soc=soc, profile=profile, runs=1)
+    overrides = tuple(sorted(spec["set"].items())) if spec.get("set") else None
+    t, rep = _template_gemm(soc, overrides, M, N, K, dtype, trans_b, tuple(sorted(tile.items())),
+                            tuple(spec.get("swizzle", ())), spec.get("blocks"))
     extra = fig["_reproduction"].get("torch_call_overhead_us", 0.0) if spec.get("call") == "torch.mm" else 0.0
     note = f"kernel {rep.time_us:.1f} us + call {extra} us, {t.baseM}x{t.baseN}x{t.baseK} tiles, bound by {rep.bound}"
+    if "pipe" in spec:                    # msprof's mean busy time of one pipe a block
+        from hardware_measurements import per_core
+        return per_core(rep, spec["pipe"]) / rep.clock_mhz, f"{t.usedCoreNum} blocks, {note}"
     if spec.get("value") == "us":         # msprof's Task Duration of the kernel
         return rep.kernel_us, note
     return 2.0 * M * N * K / ((rep.time_us + extra) * 1e-6) / 1e12, note
+
+
+@functools.lru_cache(maxsize=8)
+def _template_gemm(soc, overrides, M, N, K, dtype, trans_b, tile, swizzle, blocks):
+    """The template MatMul kernel (examples/gemm_kernel.py), warm, on its own launch: (tiling,
+    report). Cached: a figure's Task Duration and its pipe times come from one run."""
+    from gemm_kernel import DTYPES, gemm_kernel, gemm_tiling, input_elements
+    from hardware_measurements import run_warm
+    profile = load_profile(soc).override(dict(overrides)) if overrides else None
+    in_t, out_t = DTYPES[dtype]
+    t = gemm_tiling(M, N, K, dtype, soc, trans_b, profile=profile, **dict(tile))
+    if swizzle:                            # the published kernel's own block order
+        t = dataclasses.replace(t, swizzleOffset=swizzle[0], swizzleDirection=swizzle[1])
+    if blocks:                             # the published kernel's block count (its tiles spread over them)
+        t = dataclasses.replace(t, usedCoreNum=blocks)
+    a_elems, b_elems = input_elements(t)      # (FRACTAL_NZ, padded, on chips without ND -> NZ)
+    buffers = {"a": (in_t, a_elems), "b": (in_t, b_elems), "c": (out_t, M * N)}
+    return t, run_warm(gemm_kernel, t.usedCoreNum, buffers, (t,), kind="cube", soc=soc, profile=profile, runs=1)
 
 
 def _mm_operator(soc, profile, M, N, K, in_t, tile):
