@@ -66,7 +66,7 @@ def DataCopy(dst, src, count_or_params, enhancedParams=None) -> None:
     else:
         n = int(count_or_params) * isz
         if n % 32:
-            raise _fault(_COPY_ROUTES.get((_buffer_of(src), _buffer_of(dst)), (None,))[0],
+            raise _fault(_copy_pipe(src, dst),
                          f"DataCopy of {count_or_params} elements = {n} B is not a whole number of "
                          f"32-byte blocks; use DataCopyPad for the tail")
         blocks = RegularBlocks(1, n, n, n)
@@ -82,7 +82,7 @@ def DataCopyPad(dst, src, params: DataCopyExtParams, padParams: DataCopyPadExtPa
     if p.blockCount <= 0 or p.blockLen <= 0:
         raise _fault(None, f"DataCopyPad with blockCount={p.blockCount}, blockLen={p.blockLen}")
     if p.blockCount > BLOCK_COUNT_MAX or not 0 <= p.srcStride <= STRIDE_MAX or not 0 <= p.dstStride <= STRIDE_MAX:
-        pipe = _COPY_ROUTES.get((_buffer_of(src), _buffer_of(dst)), (None,))[0]
+        pipe = _copy_pipe(src, dst)
         param_in_range(p.blockCount, 1, BLOCK_COUNT_MAX, pipe, "DataCopyPad", "blockCount")
         param_in_range(p.srcStride, 0, STRIDE_MAX, pipe, "DataCopyPad", "srcStride")
         param_in_range(p.dstStride, 0, STRIDE_MAX, pipe, "DataCopyPad", "dstStride")
@@ -102,6 +102,11 @@ def SetAtomicAdd(dtype) -> None:
 
 def SetAtomicNone() -> None:
     current_context().atomic = None
+
+
+def _copy_pipe(src, dst) -> str | None:
+    """The pipe a copy between these tensors' buffers runs on (None: no such copy), for a fault's message."""
+    return _COPY_ROUTES.get((_buffer_of(src), _buffer_of(dst)), (None,))[0]
 
 
 def _copy(dst, src, blocks: RegularBlocks, name: str) -> None:
