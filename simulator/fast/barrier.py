@@ -31,7 +31,6 @@ class SkipBarrier:
         # device memory: fetches, writes gone through, dirty lines evicted (bytes), over how many
         # of the skips' last periods)
         self.crossings: dict[int, list[tuple[frozenset, int, int]]] = {}
-        self.moved = 0                                   # bytes all its touches moved across device memory
 
     def join(self, block, skips: int | None) -> None:
         self.blocks[block] = [skips, 0]
@@ -75,7 +74,11 @@ class SkipBarrier:
         self.unpaid_writeback += dirty
         running = frozenset(self.blocks) | {block for block, _ in touches}
         self.crossings.setdefault(k, []).append((running, crossed + dirty, max(p for _, (_, p) in touches)))
-        self.moved += crossed + dirty
+
+    @property
+    def moved(self) -> int:
+        """The bytes all the launch's skips' touches moved across device memory."""
+        return sum(moved for touches in self.crossings.values() for _, moved, _ in touches)
 
     def pace(self, key: tuple) -> float:
         """The mean cycles per period of the blocks' k-th skips doing the same work, over those
