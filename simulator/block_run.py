@@ -289,7 +289,12 @@ class BlockRun:
                 kind = instr.kind
                 if kind >= BARRIER:
                     if kind == MARK:         # fast mode: noted, and put in every pipe's queue
-                        self.fast.scalar_mark(instr, clock, scalar_busy)
+                        lead = self.fast.scalar_mark(instr, clock, scalar_busy)
+                        if lead:             # the run-ahead the skipped periods would have given it
+                            if trace is not None and run_end > run_start:
+                                trace.append((core.index, "PIPE_S", "scalar", run_start, run_end - run_start, 0))
+                            clock -= lead
+                            run_start = run_end = clock
                         for p in self.pipes:
                             self.queues[p].append(instr)
                         continue

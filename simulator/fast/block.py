@@ -46,12 +46,21 @@ class BlockFastForward:
         self.sealed = False                          # it has touched the L2 for a skip
         self.window2_start: dict[int, tuple[float, int]] = {}   # loop run -> (time, device memory's bytes) then
         self.delivered: dict[int, float] = {}        # loop run -> device memory's bytes a cycle over window 2
+        self.last_pace: float | None = None          # cycles a period of the last skip its pipes measured
 
-    def scalar_mark(self, mark: Instr, clock: float, busy: float) -> None:
-        """The scalar unit meets a mark (the block then puts it in every pipe's queue)."""
+    def scalar_mark(self, mark: Instr, clock: float, busy: float) -> float:
+        """The scalar unit meets a mark (the block then puts it in every pipe's queue). Returns
+        the lead it gains over the pipes at a skip: where it issues a period faster than the
+        pipes run one, the skipped periods would have let it run that much further ahead (the
+        queues' room caps it, as it does in the simulated periods), so what follows the loop
+        finds its instructions issued as the exact engine would. The pipes' pace is that of the
+        block's last skip measured, since the scalar unit meets a skip before its pipes do."""
         self.marks += 1
-        self.scalar.mark(mark.flag, {"time": clock, "busy": busy, "issued": mark.index - self.marks},
-                         _strata(mark.flag.windows))
+        window = self.scalar.mark(mark.flag, {"time": clock, "busy": busy, "issued": mark.index - self.marks},
+                                  _strata(mark.flag.windows))
+        if window is None or not window.periods or self.last_pace is None:
+            return 0.0
+        return window.periods * max(self.last_pace - window.second, 0.0)
 
     def pipe_mark(self, pipe, mark: Instr, now: float, busy: float, work: float, executed: int) -> None:
         """A pipe (pipe_run.PipeRun) meets a mark in its queue: all before it has been taken."""
@@ -77,6 +86,10 @@ class BlockFastForward:
             if now > then:     # (every core's traffic: the rate the channel kept while the windows ran)
                 self.delivered[run] = (self.hbm.bytes - moved) / (now - then)
             self.skip_of[run] = self.barrier.arrive(self, windows, skip // period)
+            # the pace of the pipes past their windows (an idle pipe's window may come much later)
+            _, pace = skip_bound(list(self.windows[run].values()))
+            if pace is not None:
+                self.last_pace = pace.second
         if met == len(self.pipes):
             del self.skips_met[run], self.movers[run]
             self.arrived.discard(run)
