@@ -86,7 +86,8 @@ def _gemm(fig, spec):
     the published kernel's block order. A 16-bit figure in us runs through aclnnMm, unless
     `kernel: template` asks for the template kernel itself; then `blocks` spreads its tiles over
     the published kernel's block count, and `pipe` makes the value that pipe's mean busy time a
-    block (msprof's aic_<pipe>_time)."""
+    block (msprof's aic_<pipe>_time); `batch` > 1 makes it a BatchMatMul through aclnnMatmul
+    (batch x M x K by batch x K x N)."""
     from gemm_kernel import DTYPES
     soc, dtype = fig["chip"], spec["dtype"]
     profile = load_profile(soc).override(spec["set"]) if spec.get("set") else None
@@ -94,7 +95,7 @@ def _gemm(fig, spec):
     in_t, out_t = DTYPES[dtype]
     tile = dict(zip(("baseM", "baseN"), spec.get("tile", ())))
     if spec.get("value") == "us" and dtype in ("FLOAT16", "BF16") and spec.get("kernel") != "template":
-        return _mm_operator(soc, profile, M, N, K, in_t, tile)
+        return _mm_operator(soc, profile, M, N, K, in_t, tile, spec.get("batch", 1))
     trans_b = spec.get("trans_b", np.dtype(in_t).itemsize == 4)
     overrides = tuple(sorted(spec["set"].items())) if spec.get("set") else None
     t, rep = _template_gemm(soc, overrides, M, N, K, dtype, trans_b, tuple(sorted(tile.items())),
@@ -127,15 +128,18 @@ def _template_gemm(soc, overrides, M, N, K, dtype, trans_b, tile, swizzle, block
     return t, run_warm(gemm_kernel, t.usedCoreNum, buffers, (t,), kind="cube", soc=soc, profile=profile, runs=1)
 
 
-def _mm_operator(soc, profile, M, N, K, in_t, tile):
-    """The call through aclnnMm (its launches: on A2, for 16-bit data, the MatMul alone), cold as
-    one call: msprof's Task Durations summed."""
+def _mm_operator(soc, profile, M, N, K, in_t, tile, batch=1):
+    """The call through aclnnMm, or aclnnMatmul on batch x M x K by batch x K x N (its launches: on
+    A2, for 16-bit data, the MatMul or BatchMatMul alone), cold as one call: msprof's Task Durations
+    summed."""
     import simulator
     from simulator import TensorLayout
-    r = simulator.run("Mm", soc, profile=profile, mode="timing", trace=False, self=TensorLayout((M, K), in_t),
-                      mat2=TensorLayout((K, N), in_t), cubeMathType=0, tiling=tile or None)
+    lead = (batch,) if batch > 1 else ()
+    op, right = ("Matmul", "other") if batch > 1 else ("Mm", "mat2")
+    r = simulator.run(op, soc, profile=profile, mode="timing", trace=False, self=TensorLayout(lead + (M, K), in_t),
+                      cubeMathType=0, tiling=tile or None, **{right: TensorLayout(lead + (K, N), in_t)})
     t = r.report
-    return t.kernel_us, f"aclnnMm: {', '.join(x['name'] for x in t.launches)}, bound by {t.bound}"
+    return t.kernel_us, f"aclnn{op}: {', '.join(x['name'] for x in t.launches)}, bound by {t.bound}"
 
 
 def _unary(fig, spec):
