@@ -26,6 +26,8 @@ class SkipBarrier:
         self.pending: dict[int, list[tuple]] = {}        # k -> (block, window 1, window 2, periods)
         self.paces: dict[tuple, list[float]] = {}        # (k, the windows' work) -> cycles per period
         self.periods: dict[tuple, float] = {}            # (k, the windows' work) -> most periods skipped
+        self.miss_rates: dict[tuple, list[tuple]] = {}   # (k, the windows' work) -> each block's windows'
+                                                         # shares of L2 read lines missed
         self.unpaid_writeback = 0                        # dirty bytes the launch's skips' L2 touches evicted
         # k -> per touch of k-th skips: (the blocks running as it was taken, what it moved across
         # device memory: fetches, writes gone through, dirty lines evicted (bytes), over how many
@@ -47,10 +49,11 @@ class SkipBarrier:
             self._flush_ready()
         return k
 
-    def measured(self, key: tuple, cycles: float, periods: float) -> None:
+    def measured(self, key: tuple, cycles: float, periods: float, miss_rates: tuple = (0.0, 0.0)) -> None:
         """A block's k-th skip of `periods` has all its windows: its pace, for the blocks doing the
-        same work."""
+        same work, and the share of its windows' L2 reads that missed (window 1, window 2)."""
         self.paces.setdefault(key, []).append(cycles)
+        self.miss_rates.setdefault(key, []).append(miss_rates)
         self.periods[key] = max(self.periods.get(key, 0.0), periods)
 
     def crossing(self, block, k: int) -> tuple[int, int]:
@@ -85,6 +88,27 @@ class SkipBarrier:
         measured so far (a block that ends before the others have measured takes fewer)."""
         got = self.paces[key]
         return sum(got) / len(got)
+
+    def block_pace(self, key: tuple, first: float, second: float, miss_rates: tuple, share: float) -> float:
+        """A block's pace for its k-th skip (its windows `first`, `second`, the share of their L2
+        reads that missed `miss_rates`): the shared one (pace), unless the block is off it for a
+        reason that lasts, its input evicted from the L2 where the others' is held (or the
+        reverse). Then both its windows lie on one side of the shared pace, each by more than
+        `share` of it and by more than they differ from each other, the second no nearer than the
+        first (not a block still settling towards the others from a start they did not share),
+        and its windows' reads miss in the L2 more (or less) often than the others' on the mean,
+        by more than `share` of that (not a block whose windows drew long waits in a queue: its
+        reads hit as the others' do). Then its own second window."""
+        shared = self.pace(key)
+        off1, off2 = first - shared, second - shared
+        if not (off1 * off2 > 0 and abs(off2) >= abs(off1) > max(share * shared, abs(second - first))):
+            return shared
+        rates = self.miss_rates[key]
+        mean = sum(sum(r) for r in rates) / (2 * len(rates))
+        own = sum(miss_rates) / 2
+        if (own - mean) * off1 <= 0 or abs(own - mean) <= share * mean:
+            return shared
+        return second
 
     def leave(self, block) -> None:
         """The block has ended: it is waited for no more."""

@@ -98,7 +98,7 @@ class BlockFastForward:
             if pace is not None:
                 work = tuple(sorted((p, w.work) for p, w in windows.items()))
                 key = self.pace_keys[run] = (self.skip_of.pop(run), work)
-                self.barrier.measured(key, pace.second, pace.periods)
+                self.barrier.measured(key, pace.second, pace.periods, _miss_rates(windows.values()))
 
     def pipe_finished(self, pipe, now: float, busy: float, work: float,
                       executed: int) -> tuple[float, float, float, int]:
@@ -149,7 +149,8 @@ class BlockFastForward:
                 if pace is None or not pace.periods:      # (unlike windows: nothing skipped)
                     continue
                 key = self.pace_keys.get(run)
-                cycles = pace.second if key is None else self.barrier.pace(key)
+                cycles = pace.second if key is None else self.barrier.block_pace(
+                    key, pace.first, pace.second, _miss_rates(windows.values()), self.schedule.systematic_share)
                 skipped_time += self._behind_device_memory(key, cycles, pace.periods, self.delivered.get(run, 0.0))
                 # a later run of an earlier one's work at a faster pace may owe it to the L2 skips left
                 work = tuple((p, tuple((k, round(v)) for k, v in w.work)) for p, w in sorted(windows.items()))
@@ -197,6 +198,12 @@ class BlockFastForward:
         chunk_bytes = l2.capacity * l2.line // l2.POOL // max(sources, 1)
         return ([skipped_touches(w, p, keep, spans, rows, chunk_bytes)
                  for w, p in [(windows, periods)] + [shadow.skips.popleft() for shadow in self.shadows]], keep)
+
+
+def _miss_rates(windows) -> tuple[float, float]:
+    """The share of a loop run's L2 read lines that missed, over its pipes' windows: (window 1, window 2)."""
+    windows = list(windows)
+    return tuple(sum(w.misses[i] for w in windows) / max(sum(w.reads[i] for w in windows), 1) for i in (0, 1))
 
 
 def _strata(windows) -> tuple | None:

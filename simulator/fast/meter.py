@@ -46,6 +46,9 @@ class Meter:
             if step and (k == "executed" or (type(k) is tuple and k[0] == "bytes")):
                 work.append((repr(k), step))
         first, second = start2["time"] - start1["time"], now["time"] - start2["time"]
+        spans = ((start1, start2), (start2, now))     # window 1, window 2
+        reads = tuple(sum(b.get(("l2", i), 0) - a.get(("l2", i), 0) for i in (0, 1)) for a, b in spans)
+        misses = tuple(b.get(("l2", 1), 0) - a.get(("l2", 1), 0) for a, b in spans)
         busy = now.get("busy", 0.0) - start2.get("busy", 0.0)
         if toward1 and periods:
             # the skip's pace is the classes' mix; what the bound takes for a steady state not
@@ -54,8 +57,9 @@ class Meter:
             busy += toward1 * (start2.get("busy", 0.0) - start1.get("busy", 0.0) - busy) / periods
             # (a window next to a period of another class catches the pipes out of phase: over
             # the two windows they keep one pace, which is what the pipes' spread compares)
-            return Window(periods, first, second + shift, busy, tuple(sorted(work)), abs(shift), (first + second) / 2)
-        return Window(periods, first, second, busy, tuple(sorted(work)), abs(second - first), second)
+            return Window(periods, first, second + shift, busy, tuple(sorted(work)), abs(shift), (first + second) / 2,
+                          reads, misses)
+        return Window(periods, first, second, busy, tuple(sorted(work)), abs(second - first), second, reads, misses)
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ class Window:
     work: tuple = ()             # its instructions and bytes per path in the second window
     drift: float = 0.0           # how far the pace may be from a steady state's, per period
     steady: float = 0.0          # what the pipes' spread compares: window 2, or with classes the two windows' mean
+    reads: tuple = (0, 0)        # L2 lines its GM reads touched in window 1 and in window 2
+    misses: tuple = (0, 0)       # of those, the lines the L2 did not hold
 
 
 def skip_bound(windows: list[Window]) -> tuple[float, Window | None]:

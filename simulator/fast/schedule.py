@@ -47,6 +47,13 @@ class FastSchedule:
     # shadowed campaign calls against every block simulated moved at most 2.8 % of their launch
     shadows_per_representative: int = 2
     grouping: float = 0.03
+    # a block whose two windows both lie this share (and more than they differ) on one side of the
+    # pace its alike blocks share, and whose reads miss in the L2 more (or less) often than theirs
+    # by this share of their rate, keeps its own (SkipBarrier.block_pace): GridSampler N8 C64
+    # 128x128 on Ascend910B4, whose blocks with evicted input miss on about half their reads and
+    # end 28 % after the rest, was 14 % short with the shared pace; 3.6-3.9 % short with a share
+    # of 2-10 % (5.1 % at 15 %, as one of them no longer qualifies)
+    systematic_share: float = 0.05
 
     def __post_init__(self):
         if not 0 < self.class_long_sample <= self.class_whole:
