@@ -35,9 +35,10 @@ class L2Cache:
     to the end of a short launch.
 
     With `writes_through_when_full` (a profile's `l2.writes_through_when_full`), once the cache
-    has filled a write crosses device memory with the transfer that makes it: its lines are held
-    clean, in LRU order as any, so a later read still hits them; until then writes stay dirty in
-    the cache."""
+    has filled a write goes on to device memory as it is made, as a dirty line's write-back does:
+    in the background, its bytes carried by the channel with later traffic, the writer's own
+    latency ending at the L2; its lines are held clean, in LRU order as any, so a later read still
+    hits them. Until then writes stay dirty in the cache."""
 
     SECTOR = 32
     BATCH = 1024      # an eviction frees 1/BATCH of the cache
@@ -117,9 +118,9 @@ class L2Cache:
         return self.stamps(lines) >= 0
 
     def access(self, ranges, write: bool) -> tuple[int, int]:
-        """Touch address ranges [(addr, nbytes)]; returns (bytes that cross device memory with
-        the transfer: a read's fetch or, once the cache has filled with writes_through_when_full,
-        a write's bytes; bytes of dirty lines evicted to it). Two forms give the same tags: array
+        """Touch address ranges [(addr, nbytes)]; returns (bytes a read fetches from device
+        memory; bytes written back to it: dirty lines evicted and, once the cache has filled with
+        writes_through_when_full, a write's own bytes). Two forms give the same tags: array
         operations, with a fixed set-up cost (a third of it for regular rows, whose lines are a
         strided view of the tags) and little per line, and a line-by-line loop, cheap to start
         and dearer per range and per line. The thresholds below, in units of a range's cost in
@@ -147,7 +148,7 @@ class L2Cache:
         if fetch is None:
             fetch = self._access_each(ranges, write)
         evicted = self._evict() if self.resident > self.capacity else 0
-        return (fetch + written if through else fetch), evicted
+        return fetch, (evicted + written if through else evicted)
 
     def _access_each(self, ranges, write: bool) -> int:
         """access() one range at a time (any ranges); returns the bytes to fetch. A range of a few
@@ -224,17 +225,18 @@ class L2Cache:
         allocation each lies in) as transfers in this order would, with no time: what a
         fast-forwarded loop's skipped iterations leave in the L2. Taken in one batch, then one
         eviction: the newest lines stay, as LRU keeps them (what is evicted went back to memory
-        during the skipped time). Returns, as access() does, (bytes that crossed device memory
-        with the transfers: the reads' fetches and the writes that went through; bytes of dirty
-        lines evicted). A sector the batch both reads and writes is taken as never fetched: the
-        fetches are a lower bound where a loop reads what it wrote within the batch."""
+        during the skipped time). Returns, as access() does, (bytes the reads fetched from device
+        memory; bytes written back: dirty lines evicted and the writes that went through). A
+        sector the batch both reads and writes is taken as never fetched: the fetches are a lower
+        bound where a loop reads what it wrote within the batch."""
         line = self.line
         keep = n > 0
         addr, n, write, base = addr[keep], n[keep], write[keep], base[keep]
         through = write & self.filled if self.writes_through_when_full else np.zeros(write.size, bool)
         if self.writes_through_when_full and not self.filled and write.any():
             through = write & (np.arange(write.size) > self._fill_point(addr, n))
-        crossed = int(n[through].sum())
+        went_through = int(n[through].sum())
+        crossed = 0
         stamps = self.clock + np.arange(addr.size, dtype=np.int64)
         self.clock += int(addr.size)
         for b in np.unique(base):
@@ -261,7 +263,7 @@ class L2Cache:
             self.resident += int(np.count_nonzero(old == 0))
             mask[held] = old | add
             stamp[held] = newest
-        return crossed, (self._evict() if self.resident > self.capacity else 0)
+        return crossed, went_through + (self._evict() if self.resident > self.capacity else 0)
 
     def _fill_point(self, addr: np.ndarray, n: np.ndarray) -> int:
         """touch()'s ranges taken in order: the index of the one whose new lines first overflow

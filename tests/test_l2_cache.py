@@ -346,9 +346,10 @@ def test_the_first_lost_period_is_where_an_lru_first_misses_a_line_held_before_t
 
 def test_writes_go_through_once_the_cache_has_filled():
     """writes_through_when_full, against the plain write-back rule with each write made clean by
-    hand once the cache has evicted for the first time: the write's bytes cross device memory
-    with it (as a read's fetch does), lines it found clean stay clean (held, in LRU order as
-    any), lines already dirty stay dirty. Random reads and writes, as (address, bytes) lists and
+    hand once the cache has evicted for the first time: the write's bytes go to device memory as
+    write-back does (reported beside the dirty lines evicted, not as a fetch the transfer waits
+    for), lines it found clean stay clean (held, in LRU order as any), lines already dirty stay
+    dirty. Random reads and writes, as (address, bytes) lists and
     as Rows, overflowing the cache many times."""
     from simulator.program import Rows
     rng = np.random.default_rng(17)
@@ -382,15 +383,15 @@ def test_writes_go_through_once_the_cache_has_filled():
             over = ref.resident > ref.capacity
             evicted = _evict_by_sorting(ref) if over else 0
             filled |= over
-            assert got == (fetch + written, evicted)
+            assert got == (fetch, evicted + written)
             assert _state(cache) == _state(ref)
     assert through_writes > 100               # the rule really ran
 
 
 def test_fast_mode_touch_writes_through_once_the_cache_has_filled():
     """touch() (a skipped loop's ranges in one batch): once the cache has filled, their writes
-    leave their lines held and clean (their bytes crossed device memory in the skipped periods'
-    own time, not write-back), before, dirty."""
+    leave their lines held and clean (their bytes went to device memory in the skipped periods'
+    own time, reported as write-back), before, dirty."""
     big = [_Alloc(0, 4 << 20)]
     for filled in (False, True):
         c = L2Cache(2 << 20, 512, lambda a: big[0] if a < (4 << 20) else None, writes_through_when_full=True)
@@ -400,7 +401,7 @@ def test_fast_mode_touch_writes_through_once_the_cache_has_filled():
         out = c.touch(addr, np.full(addr.size, 4096), np.ones(addr.size, bool), np.zeros(addr.size, np.int64))
         mask = c.tags[0][0][(3 << 20) // 512:]
         assert np.all(mask != 0)                                    # the written lines are held
-        assert out == ((1 << 20) if filled else 0, 0)              # through once filled; nothing dirty evicted
+        assert out == (0, (1 << 20) if filled else 0)              # through once filled; nothing dirty evicted
         assert np.all((mask & c.dirty) == 0) if filled else np.all((mask & c.dirty) != 0)
 
 
