@@ -35,10 +35,12 @@ class L2Cache:
     to the end of a short launch.
 
     With `writes_through_when_full` (a profile's `l2.writes_through_when_full`), once the cache
-    has filled a write goes on to device memory as it is made, as a dirty line's write-back does:
-    in the background, its bytes carried by the channel with later traffic, the writer's own
-    latency ending at the L2; its lines are held clean, in LRU order as any, so a later read still
-    hits them. Until then writes stay dirty in the cache."""
+    has filled with the running kernel's own lines (it evicts a line touched since the launch
+    began: the kernel's traffic has overflowed it), a write goes on to device memory as it is
+    made, as a dirty line's write-back does: in the background, its bytes carried by the channel
+    with later traffic, the writer's own latency ending at the L2; its lines are held clean, in
+    LRU order as any, so a later read still hits them. Until then, and from the next launch on
+    until its own traffic overflows the cache, writes stay dirty in it."""
 
     SECTOR = 32
     BATCH = 1024      # an eviction frees 1/BATCH of the cache
@@ -47,10 +49,12 @@ class L2Cache:
     def __init__(self, nbytes: int, line: int, find: Callable[[int], Allocation | None],
                  writes_through_when_full: bool = False):
         self.line = line
-        # once the cache has filled (its first eviction), a write goes through to device memory
-        # as it is made and leaves its lines clean (still held, LRU as any): `filled` says when
+        # once the running kernel's own lines have filled the cache (an eviction takes a line
+        # touched since its launch began), a write goes through to device memory as it is made
+        # and leaves its lines clean (still held, LRU as any): `filled` says when
         self.writes_through_when_full = writes_through_when_full
         self.filled = False
+        self.launch_stamp = 0               # the clock as the running launch's blocks started
         self.capacity = max(nbytes // line, 1)
         self.slack = max(self.capacity // self.BATCH, 1)
         # the oldest lines, oldest first, as (owner, line, stamp then): owners[i] is an
@@ -265,15 +269,24 @@ class L2Cache:
             stamp[held] = newest
         return crossed, went_through + (self._evict() if self.resident > self.capacity else 0)
 
+    def launch_began(self) -> None:
+        """A launch's blocks start: its writes stay dirty until its own traffic overflows the
+        cache (writes_through_when_full)."""
+        self.launch_stamp = self.clock
+        self.filled = False
+
     def _fill_point(self, addr: np.ndarray, n: np.ndarray) -> int:
-        """touch()'s ranges taken in order: the index of the one whose new lines first overflow
-        the cache (its first eviction; the writes after it go through), or their count if none."""
+        """touch()'s ranges taken in order: the index of the one whose lines first overflow the
+        cache with the running launch's own (the cache holds only lines touched since it began,
+        and one more comes: its writes after that go through), or their count if none."""
         line = self.line
         lines, first, _ = range_lines(addr // line, (addr + n - 1) // line + 1)
         new = np.zeros(lines.size, bool)
         new[np.unique(lines, return_index=True)[1]] = True
-        new &= ~self.held(lines)
-        over = np.flatnonzero(self.resident + np.cumsum(np.add.reduceat(new, first)) > self.capacity)
+        new &= self.stamps(lines) < self.launch_stamp
+        own = sum(int(np.count_nonzero((mask != 0) & (stamp >= self.launch_stamp)))
+                  for mask, stamp in self.tags.values())
+        over = np.flatnonzero(own + np.cumsum(np.add.reduceat(new, first)) > self.capacity)
         return int(over[0]) if over.size else addr.size
 
     def _access_few_rows(self, rows: Rows, write: bool) -> int | None:
@@ -469,8 +482,9 @@ class L2Cache:
         """Evict the least recently used lines until 1/1024 of the cache is free; returns the
         bytes of dirty lines written back. The lines go in the pool's order (oldest first; at
         one stamp, by allocation then address), skipping those touched since the pool was made:
-        a touched line is newer than every line the pool or the cache held then, so this is LRU."""
-        self.filled = True
+        a touched line is newer than every line the pool or the cache held then, so this is LRU.
+        Evicting a line the running launch touched means its own traffic has filled the cache
+        (`filled`)."""
         k = self.resident - self.capacity + self.slack
         dirty_lines = 0
         while k > 0:
@@ -493,6 +507,8 @@ class L2Cache:
             else:
                 end = hi - lo
             self._next = lo + end
+            if not self.filled and valid.any() and int(then[lo:hi][valid].max()) >= self.launch_stamp:
+                self.filled = True
             for j in np.unique(o[valid]).tolist():
                 mask = owners[j][0]
                 go = ix[valid & (o == j)]

@@ -173,6 +173,7 @@ class Device:
         rec.launches.append(lrec)
         yield self.env.timeout(self.launch_cycles)
         lrec.cores_start = self.env.now
+        self.l2.launch_began()
         hbm_bytes = self.hbm.bytes
         running = []
         # fast mode without a trace (which shows every block): alike blocks shadow a representative,
