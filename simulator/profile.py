@@ -178,7 +178,8 @@ class L2Cache(_Frozen):
     # device-memory bandwidth / L2 bandwidth, chip-wide: a miss streams at this fraction of a hit
     miss_bandwidth_ratio: float = Field(strict=True, gt=0, le=1, allow_inf_nan=False)
     writes_through_when_full: bool = Field(False, strict=True, description=(
-        "once the L2 has filled, a write goes to device memory as it is made (its lines held clean)"))
+        "once the running kernel's own traffic has filled the L2, its writes go on to device memory as they "
+        "are made, as background write-back (their lines held clean)"))
 
 
 class DeviceMemory(_Frozen):
