@@ -271,7 +271,8 @@ class L2Cache:
 
     def launch_began(self) -> None:
         """A launch's blocks start: its writes stay dirty until its own traffic overflows the
-        cache (writes_through_when_full)."""
+        cache (writes_through_when_full). Launches running at once on several streams count
+        from the latest to start."""
         self.launch_stamp = self.clock
         self.filled = False
 

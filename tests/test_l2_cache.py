@@ -405,6 +405,44 @@ def test_fast_mode_touch_writes_through_once_the_cache_has_filled():
         assert np.all((mask & c.dirty) == 0) if filled else np.all((mask & c.dirty) != 0)
 
 
+def test_a_launch_writes_through_only_once_its_own_traffic_has_filled_the_cache():
+    """A full cache left by an earlier launch does not send the next launch's writes through: they
+    stay dirty (evicting the old lines, as LRU does) until an eviction takes a line the launch
+    touched itself, then go through. Counted by hand, a 2 MB cache of 512-B lines: launch 1 reads
+    2.5 MB (the cache fills with clean lines); launch 2 writes 1.5 MB of new lines (the old ones
+    go, clean: nothing written back; all 1.5 MB still dirty), then 1 MB more, whose first 0.5 MB
+    brings its own lines to the cache's 2 MB: the last 0.5 MB goes through (held clean), and
+    evicts 0.5 MB of its own dirty lines. Taken one transfer at a time (access) and as fast mode's
+    batches (touch)."""
+    kb4 = np.arange(0, 1 << 20, 4096, dtype=np.int64)
+    for batch in (False, True):
+        c = L2Cache(2 << 20, 512, _find_big, writes_through_when_full=True)
+        c.launch_began()
+        c.access([(0, 5 << 19)], False)
+        assert c.filled                                           # launch 1 overflowed it
+        c.launch_began()
+        assert not c.filled
+        first = [(3 << 20) + kb4, (5 << 19) + kb4[:128]]          # 1 MB and 0.5 MB, new to the cache
+        went = 0
+        for k, addr in enumerate(first + [kb4]):
+            base = np.full(addr.size, 3 << 20 if k == 0 else 0, np.int64)
+            if batch:
+                went += c.touch(addr, np.full(addr.size, 4096), np.ones(addr.size, bool), base)[1]
+            else:
+                went += sum(c.access([(int(a), 4096)], True)[1] for a in addr)
+            if k == 1:
+                assert went == 0                                  # 1.5 MB written: none through
+                dirty = np.count_nonzero(c.tags[3 << 20][0] & c.dirty) + \
+                    np.count_nonzero(c.tags[0][0][5 << 10:6 << 10] & c.dirty)
+                assert dirty == 3 << 10                           # every line of it still dirty
+        # written back: the last 0.5 MB as it went through, and the 0.5 MB of launch 2's own oldest
+        # (dirty) lines its lines then evicted; the 1 MB's first half is held dirty, its second clean
+        assert abs(went - (1 << 20)) <= 8 << 10                   # (an eviction batch aside)
+        last = (c.tags[0][0][:2 << 10] & c.dirty) != 0
+        assert np.count_nonzero(last[:1 << 10]) >= (1 << 10) - 16 and np.count_nonzero(last[1 << 10:]) <= 16
+        assert c.filled
+
+
 def test_fast_mode_touch_finds_the_first_eviction_within_its_batch():
     """A batch of writes that fills the cache part-way leaves each line dirty or clean as the
     same writes taken one at a time by access() do: dirty up to the one that first overflows
