@@ -23,7 +23,8 @@ class GmPath:
 
     def cross(self, instr: Instr, start: float) -> tuple[float, float, int, int, int, int]:
         """The transfer `instr`, starting at `start`: a hit streams at the path's rate within the
-        L2's bandwidth; misses and dirty evictions also cross the device-memory channel. Returns
+        L2's bandwidth; misses also cross the device-memory channel, and so does write-back (dirty
+        lines evicted, writes gone through), which each transfer carries up to its own size of. Returns
         (when its bytes have passed, its own cycles (without contention), bytes fetched from
         device memory, bytes that crossed device memory's channel, L2 lines hit, lines missed)."""
         fetch, evicted, hits, misses, local = self._through_l2(instr)
@@ -40,8 +41,9 @@ class GmPath:
         return done, local, fetch, hbm_bytes, hits, misses
 
     def _through_l2(self, instr: Instr) -> tuple[int, int, int, int, float]:
-        """The L2's part of a transfer: (bytes to fetch, dirty bytes evicted, lines hit, lines
-        missed, its own cycles: the path's, or a miss's)."""
+        """The L2's part of a transfer: (bytes to fetch, bytes written back: dirty lines evicted
+        and a write gone through; lines hit, lines missed, its own cycles: the path's, or a
+        miss's)."""
         l2 = self.l2
         if instr.l2_bypass:             # not cached: every byte crosses device memory, the tags untouched
             return instr.chan_bytes, 0, 0, 0, self._missed(instr)

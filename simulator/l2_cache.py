@@ -37,10 +37,11 @@ class L2Cache:
     With `writes_through_when_full` (a profile's `l2.writes_through_when_full`), once the cache
     has filled with the running kernel's own lines (it evicts a line touched since the launch
     began: the kernel's traffic has overflowed it), a write goes on to device memory as it is
-    made, as a dirty line's write-back does: in the background, its bytes carried by the channel
-    with later traffic, the writer's own latency ending at the L2; its lines are held clean, in
-    LRU order as any, so a later read still hits them. Until then, and from the next launch on
-    until its own traffic overflows the cache, writes stay dirty in it."""
+    made, as a dirty line's write-back does: its bytes join the write-back device memory's channel
+    carries with the traffic (the writer's transfer first, up to its own size), the writer's own
+    latency ending at the L2, not a miss's; its lines are held clean, in LRU order as any, so a
+    later read still hits them. Until then, and from the next launch on until its own traffic
+    overflows the cache, writes stay dirty in it."""
 
     SECTOR = 32
     BATCH = 1024      # an eviction frees 1/BATCH of the cache
@@ -281,13 +282,19 @@ class L2Cache:
         cache with the running launch's own (the cache holds only lines touched since it began,
         and one more comes: its writes after that go through), or their count if none."""
         line = self.line
-        lines, first, _ = range_lines(addr // line, (addr + n - 1) // line + 1)
+        l0, l1 = addr // line, (addr + n - 1) // line + 1
+        if self.resident + int((l1 - l0).sum()) <= self.capacity:   # (however many are new: no overflow)
+            return addr.size
+        lines, first, _ = range_lines(l0, l1)
         new = np.zeros(lines.size, bool)
         new[np.unique(lines, return_index=True)[1]] = True
         new &= self.stamps(lines) < self.launch_stamp
+        brought = np.cumsum(np.add.reduceat(new, first))
+        if self.resident + int(brought[-1]) <= self.capacity:     # (the launch's own lines are resident)
+            return addr.size
         own = sum(int(np.count_nonzero((mask != 0) & (stamp >= self.launch_stamp)))
                   for mask, stamp in self.tags.values())
-        over = np.flatnonzero(own + np.cumsum(np.add.reduceat(new, first)) > self.capacity)
+        over = np.flatnonzero(own + brought > self.capacity)
         return int(over[0]) if over.size else addr.size
 
     def _access_few_rows(self, rows: Rows, write: bool) -> int | None:

@@ -40,8 +40,8 @@ What this cannot see, and so what the bound is made of:
   adds `unmeasured` (a share of the fast-forwarded time) for what differs;
 * the L2 a run starts from, left by the skips before it: where a run does an earlier one's work
   at a faster pace, the bound adds the difference for its skipped periods;
-* the skipped periods' write-back: the dirty lines the L2 evicts as it takes their lines went
-  back to device memory in the skipped time, which the windows paid for only if they evicted
+* the skipped periods' write-back: the dirty lines the L2 evicts as it takes their lines (and
+  their writes that went through) went back to device memory in the skipped time, which the windows paid for only if they evicted
   alike (where the L2 fills part-way, or its old clean lines run out, they did not): the bound
   adds device memory's time for all of them, per launch;
 * a shadow's own time: it takes its representative's; the bound adds the spread of the

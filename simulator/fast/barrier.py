@@ -28,7 +28,8 @@ class SkipBarrier:
         self.periods: dict[tuple, float] = {}            # (k, the windows' work) -> most periods skipped
         self.miss_rates: dict[tuple, list[tuple]] = {}   # (k, the windows' work) -> each block's windows'
                                                          # shares of L2 read lines missed
-        self.unpaid_writeback = 0                        # dirty bytes the launch's skips' L2 touches evicted
+        self.unpaid_writeback = 0                        # bytes the launch's skips' L2 touches wrote back
+                                                         # (dirty lines evicted, writes gone through)
         # k -> per touch of k-th skips: (the blocks running as it was taken, what it moved across
         # device memory: fetches, writes gone through, dirty lines evicted (bytes), over how many
         # of the skips' last periods)

@@ -113,8 +113,8 @@ def touch_together(l2, sources: list) -> tuple[int, int]:
     """The L2 takes the skipped periods of several blocks' runs (`sources`: skipped_touches
     generators) period by period, each period's ranges block after block, as blocks running side
     by side would leave them (one block's periods after another's would leave its lines the
-    oldest). Returns, as L2Cache.touch does, (bytes its transfers moved across device memory,
-    dirty bytes it evicted)."""
+    oldest). Returns, as L2Cache.touch does, (bytes its reads fetched from device memory, bytes
+    written back: dirty lines evicted and writes gone through)."""
     crossed = dirty = 0
     live = list(sources)
     while live:

@@ -11,9 +11,10 @@ class FastRecord:
     # (launch, core) -> bound cycles of the blocks that core ran in that launch
     bounds: dict[tuple[int, str], float] = field(default_factory=dict)
     fast_forwarded: dict[tuple[int, str], float] = field(default_factory=dict)   # same key: cycles
-    # launch -> device memory's cycles for the dirty lines its skips' L2 touches evicted: write-back
-    # of the skipped time that the windows' extrapolation may not have paid (the windows may have
-    # evicted clean lines, or none, where the skipped periods evicted dirty ones)
+    # launch -> device memory's cycles for what its skips' L2 touches wrote back (dirty lines
+    # evicted, writes gone through): write-back of the skipped time that the windows'
+    # extrapolation may not have paid (the windows may have evicted clean lines, or none, where
+    # the skipped periods evicted dirty ones, or written before the L2 filled)
     writeback: dict[int, float] = field(default_factory=dict)
     # launch -> what its shadows may be off by: the representatives' spread, excess, grouping
     sampling: dict[int, float] = field(default_factory=dict)
