@@ -214,7 +214,8 @@ def lines_lost(l2, reads, free_lines: float, inflow: float) -> int:
 
 
 def skip_within_l2(schedule: FastSchedule, skip: int, period: int, windows: list[list[Instr]], l2_bytes: int,
-                   line: int, cores: int, l2=None, new: np.ndarray | None = None) -> tuple[int, bool]:
+                   line: int, cores: int, l2=None, new: np.ndarray | None = None,
+                   recorded: int = 0) -> tuple[int, bool]:
     """The skip, cut to a whole number of periods in which the lines the loop newly touches
     (per period: those of window 2 that window 1 did not touch, on every core running it)
     fit in the L2, and whether the cut was at the L2's size. Past that the L2 may change
@@ -224,7 +225,11 @@ def skip_within_l2(schedule: FastSchedule, skip: int, period: int, windows: list
     the lines new to the loop that it does not hold already, less what the loop's head fills
     (an L2 the head fills gives no skip: its windows straddle the fill); the next segment
     then at the L2's size (the evictions reach lines older than the loop, then the loop's
-    own), and from then on the L2 holds the loop's own newest lines (the regime stays). `new`:
+    own), and from then on the L2 holds the loop's own newest lines (the regime stays). After the
+    first cut (no `l2`) the L2's size counts from the segment's start, where the L2 filled: the
+    `recorded` periods before its skip bring lines too (skipped one L2's worth from its windows
+    on, a segment would carry the write-back of the lines from before the fill, which has ended
+    by then, to the run's end). `new`:
     new_lines(windows, line), where known."""
     if len(windows) < 2:
         return skip, True
@@ -241,6 +246,8 @@ def skip_within_l2(schedule: FastSchedule, skip: int, period: int, windows: list
             room = max(free - filling * (schedule.warmup_periods + 2), 0)
             if room // filling < fit:
                 fit, by_size = room // filling, False
+    else:
+        fit = max(fit - recorded, 0)
     return min(skip, fit * period), by_size
 
 
@@ -402,10 +409,11 @@ class L2Projection:
         """The lines window 2 touches that window 1 did not (None without two windows)."""
         return new_lines(self.windows, self.line) if len(self.windows) >= 2 else None
 
-    def cut(self, schedule: FastSchedule, skip: int, period: int) -> tuple[int, bool]:
-        """skip_within_l2: the skip cut where the L2 would change regime, and whether at its size."""
+    def cut(self, schedule: FastSchedule, skip: int, period: int, recorded: int) -> tuple[int, bool]:
+        """skip_within_l2: the skip cut where the L2 would change regime, and whether at its size
+        (`recorded`: periods the segment records before its skip)."""
         return skip_within_l2(schedule, skip, period, self.windows, self.l2_bytes, self.line, self.cores, self.l2,
-                              self.new)
+                              self.new, recorded)
 
     def inflow(self) -> int:
         """Lines a period brings into the L2, on every core running the loop: those window 2

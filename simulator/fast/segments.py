@@ -91,7 +91,7 @@ class SegmentPlanner:
         l2 = self.l2 if self.first_cut else None
         projection = L2Projection(windows, spec.bytes, spec.line_bytes, self.cores, l2)
         if not self.filled:     # (once filled, the L2 holds this loop's newest lines: no new regime)
-            cut, by_size = projection.cut(self.schedule, skip, period)
+            cut, by_size = projection.cut(self.schedule, skip, period, head.iterations // period)
             if l2 is not None and cut < skip and not by_size and self.declared is not None:
                 self.fills = True
                 self.lost = projection.first_lost(self.declared, self.start, self.end, period)
