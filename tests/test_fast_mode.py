@@ -370,8 +370,7 @@ def test_a_skip_stops_where_the_l2_fills():
     """The first segment of a loop stops where the L2's free room runs out, counting only the
     lines the L2 does not hold already and less what the loop's head fills; the next at the
     L2's size. An L2 already full, or holding every line the loop touches, cuts at its size only."""
-    from simulator.fast import FastSchedule
-    from simulator.fast.l2 import skip_within_l2
+    from simulator.fast import FastSchedule, L2Projection
     from simulator.program import Instr
 
     class L2:
@@ -390,17 +389,21 @@ def test_a_skip_stops_where_the_l2_fills():
     windows = [[copy(0)], [copy(4096)]]             # two new 512-byte lines a period: 8 and 9
     schedule = FastSchedule()
     size, per_period = 1 << 20, 2 * 512 * 4         # 4 cores
+
+    def cut(l2=None, recorded=0):
+        return L2Projection(windows, size, 512, 4, l2).cut(schedule, 1000, 2, recorded)
+
     by_size = (min(1000, 2 * (size // per_period)), True)
-    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4) == by_size
-    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(40 * per_period)) == (2 * (40 - 3), False)
-    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(2 * per_period)) == (0, False)  # the head fills it
-    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(100)) == by_size                # full already
-    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(40 * per_period, {8, 9})) == by_size  # all hits
+    assert cut() == by_size
+    assert cut(L2(40 * per_period)) == (2 * (40 - 3), False)
+    assert cut(L2(2 * per_period)) == (0, False)    # the head fills it
+    assert cut(L2(100)) == by_size                  # full already
+    assert cut(L2(40 * per_period, {8, 9})) == by_size                  # all hits
     half = per_period // 2                          # line 8 held: one new line a period fills the L2
-    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(40 * half, {8})) == (2 * (40 - 3), False)
+    assert cut(L2(40 * half, {8})) == (2 * (40 - 3), False)
     # after the first cut, the size counts from the segment's start: its recorded periods brought lines too
-    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, recorded=6) == (by_size[0] - 2 * 6, True)
-    assert skip_within_l2(schedule, 1000, 2, windows, size, 512, 4, L2(100), recorded=6) == by_size  # (first cut)
+    assert cut(recorded=6) == (by_size[0] - 2 * 6, True)
+    assert cut(L2(100), recorded=6) == by_size      # (the first cut)
 
 
 def test_a_segment_after_the_fill_ends_where_the_lines_from_before_it_are_gone():

@@ -304,13 +304,13 @@ def test_a_cache_that_has_filled_has_no_free_room():
 
 
 def test_the_first_lost_period_is_where_an_lru_first_misses_a_line_held_before_the_loop():
-    """fast.l2.first_lost_period, from the L2's stamps and a loop's declared reads, names
+    """fast.L2Projection.first_lost_period, from the L2's stamps and a loop's declared reads, names
     the period at which a plain LRU (an OrderedDict replaying every access) first misses a line
     it held before the loop began and the loop had not read yet: each period reads some of
     those lines, then brings `inflow` lines of its own."""
     from collections import OrderedDict
 
-    from simulator.fast.l2 import first_lost_period
+    from simulator.fast import L2Projection
     rng = np.random.default_rng(7)
     line, lines = 512, 128
     found = 0
@@ -338,7 +338,7 @@ def test_the_first_lost_period_is_where_an_lru_first_misses_a_line_held_before_t
                 while len(lru) > keep:
                     lru.popitem(last=False)
             reads.append((q, np.array(old + own, np.int64)))
-        got = first_lost_period(l2, iter(reads), l2.free_bytes() / line, inflow)
+        got = L2Projection((), lines * line, line, 1, l2, inflow=inflow).first_lost_period(iter(reads))
         assert got == expected, (got, expected)
         found += expected is not None
     assert 40 < found < 180          # (both kinds of case drawn)

@@ -19,8 +19,9 @@ the same work), since alike blocks side by side differ in one window only by whe
 the shared queues. Nested loops work the same way: an actor's figures at a mark include what
 inner skips already added. The L2 takes the lines the skipped periods would have left in it
 (their addresses extrapolated from the windows) once every block of the launch is past its
-windows (SkipBarrier), before any block's tail. A skip stops where the L2 would fill: at its
-free room as the loop is recorded (less what the loop's head fills), then at its size.
+windows (SkipBarrier), before any block's tail. A skip stops where the L2 would change regime
+(l2.L2Projection, one LRU order of what the L2 holds): at its free room as the loop is recorded
+(less what the loop's head fills), then where the lines from before the fill are gone.
 
 A launch's alike blocks on vector-only cores (one program shape, one start) are simulated in a
 few representatives; the others are recorded and run as their shadows, whose GM transfers cross
@@ -52,12 +53,12 @@ from __future__ import annotations
 
 from .barrier import SkipBarrier
 from .block import BlockFastForward
-from .l2 import DeclaredTouches, PeriodClasses, Strata
+from .l2 import DeclaredTouches, L2Projection, PeriodClasses, Strata
 from .meter import Meter, Window, skip_bound
 from .record import FastRecord
 from .schedule import DEFAULT_SCHEDULE, FastSchedule
 from .shadows import AlikeBlocks, ShadowBlock, cost_shape, cross_beside, program_shape
 
 __all__ = ["AlikeBlocks", "BlockFastForward", "DEFAULT_SCHEDULE", "DeclaredTouches", "FastRecord", "FastSchedule",
-           "Meter", "PeriodClasses", "ShadowBlock", "SkipBarrier", "Strata", "Window", "cost_shape", "cross_beside",
-           "program_shape", "skip_bound"]
+           "L2Projection", "Meter", "PeriodClasses", "ShadowBlock", "SkipBarrier", "Strata", "Window", "cost_shape",
+           "cross_beside", "program_shape", "skip_bound"]

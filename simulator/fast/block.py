@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..program import Instr
 from .barrier import SkipBarrier
-from .l2 import TOUCH_CHUNK, kept_periods, skipped_touches
+from .l2 import TOUCH_CHUNK, L2Projection, skipped_touches
 from .meter import Meter, Window, skip_bound
 from .schedule import FastSchedule
 
@@ -191,8 +191,8 @@ class BlockFastForward:
         generators, how many of the last skipped periods they touch)."""
         l2, spans = self.l2, self.memory.spans()
         declared = windows[2]
-        keep = declared.kept if declared else kept_periods(windows, periods, l2.capacity * l2.line, l2.line,
-                                                           self.cores)
+        keep = declared.kept if declared else L2Projection(windows[:2], l2.capacity * l2.line, l2.line,
+                                                           self.cores).kept(periods, self.cores)
         self.sealed = True                        # (its shadows' skips pair with its own from the first)
         rows = max(TOUCH_CHUNK // max(sources, 1), 1)
         chunk_bytes = l2.capacity * l2.line // l2.POOL // max(sources, 1)

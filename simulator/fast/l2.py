@@ -1,8 +1,9 @@
 """What the L2 holds around a skip: the lines a fast-forwarded loop's skipped periods leave in it
 (their GM ranges, each transfer's extrapolated from the two measured windows one period apart or,
-for gathers and scatters a Loop declares, their nominal rows), where a skip must stop for the L2 to
-keep its regime, which of a gather loop's periods differ in what they newly read, and where a run
-first reads a line its own new lines have evicted. `declared` below is a Loop's DeclaredRows
+for gathers and scatters a Loop declares, their nominal rows); L2Projection, the one LRU order
+that says where a skip must stop for the L2 to keep its regime, where a run first reads a line
+its own new lines have evicted and how many skipped periods the L2 keeps; and which of a gather
+loop's periods differ in what they newly read (PeriodClasses). `declared` below is a Loop's DeclaredRows
 (simulator.kernel.loop): the GM rows its `touches` declares, per iteration."""
 from __future__ import annotations
 
@@ -141,119 +142,9 @@ def is_indirect(instr: Instr) -> bool:
     return instr.indirect
 
 
-def kept_periods(windows, periods: int, l2_bytes: int, line: int, cores: int, distinct: bool = False,
-                 new: np.ndarray | None = None) -> int:
-    """How many of the last skipped periods can still be in the L2 after the skip: as many as
-    the L2 holds of what `cores` cores running this loop move per period (LRU keeps the newest)
-    or, `distinct`, of the lines they bring into it (those of window 2 that window 1 did not
-    touch, `new` where known): a loop that re-reads its lines brings fewer than it moves, and
-    where it fills the L2 the lines it brings are what evicts those held from before it."""
-    if distinct and new is None:
-        new = new_lines(windows, line)
-    brought = new.size * line if distinct else 0
-    # (windows that bring no new line re-read what the L2 holds: by bytes, a few periods are touched, not all)
-    per_period = (brought or sum(i.chan_bytes for i in windows[1])) * max(cores, 1)
-    if per_period <= 0:
-        return 0
-    return min(periods, -(-l2_bytes // per_period))
-
-
-def new_lines(windows, line: int) -> np.ndarray:
-    """The L2 lines window 2's transfers touch that window 1's did not."""
-    return np.setdiff1d(_lines(windows[1], line), _lines(windows[0], line), assume_unique=True)
-
-
-def first_lost_period(l2, reads, free_lines: float, inflow: float) -> int | None:
-    """The first period at which a loop reads a line the L2 held as it began that the loop's own
-    new lines have evicted by then, or None. `reads`: (period from the loop's start, the lines
-    it reads) in period order; `inflow`: lines the loop adds to the L2 a period, on every core
-    running it. Past its free room the L2 evicts its oldest lines first, and those the loop has
-    read since it began are its own newest: the lines held from before the loop go in their
-    LRU order, skipping those, so one read first at period q is lost when more than its rank
-    among the rest have gone by q. Until then the loop's reads of them hit, as its windows saw;
-    after, they miss (other cores' reads of them are not seen here: they would keep them longer)."""
-    order = l2.resident_stamps()
-    if order.size == 0 or inflow <= 0:
-        return None
-    seen: set = set()
-    refreshed = np.empty(0, np.int64)       # stamps of held lines the loop has read, ascending
-    for q, lines in reads:
-        gone = inflow * q - free_lines
-        fresh = np.fromiter((x for x in lines.tolist() if x not in seen), np.int64)
-        if fresh.size == 0:
-            continue
-        seen.update(fresh.tolist())
-        stamps = l2.stamps(fresh)
-        stamps = stamps[stamps >= 0]
-        if stamps.size == 0:
-            continue
-        if gone > 0:
-            rank = np.searchsorted(order, stamps) - np.searchsorted(refreshed, stamps)
-            if np.any(rank < gone):
-                return q
-        stamps.sort()
-        refreshed = np.insert(refreshed, np.searchsorted(refreshed, stamps), stamps)
-    return None
-
-
-def lines_lost(l2, reads, free_lines: float, inflow: float) -> int:
-    """How many of the lines a loop's sampled periods read (`reads`: (period from the loop's
-    start, its lines)) the L2 holds as the loop begins but will have evicted by that period:
-    first_lost_period's projection, counted rather than stopped at, and without its refreshes
-    (a line the loop read in an earlier, unsampled period is taken at its old stamp): an
-    estimate of how much of its held input a loop loses."""
-    order = l2.resident_stamps()
-    lost = 0
-    for q, lines in reads:
-        if lines.size == 0:
-            continue
-        stamps = l2.stamps(lines)
-        stamps = stamps[stamps >= 0]
-        lost += int(np.count_nonzero(np.searchsorted(order, stamps) < inflow * q - free_lines))
-    return lost
-
-
-def skip_within_l2(schedule: FastSchedule, skip: int, period: int, windows: list[list[Instr]], l2_bytes: int,
-                   line: int, cores: int, l2=None, new: np.ndarray | None = None,
-                   recorded: int = 0) -> tuple[int, bool]:
-    """The skip, cut to a whole number of periods in which the lines the loop newly touches
-    (per period: those of window 2 that window 1 did not touch, on every core running it)
-    fit in the L2, and whether the cut was at the L2's size. Past that the L2 may change
-    regime (it fills, and its evictions start to cost) where the windows cannot see it: the
-    rest of the run is measured again. Given the L2 as the loop is recorded (`l2`; for a
-    block recorded whole, before it runs), a skip is cut first where its free room runs out:
-    the lines new to the loop that it does not hold already, less what the loop's head fills
-    (an L2 the head fills gives no skip: its windows straddle the fill); the next segment
-    then at the L2's size (the evictions reach lines older than the loop, then the loop's
-    own), and from then on the L2 holds the loop's own newest lines (the regime stays). After the
-    first cut (no `l2`) the L2's size counts from the segment's start, where the L2 filled: the
-    `recorded` periods before its skip bring lines too (skipped one L2's worth from its windows
-    on, a segment would carry the write-back of the lines from before the fill, which has ended
-    by then, to the run's end). `new`:
-    new_lines(windows, line), where known."""
-    if len(windows) < 2:
-        return skip, True
-    if new is None:
-        new = new_lines(windows, line)
-    per_period = new.size * line * max(cores, 1)
-    if per_period <= 0:
-        return skip, True
-    fit, by_size = l2_bytes // per_period, True
-    if l2 is not None:
-        filling = int(np.count_nonzero(~l2.held(new))) * line * max(cores, 1)
-        free = l2.free_bytes()
-        if 0 < filling <= free:                   # (else nothing to fill, or full already)
-            room = max(free - filling * (schedule.warmup_periods + 2), 0)
-            if room // filling < fit:
-                fit, by_size = room // filling, False
-    else:
-        fit = max(fit - recorded, 0)
-    return min(skip, fit * period), by_size
-
-
 class DeclaredTouches:
     """A skip's gathers and scatters where their Loop declares them (`touches`): the GM rows of
-    its last periods, those the L2 will take (kept_periods), made as the skip is recorded (the
+    its last periods, those the L2 will take (L2Projection.kept), made as the skip is recorded (the
     kernel, and the program it is recording, are not kept for the L2 to ask later). `strata`:
     the skip's classes of periods where it has them (Strata), else None. `kept`: how many of its
     last periods the L2 takes, the one count both the rows made here and the L2's touches use."""
@@ -311,7 +202,8 @@ class PeriodClasses:
             self.lines[q] = got
         return got
 
-    def _new_lines(self, q: int) -> set:
+    def new_lines(self, q: int) -> set:
+        """The lines period q (from the run's start) reads that the class_lookback periods before it did not."""
         back = self.schedule.class_lookback
         return self._read_lines(q).difference(*(self._read_lines(q - b) for b in range(1, back + 1)))
 
@@ -319,18 +211,22 @@ class PeriodClasses:
         """Lines period q (from the run's start) reads that the schedule's class_lookback periods before it did not."""
         got = self.counts.get(q)
         if got is None:
-            got = self.counts[q] = len(self._new_lines(q))
+            got = self.counts[q] = len(self.new_lines(q))
         return got
 
     def _held(self, periods: list[int]) -> float:
         """The share of these periods' newly read lines the L2 holds already."""
-        lines = set().union(*(self._new_lines(q) for q in periods))
+        lines = set().union(*(self.new_lines(q) for q in periods))
         if self.l2 is None or not lines:
             return 0.0
         return float(np.count_nonzero(self.l2.held(np.fromiter(lines, np.int64, len(lines))))) / len(lines)
 
     def _alike(self, a: float, b: float) -> bool:
         return abs(a - b) <= max(1.0, self.schedule.class_tolerance * abs(b))
+
+    def sample(self, first: int, count: int) -> list[int]:
+        """The periods (from the run's start) sampled of a skip's `count` from `first` on."""
+        return self._periods(first, count, self.schedule.class_sample)
 
     def _periods(self, first: int, count: int, most: int) -> list[int]:
         if count <= most:
@@ -345,7 +241,7 @@ class PeriodClasses:
         no strata); 0 where no such pair is near."""
         if skip_periods < self.schedule.class_shortest:
             return None
-        sampled = self._periods(skip_first, skip_periods, self.schedule.class_sample)
+        sampled = self.sample(skip_first, skip_periods)
         sample = [self.new(q) for q in sampled]
         if all(self._alike(x, self.new(w1 + 1)) for x in sample):
             return None
@@ -360,21 +256,6 @@ class PeriodClasses:
             if self._alike(n2, common) and not self._alike(n1, n2) and (n1 - n2) * (mean - n2) > 0:
                 return shift
         return 0
-
-    def losing(self, skip_first: int, skip_periods: int, inflow: int, cores: int) -> bool:
-        """Whether the L2 as the loop is recorded, full, loses to the loop's own new lines (`inflow` a
-        period, on every core) many of the held lines a sample of its periods newly read before
-        they read them (lines_lost): per period, at least the schedule's losing_share of what one
-        core's part of the inflow is. Those reads hit in the windows and miss later; an estimate,
-        only for telling a loop that loses a few lines from one that loses its input. A skip of
-        under class_shortest periods is not asked: by lines or by bytes, its few periods leave
-        about the same lines."""
-        if self.l2 is None or inflow <= 0 or skip_periods < self.schedule.class_shortest:
-            return False
-        sampled = self._periods(skip_first, skip_periods, self.schedule.class_sample)
-        reads = ((q, np.fromiter(self._new_lines(q), np.int64)) for q in sampled)
-        lost = lines_lost(self.l2, reads, self.l2.free_bytes() / self.line, inflow)
-        return lost >= self.schedule.losing_share * inflow / max(cores, 1) * len(sampled)
 
     def strata(self, w1: int, skip_first: int, skip_periods: int) -> Strata | None:
         """The windows' counts (window 1 at period w1) and the skip's excess over window 2's, or
@@ -393,46 +274,155 @@ class PeriodClasses:
 
 
 class L2Projection:
-    """What one segment's skip does to the L2, asked as the segment is recorded: from its two
-    windows (a period brings the lines window 2 touches that window 1 did not, `new`, computed
-    once), the L2's size and line, the cores running the loop, and the L2 as the run is recorded
-    (`l2`, or None past the run's first cut). Each answer is one of the estimates above of the
-    same LRU: where the skip must stop (cut), how many lines a period brings that the L2 lacks
-    (inflow), where the run first reads a held line its own lines have evicted (first_lost), and
-    how many skipped periods the L2 keeps (kept)."""
+    """The L2 around one segment's skip, as LRU holds it: one order, from which every question
+    fast mode asks of the L2 is read. As the segment is recorded the L2 holds lines from before
+    the loop in LRU order (`l2`; None past the run's first cut, when what it holds is the loop's
+    own) with some free room; each period the loop brings the lines window 2 touches that
+    window 1 did not (`new`), on every core running it, `inflow` of them lines the L2 lacks.
+    Past the free room each line brought evicts the oldest held line the loop has not touched
+    since it began: by period q, `inflow x q - free` of the lines from before (`gone`); past one
+    L2's worth, the loop's own oldest. Read off that order:
 
-    def __init__(self, windows, l2_bytes: int, line: int, cores: int, l2=None):
+    * `cut`: where the regime changes within a skip (the free room runs out, then the lines from
+      before are all gone), which the windows cannot see;
+    * `first_lost` / `lines_lost`: the first period at which, and how many, of the loop's reads
+      of lines held from before find them gone (`loses_input`: whether that is its input);
+    * `kept`: how many of a skip's last periods the L2 still holds after it.
+
+    `inflow` may be given (a loop described by its reads alone, without windows)."""
+
+    def __init__(self, windows, l2_bytes: int, line: int, cores: int, l2=None, inflow: int | None = None):
         self.windows, self.l2_bytes, self.line, self.cores, self.l2 = windows, l2_bytes, line, cores, l2
+        self._inflow = inflow
 
     @cached_property
     def new(self) -> np.ndarray | None:
         """The lines window 2 touches that window 1 did not (None without two windows)."""
-        return new_lines(self.windows, self.line) if len(self.windows) >= 2 else None
-
-    def cut(self, schedule: FastSchedule, skip: int, period: int, recorded: int) -> tuple[int, bool]:
-        """skip_within_l2: the skip cut where the L2 would change regime, and whether at its size
-        (`recorded`: periods the segment records before its skip)."""
-        return skip_within_l2(schedule, skip, period, self.windows, self.l2_bytes, self.line, self.cores, self.l2,
-                              self.new, recorded)
+        if len(self.windows) < 2:
+            return None
+        return np.setdiff1d(_lines(self.windows[1], self.line), _lines(self.windows[0], self.line), assume_unique=True)
 
     def inflow(self) -> int:
-        """Lines a period brings into the L2, on every core running the loop: those window 2
-        touches that window 1 did not and the L2 as the run is recorded does not hold (asked
-        only with that L2 and two windows)."""
-        return int(np.count_nonzero(~self.l2.held(self.new))) * max(self.cores, 1)
+        """Lines a period brings that the L2 (as the run is recorded) lacks, on every core running
+        the loop."""
+        if self._inflow is None:
+            self._inflow = int(np.count_nonzero(~self.l2.held(self.new))) * max(self.cores, 1)
+        return self._inflow
+
+    def free_lines(self) -> float:
+        return self.l2.free_bytes() / self.line
+
+    def gone(self, q: float) -> float:
+        """How many lines held from before the loop its own new lines have evicted by period q
+        (from the loop's start; none while they fill the free room)."""
+        return self.inflow() * q - self.free_lines()
+
+    def cut(self, schedule: FastSchedule, skip: int, period: int, recorded: int = 0) -> tuple[int, bool]:
+        """The skip (iterations, after `recorded` periods of the segment), cut to a whole number of
+        periods in which the regime holds, and whether the cut was at the L2's size. Given the L2
+        as the loop is recorded, first where the free room runs out (less what the segment's head
+        fills; an L2 the head fills gives no skip: its windows straddle the fill); the next
+        segment then where the lines from before are all gone, one L2's worth of the lines the
+        loop newly touches (all of them: held or not, each takes a place among the newest)
+        counted from its start, where the L2 filled (skipped one L2's worth from its windows on,
+        a segment would carry the write-back of the lines from before the fill, which has ended
+        by then, to the run's end); from then on the L2 holds the loop's own newest lines (the
+        regime stays)."""
+        if self.new is None:
+            return skip, True
+        per_period = self.new.size * self.line * max(self.cores, 1)
+        if per_period <= 0:
+            return skip, True
+        fit, by_size = self.l2_bytes // per_period, True
+        if self.l2 is not None:
+            filling = self.inflow() * self.line
+            free = self.l2.free_bytes()
+            if 0 < filling <= free:                   # (else nothing to fill, or full already)
+                room = max(free - filling * (schedule.warmup_periods + 2), 0)
+                if room // filling < fit:
+                    fit, by_size = room // filling, False
+        else:
+            fit = max(fit - recorded, 0)
+        return min(skip, fit * period), by_size
 
     def first_lost(self, declared, start: int, end: int, period: int) -> int | None:
         """The iteration at which the run (items start .. end - 1) first reads, by its declared rows
-        (`declared`), a line the L2 held before it that its own new lines have evicted by then
-        (first_lost_period), or None (asked only with the L2 as the run is recorded)."""
+        (`declared`), a line held from before it that its own new lines have evicted by then, or
+        None."""
         reads = ((q, declared.read_lines(start + q * period, period, self.line, keep=False))
                  for q in range((end - start) // period))
-        q = first_lost_period(self.l2, reads, self.l2.free_bytes() / self.line, self.inflow())
+        q = self.first_lost_period(reads)
         return None if q is None else start + q * period
 
-    def kept(self, periods: int, cores: int, distinct: bool) -> int:
-        """kept_periods: how many of the skip's last periods the L2 keeps (`distinct`: counted by
-        the lines a period brings, not the bytes it moves)."""
-        return kept_periods(self.windows, periods, self.l2_bytes // self.line * self.line, self.line, cores,
-                            distinct, self.new if distinct else None)
+    def first_lost_period(self, reads) -> int | None:
+        """The first period at which a loop reads a line held from before it that its own new lines
+        have evicted by then, or None. `reads`: (period from the loop's start, the lines it reads)
+        in period order. The lines from before go in their LRU order, skipping those the loop has
+        read since it began (its own newest by then), so one read first at period q is lost when
+        more than its rank among the rest have gone by q. Until then the loop's reads of them
+        hit, as its windows saw; after, they miss (other cores' reads of them are not seen here:
+        they would keep them longer)."""
+        order = self.l2.resident_stamps()
+        if order.size == 0 or self.inflow() <= 0:
+            return None
+        seen: set = set()
+        refreshed = np.empty(0, np.int64)       # stamps of held lines the loop has read, ascending
+        for q, lines in reads:
+            gone = self.gone(q)
+            fresh = np.fromiter((x for x in lines.tolist() if x not in seen), np.int64)
+            if fresh.size == 0:
+                continue
+            seen.update(fresh.tolist())
+            stamps = self.l2.stamps(fresh)
+            stamps = stamps[stamps >= 0]
+            if stamps.size == 0:
+                continue
+            if gone > 0:
+                rank = np.searchsorted(order, stamps) - np.searchsorted(refreshed, stamps)
+                if np.any(rank < gone):
+                    return q
+            stamps.sort()
+            refreshed = np.insert(refreshed, np.searchsorted(refreshed, stamps), stamps)
+        return None
 
+    def lines_lost(self, reads) -> int:
+        """How many of the lines a loop's sampled periods read (`reads`: (period from the loop's
+        start, its lines)) are held from before it but gone by that period: first_lost_period's
+        order, counted rather than stopped at, and without its refreshes (a line the loop read in
+        an earlier, unsampled period is taken at its old stamp): an estimate of how much of its
+        held input a loop loses."""
+        order = self.l2.resident_stamps()
+        lost = 0
+        for q, lines in reads:
+            if lines.size == 0:
+                continue
+            stamps = self.l2.stamps(lines)
+            stamps = stamps[stamps >= 0]
+            lost += int(np.count_nonzero(np.searchsorted(order, stamps) < self.gone(q)))
+        return lost
+
+    def loses_input(self, classes: PeriodClasses, skip_first: int, skip_periods: int) -> bool:
+        """Whether the L2, full as the loop is recorded, loses to the loop's own new lines many of
+        the held lines a sample of its periods newly read (`classes`: its declared reads) before
+        they read them: per period, at least the schedule's losing_share of one core's part of the
+        inflow. Those reads hit in the windows and miss later; an estimate, only for telling a
+        loop that loses a few lines from one that loses its input. A skip of under class_shortest
+        periods is not asked: by lines or by bytes, its few periods leave about the same lines."""
+        schedule = classes.schedule
+        if self.l2 is None or self.inflow() <= 0 or skip_periods < schedule.class_shortest:
+            return False
+        sampled = classes.sample(skip_first, skip_periods)
+        lost = self.lines_lost((q, np.fromiter(classes.new_lines(q), np.int64)) for q in sampled)
+        return lost >= schedule.losing_share * self.inflow() / max(self.cores, 1) * len(sampled)
+
+    def kept(self, periods: int, cores: int, distinct: bool = False) -> int:
+        """How many of a skip's last `periods` the L2 holds after it: as many as it holds of what
+        `cores` cores running the loop move per period (LRU keeps the newest) or, `distinct`, of
+        the lines they bring (`new`): a loop that re-reads its lines brings fewer than it moves,
+        and where it fills the L2 the lines it brings are what evicts those held from before it."""
+        brought = self.new.size * self.line if distinct else 0
+        # (windows that bring no new line re-read what the L2 holds: by bytes, a few periods are touched, not all)
+        per_period = (brought or sum(i.chan_bytes for i in self.windows[1])) * max(cores, 1)
+        if per_period <= 0:
+            return 0
+        return min(periods, -(-(self.l2_bytes // self.line * self.line) // per_period))

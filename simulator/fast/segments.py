@@ -96,7 +96,7 @@ class SegmentPlanner:
                 self.fills = True
                 self.lost = projection.first_lost(self.declared, self.start, self.end, period)
             elif l2 is not None and cut < skip and head.probe is not None:     # (full as the loop begins)
-                self.fills = head.probe.losing(*head.sampled, projection.inflow(), self.cores)
+                self.fills = projection.loses_input(head.probe, *head.sampled)
             self.first_cut = False
             self.settle = cut < skip
             self.filled, skip = cut < skip and by_size, cut
