@@ -83,6 +83,10 @@ class PathCost(_Frozen):
     # transfers the engine keeps in flight on this path: the next one starts once this one's
     # bytes have streamed out (its latency, and a miss's, overlap the next transfers)
     in_flight: int = Field(strict=True, default=1, ge=1, le=64)
+    # past in_flight, more may start while the pipe's transfers in flight hold fewer bytes than
+    # this (a window of bytes, as an engine with a limit on outstanding requests keeps): many short
+    # copies overlap, long ones as in_flight says (None: the count alone)
+    in_flight_bytes: int | None = Field(strict=True, default=None, ge=32, le=1 << 24)
 
     def latency(self, nbytes: int, extra_latency: float = 0.0) -> float:
         """The part of cycles(nbytes) that overlaps later transfers when in_flight > 1."""

@@ -591,6 +591,26 @@ def test_back_to_back_transfers_overlap_their_latency_up_to_in_flight():
         assert r.report.cores["aiv0"]["PIPE_MTE2"] == pytest.approx(span if n > 1 else sum(t[4] for t in rows))
 
 
+def test_a_window_of_bytes_lets_short_transfers_overlap_past_in_flight():
+    """With in_flight_bytes, more than in_flight transfers fly while their bytes leave room in
+    the window: 512-B copies under a 2 KB window fly four at a time (a new one starts as the
+    first lands, so never more than four); 4 KB ones, each filling it, still two at a time."""
+    def span(nbytes, window):
+        p = simulator.load_profile("Ascend910B1").override({
+            "paths.GM_UB.in_flight": 2, "paths.GM_UB.in_flight_bytes": window, "scalar.cycles_per_call.copy": 0})
+        x = np.ones(16 * nbytes // 4, np.float32)
+        r = simulator.run_kernel(_copies(16, nbytes), 1, {"x": x}, profile=p)
+        rows = [t for t in r.trace.rows() if t[1] == "PIPE_MTE2"]
+        starts, ends = [t[3] for t in rows], [t[3] + t[4] for t in rows]
+        most = max(sum(1 for s, e in zip(starts, ends) if s <= t < e) for t in starts)
+        return max(ends) - min(starts), most
+    small, most = span(512, 2048)
+    assert most == 4
+    assert small < 0.6 * span(512, None)[0]
+    (large, most), (plain, _) = span(4096, 4096), span(4096, None)
+    assert most == 2 and large == pytest.approx(plain)
+
+
 def test_the_scalar_unit_costs_per_call_and_can_bound_a_kernel():
     def body(x):
         _, t = _ub(4096)
