@@ -86,8 +86,7 @@ def _in_suite(call, cheapest: set[str]) -> bool:
 # heavy call added later is listed here until its pin is recorded (Ascend910_9362's, a profile
 # added after the last heavy recording; Ascend910B3, B4 and the A3 die's since their L2 writes
 # through once a kernel's own traffic fills it, which moves call 4 on Ascend910B1 by +0.24 %)
-HEAVY_NOT_YET_PINNED: set[str] = {f"deformable_detr_grid_sample_backward.yaml[{i}]@{soc}" for i in (4, 5, 6, 7)
-                                  for soc in ("Ascend910_9362",)}
+HEAVY_NOT_YET_PINNED: set[str] = set()
 
 _CHEAPEST = _cheapest_of_each_trace()
 SUITE = [c for c in fp.every_call() if _in_suite(c, _CHEAPEST)]
