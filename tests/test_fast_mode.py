@@ -369,7 +369,8 @@ def test_blocks_whose_input_the_l2_evicted_fall_behind_in_fast_mode_too():
 def test_a_skip_stops_where_the_l2_fills():
     """The first segment of a loop stops where the L2's free room runs out, counting only the
     lines the L2 does not hold already and less what the loop's head fills; the next at the
-    L2's size. An L2 already full, or holding every line the loop touches, cuts at its size only."""
+    L2's size counted from its own start (less the periods it records before its skip). An L2
+    already full, or holding every line the loop touches, cuts at its size only."""
     from simulator.fast import FastSchedule, L2Projection
     from simulator.program import Instr
 
@@ -404,6 +405,7 @@ def test_a_skip_stops_where_the_l2_fills():
     # after the first cut, the size counts from the segment's start: its recorded periods brought lines too
     assert cut(recorded=6) == (by_size[0] - 2 * 6, True)
     assert cut(L2(100), recorded=6) == by_size      # (the first cut)
+    assert cut(recorded=size // per_period + 5) == (0, True)      # a head longer than one L2's worth: no skip
 
 
 def test_a_segment_after_the_fill_ends_where_the_lines_from_before_it_are_gone():
@@ -710,7 +712,7 @@ def test_a_loop_that_begins_with_a_full_l2_and_loses_its_input_leaves_the_lines_
     lines to evict the input, so the windows after the skip found all of it there (in the
     campaign's call 28,617 cycles a step, where the exact engine's steps cost 32,857 to 37,360):
     -4.51 %, outside a 3.13 % bound. Where a sample of its periods says the loop loses to such
-    reads a tenth of what it brings (PeriodClasses.losing), its skips leave the lines they bring,
+    reads a tenth of what it brings (L2Projection.loses_input), its skips leave the lines they bring,
     as those of a loop that fills the L2 part-way do."""
     profile = load_profile("Ascend910B4").override({"l2.bytes": 2 << 20, "cores.aiv.count": 1})
     kw = _grid_call(1, 32, 106, 130, 123, 68, np.float16, 0, 2, True, [True, True])

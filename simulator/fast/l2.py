@@ -327,7 +327,8 @@ class L2Projection:
         counted from its start, where the L2 filled (skipped one L2's worth from its windows on,
         a segment would carry the write-back of the lines from before the fill, which has ended
         by then, to the run's end); from then on the L2 holds the loop's own newest lines (the
-        regime stays)."""
+        regime stays). A segment after a cut where the run first loses a held line counts from
+        its own start too."""
         if self.new is None:
             return skip, True
         per_period = self.new.size * self.line * max(self.cores, 1)
