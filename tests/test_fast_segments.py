@@ -7,7 +7,8 @@ they reach every kind of cut, so that none of these can pass by never planning o
   then runs against: a plan that touched it would change what the windows measure), and a
   run's skips read it only at the first (the regime it holds as the run begins);
 * a segment after an L2 cut takes the settling periods (FastSchedule.settle_periods) before its
-  windows;
+  windows, and (until the L2 holds the run's own lines) its new lines from its start to its
+  skip's end fit in the L2;
 * no skip passes over the iteration at which the run first reads a held line its own lines
   have evicted (a regime its windows did not see)."""
 from __future__ import annotations
@@ -126,13 +127,15 @@ def _plan(sc, seen: dict):
         if head.classes is None and settle is not None:  # settling periods after a cut (classes move windows)
             assert head.iterations == expected[0]
         seen["classes"] += head.classes is not None
-        reads = l2.reads
+        reads, filled = l2.reads, planner.filled
         skip = planner.skip(i, head, sc["windows"])
         assert first or l2.reads == reads, "a skip after the run's first read the L2"
         n = skip.iterations
         assert n % period == 0 and 0 <= n <= head.planned_skip
         if first:      # the run's new lines of one skip fit in the L2
             assert n // period * new * LINE * sc["cores"] <= sc["l2_kb"] << 10
+        elif not filled:   # after a cut, with those of the periods it records first: from the segment's start
+            assert (n + head.iterations) // period * new * LINE * sc["cores"] <= sc["l2_kb"] << 10 or n == 0
         # the next segment settles after a cut, not after the run's first uncut skip (else: as the one before)
         first, settle = False, True if n < head.planned_skip else (False if first else None)
         assert i + head.iterations + n <= length
