@@ -54,7 +54,7 @@ class SharedDevice(Protocol):
     env: simpy.Environment
     gm_path: GmPath
     in_flight: dict[str, int]        # path -> transfers that may be in flight at once
-    in_flight_bytes: dict[str, int | None]   # path -> and more while their bytes are under this
+    in_flight_bytes: dict[str, int | None] | None   # path -> and more while their bytes are under it (None: none)
     depth: int                       # a pipe's queue depth
     issue_cycles: float              # the scalar unit's cycles to issue one instruction
     functional: bool

@@ -101,7 +101,8 @@ class Device:
         self.view = DeviceView(profile, self.memory, functional, trace, self.scalar_cost, self.memo, fast,
                                self.l2)
         self.in_flight = {name: path.in_flight for name, path in profile.paths.items()}
-        self.in_flight_bytes = {name: path.in_flight_bytes for name, path in profile.paths.items()}
+        windows = {name: path.in_flight_bytes for name, path in profile.paths.items()}
+        self.in_flight_bytes = windows if any(w is not None for w in windows.values()) else None
         self.active: set[CoreState] = set()
         self._launches = 0
         self.dispatching: dict[int, str] = {}

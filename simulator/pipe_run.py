@@ -44,7 +44,6 @@ class PipeRun:
         self.l2_lines = [0, 0, 0, 0]          # read hits, read misses, write hits, write misses
         self.l2_bytes = self.hbm_bytes = 0    # added to the task's totals at the end
         self.flying: list[tuple] = []         # heap of (lands at, order, instr): transfers in flight
-        self.flying_bytes = 0                 # their bytes (a path's in_flight_bytes)
         self.last_lands = 0.0                 # the latest `lands at` in `flying`
         self.order = itertools.count()
 
@@ -57,9 +56,8 @@ class PipeRun:
         scalar unit, a flag, or its turn on the shared clock)."""
         block, core, pipe, pipe_at, me = self.block, self.core, self.pipe, self.pipe_at, self.actor
         q, room, idle, runnable = block.queues[pipe], block.room_at[pipe], block.idle, block.runnable
-        shared, seq, timeline = block.shared, block.seq, block.timeline
+        shared, seq, timeline, windows = block.shared, block.seq, block.timeline, block.device.in_flight_bytes
         in_flight, state, tracing = block.device.in_flight, core.pipe_state, self.tracing
-        in_flight_bytes = block.device.in_flight_bytes
         check_reads, complete, book = core.check_reads, self.complete, self.book
         now = block.start
         busy = work = 0.0            # cycles: the union of its instructions' [start, end), and of
@@ -123,7 +121,8 @@ class PipeRun:
             if kind == GM_XFER:
                 overlap = in_flight[instr.path]
                 if overlap > 1 and len(self.flying) >= overlap:   # every slot taken: the first to land frees one
-                    now = start = yield from self.until_slot(overlap, in_flight_bytes[instr.path], now)
+                    now = start = yield from (self.until_slot(overlap, windows[instr.path], now) if windows
+                                              else self.until_landed(self.flying[0][0], now))
                 shared.append((start, pipe_at, next(seq), False, me))   # block.share(), inline
                 yield
                 end, need, hbm_bytes, streamed = self.transfer(instr, start, overlap)
@@ -217,17 +216,16 @@ class PipeRun:
         upto = t if t > now else now        # (now + (t - now) may round below t)
         flying, complete = self.flying, self.complete
         while flying and flying[0][0] <= upto:
-            instr = heappop(flying)[2]
-            self.flying_bytes -= instr.chan_bytes
-            complete(instr)
+            complete(heappop(flying)[2])
         return now
 
     def until_slot(self, overlap: int, window: int | None, now: float) -> Generator[float, None, float]:
         """Generator: the pipe waits until a transfer may start, with fewer than `overlap` in flight
-        or, given a `window`, fewer bytes in flight than it (each landing frees its slot and its
-        bytes). Returns the new now."""
+        or, given the path's `window`, fewer bytes in flight than it (each landing frees its slot
+        and its bytes). Returns the new now."""
         flying = self.flying
-        while flying and len(flying) >= overlap and (window is None or self.flying_bytes >= window):
+        while flying and len(flying) >= overlap and (window is None
+                                                     or sum(f[2].chan_bytes for f in flying) >= window):
             now = yield from self.until_landed(flying[0][0], now)
         return now
 
@@ -252,7 +250,6 @@ class PipeRun:
         if not self.flying or done > self.last_lands:
             self.last_lands = done
         heappush(self.flying, (done, next(self.order), instr))
-        self.flying_bytes += instr.chan_bytes
         return done, local, hbm_bytes, (start + stream if stream > 0 else start)
 
     def finish(self, now: float, busy: float, work: float, executed: int) -> None:
