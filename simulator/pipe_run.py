@@ -119,8 +119,7 @@ class PipeRun:
             # execute it: a GM transfer meets the other cores at its turn on the shared clock
             start = now
             if kind == GM_XFER:
-                overlap = in_flight[instr.path]
-                if overlap > 1 and len(self.flying) >= overlap:   # every slot taken: the first to land frees one
+                if (overlap := in_flight[instr.path]) > 1 and len(self.flying) >= overlap:   # every slot taken
                     now = start = yield from (self.until_slot(overlap, windows[instr.path], now) if windows
                                               else self.until_landed(self.flying[0][0], now))
                 shared.append((start, pipe_at, next(seq), False, me))   # block.share(), inline
