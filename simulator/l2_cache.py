@@ -4,7 +4,7 @@ DeviceMemory do); the chip-wide channels that carry the bytes are in simulator.m
 from __future__ import annotations
 
 from itertools import repeat
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -17,7 +17,48 @@ def range_lines(l0: np.ndarray, l1: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     and how many it has."""
     counts = l1 - l0
     first = np.cumsum(counts) - counts
-    return np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(l0 - first, counts), first, counts
+    total = int(first[-1] + counts[-1]) if counts.size else 0
+    if total == counts.size and counts.size and counts.min() == 1:     # (a line each: a gather's rows)
+        return l0.astype(np.int64), first, counts
+    if not counts.size or counts.min() < 1:
+        return np.arange(total, dtype=np.int64) + np.repeat(l0 - first, counts), first, counts
+    # a running sum of steps of one line, each range starting with the jump from the last line of
+    # the range before it (cheaper than repeating each range's start by its count)
+    step = np.ones(total, np.int64)
+    step[first] = l0 - np.concatenate(([0], l1[:-1] - 1))
+    return np.cumsum(step), first, counts
+
+
+def unique_sorted(values: np.ndarray) -> np.ndarray:
+    """np.unique(values) (the distinct values, ascending) by one sort: numpy 2's np.unique hashes,
+    ten times slower on the tens of thousands of line numbers fast mode passes it."""
+    ordered = np.sort(values, axis=None)
+    if ordered.size < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+def distinct(values: np.ndarray) -> list[int]:
+    """The distinct values of an array of few of them (the allocations a batch of ranges lies in),
+    ascending: a pass per value, cheaper than a sort for up to a few dozen."""
+    found, rest = [], values
+    while rest.size and len(found) < 32:
+        v = int(rest[0])
+        found.append(v)
+        rest = rest[rest != v]
+    return sorted(found + (unique_sorted(rest).tolist() if rest.size else []))
+
+
+class Region(NamedTuple):
+    """An allocation's tags as the L2 reads them: its bytes [base, limit), its lines' sector masks
+    and last-use stamps, and the same two read and written an item at a time (memoryviews: a
+    gather's row costs a few item updates, which numpy's own indexing makes dearer)."""
+    base: int
+    limit: int
+    mask: np.ndarray
+    stamp: np.ndarray
+    mask_items: memoryview
+    stamp_items: memoryview
 
 
 class L2Cache:
@@ -86,16 +127,16 @@ class L2Cache:
         if self._last is not None and self._last[0] == addr:
             self._last, self._prev = self._prev, None
 
-    def _tags(self, addr: int) -> tuple[int, int, np.ndarray, np.ndarray]:
-        """(base, limit, mask, stamp) of the allocation holding `addr`; ValueError if none."""
+    def _tags(self, addr: int) -> Region:
+        """The Region of the allocation holding `addr`; ValueError if none."""
         region = self._region(addr)
         if region is None:
             raise ValueError(f"L2: device address 0x{addr:x} is in no allocation")
         return region
 
-    def _region(self, addr: int) -> tuple[int, int, np.ndarray, np.ndarray] | None:
-        """(base, limit, mask, stamp) of the allocation holding `addr`, now the last touched
-        (None if no allocation holds it)."""
+    def _region(self, addr: int) -> Region | None:
+        """The Region of the allocation holding `addr`, now the last touched (None if no
+        allocation holds it)."""
         last, prev = self._last, self._prev
         if last is not None and last[0] <= addr < last[1]:
             return last
@@ -109,7 +150,7 @@ class L2Cache:
         if t is None:
             n = -(-a.size // self.line)
             t = self.tags[a.addr] = (np.zeros(n, np.uint32), np.zeros(n, np.int64))
-        self._last, self._prev = (a.addr, a.addr + a.size, t[0], t[1]), last
+        self._last, self._prev = Region(a.addr, a.addr + a.size, *t, memoryview(t[0]), memoryview(t[1])), last
         return self._last
 
     def free_bytes(self) -> int:
@@ -170,7 +211,7 @@ class L2Cache:
             if n <= 0:
                 continue
             if not base <= addr < limit:
-                base, limit, mask, stamp = self._tags(addr)
+                base, limit, mask, stamp, _, _ = self._tags(addr)
             rel, end = addr - base, addr - base + n
             l0, l1 = rel // line, (end - 1) // line + 1
             lo = (rel - l0 * line) // sector
@@ -236,7 +277,8 @@ class L2Cache:
         bound where a loop reads what it wrote within the batch."""
         line = self.line
         keep = n > 0
-        addr, n, write, base = addr[keep], n[keep], write[keep], base[keep]
+        if not keep.all():
+            addr, n, write, base = addr[keep], n[keep], write[keep], base[keep]
         through = write & self.filled if self.writes_through_when_full else np.zeros(write.size, bool)
         if self.writes_through_when_full and not self.filled and write.any():
             through = write & (np.arange(write.size) > self._fill_point(addr, n))
@@ -244,25 +286,32 @@ class L2Cache:
         crossed = 0
         stamps = self.clock + np.arange(addr.size, dtype=np.int64)
         self.clock += int(addr.size)
-        for b in np.unique(base):
-            sel = base == b
-            region = self._region(int(b))
+        none = np.uint32(0)
+        for b in distinct(base):
+            region = self._region(b)
             if region is None:
                 continue
-            _, _, mask, stamp = region
-            rel = addr[sel] - int(b)
+            mask, stamp = region.mask, region.stamp
+            sel = base == b
+            rel = addr[sel] - b
             end = rel + n[sel]
             lines, _, counts, want = self._range_wants(rel, end, rel // line, (end - 1) // line + 1)
-            written = np.repeat(write[sel], counts)
-            held, at = np.unique(lines, return_inverse=True)
-            read_sectors, write_sectors = np.zeros(held.size, np.uint32), np.zeros(held.size, np.uint32)
-            np.bitwise_or.at(read_sectors, at, np.where(written, np.uint32(0), want))
-            np.bitwise_or.at(write_sectors, at, np.where(written, want, np.uint32(0)))
-            want |= np.repeat(np.where(write[sel] & ~through[sel], self.dirty, np.uint32(0)), counts)
-            add = np.zeros(held.size, np.uint32)
-            np.bitwise_or.at(add, at, want)
-            newest = np.zeros(held.size, np.int64)
-            np.maximum.at(newest, at, np.repeat(stamps[sel], counts))
+            one_line_each = lines.size == rel.size
+
+            def per_line(x):
+                return x if one_line_each else np.repeat(x, counts)
+            # each line's touches grouped by one sort (the reductions do not depend on their order)
+            order = np.argsort(lines)
+            lines = lines[order]
+            first = np.flatnonzero(np.concatenate(([True], lines[1:] != lines[:-1])))
+            held = lines[first]
+            written = per_line(write[sel])[order]
+            want = want[order]
+            read_sectors = np.bitwise_or.reduceat(np.where(written, none, want), first)
+            write_sectors = np.bitwise_or.reduceat(np.where(written, want, none), first)
+            want |= per_line(np.where(write[sel] & ~through[sel], self.dirty, none))[order]
+            add = np.bitwise_or.reduceat(want, first)
+            newest = np.maximum.reduceat(per_line(stamps[sel])[order], first)
             old = mask[held]
             crossed += int(np.bitwise_count(read_sectors & ~old & ~write_sectors).sum()) * self.SECTOR
             self.resident += int(np.count_nonzero(old == 0))
@@ -305,37 +354,41 @@ class L2Cache:
         region = self._last
         if region is None or not region[0] <= start < region[1]:
             region = self._region(start)
-        if region is None or pitch < 0 or start + (c - 1) * pitch + n > region[1]:
+            if region is None:
+                return None
+        base, limit, _, _, mask, stamp = region
+        if pitch < 0 or start + (c - 1) * pitch + n > limit:
             return None
-        base, _, mask, stamp = region
         line = self.line
         rel = start - base
-        # (range() takes no step of 0: rows at one address are one check)
-        for r in range(rel, rel + c * pitch, pitch) if pitch else (rel,):
-            if r % line + n > line:
-                return None
+        starts = range(rel, rel + c * pitch, pitch) if pitch else repeat(rel, c)
+        if pitch:
+            for r in starts:
+                if r % line + n > line:
+                    return None
+        elif rel % line + n > line:
+            return None
         sector, full = self.SECTOR, self.full_bits
         dirty = self._write_marks if write else 0
         fetch = hits = 0
         clock = self.clock
-        for i in range(c):
-            l0, lo = divmod(rel, line)
+        for r in starts:
+            l0, lo = divmod(r, line)
             lo, hi = lo // sector, -(-(lo + n) // sector)
             want = full & ((full >> lo) << lo) & ((1 << hi) - 1)
-            old = mask.item(l0)
+            old = mask[l0]
             if old:
                 hits += 1
             if not write:
-                fetch += (want & ~old).bit_count() * sector
+                fetch += (want & ~old).bit_count()
             mask[l0] = old | want | dirty
             stamp[l0] = clock
             clock += 1
-            rel += pitch
         self.clock = clock
         self.hit_lines += hits
         self.miss_lines += c - hits
         self.resident += c - hits
-        return fetch
+        return fetch * sector
 
     def _count(self, present: int, lines: int) -> None:
         """Book `lines` touched lines of which `present` were held: hits, misses, residency."""
@@ -347,6 +400,11 @@ class L2Cache:
         """Ranges [rel, end) of one allocation (lines [l0, l1) each): every line they touch, in
         order, the sectors each touch wants, and per range its first touch and touch count."""
         sector = self.SECTOR
+        if l0.size and int(l1[-1] - l0[-1]) == 1 and (l1 - l0 == 1).all():     # (a gather's rows: a line each)
+            lo = ((rel - l0 * self.line) // sector).astype(np.uint32)
+            hi = (-(-(end - l0 * self.line) // sector)).astype(np.uint32)
+            want = (self.full >> lo << lo) & ((np.uint32(1) << hi) - np.uint32(1))
+            return l0, np.arange(l0.size), np.ones(l0.size, np.int64), want
         lines, first, counts = range_lines(l0, l1)
         want = np.full(lines.size, self.full, np.uint32)
         lo = ((rel - l0 * self.line) // sector).astype(np.uint32)
@@ -373,7 +431,7 @@ class L2Cache:
         l0, l1 = rel // line, (end - 1) // line + 1
         if np.any(l0[1:] < l1[:-1]):
             return None
-        _, _, mask, stamp = self._tags(int(r[0, 0]))
+        _, _, mask, stamp, _, _ = self._tags(int(r[0, 0]))
         lines, _, counts, want = self._range_wants(rel, end, l0, l1)
         return self._touch(mask, stamp, lines, want, self.clock + np.repeat(np.arange(len(r)), counts),
                            len(r), write)
@@ -422,7 +480,7 @@ class L2Cache:
         pattern = [full] * per
         pattern[0] &= (full >> lo) << lo
         pattern[-1] &= (1 << hi) - 1
-        _, _, mask, stamp = self._tags(rows.start)
+        _, _, mask, stamp, _, _ = self._tags(rows.start)
         if l0 + c * step <= mask.size:
             # the rows' lines as a (count, per) view of the tags: what _touch does, in place
             m = mask[l0:l0 + c * step].reshape(c, step)[:, :per]
@@ -466,7 +524,7 @@ class L2Cache:
         held = lines[heads]
         union = np.bitwise_or.reduceat(want, heads)
         last_row = np.repeat(np.arange(c, dtype=np.int64), counts)[np.append(heads[1:], touches) - 1]
-        _, _, mask, stamp = self._tags(a.addr)
+        _, _, mask, stamp, _, _ = self._tags(a.addr)
         return self._touch(mask, stamp, held, union, self.clock + last_row, c, write, touches - held.size)
 
     def stamps(self, lines: np.ndarray) -> np.ndarray:
@@ -504,7 +562,7 @@ class L2Cache:
             hi = min(own.size, lo + 2 * k + 64)
             o, ix = own[lo:hi], idx[lo:hi]
             valid = np.zeros(hi - lo, bool)
-            for j in np.unique(o).tolist():
+            for j in unique_sorted(o).tolist():
                 sel = o == j
                 mask, stamp = owners[j]
                 valid[sel] = (mask[ix[sel]] != 0) & (stamp[ix[sel]] == then[lo:hi][sel])
@@ -517,7 +575,7 @@ class L2Cache:
             self._next = lo + end
             if not self.filled and valid.any() and int(then[lo:hi][valid].max()) >= self.launch_stamp:
                 self.filled = True
-            for j in np.unique(o[valid]).tolist():
+            for j in unique_sorted(o[valid]).tolist():
                 mask = owners[j][0]
                 go = ix[valid & (o == j)]
                 dirty_lines += int(np.count_nonzero(mask[go] & self.dirty))

@@ -17,7 +17,7 @@ from .enums import Unwind
 from .fast import FastSchedule, cost_shape
 from .memory import DeviceMemory
 from .profile import Profile
-from .program import MARK, Instr, LoopMark, caller_line
+from .program import MARK, Instr, LoopMark, Rows, caller_line
 
 if TYPE_CHECKING:
     from .l2_cache import L2Cache
@@ -77,7 +77,8 @@ class BlockContext:
         shape = cost_shape(instr)
         for shapes in self.open_shapes:
             shapes[-1].append(shape)
-        if instr.gm:
+        gm = instr.gm
+        if gm.count if type(gm) is Rows else gm:        # (no Rows.__len__ call)
             for windows in self.open_windows:
                 windows[-1].append(instr)
 
@@ -130,7 +131,8 @@ class BlockContext:
         if self.open_windows:                      # fast mode: a measured window's instruction
             self.keep_for_windows(instr)
         # what the chunk holds: instructions, and their byte ranges (a strided copy has thousands)
-        self.weight += len(instr.gm) + len(instr.writes)
+        gm = instr.gm
+        self.weight += (gm.count if type(gm) is Rows else len(gm)) + len(instr.writes)
         if len(program) >= self.limit or self.weight >= self.ranges:
             if self.recorder is None:
                 raise _TooLong()

@@ -2,7 +2,7 @@
 cache exactly as the range-at-a-time path does."""
 import numpy as np
 
-from simulator.l2_cache import L2Cache
+from simulator.l2_cache import L2Cache, range_lines, unique_sorted
 
 
 class _Alloc:
@@ -216,10 +216,16 @@ def test_fast_mode_touch_matches_a_plain_model():
         state = {"masks": {}, "stamps": {}, "hits": 0, "misses": 0, "clock": 0}
         for _ in range(6):
             ranges, writes = [], []
+            gathers = rng.random() < 0.5        # a gather's rows: each inside one line
             for _ in range(int(rng.integers(1, 40))):
                 al = ALLOCS[rng.integers(2)]
-                n = int(rng.integers(0, 3000))
-                start = al.addr + int(rng.integers(0, al.size - n))
+                if gathers:
+                    n = int(rng.integers(1, 129))
+                    line = int(rng.integers(0, al.size // 512))
+                    start = al.addr + line * 512 + int(rng.integers(0, 512 - n + 1))
+                else:
+                    n = int(rng.integers(0, 3000))
+                    start = al.addr + int(rng.integers(0, al.size - n))
                 ranges.append((start, n))
                 writes.append(bool(rng.integers(2)))
             for r, w in zip(ranges, writes):
@@ -461,3 +467,21 @@ def test_fast_mode_touch_finds_the_first_eviction_within_its_batch():
         marks.append((c.tags[3 << 20][0] & c.dirty) != 0)
     assert np.array_equal(marks[0], marks[1])
     assert 0 < np.count_nonzero(marks[0]) < marks[0].size           # both kinds of line
+
+
+def test_range_lines_and_unique_sorted_against_numpy():
+    """range_lines (every line of each range, concatenated) against a line-by-line list, and
+    unique_sorted against np.unique, over random ranges: one line each, several, none, any dtype."""
+    rng = np.random.default_rng(11)
+    for _ in range(400):
+        k = int(rng.integers(0, 30))
+        l0 = rng.integers(-50, 1000, k)
+        span = (np.ones(k, np.int64), rng.integers(1, 5, k), rng.integers(0, 5, k))[int(rng.integers(3))]
+        lines, first, counts = range_lines(l0, l0 + span)
+        expect = [x for a, c in zip(l0.tolist(), span.tolist()) for x in range(a, a + c)]
+        assert lines.dtype == np.int64 and lines.tolist() == expect
+        assert counts.tolist() == span.tolist()
+        assert first.tolist() == np.concatenate(([0], np.cumsum(span)[:-1])).astype(int).tolist()[:k]
+        values = rng.integers(-5, 40, int(rng.integers(0, 60))).astype(rng.choice([np.int64, np.int32, np.uint32]))
+        got = unique_sorted(values)
+        assert got.dtype == values.dtype and got.tolist() == np.unique(values).tolist()

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..l2_cache import range_lines
+from ..l2_cache import range_lines, unique_sorted
 from ..program import Instr, Rows
 from .schedule import FastSchedule
 
@@ -51,7 +51,7 @@ def _lines(window: list[Instr], line: int) -> np.ndarray:
         return np.empty(0, np.int64)
     addr, n, _ = _gm_rows(window)
     keep = n > 0
-    return np.unique(range_lines(addr[keep] // line, (addr[keep] + n[keep] - 1) // line + 1)[0])
+    return unique_sorted(range_lines(addr[keep] // line, (addr[keep] + n[keep] - 1) // line + 1)[0])
 
 
 # skipped periods' ranges are made this many at a time (bounded memory)

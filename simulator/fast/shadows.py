@@ -18,13 +18,24 @@ def cost_shape(instr: Instr) -> tuple:
     return instr.pipe, kind, instr.cycles, instr.path, instr.nbytes, instr.chan_bytes, flag
 
 
-def program_shape(program: list[Instr]) -> tuple | None:
+class ProgramShape(tuple):
+    """A block's program's cost shapes (program_shape): a tuple that hashes its thousands of shapes
+    once, not at every lookup among the launch's groups."""
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("hash")
+        if h is None:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+        return h
+
+
+def program_shape(program: list[Instr]) -> ProgramShape | None:
     """A block's program's cost shapes: blocks of one shape issue the same instructions at the
     same costs, with the same flags and the same loop skips. None for a program that syncs with
     other cores (its shadow could not)."""
     if any(i.kind == XSET or i.kind == XWAIT for i in program):
         return None
-    return tuple(map(cost_shape, program))
+    return ProgramShape(map(cost_shape, program))
 
 
 class ShadowBlock:

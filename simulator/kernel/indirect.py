@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..program import GM_XFER, Instr, Rows, Text, caller_line
+from ..program import GM_XFER, Instr, Rows, caller_line
 from ..recorder import current_context
 from ..arith import align_up
 from .base import GlobalTensor, LocalTensor, _fault
@@ -138,19 +138,16 @@ class IndirectCopies:
         if not 0 <= i < self.count:
             raise _fault(self.pipe, f"{self.kind_name}: copy {i} of a run of {self.count}")
         ctx, gather, spans = self.ctx, self.gather, self.spans[i]
-        index = self.first + i
-        ob = self.offsets.offset + index * 4
+        ob = self.offsets.offset + (self.first + i) * 4
         reads = (("UB", ob, ob + 4),) if gather else (("UB", ob, ob + 4),) + spans
         bases = self.bases
         gm = () if bases is None else Rows(None, bases[i], self.n, self.gm_pitch, self.rows)
         atomic = None if gather else ctx.atomic
-        slot = _Slot(self.local, i * self.local_step) if self.local_step else self.local
-        dst, src = (slot, self.src) if gather else (self.dst, slot)
         # (positional, cheaper: pipe, name, kind, cycles, path, nbytes, chan_bytes, reads, writes, fn,
         # flag, operands, gm, gm_write)
         instr = Instr(self.pipe, _NAMES[gather, atomic is not None], GM_XFER, self.cycles, self.path,
                       self.rows * self.n, self.moved, reads, spans if gather else (), None, None,
-                      (dst, src, Text("offset {!r}[{}]", self.offsets, index), self.size), gm, not gather)
+                      _CopyOperands(self, i), gm, not gather)
         instr.line = self.line
         instr.indirect = True
         if ctx.functional:
@@ -246,15 +243,19 @@ def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, in
             f"{p.blockCount} x {p.blockLen} B")
 
 
-class _Slot:
-    """The local operand of a run's copy i, made only if a message names the instruction."""
-    __slots__ = ("tensor", "at")
+class _CopyOperands:
+    """Copy i of a run's operands (its local slot, the GlobalTensor, the offset it reads, the row
+    shape), formatted only if a message names the instruction."""
+    __slots__ = ("run", "i")
 
-    def __init__(self, tensor: LocalTensor, at: int):
-        self.tensor, self.at = tensor, at
+    def __init__(self, run: IndirectCopies, i: int):
+        self.run, self.i = run, i
 
     def __str__(self) -> str:
-        return repr(self.tensor[self.at])
+        run = self.run
+        slot = repr(run.local[self.i * run.local_step]) if run.local_step else str(run.local)
+        dst, src = (slot, str(run.src)) if run.gather else (str(run.dst), slot)
+        return f"{dst}, {src}, offset {run.offsets!r}[{run.first + self.i}], {run.size}"
 
 
 __all__ = ["DataCopyPadIndirect", "IndirectCopies", "NominalRows", "nominal_rows"]

@@ -43,7 +43,7 @@ from typing import Callable, Hashable, Iterable, TypeVar
 import numpy as np
 
 from ..fast.segments import fast_forwarded
-from ..l2_cache import range_lines
+from ..l2_cache import range_lines, unique_sorted
 from ..recorder import current_context
 from .indirect import NominalRows
 from .loop_audit import ACTIVE, audited
@@ -108,7 +108,7 @@ class DeclaredRows:
         addr, n, write = rows
         sel = ~write & (n > 0)
         a, n = addr[sel], n[sel]
-        return np.unique(range_lines(a // line, (a + n - 1) // line + 1)[0])
+        return unique_sorted(range_lines(a // line, (a + n - 1) // line + 1)[0])
 
 
 def _rows(declared: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
