@@ -106,8 +106,9 @@ class Load3dCost(_Frozen):
     """An img2col load (LoadData 3Dv2) on MTE1: fixed_cycles + bytes / rate. The rate is the L1
     read port's read_bytes_per_cycle over the port's turns per 16 positions: one per map row the
     positions cross (16 // the map's width; 15 // it when 16 is a multiple of the output width),
-    stride_turns per step of strideW (1, 2, 4 or 8) and l0b_turns more into L0B; any other strideW
-    reads at odd_stride_bytes_per_cycle (L0A, L0B)."""
+    stride_turns per step of strideW (1, 2, 4 or 8) and l0b_turns more into L0B, never under
+    odd_stride_bytes_per_cycle (L0A, L0B), the rate any other strideW reads at (Ascend C's table of
+    the Cube instructions' rates on A2: asc-devkit `docs/zh/api/附录/Cube指令理论性能汇总.md`, table 4)."""
     fixed_cycles: Cycles
     read_bytes_per_cycle: Rate
     stride_turns: Cycles
@@ -117,7 +118,8 @@ class Load3dCost(_Frozen):
     def cycles(self, nbytes: int, into_l0b: bool, stride_w: int, map_w: int, out_w: int) -> float:
         if stride_w in (1, 2, 4, 8):
             rows = (15 if 16 % out_w == 0 else 16) // map_w
-            rate = self.read_bytes_per_cycle / (rows + self.stride_turns * stride_w + (self.l0b_turns if into_l0b else 0))
+            turns = rows + self.stride_turns * stride_w + (self.l0b_turns if into_l0b else 0)
+            rate = max(self.read_bytes_per_cycle / turns, self.odd_stride_bytes_per_cycle[1 if into_l0b else 0])
         else:
             rate = self.odd_stride_bytes_per_cycle[1 if into_l0b else 0]
         return self.fixed_cycles + nbytes / rate

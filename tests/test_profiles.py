@@ -329,3 +329,27 @@ def test_what_if_core_count_and_clock_change_cycles():
     slow_clock = _big_silu(p.override({"clock_mhz": 925}), 1 << 18)
     assert slow_clock.report.clock_mhz == 925
     assert slow_clock.time_us > base.time_us
+
+
+def test_load3d_rates_follow_the_documented_a2_table():
+    """An img2col load's rate on every A2 profile against the form of Ascend C's table of the Cube
+    instructions' rates (asc-devkit docs/zh/api/附录/Cube指令理论性能汇总.md, table 4, n read as CANN's
+    tiling model reads it: the row switches of 16 positions): 512 B over the read port's turns at
+    strides 1, 2, 4 and 8, never under 32 B a cycle into L0A and 512 // 18 into L0B, which any other
+    stride reads at. (The table's rates are whole numbers; the model's are not rounded down.)"""
+    for soc in simulator.list_socs():
+        l3d = simulator.load_profile(soc).load3d
+        if l3d is None:
+            continue
+        for stride in (1, 2, 3, 4, 5, 8, 16):
+            for map_w in (1, 2, 3, 5, 8, 15, 16, 17, 64):
+                for out_w in (1, 4, 7, 16):
+                    switches = (15 if 16 % out_w == 0 else 16) // map_w
+                    for into_l0b, floor in ((False, 32), (True, 512 // 18)):
+                        if stride in (1, 2, 4, 8):
+                            rate = max(512 / (2 * stride + switches + (2 if into_l0b else 0)), floor)
+                        else:
+                            rate = floor
+                        cycles = l3d.cycles(4096, into_l0b, stride, map_w, out_w)
+                        assert cycles == pytest.approx(l3d.fixed_cycles + 4096 / rate, rel=1e-12), (
+                            soc, stride, map_w, out_w, into_l0b)
