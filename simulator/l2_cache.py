@@ -31,7 +31,7 @@ def range_lines(l0: np.ndarray, l1: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 
 def unique_sorted(values: np.ndarray) -> np.ndarray:
     """np.unique(values) (the distinct values, ascending) by one sort: numpy 2's np.unique hashes,
-    ten times slower on the tens of thousands of line numbers fast mode passes it."""
+    5-15 times slower on the tens of thousands of line numbers fast mode passes it."""
     ordered = np.sort(values, axis=None)
     if ordered.size < 2:
         return ordered
@@ -110,9 +110,9 @@ class L2Cache:
         self._write_marks = self.dirty_bits     # what this access's writes mark: dirty, or 0 going through
         self.find = find                    # address -> the device Allocation holding it
         self.tags: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # allocation -> (mask, stamp)
-        # (base, limit, mask, stamp) of the last allocation touched and of the one before it (a
-        # gather loop alternates between its source and its scatter's destination); forget()
-        # drops a freed allocation from them
+        # the Regions of the last allocation touched and of the one before it (a gather loop
+        # alternates between its source and its scatter's destination); forget() drops a freed
+        # allocation from them
         self._last = self._prev = None
         self.resident = 0
         self.clock = 0
@@ -286,7 +286,7 @@ class L2Cache:
         crossed = 0
         stamps = self.clock + np.arange(addr.size, dtype=np.int64)
         self.clock += int(addr.size)
-        none = np.uint32(0)
+        no_bits = np.uint32(0)
         for b in distinct(base):
             region = self._region(b)
             if region is None:
@@ -296,10 +296,12 @@ class L2Cache:
             rel = addr[sel] - b
             end = rel + n[sel]
             lines, _, counts, want = self._range_wants(rel, end, rel // line, (end - 1) // line + 1)
+            # (every range has a line at least: those of no bytes were dropped above)
             one_line_each = lines.size == rel.size
 
             def per_line(x):
                 return x if one_line_each else np.repeat(x, counts)
+
             # each line's touches grouped by one sort (the reductions do not depend on their order)
             order = np.argsort(lines)
             lines = lines[order]
@@ -307,9 +309,9 @@ class L2Cache:
             held = lines[first]
             written = per_line(write[sel])[order]
             want = want[order]
-            read_sectors = np.bitwise_or.reduceat(np.where(written, none, want), first)
-            write_sectors = np.bitwise_or.reduceat(np.where(written, want, none), first)
-            want |= per_line(np.where(write[sel] & ~through[sel], self.dirty, none))[order]
+            read_sectors = np.bitwise_or.reduceat(np.where(written, no_bits, want), first)
+            write_sectors = np.bitwise_or.reduceat(np.where(written, want, no_bits), first)
+            want |= per_line(np.where(write[sel] & ~through[sel], self.dirty, no_bits))[order]
             add = np.bitwise_or.reduceat(want, first)
             newest = np.maximum.reduceat(per_line(stamps[sel])[order], first)
             old = mask[held]

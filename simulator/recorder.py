@@ -78,7 +78,7 @@ class BlockContext:
         for shapes in self.open_shapes:
             shapes[-1].append(shape)
         gm = instr.gm
-        if gm.count if type(gm) is Rows else gm:        # (no Rows.__len__ call)
+        if (gm.count if type(gm) is Rows else gm):      # (no Rows.__len__ call)
             for windows in self.open_windows:
                 windows[-1].append(instr)
 

@@ -208,8 +208,9 @@ def test_a_freed_allocation_is_not_found_through_the_remembered_regions():
 
 def test_fast_mode_touch_matches_a_plain_model():
     """touch() (fast mode: a skipped loop's ranges in one batch) leaves each line the sectors, the
-    dirty bit and the newest stamp the plain per-range rule gives, and counts residency, for
-    ranges that overlap, repeat and hop between allocations; the clock moves on once per range."""
+    dirty bit and the newest stamp the plain per-range rule gives, counts residency and the bytes
+    its reads fetch, for ranges that overlap, repeat and hop between allocations, and for a
+    gather's one-line rows; the clock moves on once per range."""
     rng = np.random.default_rng(5)
     for _ in range(40):
         c = L2Cache(1 << 30, 512, _find)          # no eviction: the model has none
@@ -228,11 +229,21 @@ def test_fast_mode_touch_matches_a_plain_model():
                     start = al.addr + int(rng.integers(0, al.size - n))
                 ranges.append((start, n))
                 writes.append(bool(rng.integers(2)))
+            # what the batch fetches: per line, the sectors it reads that the line lacked before
+            # the batch and that the batch does not write (a lower bound, as touch() documents)
+            before = {k: sectors for k, (sectors, _) in state["masks"].items()}
+            read, written = {}, {}
+            for (a, n), w in zip(ranges, writes):
+                al = _find(a)
+                for s in range((a - al.addr) // 32, -(-(a - al.addr + n) // 32)) if n > 0 else ():
+                    (written if w else read).setdefault((al.addr, s // 16), set()).add(s % 16)
+            fetched = 32 * sum(len(got - before.get(k, set()) - written.get(k, set())) for k, got in read.items())
             for r, w in zip(ranges, writes):
                 _reference_access(state, [r], w)
             addr = np.array([a for a, _ in ranges], dtype=np.int64)
             base = np.array([_find(a).addr for a in addr], dtype=np.int64)
-            c.touch(addr, np.array([n for _, n in ranges], dtype=np.int64), np.array(writes), base)
+            crossed, _ = c.touch(addr, np.array([n for _, n in ranges], dtype=np.int64), np.array(writes), base)
+            assert crossed == fetched
         for (b, ln), (sectors, dirty) in state["masks"].items():
             mask, stamp = c.tags[b]
             assert int(mask[ln]) == sum(1 << s for s in sectors) | (int(c.dirty) if dirty else 0)

@@ -28,6 +28,9 @@ class ProgramShape(tuple):
             h = self.__dict__["hash"] = tuple.__hash__(self)
         return h
 
+    def __reduce__(self):
+        return ProgramShape, (tuple(self),)      # (a hash is per process: not carried across)
+
 
 def program_shape(program: list[Instr]) -> ProgramShape | None:
     """A block's program's cost shapes: blocks of one shape issue the same instructions at the

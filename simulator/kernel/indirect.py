@@ -132,6 +132,8 @@ class IndirectCopies:
         self.ptr, self.isz, self.gm_pitch, self.ub_pitch = ptr, isz, gm_pitch, ub_pitch
         self.n, self.rows = p.blockLen, p.blockCount      # as made (a kernel may reuse its params)
         self.line = caller_line() if ctx.lines else None  # the report books the copies to this line
+        # what a message naming copy i formats (not the run itself: it holds the recording context)
+        self.operand_parts = (local, local_step, gather, src, dst, offsets, first, self.size)
 
     def issue(self, i: int) -> None:
         """Record copy i of the run (0 <= i < count)."""
@@ -147,7 +149,7 @@ class IndirectCopies:
         # flag, operands, gm, gm_write)
         instr = Instr(self.pipe, _NAMES[gather, atomic is not None], GM_XFER, self.cycles, self.path,
                       self.rows * self.n, self.moved, reads, spans if gather else (), None, None,
-                      _CopyOperands(self, i), gm, not gather)
+                      _CopyOperands(self.operand_parts, i), gm, not gather)
         instr.line = self.line
         instr.indirect = True
         if ctx.functional:
@@ -246,16 +248,16 @@ def _prepare(ctx, gather: bool, g, local, params: DataCopyExtParams, offsets, in
 class _CopyOperands:
     """Copy i of a run's operands (its local slot, the GlobalTensor, the offset it reads, the row
     shape), formatted only if a message names the instruction."""
-    __slots__ = ("run", "i")
+    __slots__ = ("parts", "i")
 
-    def __init__(self, run: IndirectCopies, i: int):
-        self.run, self.i = run, i
+    def __init__(self, parts: tuple, i: int):
+        self.parts, self.i = parts, i
 
     def __str__(self) -> str:
-        run = self.run
-        slot = repr(run.local[self.i * run.local_step]) if run.local_step else str(run.local)
-        dst, src = (slot, str(run.src)) if run.gather else (str(run.dst), slot)
-        return f"{dst}, {src}, offset {run.offsets!r}[{run.first + self.i}], {run.size}"
+        local, local_step, gather, src, dst, offsets, first, size = self.parts
+        slot = repr(local[self.i * local_step]) if local_step else str(local)
+        dst, src = (slot, str(src)) if gather else (str(dst), slot)
+        return f"{dst}, {src}, offset {offsets!r}[{first + self.i}], {size}"
 
 
 __all__ = ["DataCopyPadIndirect", "IndirectCopies", "NominalRows", "nominal_rows"]
