@@ -38,17 +38,6 @@ def unique_sorted(values: np.ndarray) -> np.ndarray:
     return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
 
 
-def distinct(values: np.ndarray) -> list[int]:
-    """The distinct values of an array of few of them (the allocations a batch of ranges lies in),
-    ascending: a pass per value, cheaper than a sort for up to a few dozen."""
-    found, rest = [], values
-    while rest.size and len(found) < 32:
-        v = int(rest[0])
-        found.append(v)
-        rest = rest[rest != v]
-    return sorted(found + (unique_sorted(rest).tolist() if rest.size else []))
-
-
 class Region(NamedTuple):
     """An allocation's tags as the L2 reads them: its bytes [base, limit), its lines' sector masks
     and last-use stamps, and the same two read and written an item at a time (memoryviews: a
@@ -287,7 +276,7 @@ class L2Cache:
         stamps = self.clock + np.arange(addr.size, dtype=np.int64)
         self.clock += int(addr.size)
         no_bits = np.uint32(0)
-        for b in distinct(base):
+        for b in unique_sorted(base).tolist():
             region = self._region(b)
             if region is None:
                 continue
@@ -363,6 +352,7 @@ class L2Cache:
             return None
         line = self.line
         rel = start - base
+        # (range() takes no step of 0: rows at one address are one row c times, checked once)
         starts = range(rel, rel + c * pitch, pitch) if pitch else repeat(rel, c)
         if pitch:
             for r in starts:
