@@ -322,8 +322,12 @@ class L2Cache:
         cache with the running launch's own (the cache holds only lines touched since it began,
         and one more comes: its writes after that go through), or their count if none."""
         line = self.line
+        # (however many are new, no overflow: first by a bound of two reductions, a range of n
+        # bytes spanning at most n // line + 2 lines, then by the ranges' lines)
+        if self.resident + int(n.sum()) // line + 2 * n.size <= self.capacity:
+            return addr.size
         l0, l1 = addr // line, (addr + n - 1) // line + 1
-        if self.resident + int((l1 - l0).sum()) <= self.capacity:   # (however many are new: no overflow)
+        if self.resident + int((l1 - l0).sum()) <= self.capacity:
             return addr.size
         lines, first, _ = range_lines(l0, l1)
         new = np.zeros(lines.size, bool)

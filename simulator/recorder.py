@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .core_state import CoreState, Group
 from .enums import Unwind
-from .fast import FastSchedule, cost_shape
+from .fast import FastSchedule, WindowTransfers, cost_shape
 from .memory import DeviceMemory
 from .profile import Profile
 from .program import MARK, Instr, LoopMark, Rows, caller_line
@@ -99,10 +99,10 @@ class BlockContext:
             run = self.loops
         windows = None
         if phase == 0:
-            self.open_windows.append([[]])                 # [window 1] (then [window 1, window 2])
+            self.open_windows.append([WindowTransfers()])   # [window 1] (then [window 1, window 2])
             self.open_shapes.append([[]])
         elif phase == 1:
-            self.open_windows[-1].append([])
+            self.open_windows[-1].append(WindowTransfers())
             self.open_shapes[-1].append([])
         else:
             windows = (*self.open_windows.pop(), declared)       # (window 1, window 2, declared)

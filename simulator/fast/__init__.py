@@ -53,12 +53,12 @@ from __future__ import annotations
 
 from .barrier import SkipBarrier
 from .block import BlockFastForward
-from .l2 import DeclaredTouches, L2Projection, PeriodClasses, Strata
+from .l2 import DeclaredTouches, L2Projection, PeriodClasses, Strata, WindowTransfers
 from .meter import Meter, Window, skip_bound
 from .record import FastRecord
 from .schedule import DEFAULT_SCHEDULE, FastSchedule
 from .shadows import AlikeBlocks, ShadowBlock, cost_shape, cross_beside, program_shape
 
 __all__ = ["AlikeBlocks", "BlockFastForward", "DEFAULT_SCHEDULE", "DeclaredTouches", "FastRecord", "FastSchedule",
-           "L2Projection", "Meter", "PeriodClasses", "ShadowBlock", "SkipBarrier", "Strata", "Window", "cost_shape",
-           "cross_beside", "program_shape", "skip_bound"]
+           "L2Projection", "Meter", "PeriodClasses", "ShadowBlock", "SkipBarrier", "Strata", "Window",
+           "WindowTransfers", "cost_shape", "cross_beside", "program_shape", "skip_bound"]

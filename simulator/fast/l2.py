@@ -24,9 +24,25 @@ def first_address(gm) -> int | None:
     return gm[0][0] if gm else None
 
 
+class WindowTransfers(list):
+    """A measured window's GM transfers, in program order (a list, as the recorder appends them),
+    remembering their rows once expanded: the L2's projection and the skip's touches both read
+    window 2's."""
+    __slots__ = ("gm_rows",)
+
+
 def _gm_rows(window: list[Instr]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The GM ranges of a window's transfers in program order, expanded in one go: (addresses,
     lengths, the index in `window` of the transfer each belongs to). A pair is a row of one."""
+    got = getattr(window, "gm_rows", None)
+    if got is None:
+        got = _expand_rows(window)
+        if type(window) is WindowTransfers:
+            window.gm_rows = got
+    return got
+
+
+def _expand_rows(window: list[Instr]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows, owners = [], []
     for k, instr in enumerate(window):
         if instr.l2_bypass:          # (not cached: leaves nothing in the L2)
@@ -74,13 +90,18 @@ def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = 
     window1, window2, declared = windows
     if len(window1) != len(window2) or keep <= 0:
         return
-    moved = [(first_address(a.gm), first_address(b.gm)) for a, b in zip(window1, window2)]
-    valid = np.array([None not in m and not (declared and is_indirect(b)) for m, b in zip(moved, window2)], dtype=bool)
-    steps = np.array([0 if None in m else m[1] - m[0] for m in moved], dtype=np.int64)
+    valid, steps, writes = [], [], []
+    for a, b in zip(window1, window2):
+        writes.append(b.gm_write)
+        first = None if declared and is_indirect(b) else first_address(a.gm)
+        moved_to = None if first is None else first_address(b.gm)
+        valid.append(moved_to is not None)
+        steps.append(0 if moved_to is None else moved_to - first)
     addr, n, owner = _gm_rows(window2)
-    sel = valid[owner]
+    sel = np.array(valid, dtype=bool)[owner]
     addr, n, owner = addr[sel], n[sel], owner[sel]
-    write = np.array([i.gm_write for i in window2], dtype=bool)[owner]
+    steps = np.array(steps, dtype=np.int64)
+    write = np.array(writes, dtype=bool)[owner]
     order = np.argsort(write, kind="stable")     # reads first, each in program order
     addr, n, write, step = addr[order], n[order], write[order], steps[owner[order]]
     if addr.size == 0 and not declared:

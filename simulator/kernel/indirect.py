@@ -55,7 +55,9 @@ def nominal_rows(gm: GlobalTensor, params: DataCopyExtParams, nominals, gather: 
     element offsets `nominals`: what a kernel declares for a Loop's skipped iterations (`Loop`'s
     `touches`), unchecked (the copies that are recorded check them)."""
     isz = gm.dtype.itemsize
-    bases = gm.ptr.addr + np.asarray(nominals, dtype=np.int64).reshape(-1) * isz
+    if type(nominals) is not np.ndarray or nominals.dtype != np.int64 or nominals.ndim != 1:
+        nominals = np.asarray(nominals, dtype=np.int64).reshape(-1)
+    bases = nominals * isz + gm.ptr.addr
     return NominalRows(bases, params.blockLen, _gm_pitch(params, gather), params.blockCount, not gather)
 
 

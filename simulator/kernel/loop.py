@@ -114,13 +114,21 @@ class DeclaredRows:
 def _rows(declared: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     if not declared:
         return None
-    addr = [np.asarray(t.bases, dtype=np.int64) if t.rows == 1 else
-            (np.asarray(t.bases, dtype=np.int64)[:, None] + t.pitch * np.arange(t.rows)).ravel() for t in declared]
-    counts = [a.size for a in addr]
     k = len(declared)
+    rows, pitch = declared[0].rows, declared[0].pitch
+    bases = [np.asarray(t.bases, dtype=np.int64) for t in declared]
+    if all(t.rows == rows and t.pitch == pitch for t in declared):    # (one shape: one expansion)
+        counts = [b.size * rows for b in bases]
+        addr = bases[0] if k == 1 else np.concatenate(bases)
+        if rows > 1:
+            addr = (addr[:, None] + pitch * np.arange(rows)).ravel()
+    else:
+        addr = np.concatenate([b if t.rows == 1 else (b[:, None] + t.pitch * np.arange(t.rows)).ravel()
+                               for b, t in zip(bases, declared)])
+        counts = [b.size * t.rows for b, t in zip(bases, declared)]
     size = np.repeat(np.fromiter((t.n for t in declared), np.int64, k), counts)
     write = np.repeat(np.fromiter((bool(t.write) for t in declared), bool, k), counts)
-    return np.concatenate(addr), size, write
+    return addr, size, write
 
 
 def declared_rows(touches: Callable, item) -> list:
