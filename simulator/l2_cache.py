@@ -277,7 +277,7 @@ class L2Cache:
         self.clock += int(addr.size)
         no_bits = np.uint32(0)
         # (the allocations: distinct among the starts of runs of one base, far fewer than the ranges)
-        for b in unique_sorted(base[np.concatenate(([True], base[1:] != base[:-1]))]).tolist():
+        for b in unique_sorted(np.concatenate((base[:1], base[1:][base[1:] != base[:-1]]))).tolist():
             region = self._region(b)
             if region is None:
                 continue

@@ -253,6 +253,27 @@ def test_fast_mode_touch_matches_a_plain_model():
         assert c.clock == state["clock"]
 
 
+def test_fast_mode_touch_of_nothing_changes_nothing():
+    """A skip whose chunk kept no range (every one outside the allocations, of no bytes, or a
+    gather its Loop declares none for) touches nothing: no fetch, no write-back, the tags and the
+    counts as they were, with or without writes going through."""
+    for through in (False, True):
+        c = L2Cache(64 * 1024, 512, _find)
+        c.writes_through_when_full = through
+        c.access([(ALLOCS[0].addr, 4096)], True)
+        before = ({b: (m.copy(), s.copy()) for b, (m, s) in c.tags.items()}, c.resident, c.hit_lines, c.miss_lines)
+        empty = np.empty(0, np.int64)
+        base = np.full(3, ALLOCS[1].addr, np.int64)
+        for addr, n, write, at in ((empty, empty, np.empty(0, bool), empty),
+                                   (base + 64, np.zeros(3, np.int64), np.array([True, False, True]), base)):
+            assert c.touch(addr, n, write, at) == (0, 0)
+        tags, resident, hits, misses = before
+        assert (c.resident, c.hit_lines, c.miss_lines) == (resident, hits, misses)
+        assert c.tags.keys() == tags.keys()
+        for b, (m, s) in tags.items():
+            assert np.array_equal(c.tags[b][0], m) and np.array_equal(c.tags[b][1], s)
+
+
 def test_fast_mode_touch_keeps_the_newest_lines():
     """Past the capacity, the batch's eviction keeps the most recently touched lines (LRU)."""
     c = L2Cache(64 * 1024, 512, _find)           # 128 lines
