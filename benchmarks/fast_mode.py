@@ -5,17 +5,23 @@
     python benchmarks/fast_mode.py --skip-exact          # fast only, the exact cycles from the traces' baselines
     python benchmarks/fast_mode.py --pins tests/fixtures/cycle_pins.txt   # fast only, every chip, exact from the pins
     python benchmarks/fast_mode.py --audit               # also audit the exact runs' Loops (their times then include it)
+    python benchmarks/fast_mode.py --soc Ascend910B1 --trace traces/silu_smoke.jsonl --calls 4 --repeat 7
+                                                         # GridSampler N8's speed: 7 more pairs, CPU medians
 
 For each call: the exact engine's cycles (timing mode, or the trace's recorded baseline with
 --skip-exact), fast mode's, the error |fast - exact| / exact, the bound fast mode states, the
 share of instructions it simulated, and both wall times measured here, one after the other, in
-this process (their ratio is the speed-up). The exact runs of the DETR encoder calls take minutes
-each. Runs from any directory.
+this process (their ratio is the speed-up). With --repeat K those first runs are warm-ups, and K
+pairs (exact, then fast) follow in CPU seconds: the times printed are the pairs' medians and the
+speed-up the median of their ratios, with its range (the exact run alone moves by 5-10 % from one
+run to the next on a shared machine; one pair cannot tell 7.6x from 8x). The exact runs of the
+DETR encoder calls take minutes each. Runs from any directory.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -33,11 +39,21 @@ TRACES = ("silu_smoke.jsonl", "efficientnet_b0_silu_backward.yaml", "resnet50_co
           "fconv_wmt_en_de_conv_tbc_backward.yaml", "deformable_detr_grid_sample_backward.yaml")
 
 
-def timed(call, soc: str, mode: str):
-    t = time.perf_counter()
+def timed(call, soc: str, mode: str, clock=time.perf_counter):
+    t = clock()
     r = simulator.run(call.op, soc, mode=mode, trace=False, tiling=call.tiling,
                       **studies.build_inputs(call, data=False))
-    return r.report, time.perf_counter() - t
+    return r.report, clock() - t
+
+
+def repeated(call, soc: str, pairs: int) -> tuple[float, float, float, float, float]:
+    """`pairs` runs of each mode in turn (exact, then fast), in CPU seconds: the median exact and
+    fast times, and the median, least and greatest of the pairs' ratios."""
+    times = [(timed(call, soc, "timing", time.process_time)[1], timed(call, soc, "fast", time.process_time)[1])
+             for _ in range(pairs)]
+    ratios = [e / f for e, f in times]
+    return (statistics.median(e for e, _ in times), statistics.median(f for _, f in times),
+            statistics.median(ratios), min(ratios), max(ratios))
 
 
 def main() -> int:
@@ -51,9 +67,15 @@ def main() -> int:
     ap.add_argument("--audit", action="store_true",
                     help="audit the exact runs' Loops (simulator.kernel.audit_loops): findings are printed and fail "
                          "the run; the exact times then include the audit's cost")
+    ap.add_argument("--repeat", type=int, default=0, metavar="K",
+                    help="after the first runs (warm-ups), K more pairs in this process, CPU seconds: medians")
     args = ap.parse_args()
     if args.audit and (args.skip_exact or args.pins):
         ap.error("--audit audits the exact runs, which --skip-exact and --pins leave out")
+    if args.repeat and (args.skip_exact or args.pins or args.audit):
+        ap.error("--repeat times exact runs unaudited, which --skip-exact, --pins and --audit leave out")
+    if args.repeat < 0:
+        ap.error(f"--repeat must be >= 0, got {args.repeat}")
     pins = read_pins(args.pins) if args.pins else None
     socs = args.soc or (sorted({soc for _, _, soc in pins}) if pins else ["Ascend910B1", "Ascend910A"])
     traces = args.trace or [str(ROOT / "traces" / t) for t in TRACES]
@@ -100,9 +122,13 @@ def main() -> int:
                 if err > worst[0]:
                     worst = (err, tag)
                 beyond += err > 0.02
+                speed, spread = t_exact / t_fast, ""
+                if args.repeat:
+                    t_exact, t_fast, speed, low, high = repeated(call, soc, args.repeat)
+                    spread = f"  ({low:.2f}-{high:.2f}x over {args.repeat} pairs, CPU s)"
                 print(f"{tag:<52} {exact_cycles:>14,.0f} {fast.cycles:>14,.0f} {err:>8.3%} "
                       f"{f['bound_fraction']:>7.2%} {f['simulated_fraction']:>6.1%} {t_exact:>8.2f} {t_fast:>7.2f} "
-                      f"{t_exact / t_fast:>6.1f}", flush=True)
+                      f"{speed:>6.2f}{spread}", flush=True)
     print(f"worst error {worst[0]:.3%} ({worst[1]}); {outside} call(s) outside their stated bound, "
           f"{beyond} beyond 2 % of exact"
           + (f"; {audits} loop audit finding(s)" if args.audit else ""))
