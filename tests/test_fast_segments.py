@@ -21,7 +21,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.fast import FastSchedule
+from simulator.fast.l2 import PeriodClasses
 from simulator.fast.segments import SegmentPlanner, runs
+from simulator.kernel.indirect import NominalRows
 from simulator.kernel.loop import DeclaredRows
 from simulator.l2_cache import L2Cache
 from simulator.program import Instr
@@ -58,11 +60,11 @@ class _Declared(DeclaredRows):
     def __init__(self, rows: list):
         super().__init__(rows, None)
 
-    def of(self, first: int, count: int, keep: bool = True):
-        parts = [r for r in self.items[max(first, 0):max(first + count, 0)] if r is not None]
-        if not parts:
-            return None
-        return tuple(np.concatenate(x) for x in zip(*parts))
+    def _make(self, ks, keep: bool) -> dict:
+        made = {k: self.items[k] for k in ks if k not in self.memo}
+        if keep:
+            self.memo.update(made)
+        return made
 
 
 def _scenario(seed: int):
@@ -170,3 +172,44 @@ def test_runs_are_the_maximal_runs_of_equal_keys(keys):
     assert all(len(set(keys[a:b])) == 1 for a, b in got)
     assert all(keys[b - 1] != keys[b] for _, b in got[:-1])
     assert list(runs(keys, None)) == ([(0, len(keys))] if keys else [])
+
+
+def test_period_classes_count_the_lines_no_recent_period_read():
+    """PeriodClasses.new(q), made from a Loop's declared NominalRows in one pass over many periods,
+    against the definition in plain sets: the lines (address // line) period q's reads touch that
+    none of the class_lookback periods before it touched (writes and empty rows touch none; a
+    period starting before the run's first iteration reads nothing)."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        length, period, back = int(rng.integers(1, 40)), int(rng.integers(1, 4)), int(rng.integers(1, 6))
+        start = int(rng.integers(-6, 6))
+        shapes = [(int(rng.integers(1, 4)), int(rng.choice([0, 64, 512, 3000]))) for _ in range(3)]
+        table = []
+        for _k in range(length):
+            copies = []
+            for _c in range(int(rng.integers(0, 4))):
+                rows, pitch = shapes[int(rng.integers(0, 3))]
+                bases = rng.integers(0, 1 << 16, int(rng.integers(0, 5))) * int(rng.choice([1, 32, 512]))
+                copies.append(NominalRows(bases, int(rng.choice([0, 1, 256, 700, 2048])), pitch, rows, bool(rng.random() < 0.3)))
+            table.append(copies)
+
+        def lines_of(q: int) -> set:
+            out = set()
+            if start + q * period < 0:
+                return out
+            for k in range(max(start + q * period, 0), min(start + (q + 1) * period, length)):
+                for c in table[k]:
+                    for b in c.bases.tolist():
+                        for r in range(c.rows):
+                            a = b + r * c.pitch
+                            if c.n > 0 and not c.write:
+                                out.update(range(a // LINE, (a + c.n - 1) // LINE + 1))
+            return out
+
+        classes = PeriodClasses(DeclaredRows(list(range(length)), lambda k: table[k]), start, period, LINE,
+                                schedule=FastSchedule(class_lookback=back))
+        qs = sorted({int(q) for q in rng.integers(-3, length // period + 3, 6)})
+        classes._count(qs[:3])            # (some made together, the rest one at a time)
+        for q in qs:
+            expected = len(lines_of(q).difference(*(lines_of(q - b) for b in range(1, back + 1))))
+            assert classes.new(q) == expected, (q, start, period, back)

@@ -212,35 +212,63 @@ class PeriodClasses:
         self.declared, self.start, self.period, self.line = declared, start, period, line
         self.schedule = schedule or FastSchedule()
         self.l2 = l2                  # the L2 as the loop is recorded
-        self.lines: dict[int, set] = {}
+        self.lines: dict[int, np.ndarray] = {}     # period -> the distinct lines it reads, ascending
         self.counts: dict[int, int] = {}
 
-    def _read_lines(self, q: int) -> set:
-        got = self.lines.get(q)
-        if got is None:
-            first = self.start + q * self.period
-            got = set(self.declared.read_lines(first, self.period, self.line).tolist()) if first >= 0 else set()
-            self.lines[q] = got
-        return got
+    def _make_lines(self, periods) -> None:
+        """The lines of those of these periods (from the run's start) not made yet, made together
+        (a period that would start before the run's first iteration reads none)."""
+        todo = [q for q in periods if q not in self.lines]
+        firsts = [self.start + q * self.period for q in todo]
+        made = iter(self.declared.lines_of_ranges([f for f in firsts if f >= 0], self.period, self.line))
+        for q, f in zip(todo, firsts):
+            self.lines[q] = next(made) if f >= 0 else np.empty(0, np.int64)
 
-    def new_lines(self, q: int) -> set:
+    def new_lines(self, q: int) -> np.ndarray:
         """The lines period q (from the run's start) reads that the class_lookback periods before it did not."""
         back = self.schedule.class_lookback
-        return self._read_lines(q).difference(*(self._read_lines(q - b) for b in range(1, back + 1)))
+        self._make_lines(range(q - back, q + 1))
+        if back < 1:
+            return self.lines[q]
+        return np.setdiff1d(self.lines[q], np.concatenate([self.lines[q - b] for b in range(1, back + 1)]))
 
     def new(self, q: int) -> int:
         """Lines period q (from the run's start) reads that the schedule's class_lookback periods before it did not."""
         got = self.counts.get(q)
         if got is None:
-            got = self.counts[q] = len(self.new_lines(q))
+            self._count([q])
+            got = self.counts[q]
         return got
+
+    def _count(self, qs) -> None:
+        """new() of each of these periods, in one pass: every line read in a period and the
+        class_lookback before it, ordered by line (periods ascending within one), is new where
+        the same line was last read more than class_lookback periods before, or never."""
+        back = self.schedule.class_lookback
+        todo = sorted({q for q in qs if q not in self.counts})
+        if not todo:
+            return
+        periods = sorted({p for q in todo for p in range(q - back, q + 1)})
+        self._make_lines(periods)
+        parts = [self.lines[p] for p in periods]
+        lines = np.concatenate(parts)
+        index = np.repeat(np.arange(len(periods)), [x.size for x in parts])
+        order = np.argsort(lines, kind="stable")
+        lines, index = lines[order], index[order]
+        when = np.asarray(periods, np.int64)[index]
+        fresh = np.ones(lines.size, bool)
+        fresh[1:] = (lines[1:] != lines[:-1]) | (when[1:] - when[:-1] > back)
+        counts = np.bincount(index[fresh], minlength=len(periods))
+        at = {p: i for i, p in enumerate(periods)}
+        for q in todo:
+            self.counts[q] = int(counts[at[q]])
 
     def _held(self, periods: list[int]) -> float:
         """The share of these periods' newly read lines the L2 holds already."""
-        lines = set().union(*(self.new_lines(q) for q in periods))
-        if self.l2 is None or not lines:
+        lines = unique_sorted(np.concatenate([self.new_lines(q) for q in periods]))
+        if self.l2 is None or not lines.size:
             return 0.0
-        return float(np.count_nonzero(self.l2.held(np.fromiter(lines, np.int64, len(lines))))) / len(lines)
+        return float(np.count_nonzero(self.l2.held(lines))) / lines.size
 
     def _alike(self, a: float, b: float) -> bool:
         return abs(a - b) <= max(1.0, self.schedule.class_tolerance * abs(b))
@@ -263,6 +291,7 @@ class PeriodClasses:
         if skip_periods < self.schedule.class_shortest:
             return None
         sampled = self.sample(skip_first, skip_periods)
+        self._count([*sampled, w1 + 1])
         sample = [self.new(q) for q in sampled]
         if all(self._alike(x, self.new(w1 + 1)) for x in sample):
             return None
@@ -287,6 +316,7 @@ class PeriodClasses:
             return None
         whole = self.schedule.class_whole
         qs = self._periods(skip_first, skip_periods, self.schedule.class_long_sample if skip_periods > whole else whole)
+        self._count(qs)
         excess = sum(self.new(q) - n2 for q in qs) * skip_periods / len(qs)
         share = excess / skip_periods / (n1 - n2)
         if not 0.0 < share <= 1.0 or self._alike(n2 + excess / skip_periods, n2):

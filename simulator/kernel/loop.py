@@ -87,18 +87,23 @@ class DeclaredRows:
     def of(self, first: int, count: int, keep: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """Iterations first .. first + count - 1's rows, in their order (None for none); `keep`:
         remember them (a pass over a whole run would hold every row until the segment ends)."""
-        parts = []
-        for k in range(max(first, 0), min(first + count, len(self.items))):
-            got = self.memo.get(k)
-            if got is None:
-                got = _rows(declared_rows(self.touches, self.items[k]))
-                if keep:
-                    self.memo[k] = got
-            if got is not None:
-                parts.append(got)
+        ks = range(max(first, 0), min(first + count, len(self.items)))
+        made, memo = self._make(ks, keep), self.memo
+        parts = [got for k in ks if (got := made[k] if k in made else memo[k]) is not None]
         if not parts:
             return None
         return tuple(np.concatenate(x) for x in zip(*parts)) if len(parts) > 1 else parts[0]
+
+    def _make(self, ks, keep: bool) -> dict:
+        """The rows of those of iterations `ks` not remembered yet, made together (a few rows an
+        iteration cost numpy's set-up more than their work); remembered if `keep`."""
+        missing = [k for k in ks if k not in self.memo]
+        if not missing:
+            return {}
+        made = dict(zip(missing, _rows_each([declared_rows(self.touches, self.items[k]) for k in missing])))
+        if keep:
+            self.memo.update(made)
+        return made
 
     def read_lines(self, first: int, count: int, line: int, keep: bool = True) -> np.ndarray:
         """The L2 lines (address // `line`) iterations first .. first + count - 1 read, distinct."""
@@ -110,25 +115,61 @@ class DeclaredRows:
         a, n = addr[sel], n[sel]
         return unique_sorted(range_lines(a // line, (a + n - 1) // line + 1)[0])
 
+    def lines_of_ranges(self, firsts: list[int], count: int, line: int) -> list[np.ndarray]:
+        """read_lines(first, count, line) for each of `firsts`, made together (remembered as `of`
+        remembers them)."""
+        spans = [range(max(f, 0), min(f + count, len(self.items))) for f in firsts]
+        self._make(sorted({k for ks in spans for k in ks}), True)
+        got = [(i, r) for i, ks in enumerate(spans) for k in ks if (r := self.memo[k]) is not None]
+        out = [np.empty(0, np.int64) for _ in firsts]
+        if not got:
+            return out
+        addr, n, write = (np.concatenate(x) for x in zip(*(r for _, r in got)))
+        tag = np.repeat(np.fromiter((i for i, _ in got), np.int64, len(got)), [r[0].size for _, r in got])
+        sel = ~write & (n > 0)
+        a, n, tag = addr[sel], n[sel], tag[sel]
+        lines, _, counts = range_lines(a // line, (a + n - 1) // line + 1)
+        tag = np.repeat(tag, counts)
+        if not lines.size:
+            return out
+        span = int(lines.max()) + 1
+        keys = unique_sorted(tag * span + lines)      # (by range, then line: each range's lines distinct and ascending)
+        tags = keys // span
+        cuts = np.searchsorted(tags, np.arange(len(firsts) + 1))
+        for k in range(len(firsts)):
+            if cuts[k] < cuts[k + 1]:
+                out[k] = keys[cuts[k]:cuts[k + 1]] - k * span
+        return out
 
-def _rows(declared: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    if not declared:
-        return None
-    k = len(declared)
-    rows, pitch = declared[0].rows, declared[0].pitch
-    bases = [np.asarray(t.bases, dtype=np.int64) for t in declared]
-    if all(t.rows == rows and t.pitch == pitch for t in declared):    # (one shape: one expansion)
-        counts = [b.size * rows for b in bases]
-        addr = bases[0] if k == 1 else np.concatenate(bases)
+
+def _rows_each(declared: list[list]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
+    """Per iteration, the (addresses, lengths, write flags) of its declared NominalRows in their
+    order, each row of each copy (None for an iteration that declares none), made in one pass."""
+    flat = [t for d in declared for t in d]
+    if not flat:
+        return [None] * len(declared)
+    rows, pitch = flat[0].rows, flat[0].pitch
+    bases = [np.asarray(t.bases, dtype=np.int64) for t in flat]
+    counts = [b.size * t.rows for b, t in zip(bases, flat)]
+    if all(t.rows == rows and t.pitch == pitch for t in flat):    # (one shape: one expansion)
+        addr = bases[0] if len(flat) == 1 else np.concatenate(bases)
         if rows > 1:
             addr = (addr[:, None] + pitch * np.arange(rows)).ravel()
     else:
         addr = np.concatenate([b if t.rows == 1 else (b[:, None] + t.pitch * np.arange(t.rows)).ravel()
-                               for b, t in zip(bases, declared)])
-        counts = [b.size * t.rows for b, t in zip(bases, declared)]
-    size = np.repeat(np.fromiter((t.n for t in declared), np.int64, k), counts)
-    write = np.repeat(np.fromiter((bool(t.write) for t in declared), bool, k), counts)
-    return addr, size, write
+                               for b, t in zip(bases, flat)])
+    size = np.repeat(np.fromiter((t.n for t in flat), np.int64, len(flat)), counts)
+    write = np.repeat(np.fromiter((bool(t.write) for t in flat), bool, len(flat)), counts)
+    out, at, item = [], 0, 0
+    for d in declared:
+        if not d:
+            out.append(None)
+            continue
+        end = at + sum(counts[item:item + len(d)])
+        item += len(d)
+        out.append((addr[at:end], size[at:end], write[at:end]))
+        at = end
+    return out
 
 
 def declared_rows(touches: Callable, item) -> list:
