@@ -111,6 +111,10 @@ def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = 
     if chunk_bytes is not None and addr.size:
         per_chunk = max(1, min(per_chunk, chunk_bytes // max(int(n.sum()), 1)))
     for j0 in range(periods - keep + 1, periods + 1, per_chunk):
+        if per_chunk == 1 or j0 == periods:     # (one period: no tiling, reads first by one stable sort)
+            yield _one_period(addr + j0 * step, n, write, declared.period_rows(j0) if declared else None,
+                              j0, bases, limits)
+            continue
         j = np.arange(j0, min(j0 + per_chunk, periods + 1), dtype=np.int64)[:, None]
         at = (addr + j * step).ravel()       # period-major
         reps = j.shape[0]
@@ -129,6 +133,23 @@ def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = 
         owner[~ok] = 0
         ok &= at + nn <= limits[owner]
         yield at[ok], nn[ok], ww[ok], bases[owner[ok]], period[ok]
+
+
+def _one_period(at, n, write, declared_rows, period: int, bases, limits):
+    """skipped_touches' chunk of one period: its ranges and its declared rows (if any), reads
+    first, those inside an allocation."""
+    if declared_rows is not None:
+        at = np.concatenate((at, declared_rows[0]))
+        n = np.concatenate((n, declared_rows[1]))
+        write = np.concatenate((write, declared_rows[2]))
+        order = np.argsort(write, kind="stable")
+        at, n, write = at[order], n[order], write[order]
+    owner = np.searchsorted(bases, at, side="right") - 1
+    ok = owner >= 0
+    owner[~ok] = 0
+    ok &= at + n <= limits[owner]
+    kept = at[ok]
+    return kept, n[ok], write[ok], bases[owner[ok]], np.full(kept.size, period, np.int64)
 
 
 def touch_together(l2, sources: list) -> tuple[int, int]:
