@@ -241,6 +241,27 @@ def _aclnn_conv(fig, spec):
     return rep.kernel_us, "; ".join(f"{l['name'].split('(')[0]} {l['cycles'] / rep.clock_mhz:.1f} us" for l in rep.launches)
 
 
+def _aclnn_conv_fwd(fig, spec):
+    """aclnnConvolution (the forward), timing-only, one call on a fresh device: the launch whose
+    name starts with `launch` (its Task Duration), or every launch's summed."""
+    import simulator
+    from simulator import TensorLayout
+    from simulator.studies.trace import numpy_dtype
+    dt = numpy_dtype(spec["dtype"])
+    w = spec["weight"]
+    nd = len(w) - 2
+    r = simulator.run("Convolution", soc=fig["chip"], mode="timing", trace=False,
+                      input=TensorLayout(spec["x"], dt), weight=TensorLayout(w, dt), bias=None,
+                      stride=spec["stride"], padding=spec["padding"], dilation=spec.get("dilation", [1] * nd),
+                      transposed=False, outputPadding=[0] * nd, groups=spec.get("groups", 1), cubeMathType=0)
+    rep = r.report
+    launches = "; ".join(f"{l['name'].split('(')[0]} {l['cycles'] / rep.clock_mhz:.1f} us" for l in rep.launches)
+    if "launch" not in spec:
+        return rep.kernel_us, launches
+    got = [l for l in rep.launches if l["name"].startswith(spec["launch"])]
+    return got[0]["cycles"] / rep.clock_mhz, launches
+
+
 def _sigmoid(fig, spec):
     """The call through aclnnSigmoid (its one launch: CANN's Sigmoid kernel, ops/elementwise/sigmoid.py),
     cold (the source evicts the L2 before each timed run): its Task Duration."""
@@ -314,7 +335,7 @@ def _add_tuning(fig, spec):
 
 REPRODUCERS = {"add_sample": _add_sample, "gemm": _gemm, "unary": _unary, "stream": _stream,
                "cube_loop": _cube_loop, "vector_loop": _vector_loop, "step": _step, "memset": _memset,
-               "aclnn_conv": _aclnn_conv, "sigmoid": _sigmoid, "transdata": _transdata,
+               "aclnn_conv": _aclnn_conv, "aclnn_conv_fwd": _aclnn_conv_fwd, "sigmoid": _sigmoid, "transdata": _transdata,
                "data_copy": _data_copy, "add_tuning": _add_tuning}
 
 
