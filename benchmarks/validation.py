@@ -237,8 +237,12 @@ def _aclnn_conv(fig, spec):
                       weight=TensorLayout(w, dt), biasSizes=[w[0]], stride=spec["stride"], padding=spec["padding"],
                       dilation=spec["dilation"], transposed=False, outputPadding=[0] * nd, groups=spec["groups"],
                       outputMask=[False, True, False], cubeMathType=0)
-    rep = r.report
-    return rep.kernel_us, "; ".join(f"{l['name'].split('(')[0]} {l['cycles'] / rep.clock_mhz:.1f} us" for l in rep.launches)
+    return r.report.kernel_us, _launch_list(r.report)
+
+
+def _launch_list(rep) -> str:
+    """A report's launches and their times, in order."""
+    return "; ".join(f"{l['name'].split('(')[0]} {l['cycles'] / rep.clock_mhz:.1f} us" for l in rep.launches)
 
 
 def _aclnn_conv_fwd(fig, spec):
@@ -255,11 +259,10 @@ def _aclnn_conv_fwd(fig, spec):
                       stride=spec["stride"], padding=spec["padding"], dilation=spec.get("dilation", [1] * nd),
                       transposed=False, outputPadding=[0] * nd, groups=spec.get("groups", 1), cubeMathType=0)
     rep = r.report
-    launches = "; ".join(f"{l['name'].split('(')[0]} {l['cycles'] / rep.clock_mhz:.1f} us" for l in rep.launches)
     if "launch" not in spec:
-        return rep.kernel_us, launches
+        return rep.kernel_us, _launch_list(rep)
     got = [l for l in rep.launches if l["name"].startswith(spec["launch"])]
-    return got[0]["cycles"] / rep.clock_mhz, launches
+    return got[0]["cycles"] / rep.clock_mhz, _launch_list(rep)
 
 
 def _sigmoid(fig, spec):

@@ -128,11 +128,8 @@ def skipped_touches(windows: tuple, periods: int, keep: int, spans, rows: int = 
             period = np.concatenate([period] + [np.full(r[0].size, k) for k, r in zip(j[:, 0], got)])
             order = np.lexsort((ww, period))
             at, nn, ww, period = at[order], nn[order], ww[order], period[order]
-        owner = np.searchsorted(bases, at, side="right") - 1
-        ok = owner >= 0
-        owner[~ok] = 0
-        ok &= at + nn <= limits[owner]
-        yield at[ok], nn[ok], ww[ok], bases[owner[ok]], period[ok]
+        ok, base = _inside(at, nn, bases, limits)
+        yield at[ok], nn[ok], ww[ok], base, period[ok]
 
 
 def _one_period(at, n, write, declared_rows, period: int, bases, limits):
@@ -144,12 +141,18 @@ def _one_period(at, n, write, declared_rows, period: int, bases, limits):
         write = np.concatenate((write, declared_rows[2]))
         order = np.argsort(write, kind="stable")
         at, n, write = at[order], n[order], write[order]
+    ok, base = _inside(at, n, bases, limits)
+    return at[ok], n[ok], write[ok], base, np.full(base.size, period, np.int64)
+
+
+def _inside(at, n, bases, limits):
+    """Which ranges lie inside an allocation (`bases`, `limits` ascending), and the base of each
+    that does."""
     owner = np.searchsorted(bases, at, side="right") - 1
     ok = owner >= 0
     owner[~ok] = 0
     ok &= at + n <= limits[owner]
-    kept = at[ok]
-    return kept, n[ok], write[ok], bases[owner[ok]], np.full(kept.size, period, np.int64)
+    return ok, bases[owner[ok]]
 
 
 def touch_together(l2, sources: list) -> tuple[int, int]:

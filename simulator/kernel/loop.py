@@ -107,20 +107,14 @@ class DeclaredRows:
 
     def read_lines(self, first: int, count: int, line: int, keep: bool = True) -> np.ndarray:
         """The L2 lines (address // `line`) iterations first .. first + count - 1 read, distinct."""
-        rows = self.of(first, count, keep)
-        if rows is None:
-            return np.empty(0, np.int64)
-        addr, n, write = rows
-        sel = ~write & (n > 0)
-        a, n = addr[sel], n[sel]
-        return unique_sorted(range_lines(a // line, (a + n - 1) // line + 1)[0])
+        return self.lines_of_ranges([first], count, line, keep)[0]
 
-    def lines_of_ranges(self, firsts: list[int], count: int, line: int) -> list[np.ndarray]:
-        """read_lines(first, count, line) for each of `firsts`, made together (remembered as `of`
-        remembers them)."""
+    def lines_of_ranges(self, firsts: list[int], count: int, line: int, keep: bool = True) -> list[np.ndarray]:
+        """read_lines(first, count, line) for each of `firsts`, made together (`keep` as `of`'s)."""
         spans = [range(max(f, 0), min(f + count, len(self.items))) for f in firsts]
-        self._make(sorted({k for ks in spans for k in ks}), True)
-        got = [(i, r) for i, ks in enumerate(spans) for k in ks if (r := self.memo[k]) is not None]
+        made, memo = self._make(sorted({k for ks in spans for k in ks}), keep), self.memo
+        got = [(i, r) for i, ks in enumerate(spans) for k in ks
+               if (r := made[k] if k in made else memo[k]) is not None]
         out = [np.empty(0, np.int64) for _ in firsts]
         if not got:
             return out
