@@ -248,13 +248,18 @@ def _launch_list(rep) -> str:
 
 def _aclnn_conv_fwd(fig, spec):
     """aclnnConvolution (the forward), timing-only, one call on a fresh device: the launch whose
-    name starts with `launch` (its Task Duration), or every launch's summed."""
-    call = {k: v for k, v in spec.items() if k != "launch"}
+    name starts with `launch` (its Task Duration; with `pipe`, that pipe's mean busy time a block,
+    msprof's aic_<pipe>_time), or every launch's summed."""
+    call = {k: v for k, v in spec.items() if k not in ("launch", "pipe")}
     rep = _conv_fwd_report(fig["chip"], json.dumps(call, sort_keys=True))
     if "launch" not in spec:
         return rep.kernel_us, _launch_list(rep)
-    got = [l for l in rep.launches if l["name"].startswith(spec["launch"])]
-    return got[0]["cycles"] / rep.clock_mhz, _launch_list(rep)
+    got = next(l for l in rep.launches if l["name"].startswith(spec["launch"]))
+    if "pipe" in spec:
+        side = next(iter(got["sides"].values()))
+        return side["busy"].get(spec["pipe"], 0.0) / side["blocks"] / rep.clock_mhz, \
+            f"{got['block_dim']} blocks; {_launch_list(rep)}"
+    return got["cycles"] / rep.clock_mhz, _launch_list(rep)
 
 
 @functools.lru_cache(maxsize=4)
