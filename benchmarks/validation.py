@@ -226,19 +226,33 @@ def _step(fig, spec):
 
 def _aclnn_conv(fig, spec):
     """aclnnConvolutionBackward, gradWeight only, timing-only, cold (the source evicts the L2 before
-    each timed run): msprof's Task Durations of its kernels, summed."""
+    each timed run): msprof's Task Durations of its kernels, summed. `set`: the chip as a what-if
+    of its profile; `launch`: only the launch whose name starts with it (its Task Duration);
+    `blockDim`: the published task's block count, forced on the plan (its units dealt over that
+    many blocks) where the figure times a kernel whose split the data set records."""
     import simulator
     from simulator import TensorLayout
     from simulator.studies.trace import numpy_dtype
     dt = numpy_dtype(spec["dtype"])
     w = spec["weight"]
     nd = len(w) - 2
-    r = simulator.run("ConvolutionBackward", soc=fig["chip"], mode="timing", trace=False,
-                      gradOutput=TensorLayout(spec["grad_output"], dt), input=TensorLayout(spec["x"], dt),
+    profile = load_profile(fig["chip"]).override(spec["set"]) if spec.get("set") else None
+    r = simulator.run("ConvolutionBackward", soc=None if profile else fig["chip"], profile=profile, mode="timing",
+                      trace=False, gradOutput=TensorLayout(spec["grad_output"], dt), input=TensorLayout(spec["x"], dt),
                       weight=TensorLayout(w, dt), biasSizes=[w[0]], stride=spec["stride"], padding=spec["padding"],
                       dilation=spec["dilation"], transposed=False, outputPadding=[0] * nd, groups=spec["groups"],
-                      outputMask=[False, True, False], cubeMathType=0)
-    return r.report.kernel_us, _launch_list(r.report)
+                      outputMask=[False, True, False], cubeMathType=0,
+                      tiling={"blockDim": spec["blockDim"]} if "blockDim" in spec else None)
+    if "launch" not in spec:
+        return r.report.kernel_us, _launch_list(r.report)
+    got = next(l for l in r.report.launches if l["name"].startswith(spec["launch"]))
+    side = next(iter(got["sides"].values()))
+    busy = ", ".join(f"{p} {v / side['blocks'] / r.report.clock_mhz:.1f}" for p, v in sorted(side["busy"].items()))
+    note = f"{got['block_dim']} blocks; a block's pipes (us): {busy}"
+    if "blockDim" in spec:                 # beside it, the plan's own split of the same call
+        own = _aclnn_conv(fig, {k: v for k, v in spec.items() if k != "blockDim"})
+        note += f"; the plan's own split: {own[0]:.1f} us ({own[0] / fig['measured']:.3f}), {own[1].split(';')[0]}"
+    return got["cycles"] / r.report.clock_mhz, note
 
 
 def _launch_list(rep) -> str:
