@@ -34,6 +34,9 @@ from simulator.profile import load_profile  # noqa: E402
 FIGURES = HERE / "published_figures.yaml"
 # how far a ratio may move from its recorded value before --check (and the test) calls it drift
 DRIFT = 0.02
+# --dw-blocks slices (a what-if, set by main): a gradWeight call's Cube launch on whole (image,
+# output depth) slices a block, as few rounds as the cores allow, instead of the plan's split
+WHOLE_SLICES = False
 
 
 @dataclass
@@ -237,6 +240,10 @@ def _aclnn_conv(fig, spec):
     w = spec["weight"]
     nd = len(w) - 2
     profile = load_profile(fig["chip"]).override(spec["set"]) if spec.get("set") else None
+    if WHOLE_SLICES and "blockDim" not in spec:
+        slices = spec["grad_output"][0] * (spec["grad_output"][2] if nd == 3 else 1)
+        cores = (profile or load_profile(fig["chip"])).core_kind_for("cube")[1].count
+        spec = {**spec, "blockDim": -(-slices // -(-slices // cores))}
     r = simulator.run("ConvolutionBackward", soc=None if profile else fig["chip"], profile=profile, mode="timing",
                       trace=False, gradOutput=TensorLayout(spec["grad_output"], dt), input=TensorLayout(spec["x"], dt),
                       weight=TensorLayout(w, dt), biasSizes=[w[0]], stride=spec["stride"], padding=spec["padding"],
@@ -249,7 +256,7 @@ def _aclnn_conv(fig, spec):
     side = next(iter(got["sides"].values()))
     busy = ", ".join(f"{p} {v / side['blocks'] / r.report.clock_mhz:.1f}" for p, v in sorted(side["busy"].items()))
     note = f"{got['block_dim']} blocks; a block's pipes (us): {busy}"
-    if "blockDim" in spec:                 # beside it, the plan's own split of the same call
+    if "blockDim" in spec and not WHOLE_SLICES:     # beside it, the plan's own split of the same call
         own = _aclnn_conv(fig, {k: v for k, v in spec.items() if k != "blockDim"})
         note += f"; the plan's own split: {own[0]:.1f} us ({own[0] / fig['measured']:.3f}), {own[1].split(';')[0]}"
     return got["cycles"] / r.report.clock_mhz, note
@@ -466,10 +473,15 @@ def main(argv=None) -> int:
                                   "--record refused: a ratio is recorded on the figure's own chip)")
     ap.add_argument("--check", action="store_true", help="exit 1 if a ratio drifted from its recorded value")
     ap.add_argument("--record", action="store_true", help="write the ratios back as expected_ratio")
+    ap.add_argument("--dw-blocks", choices=["slices"], help="what-if: a gradWeight call's Cube launch on whole "
+                                                           "(image, output depth) slices a block, in as few rounds "
+                                                           "as the cores allow, not the plan's split")
     args = ap.parse_args(argv)
     sources, figures = load()
-    if args.soc and args.record:
-        ap.error("--soc with --record: ratios are recorded on each figure's own chip")
+    if (args.soc or args.dw_blocks) and args.record:
+        ap.error("--record with a what-if (--soc, --dw-blocks): ratios are recorded as the model is")
+    global WHOLE_SLICES
+    WHOLE_SLICES = args.dw_blocks == "slices"
     results = run(figures, args.quick, set(args.only) if args.only else None, args.source, args.soc)
     for split in ("calibration", "validation"):
         part = [r for r in results if sources[r.figure["source"]]["split"] == split]
