@@ -229,7 +229,8 @@ def _step(fig, spec):
 
 def _aclnn_conv(fig, spec):
     """aclnnConvolutionBackward, gradWeight only, timing-only, cold (the source evicts the L2 before
-    each timed run): msprof's Task Durations of its kernels, summed. `set`: the chip as a what-if
+    each timed run): msprof's Task Durations of its kernels, summed. `mask`: the outputMask
+    (gradWeight only if not given). `set`: the chip as a what-if
     of its profile; `launch`: only the launch whose name starts with it (its Task Duration);
     `blockDim`: the published task's block count, forced on the plan (its units dealt over that
     many blocks) where the figure times a kernel whose split the data set records."""
@@ -248,7 +249,7 @@ def _aclnn_conv(fig, spec):
                       trace=False, gradOutput=TensorLayout(spec["grad_output"], dt), input=TensorLayout(spec["x"], dt),
                       weight=TensorLayout(w, dt), biasSizes=[w[0]], stride=spec["stride"], padding=spec["padding"],
                       dilation=spec["dilation"], transposed=False, outputPadding=[0] * nd, groups=spec["groups"],
-                      outputMask=[False, True, False], cubeMathType=0,
+                      outputMask=spec.get("mask", [False, True, False]), cubeMathType=0,
                       tiling={"blockDim": spec["blockDim"]} if "blockDim" in spec else None)
     if "launch" not in spec:
         return r.report.kernel_us, _launch_list(r.report)
