@@ -87,12 +87,19 @@ class PathCost(_Frozen):
     # this (a window of bytes, as an engine with a limit on outstanding requests keeps): many short
     # copies overlap, long ones as in_flight says (None: the count alone)
     in_flight_bytes: int | None = Field(strict=True, default=None, ge=32, le=1 << 24)
+    # the sustained rate is a converter's (ND -> NZ) that the transfers in flight share: a transfer
+    # holds the pipe for its bytes at that rate, so back-to-back ones stream no faster than one
+    converter_bound: bool = Field(strict=True, default=False)
 
     def latency(self, nbytes: int, extra_latency: float = 0.0) -> float:
         """The part of cycles(nbytes) that overlaps later transfers when in_flight > 1."""
         if nbytes <= 0:
             return 0.0
-        return min(self.latency_cycles + extra_latency, self.cycles(nbytes, extra_latency))
+        total = self.cycles(nbytes, extra_latency)
+        hidden = min(self.latency_cycles + extra_latency, total)
+        if self.converter_bound:
+            hidden = min(hidden, total - nbytes / self.bytes_per_cycle)
+        return hidden
 
     def cycles(self, nbytes: int, extra_latency: float = 0.0) -> float:
         """extra_latency: e.g. an L2 miss, hidden like the path's own latency on long transfers."""

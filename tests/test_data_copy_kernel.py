@@ -71,3 +71,33 @@ def test_the_l2_hint_is_refused_where_the_chip_has_none():
     with pytest.raises(simulator.KernelError, match="SetL2CacheHint.*Atlas A2 / A3 only"):
         simulator.run_kernel(_read_twice, 1, {"src": np.zeros(8192, np.float16), "n": 8192, "uncached": True},
                              soc="Ascend910A", mode="timing", trace=False)
+
+
+def _hit_rate_per_core(figure_ids: tuple[str, str], cores: int, clock_mhz: float) -> float:
+    """B a cycle a core at which the chip served the L2's hits in the data-copy sample's split4
+    row (each column quarter read four times): its four passes' bytes less the misses' pass, at
+    the pace the same path's "4 times" row (no hits) read device memory, over the rest of its time."""
+    import yaml
+    figs = {f["id"]: f for f in yaml.safe_load((Path(__file__).resolve().parent.parent / "benchmarks"
+                                                 / "published_figures.yaml").read_text())["figures"]}
+    split4, whole4 = (figs[i] for i in figure_ids)
+    matrix = 12288 * 12288 * 2
+    cold_us = whole4["measured"] / 4                    # one pass of the matrix from device memory
+    hits_us = split4["measured"] - cold_us              # the three passes the L2 served
+    return 3 * matrix / (hits_us * 1e-6) / cores / (clock_mhz * 1e6)
+
+
+def test_nd2nz_copies_served_by_the_l2_stream_no_faster_than_the_chips_converter():
+    """One core, 128 KB ND -> NZ tiles read four times a column quarter: MTE2 moves them at the
+    rate the chip served its hits a core (dc_l1_split4: about 110 B a cycle), not at twice it, as
+    two copies in flight each at the burst rate did; plain copies into UB do overlap past one
+    copy's sustained rate (msKPP's 44 B a cycle; the chip about 66, dc_ub_split4)."""
+    chip_l1 = _hit_rate_per_core(("dc_l1_split4", "dc_l1_whole4"), 24, 1800)
+    chip_ub = _hit_rate_per_core(("dc_ub_split4", "dc_ub_whole4"), 48, 1800)
+    assert 100 < chip_l1 < 120 and 55 < chip_ub < 75          # the published rows, as read
+    rates = {}
+    for path in ("L1", "UB"):
+        rep = run("Ascend910B2", path, DataCopyTiling(M, N, 1, 64, 1024, order="split4")).report
+        rates[path] = rep.l2["bytes"] / rep.pipes["PIPE_MTE2"]["busy_cycles"]
+    assert 0.85 * chip_l1 < rates["L1"] < 1.1 * chip_l1, rates
+    assert 44 < rates["UB"] < chip_ub, rates
