@@ -8,7 +8,7 @@ from __future__ import annotations
 from .l2_cache import L2Cache
 from .memory import MemoryChannel
 from .profile import Profile
-from .program import Instr
+from .program import Instr, Rows
 
 
 class GmPath:
@@ -20,25 +20,44 @@ class GmPath:
         self.miss_latency = profile.l2.miss_latency_cycles
         self._miss_cycles: dict[tuple, float] = {}   # (path, bytes) -> a transfer's cycles when it misses
         self._latencies: dict[tuple, float] = {}     # (path, bytes, missed) -> its latency
+        self.opening_bytes = profile.device_memory.piece_overhead_bytes
 
-    def cross(self, instr: Instr, start: float) -> tuple[float, float, int, int, int, int]:
+    def cross(self, instr: Instr, start: float) -> tuple[float, float, int, int, int, int, int]:
         """The transfer `instr`, starting at `start`: a hit streams at the path's rate within the
         L2's bandwidth; misses also cross the device-memory channel, and so does write-back (dirty
         lines evicted, writes gone through), which each transfer carries up to its own size of. Returns
         (when its bytes have passed, its own cycles (without contention), bytes fetched from
-        device memory, bytes that crossed device memory's channel, L2 lines hit, lines missed)."""
+        device memory, bytes that crossed device memory's channel, L2 lines hit, lines missed, and
+        the bytes' worth of channel time device memory spent opening the pieces it fetched)."""
         fetch, evicted, hits, misses, local = self._through_l2(instr)
         chan = instr.chan_bytes
         done = self.l2_channel.reserve(start, chan)[0]
         if start + local > done:
             done = start + local
-        hbm, hbm_bytes = self.hbm, 0
+        hbm, hbm_bytes, opened = self.hbm, 0, 0
         if fetch or evicted or hbm.pending:      # (else reserve() moves nothing)
             hbm.pending += evicted
-            end, hbm_bytes = hbm.reserve(start, fetch, chan)
+            opened = self._opening(instr, misses) if fetch and self.opening_bytes else 0
+            end, hbm_bytes = hbm.reserve(start, fetch, chan, opened)
             if end > done:
                 done = end
-        return done, local, fetch, hbm_bytes, hits, misses
+        return done, local, fetch, hbm_bytes, hits, misses, opened
+
+    def _opening(self, instr: Instr, missed_lines: int) -> int:
+        """Device memory's cost, in bytes of its channel, of starting the pieces a fetch reads: one
+        per piece of the transfer that starts afresh (not where the piece before it ended), and of
+        those only the ones whose lines the L2 held nothing of (a line partly held was opened when
+        its other sectors came)."""
+        g = instr.gm
+        if type(g) is Rows:
+            pieces = 1 if g.count <= 1 or g.pitch == g.n else g.count
+        else:
+            pieces, end = 0, None
+            for addr, n in sorted(g):
+                if n > 0:
+                    pieces += end != addr
+                    end = addr + n
+        return self.opening_bytes * (pieces if instr.l2_bypass else min(pieces, missed_lines))
 
     def _through_l2(self, instr: Instr) -> tuple[int, int, int, int, float]:
         """The L2's part of a transfer: (bytes to fetch, bytes written back: dirty lines evicted
@@ -75,7 +94,9 @@ class GmPath:
             hbm_bytes = 0
             if fetch or evicted or hbm.pending:
                 hbm.pending += evicted
-                hbm_bytes = hbm.reserve(start, fetch, chan)[1]
+                opened = self._opening(instr, misses) if fetch and self.opening_bytes else 0
+                hbm_bytes = hbm.reserve(start, fetch, chan, opened)[1]
+                shadow.hbm_opened += opened
             w = 2 if instr.gm_write else 0
             lines = shadow.l2_lines
             lines[w] += hits

@@ -301,6 +301,7 @@ class Device:
         rec.l2_miss_lines += lines[1] + lines[3]
         rec.l2_bytes += l2_bytes + shadow.l2_bytes
         rec.hbm_bytes += hbm_bytes + shadow.hbm_bytes
+        rec.hbm_opened += shadow.hbm_opened
         fast.shadow_ended(rep, shadow, rec, group.record, core)
         self.active.discard(core)
         core.block = -1

@@ -96,16 +96,18 @@ class MemoryChannel:
         self.bytes = 0
         self.pending = 0            # write-back bytes not yet carried
 
-    def reserve(self, now: float, nbytes: int, drain: int = 0) -> tuple[float, int]:
+    def reserve(self, now: float, nbytes: int, drain: int = 0, overhead: int = 0) -> tuple[float, int]:
         """Reserve nbytes, plus up to `drain` bytes of pending write-back, starting no earlier than
-        now; returns (when they have passed, bytes moved). Nothing to move: (now, 0)."""
+        now; `overhead`: the channel's time for as many more bytes, none of them moved (device
+        memory opening the pieces a fetch reads). Returns (when they have passed, bytes moved).
+        Nothing to move: (now, 0)."""
         carried = min(self.pending, drain)
         self.pending -= carried
         total = nbytes + carried
         if total <= 0:
             return now, 0
         start = now if now > self.free_at else self.free_at
-        occupancy = total / self.bytes_per_cycle
+        occupancy = (total + overhead) / self.bytes_per_cycle
         self.free_at = start + occupancy
         self.busy_cycles += occupancy
         self.bytes += total

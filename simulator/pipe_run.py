@@ -43,6 +43,7 @@ class PipeRun:
         self.path_cycles: dict[str, float] = {}
         self.l2_lines = [0, 0, 0, 0]          # read hits, read misses, write hits, write misses
         self.l2_bytes = self.hbm_bytes = 0    # added to the task's totals at the end
+        self.hbm_opened = 0                   # device memory's time opening pieces, in bytes
         self.flying: list[tuple] = []         # heap of (lands at, order, instr): transfers in flight
         self.last_lands = 0.0                 # the latest `lands at` in `flying`
         self.order = itertools.count()
@@ -233,14 +234,15 @@ class PipeRun:
         ends, its own cycles, bytes that reached device memory, and when the pipe may go on if
         it stays in flight (its path overlaps transfers), else None)."""
         shadows = self.block.shadows         # fast mode: its shadows' transfers cross beside it
-        done, local, fetch, hbm_bytes, hits, misses = (cross_beside(shadows, self.pipe, instr, start) if shadows
-                                                       else self.gm_path.cross(instr, start))
+        done, local, fetch, hbm_bytes, hits, misses, opened = (
+            cross_beside(shadows, self.pipe, instr, start) if shadows else self.gm_path.cross(instr, start))
         self.block.sealed = True
         w = 2 if instr.gm_write else 0
         self.l2_lines[w] += hits
         self.l2_lines[w + 1] += misses
         self.l2_bytes += instr.chan_bytes
         self.hbm_bytes += hbm_bytes
+        self.hbm_opened += opened
         if overlap <= 1:
             return done, local, hbm_bytes, None
         # the pipe moves on once the bytes have streamed; the latency (and a miss's) overlaps the
@@ -265,6 +267,7 @@ class PipeRun:
         rec.l2_miss_lines += l2_lines[1] + l2_lines[3]
         rec.l2_bytes += self.l2_bytes
         rec.hbm_bytes += self.hbm_bytes
+        rec.hbm_opened += self.hbm_opened
         busy_key = (core.name, pipe)
         rec.busy[busy_key] = rec.busy.get(busy_key, 0.0) + busy
         rec.work[busy_key] = rec.work.get(busy_key, 0.0) + work

@@ -202,6 +202,10 @@ class DeviceMemory(_Frozen):
     # the share of bandwidth_GBps that streaming traffic gets on the chip (refresh, bank and bus
     # turnarounds): a measured figure, where one is published; 1 where none is
     efficiency: float = Field(default=1.0, strict=True, gt=0, le=1, allow_inf_nan=False)
+    # what device memory's channel spends opening a piece a fetch reads (a row of a strided copy
+    # that starts a line the L2 held nothing of), in bytes it could have moved meanwhile (0: none;
+    # no profile sets it yet, docs/CALIBRATION.md "Every core at once" gives the A2 what-if)
+    piece_overhead_bytes: int = Field(default=0, strict=True, ge=0, le=1 << 16)
 
 
 class SyncLimits(_Frozen):

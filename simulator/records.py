@@ -48,6 +48,7 @@ class TaskRecord:
     path_parts: dict[tuple, float] = field(default_factory=dict)    # (core index, pipe, path) -> cycles
     l2_bytes: int = 0            # GM traffic of the cores (all of it passes through L2)
     hbm_bytes: int = 0           # what reached device memory: read misses and dirty evictions
+    hbm_opened: int = 0          # device memory's time opening the pieces it fetched, in bytes' worth
     l2_hit_lines: int = 0
     l2_miss_lines: int = 0
     instructions: int = 0

@@ -72,7 +72,7 @@ class Report:
         paths = {p: {"bytes": b, "GBps": b / (us * 1e3) if us else 0.0,
                      "busy_cycles": path_cycles.get(p, 0.0)}
                  for p, b in sorted(rec.path_bytes.items())}
-        chan_cycles = rec.hbm_bytes / profile.device_bytes_per_cycle
+        chan_cycles = (rec.hbm_bytes + rec.hbm_opened) / profile.device_bytes_per_cycle
         l2_cycles = rec.l2_bytes / profile.l2_bytes_per_cycle
         dm_gbps = rec.hbm_bytes / (us * 1e3) if us else 0.0
         device_memory = {"bytes": rec.hbm_bytes, "busy_cycles": chan_cycles,

@@ -67,7 +67,7 @@ class ShadowBlock:
                 if mark.phase == 2:
                     self.skips.append((mark.windows, mark.skip // mark.period))
         self.l2_lines = [0, 0, 0, 0]                 # read hits, read misses, write hits, write misses
-        self.l2_bytes = self.hbm_bytes = 0
+        self.l2_bytes = self.hbm_bytes = self.hbm_opened = 0
         self.finished = None                         # the event its representative's end succeeds
         # its transfers' own cycles less its representative's (a line the one finds in the L2 and
         # the other does not): what the bound takes where it is positive
