@@ -17,11 +17,11 @@ Sets (timing mode unless --mode fast; traces from traces/; run from the reposito
   lacks the operator, or the operator rejects the call) is a line `<call> refused <exception>`.
   The stored pins are tests/fixtures/cycle_pins.txt; tests/test_cycle_pins.py checks those that
   fit the suite's time budget (its docstring states the rule), `--set pins --against
-  tests/fixtures/cycle_pins.txt` all of them (~10 min on one core).
+  tests/fixtures/cycle_pins.txt` all of them (~30-40 min of CPU).
 * heavy: the 4 DETR encoder calls (20197 queries) on every chip that has GridSampler2DBackward,
-  also without a trace (15.9 million instructions per call, ~3 min each: too slow for the
+  also without a trace (15.9 million instructions per call, ~4 min each: too slow for the
   suite). Pinned in the same file; `--set heavy --against tests/fixtures/cycle_pins.txt` checks
-  them (about an hour on one core).
+  them (about two hours of CPU: 32 calls of about 4 min).
 
 `--mode fast` runs the same calls in fast mode (declared loops fast-forwarded): a refactor of fast
 mode that claims not to move its figures prints the same lines before and after. quick and full
@@ -32,7 +32,9 @@ stored pins are timing-mode lines; do not record fast-mode lines into them.
 `--against FILE` compares by call name, so FILE may hold more calls than the set; a pin without
 a trace hash (`-`) is compared on the other fields. `--record FILE` writes the set's lines, each
 with the CPU seconds it took, into FILE as they come, keeping the other calls' lines; `--socs`
-limits pins and heavy to some SoCs (to record in several processes). Re-recording the stored
+limits pins and heavy to some SoCs (to record in several processes), `--ops` to the calls of some
+operators (to re-record those a change to one operator's kernel moves; a full `--against` after
+it shows whether any other call moved). Re-recording the stored
 pins after an intended change to the cost model belongs in its own commit whose message states
 the drift (the lines `--against` printed).
 """
@@ -213,15 +215,15 @@ def full():
         yield from grid_call(soc)
 
 
-def pins(socs=SOCS):
+def pins(socs=SOCS, ops=None):
     for c in every_call():
-        if not c.heavy and c.soc in socs:
+        if not c.heavy and c.soc in socs and (ops is None or _calls(c.trace)[c.index].op in ops):
             yield c.run(trace=False)
 
 
-def heavy(socs=SOCS):
+def heavy(socs=SOCS, ops=None):
     for c in every_call():
-        if c.heavy and c.soc in socs:
+        if c.heavy and c.soc in socs and (ops is None or _calls(c.trace)[c.index].op in ops):
             yield c.run()
 
 
@@ -237,15 +239,25 @@ def main() -> int:
                                         "(other calls' lines are kept)")
     ap.add_argument("--times", action="store_true", help="print each call's CPU seconds (stderr)")
     ap.add_argument("--socs", help="pins and heavy: only these SoCs (comma-separated)")
+    ap.add_argument("--ops", help="pins and heavy: only the calls of these operators, as the traces name "
+                                  "them (comma-separated: Glu,GluBackward)")
     ap.add_argument("--mode", choices=("timing", "fast"), default="timing",
                     help="the engine mode every call runs in (fast: compare fast-mode refactors)")
     args = ap.parse_args()
     if args.record and args.mode != "timing":
         ap.error("--record writes cycle pins, which are timing-mode figures")
     MODE["mode"] = args.mode
+    if (args.socs or args.ops) and args.set not in ("pins", "heavy"):
+        ap.error("--socs and --ops choose among the pins and heavy sets' calls")
     kw = {}
     if args.socs:
         kw["socs"] = tuple(args.socs.split(","))
+    if args.ops:
+        kw["ops"] = frozenset(args.ops.split(","))
+        known = {c.op for t in TRACES for c in _calls(t)}
+        if kw["ops"] - known:
+            ap.error(f"--ops {','.join(sorted(kw['ops'] - known))}: no trace calls it; the traces' operators are "
+                     f"{', '.join(sorted(known))}")
     calls = SETS[args.set](**kw)
     lines = []
     for line, seconds in timed(calls):

@@ -7,7 +7,7 @@ The file pins every call of the five workload traces in traces/ (benchmarks/engi
 TRACES; the batch-256 ResNet-50 step is benchmarks/validation.py's) on every SoC in devices/ (a call the chip
 refuses is pinned as refused; HEAVY_NOT_YET_PINNED lists the DETR encoder calls still to record)
 and, after each, what it cost to record (CPU seconds on a loaded 2-core machine, without the
-per-instruction trace, as the suite runs it). The suite's budget is about a minute on one core
+per-instruction trace, as the suite runs it). The suite's budget is a few minutes on one core
 (pytest runs serially), so it checks, by this rule:
 
 * every call that cost under SUITE_MAX_CALL_S to record, on every chip (most SiLU calls, the
@@ -16,17 +16,19 @@ per-instruction trace, as the suite runs it). The suite's budget is about a minu
   every operator and trace is in the suite on both series that run them all;
 * never the four DETR encoder calls (20197 queries, ~3 min and 16 million instructions each):
   `python benchmarks/engine_fingerprint.py --set heavy --against tests/fixtures/cycle_pins.txt`
-  checks them (about an hour).
+  checks them (about two hours of CPU).
 
-That is 387 of the 672 other pins, ~57 s of CPU as recorded. `python benchmarks/engine_fingerprint.py --set
-pins --against tests/fixtures/cycle_pins.txt` checks all 672 (~13 min of CPU: the 75 ConvTBC
-calls cost 2-6 s each).
+That is about 930 of the 1,776 other pins, ~2.5 min of CPU as recorded. `python
+benchmarks/engine_fingerprint.py --set pins --against tests/fixtures/cycle_pins.txt` checks all
+1,776 (~30-40 min of CPU on a loaded 2-core machine: the fconv trace's 480 calls take half of it);
+`--ops` limits it to the calls of some operators.
 
 Re-recording, after an intended change to the cost model, only:
 
     CYCLE_PINS_UPDATE=1 python -m pytest tests/test_cycle_pins.py    # the suite's calls
     python benchmarks/engine_fingerprint.py --set pins --record tests/fixtures/cycle_pins.txt
     python benchmarks/engine_fingerprint.py --set heavy --record tests/fixtures/cycle_pins.txt
+        (about 4 min a call: split it over processes with --socs, each into its own copy, then merge)
 
 in a commit of its own whose message states the drift (the lines the failing run printed).
 """
@@ -115,7 +117,7 @@ def test_call_matches_its_pin(call):
 
 def test_every_call_of_every_trace_on_every_chip_is_pinned():
     """The heavy calls too, except those not recorded yet (HEAVY_NOT_YET_PINNED: recording them
-    takes about an hour, `--set heavy --record`; `--set heavy --against` reports each missing one)."""
+    takes about two hours of CPU, `--set heavy --record`; `--set heavy --against` reports each missing one)."""
     missing = [c.tag for c in fp.every_call() if c.tag not in PINS and c.tag not in HEAVY_NOT_YET_PINNED]
     assert not missing, f"{len(missing)} calls have no pin, e.g. {missing[:5]}"
     assert all(fp.PinCall(*_split(t)).heavy for t in HEAVY_NOT_YET_PINNED)

@@ -272,3 +272,18 @@ def test_sigmoid_splits_a_forced_block_as_tbe_does_and_refuses_a_tile_past_it():
     t = simulator.plan("Sigmoid", "Ascend910B1", self=x, tiling={"blockLength": 65536}).tiling
     assert t["blockLength"] == 65536 and t["tileLength"] <= 16383 and 65536 % t["tileLength"] == 0
     assert_status("Sigmoid", "Ascend910B1", dict(self=x, tiling={"blockLength": 128, "tileLength": 256}), 561002)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_sigmoid_divides_in_repeats_past_255_and_a_tail(dtype):
+    """The Div of CANN's Sigmoid kernel reads one repeat of ones again on every repeat (TBE folds
+    the broadcast of 1 into vdiv); a forced tile of 24,448 elements is 382 repeats of 64, more than
+    one instruction's 255, and the last block's 37 elements a masked tail. Against the float64
+    formula, to FP32's rounding (then the 16-bit cast's, subnormals to their spacing)."""
+    import simulator
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(24_485) * 4).astype(dtype)
+    r = simulator.run("Sigmoid", "Ascend910B1", self=x, tiling={"blockLength": 24448, "tileLength": 24448})
+    ref = 1 / (1 + np.exp(-x.astype(np.float64)))
+    rtol, atol = (2.0 ** -20, 1e-30) if dtype == np.float32 else (2.0 ** -10, 2.0 ** -24)
+    np.testing.assert_allclose(r.outputs["out"].astype(np.float64), ref, rtol=rtol, atol=atol)

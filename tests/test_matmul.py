@@ -205,3 +205,60 @@ def test_an_empty_contraction_is_zeros(op, kw):
 @pytest.mark.parametrize("tiling", [{"baseM": 24}, {"baseN": 7}, {"baseM": 512, "baseN": 512}])
 def test_a_forced_tile_that_cannot_work_is_a_tiling_error(tiling):
     assert_status("Mm", "Ascend910B1", _args(tiling=tiling), 561002)
+
+
+@pytest.mark.parametrize("m_tiles, n_tiles", [(4, 16), (16, 8), (11, 4), (6, 9), (1, 16), (7, 1), (12, 18)])
+def test_matmul_v3_deals_every_output_tile_once(m_tiles, n_tiles):
+    """MatMulV3's diagonal order (ops-nn `MatmulBaseBlock::UpdateBasicIndex`) shifts a column after
+    every lcm(m, n) tasks; without that shift, tile counts sharing a factor would deal some tiles
+    twice and never others."""
+    from ops.matmul.kernel import diagonal_tile
+    dealt = [diagonal_tile(t, m_tiles, n_tiles) for t in range(m_tiles * n_tiles)]
+    assert sorted(dealt) == [(m, n) for m in range(m_tiles) for n in range(n_tiles)]
+
+
+def test_matmul_v3_reads_every_panel_in_its_first_round():
+    """The point of the order, on cann-bench's M = 512 x 4096 x 4096 call: its first round of 24
+    tiles (4 x 16 of them) covers all 4 A panels and all 16 B panels, where catlass's windows of 3
+    tile rows cover 3 and 8."""
+    from ops.matmul.kernel import diagonal_tile, swizzled_tile
+    first = [diagonal_tile(t, 4, 16) for t in range(24)]
+    assert ({m for m, _ in first}, {n for _, n in first}) == (set(range(4)), set(range(16)))
+    swizzled = [swizzled_tile(t, 4, 16, 3, 0) for t in range(24)]
+    assert (len({m for m, _ in swizzled}), len({n for _, n in swizzled})) == (3, 8)
+
+
+def _mm_tiling(soc, M, K, N, **kw):
+    x, w = np.zeros((M, K), F16), np.zeros((K, N), F16)
+    return simulator.plan("Mm", soc, self=x, mat2=w, cubeMathType=0, **kw).tiling
+
+
+@pytest.mark.parametrize("M, K, N, base_m", [(1009, 1024, 1024, 96), (1024, 1024, 1024, 96), (1024, 32, 1024, 96),
+                                             (512, 4096, 4096, 128), (560, 64, 8192, 112), (2048, 4096, 2048, 128)])
+def test_matmul_v3_balances_a_few_rounds_over_24_cores(M, K, N, base_m):
+    """What ops-nn's `OptimizeLoadBalanceBasicKernel` says it does on a 24-core A2: under four rounds
+    of 128 x 256 tiles, the baseM that fills the last round best (1024 x 1024: 8 x 4 = 32 tiles, 48
+    slots in two rounds, 12 tile rows of 96; the same at K = 32, whose L0 tiles are 32 deep here and
+    64 in CANN's); from four rounds on, an M up to 672 gives up the rows its tile rows do not need
+    (560: five tile rows of 128 or of 112)."""
+    t = _mm_tiling("Ascend910B2", M, K, N)
+    assert (t["baseM"], t["tileOrder"]) == (base_m, "MatMulV3 diagonal")
+
+
+def test_matmul_v3_order_and_balance_only_where_its_kernel_runs_them():
+    """The balance is for 24 cores only ("other core counts not verified") and not for forced
+    tiles or a transposed A; the diagonal order is the A2 / A3 kernel's, for one product whose A, B
+    and C fit an L2 tile (100 MiB at 192 MiB of L2); the rest keep catlass's swizzle."""
+    assert _mm_tiling("Ascend910B3", 1024, 1024, 1024)["baseM"] == 128                       # 20 cores
+    assert _mm_tiling("Ascend910B2", 1024, 1024, 1024, tiling={"baseM": 128})["baseM"] == 128
+    x = np.zeros((1024, 1024), F16).T
+    assert simulator.plan("Mm", "Ascend910B2", self=x, mat2=np.zeros((1024, 1024), F16),
+                          cubeMathType=0).tiling["baseM"] == 128
+    assert _mm_tiling("Ascend910B2", 8192, 8192, 8192)["tileOrder"] == "catlass swizzle"        # 384 MiB
+    assert _mm_tiling("Ascend910A", 1024, 1024, 1024)["tileOrder"] == "catlass swizzle"         # not MatMulV3
+    batched = simulator.plan("Matmul", "Ascend910B2", self=np.zeros((2, 1024, 1024), F16),
+                             other=np.zeros((2, 1024, 1024), F16), cubeMathType=0).tiling
+    assert batched["tileOrder"] == "catlass swizzle"
+    addmm = simulator.plan("Addmm", "Ascend910B2", self=np.zeros((1024,), F16), mat1=np.zeros((1024, 1024), F16),
+                           mat2=np.zeros((1024, 1024), F16), beta=1.0, alpha=1.0, cubeMathType=0).tiling
+    assert (addmm["baseM"], addmm["tileOrder"]) == (96, "MatMulV3 diagonal")

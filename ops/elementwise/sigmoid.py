@@ -3,14 +3,20 @@
 Sigmoid whose out dtype differs from self's runs the elementwise template's kernel instead: the
 same FP32 arithmetic with a Reciprocal, and the cast to out's dtype in the same launch):
 
-    y = 1 / (1 + exp(-x)) in FP32: Cast up (16-bit data), Muls -1, Exp, Adds 1, Duplicate 1.0,
-    Div (A2 has inf/nan support, so vdiv rather than vrec), Cast down.
+    y = 1 / (1 + exp(-x)) in FP32: Cast up (16-bit data), Muls -1, Exp, Adds 1, Div (A2 has
+    inf/nan support, so vdiv rather than vrec), Cast down.
+
+TBE's schedule absorbs the broadcast of 1 into the vdiv (CANN 8.1.RC1's
+tbe/dsl/unify_schedule/vector/elewise/elewise_schedule.py `_match_scalar_scene`: the ones
+compute-inlined, one block of UB reserved for them), so no tile of ones is filled:
+here one repeat of ones, filled once, is read again by every repeat of the Div (src0RepStride 0;
+TBE reads one 32-B block with a block stride of 0, the same bytes a repeat).
 
 Tiling as TBE's elementwise schedule does it, not as our template does: a block takes
 ceil(n / cores) elements rounded up to 128 (so a short vector has fewer blocks than cores), and a
 block whose share does not fit one UB tile walks it in double-buffered tiles capped at 16,383
 elements. The calibration rows (benchmarks/published_figures.yaml, cb_sigmoid_*) are timed
-through this kernel: 9 of 10 within 20 % of msprof, against 7 of 10 with the template's.
+through this kernel (docs/CALIBRATION.md says where they stand).
 [ASSUMPTION: the 910A and 310P builds run the same sequence; only A2's is evidenced.]
 """
 from __future__ import annotations
@@ -20,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.arith import align_up, ceil_div
-from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, Cast, DataCopy, DataCopyExtParams, DataCopyPad, Div,
-                              Duplicate, Exp, GetBlockIdx, GlobalTensor, Loop, Muls, RoundMode, TBuf, TPipe,
-                              TPosition, TQue, float32)
+from simulator.kernel import (BUFFER_NUM, GM_ADDR, Adds, BinaryRepeatParams, Cast, DataCopy, DataCopyExtParams,
+                              DataCopyPad, Div, Duplicate, Exp, GetBlockIdx, GlobalTensor, Loop, Muls, RoundMode,
+                              TBuf, TPipe, TPosition, TQue, float32)
 from ..common import tiling_error, ub_bytes, vector_core_count
 
 F32 = np.dtype(np.float32)
@@ -30,10 +36,12 @@ F32 = np.dtype(np.float32)
 # tiles are capped at 16,383 elements of a 4-byte dtype (elewise tiling, DoUbTiling)
 BLOCK_ALIGN = 128
 DB_TILE_CAP = 16383
-# FP32 nodes of the graph that live in UB at once (x in FP32, the ones of the division, the
-# result) [ASSUMPTION: TBE's coexisting-node count for this graph is not published; 3 is what the
-# 910A's elementwise compile info records for a graph of this size]
+# FP32 nodes of the graph that live in UB at once, the tile size's divisor [ASSUMPTION: TBE's
+# coexisting-node count for this graph is not published; 3 is what the 910A's elementwise compile
+# info records for a graph of this size]
 COEXISTING_FP32 = 3
+LANES = 64                  # FP32 elements a 256-B repeat
+MAX_REPEATS = 255           # repeatTimes is 8 bits
 
 
 @dataclass(frozen=True)
@@ -51,10 +59,10 @@ class SigmoidJob:
 
 def ub_need(tile: int, block: int, dtype: np.dtype) -> int:
     """UB bytes: the in and out queues (double-buffered when a block has more than one tile),
-    the FP32 copy of a 16-bit tile and the ones."""
+    the FP32 copy of a 16-bit tile and one repeat of ones."""
     depth = BUFFER_NUM if tile < block else 1
-    wide = align_up(tile * 4, 32)
-    return 2 * depth * align_up(tile * dtype.itemsize, 32) + (0 if dtype == F32 else wide) + wide
+    return 2 * depth * align_up(tile * dtype.itemsize, 32) + (0 if dtype == F32 else align_up(tile * 4, 32)) \
+        + LANES * 4
 
 
 def sigmoid_job(n: int, dtype, profile, forced: dict | None = None) -> tuple[SigmoidJob, int]:
@@ -86,6 +94,16 @@ def _copy(dst, src, count: int, itemsize: int) -> None:
         DataCopy(dst, src, count)
 
 
+def _reciprocal(dst, one, x, n: int) -> None:
+    """dst = 1 / x over n FP32 elements, in repeats of LANES that all read the same repeat of ones."""
+    full, tail = divmod(n, LANES)
+    again = BinaryRepeatParams(src0RepStride=0)
+    for r0 in range(0, full, MAX_REPEATS):
+        Div(dst[r0 * LANES], one, x[r0 * LANES], LANES, min(MAX_REPEATS, full - r0), again)
+    if tail:
+        Div(dst[full * LANES], one, x[full * LANES], tail, 1, again)
+
+
 def sigmoid_body(ins: tuple, out: GM_ADDR, job: SigmoidJob):
     dt = job.dtype
     wide = dt == F32
@@ -103,7 +121,9 @@ def sigmoid_body(ins: tuple, out: GM_ADDR, job: SigmoidJob):
     work, ones = TBuf(), TBuf()
     if not wide:
         pipe.InitBuffer(work, align_up(job.tile * 4, 32))
-    pipe.InitBuffer(ones, align_up(job.tile * 4, 32))
+    pipe.InitBuffer(ones, LANES * 4)
+    one = ones.Get(float32)
+    Duplicate(one, 1.0, LANES)
     tiles = ceil_div(mine, job.tile)
     for i in Loop(tiles, key=lambda i: i == tiles - 1, period=depth):
         start = i * job.tile
@@ -115,16 +135,14 @@ def sigmoid_body(ins: tuple, out: GM_ADDR, job: SigmoidJob):
         f = xin if wide else work.Get(float32)
         if not wide:
             Cast(f, xin, RoundMode.CAST_NONE, n)
-        one = ones.Get(float32)
         Muls(f, f, -1.0, n)
         Exp(f, f, n)
         Adds(f, f, 1.0, n)
-        Duplicate(one, 1.0, n)
         yout = outQ.AllocTensor(dt)
         if wide:
-            Div(yout, one, f, n)
+            _reciprocal(yout, one, f, n)
         else:
-            Div(f, one, f, n)
+            _reciprocal(f, one, f, n)
             Cast(yout, f, RoundMode.CAST_RINT, n)
         inQ.FreeTensor(xin)
         outQ.EnQue(yout)

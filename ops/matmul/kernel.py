@@ -14,7 +14,8 @@ Tiling (host side, `gemm_tiling`): by default CANN's template MatMul on A2 (catl
 examples/00_basic_matmul: L1 tiles 128 x 256 x 256, L0 tiles 128 x 256 x 64). Each block owns
 output tiles of baseM x (stepN * baseN); tile t goes to block t % blocks, in catlass's swizzled
 order (windows of 3 tile rows, every second one walked backwards), so the blocks working at one
-time share panels of A and B in L2. A tile's K loop moves
+time share panels of A and B in L2; or, as aclnnMm runs CANN's MatMulV3 on A2 / A3
+(operators.py `as_matmul_v3`), in its diagonal order, which spreads them. A tile's K loop moves
 L1 tiles of l1K = stepK * baseK: the A1 tile (baseM x l1K) feeds stepK L0A tiles and is reused by
 all stepN sub-tiles; the B1 tile (l1K x stepN*baseN) feeds stepK x stepN L0B tiles. L1, L0A and
 L0B are double-buffered (BUFFER_NUM = 2) and the next L1 tile is copied in while the current one
@@ -29,6 +30,7 @@ Ascend910B1 --m 512 --n 512 --k 512 --dtype FLOAT16` runs it alone.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,6 +75,7 @@ class GemmTiling:
     fixpipe: bool         # L0C -> GM by Fixpipe (A2); else L0C -> UB -> GM (coupled chips)
     swizzleOffset: int = 3      # output-tile order: catlass GemmIdentityBlockSwizzle<3, direction>
     swizzleDirection: int = 0   # 0: windows of 3 tile rows walked along N (M >= N); 1: along M
+    diagonal: bool = False      # output-tile order: MatMulV3's base kernel instead (diagonal_tile)
     nzInputs: bool = False      # A and B are FRACTAL_NZ in GM (chips without an ND -> NZ copy)
     batch: int = 1              # matrices: C[b] = A[b] @ B[b], the tiles of every b over the cores
     strideA: int = 0            # elements from A[b] to A[b + 1] (0: one A for every b)
@@ -166,6 +169,14 @@ def swizzled_tile(task: int, m_tiles: int, n_tiles: int, offset: int, direction:
     return (m_tiles - mt - 1 if window % 2 else mt), nt
 
 
+def diagonal_tile(task: int, m_tiles: int, n_tiles: int) -> tuple[int, int]:
+    """(tile row, tile column) of output tile `task` in the order CANN's MatMulV3 base kernel deals
+    them (hicann/ops-nn mat_mul_v3 `MatmulBaseBlock::UpdateBasicIndex`, calOrder 0): down the tile
+    rows and across the columns at once, one column further after every lcm(m_tiles, n_tiles)
+    tasks. The cores of one round thus spread over every panel of A and B they can."""
+    return task % m_tiles, (task + task // math.lcm(m_tiles, n_tiles)) % n_tiles
+
+
 # ---------------------------------------------------------------------------------------------
 # device side: the kernel
 # ---------------------------------------------------------------------------------------------
@@ -212,7 +223,9 @@ class KernelGemm:
     # -- tile geometry ----------------------------------------------------------------------
     def _tile(self, tile: int, kt: int):
         t = self.t
-        mt, nt = swizzled_tile(tile % (t.mTiles * t.nTiles), t.mTiles, t.nTiles, t.swizzleOffset, t.swizzleDirection)
+        task = tile % (t.mTiles * t.nTiles)
+        mt, nt = diagonal_tile(task, t.mTiles, t.nTiles) if t.diagonal else \
+            swizzled_tile(task, t.mTiles, t.nTiles, t.swizzleOffset, t.swizzleDirection)
         m0, n0, k0 = mt * t.baseM, nt * t.stepN * t.baseN, kt * t.l1K
         return (m0, min(t.baseM, t.M - m0), n0, min(t.stepN * t.baseN, t.N - n0),
                 k0, min(t.l1K, t.K - k0))

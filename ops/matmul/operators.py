@@ -1,5 +1,6 @@
-"""aclnnMm and aclnnMatmul on the template GEMM (kernel.py), with the launches CANN's aclnn layer
-puts around its MatMul:
+"""aclnnMm and aclnnMatmul on the template GEMM (kernel.py; on A2 / A3 one product takes the tile
+order and load balance of CANN's MatMulV3 base kernel, `as_matmul_v3`), with the launches CANN's
+aclnn layer puts around its MatMul:
 
     aclnnMm(self, mat2, out, cubeMathType)           out (M, N) = self (M, K) @ mat2 (K, N)
     aclnnMatmul(self, other, out, cubeMathType)      1-D and 2-D operands as torch.matmul takes them,
@@ -20,6 +21,8 @@ contracted dims equal, out's shape, cubeMathType for the promoted dtype.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from simulator.acl import aclTensor
@@ -33,7 +36,7 @@ from simulator.program import KernelLaunch
 from ..common import promote, split_evenly, tiling_error, ub_bytes, vector_core_count, zero_fill_launch
 from ..conv.convolution_backward import cube_compute_dtype
 from ..elementwise.chain import Chain
-from .kernel import DTYPES, gemm_kernel, gemm_tiling
+from .kernel import DTYPES, GemmTiling, gemm_kernel, gemm_tiling
 
 TILING_FIELDS = {"baseM": "int", "baseN": "int"}
 
@@ -187,10 +190,13 @@ def gemm_steps(c: Chain, x: aclTensor, w: aclTensor, names: tuple, compute: str,
         c.launch(lambda addr: zero_fill_launch("MemSet(MatMul's result)", addr(result), batch * M * N * out_t.itemsize,
                                                profile))
         return result, None
-    t = gemm_tiling(M, N, K, compute, profile.soc_version, in_t.itemsize == 4, profile=profile,
-                    **_forced_tiles(forced, profile, in_t.itemsize),
+    tiles = _forced_tiles(forced, profile, in_t.itemsize)
+    t = gemm_tiling(M, N, K, compute, profile.soc_version, in_t.itemsize == 4, profile=profile, **tiles,
                     **({"batch": batch, "strideA": strides[0] // counts[0], "strideB": strides[1] // counts[1]}
                        if batch > 1 else {}))
+    if not t.nzInputs and batch == 1:
+        a_transposed = len(x.viewDims) == 2 and M > 1 and K > 1 and x.stride == (1, M)   # MatMulV3's isATrans
+        t = as_matmul_v3(t, profile, balance=not (tiles or a_transposed))
 
     def dense(src: aclTensor, name: str, shape: tuple, transpose: bool):
         """src as dense (rows, cols) matrices of the Cube's input dtype, transposed if asked."""
@@ -249,6 +255,45 @@ def _forced_tiles(forced: dict, profile, isz: int) -> dict:
     return tiles
 
 
+# MatMulV3's load balance is tuned for this many Cube cores (hicann/ops-nn mat_mul_v3 op_tiling
+# `OptimizeLoadBalanceBasicKernel`: "aicNum == 24, other core counts not verified")
+V3_BALANCED_CORES = 24
+V3_FEW_ROUNDS = 4           # under this many rounds of tiles, baseM is cut to fill the last one
+V3_SMALL_M = (128, 672)     # else an M in (128, 672] takes the least baseM that keeps its tile rows
+# A + B + C up to this many bytes for a 192 MiB L2 (scaled by the chip's) are one L2 tile, every
+# output tile dealt in one diagonal walk (`DoL2CacheTiling`: "100M, so that the L2 never evicts")
+V3_ONE_L2_TILE_BYTES = 100 << 20
+V3_L2_REFERENCE_BYTES = 192 << 20
+
+
+def as_matmul_v3(t: GemmTiling, profile, balance: bool = True) -> GemmTiling:
+    """The tiling as CANN's MatMulV3 base kernel runs a single ND matrix product on A2 / A3 (its
+    small-shape and full-load tilings are not modelled): on a 24-core chip, unless the tiles were
+    forced or A comes transposed, its load balance, which only narrows baseM
+    (`OptimizeLoadBalanceBasicKernel`, for the 128 x 256 tiles 128 B deep of its base tiling); and,
+    while A, B and C fit one L2 tile, its diagonal order (`MatmulBaseBlock::UpdateBasicIndex`).
+    Larger products split into L2 tiles by `CalcTile`, which is not ported: they keep catlass's
+    swizzle, which groups the tiles for the L2 too."""
+    _, kind = profile.core_kind_for("cube")
+    in_t, out_t = (np.dtype(d) for d in DTYPES[t.dtype])
+    cann_base_k = 128 // in_t.itemsize          # before gemm_tiling's clamp to a short K
+    if balance and kind.count == V3_BALANCED_CORES and t.stepN == 1 and t.baseM * t.baseN == 128 * 256 \
+            and t.baseK == min(cann_base_k, align_up(t.K, 32 // in_t.itemsize)):
+        m_tiles, n_tiles = ceil_div(t.M, t.baseM), ceil_div(t.N, t.baseN)
+        bm = t.baseM
+        if m_tiles * n_tiles < V3_FEW_ROUNDS * kind.count:
+            rows = align_up(m_tiles * n_tiles, kind.count) // n_tiles
+            bm = align_up(ceil_div(t.M, rows), 16)
+        elif V3_SMALL_M[0] < t.M <= V3_SMALL_M[1]:
+            while bm > 16 and ceil_div(t.M, bm - 16) == m_tiles:
+                bm -= 16
+        m_tiles = ceil_div(t.M, bm)
+        t = dataclasses.replace(t, baseM=bm, mTiles=m_tiles, usedCoreNum=min(kind.count, m_tiles * n_tiles))
+    total = (t.M * t.K + t.K * t.N) * in_t.itemsize + t.M * t.N * out_t.itemsize
+    one_l2_tile = total <= V3_ONE_L2_TILE_BYTES * profile.l2.bytes / V3_L2_REFERENCE_BYTES
+    return dataclasses.replace(t, diagonal=one_l2_tile)
+
+
 def _nz_inputs(profile) -> bool:
     """The Cube reads FRACTAL_NZ from GM (the chip has no ND -> NZ copy): as gemm_tiling decides."""
     return "GM_L1_ND2NZ" not in profile.paths
@@ -258,7 +303,8 @@ def _facts(compute: str, t) -> dict:
     if t is None:
         return {"cubeDtype": compute, "launches": "MemSet (K = 0)"}
     return {"cubeDtype": compute, "baseM": t.baseM, "baseN": t.baseN, "baseK": t.baseK,
-            "blockDim": t.usedCoreNum, "nzInputs": t.nzInputs, "transB": t.transB}
+            "blockDim": t.usedCoreNum, "nzInputs": t.nzInputs, "transB": t.transB,
+            "tileOrder": "MatMulV3 diagonal" if t.diagonal else "catlass swizzle"}
 
 
 def _batched_views(a: dict, right: str):
