@@ -176,7 +176,7 @@ class Device:
         yield self.env.timeout(self.launch_cycles)
         lrec.cores_start = self.env.now
         self.l2.launch_began()
-        hbm_bytes = self.hbm.bytes
+        hbm_bytes, hbm_opened = self.hbm.bytes, self.hbm.opened
         running = []
         # fast mode without a trace (which shows every block): alike blocks shadow a representative,
         # on vector-only cores (AIV). Shadows end with their representative, so the cores they free
@@ -200,7 +200,7 @@ class Device:
         if running:
             yield simpy.AllOf(self.env, running)
         behind = fast.behind_device_memory(self.env.now - lrec.cores_start, self.hbm.bytes - hbm_bytes,
-                                           self.hbm.bytes_per_cycle)
+                                           self.hbm.opened - hbm_opened, self.hbm.bytes_per_cycle)
         if behind > 0:
             yield self.env.timeout(behind)
         lrec.cores_end = self.env.now

@@ -94,6 +94,7 @@ class MemoryChannel:
         self.free_at = 0.0
         self.busy_cycles = 0.0
         self.bytes = 0
+        self.opened = 0             # the channel's time opening pieces, in bytes' worth (overhead)
         self.pending = 0            # write-back bytes not yet carried
 
     def reserve(self, now: float, nbytes: int, drain: int = 0, overhead: int = 0) -> tuple[float, int]:
@@ -111,4 +112,5 @@ class MemoryChannel:
         self.free_at = start + occupancy
         self.busy_cycles += occupancy
         self.bytes += total
+        self.opened += overhead
         return self.free_at, total

@@ -47,7 +47,7 @@ class ExactLaunch:
     def shadow_ended(self, rep, shadow, rec, launch: int, core) -> None:
         pass
 
-    def behind_device_memory(self, cycles: float, moved: int, hbm_bytes_per_cycle: float) -> float:
+    def behind_device_memory(self, cycles: float, moved: int, opened: int, hbm_bytes_per_cycle: float) -> float:
         return 0.0
 
     def ended(self, rec, launch: int, launch_cycles: float, hbm_bytes_per_cycle: float) -> None:
@@ -117,14 +117,19 @@ class LaunchFastForward:
         rec.fast.shadow_recorded += shadow.instructions - rep.fast.marks
         rec.fast.add_block(launch, core.name, totals.bound, totals.fast_forwarded)
 
-    def behind_device_memory(self, cycles: float, moved: int, hbm_bytes_per_cycle: float) -> float:
+    def behind_device_memory(self, cycles: float, moved: int, opened: int, hbm_bytes_per_cycle: float) -> float:
         """Cycles the launch's last block ends later than its blocks' totals say, where device
         memory could not have moved in `cycles` what the launch moved across it (`moved`: bytes
         its simulated transfers reserved there) and what its skips' L2 touches say theirs moved.
         Each skip's own floor (BlockFastForward._behind_device_memory) sees the touches of its
         k-th skips only; device memory is shared by all of them, and by the windows of the
-        blocks' later runs, measured while the others were skipping."""
-        return max((moved + self.barrier.moved) / hbm_bytes_per_cycle - cycles, 0.0)
+        blocks' later runs, measured while the others were skipping. `opened`: the channel's time
+        opening the simulated transfers' pieces, in bytes' worth; the skips' bytes open as many a
+        byte."""
+        skipped = self.barrier.moved
+        if opened:
+            skipped += self.barrier.moved * opened / moved if moved else 0
+        return max((moved + opened + skipped) / hbm_bytes_per_cycle - cycles, 0.0)
 
     def ended(self, rec, launch: int, launch_cycles: float, hbm_bytes_per_cycle: float) -> None:
         """The launch has ended: its shadows' sampling bound and its skips' unpaid write-back."""
