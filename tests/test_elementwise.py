@@ -287,3 +287,45 @@ def test_sigmoid_divides_in_repeats_past_255_and_a_tail(dtype):
     ref = 1 / (1 + np.exp(-x.astype(np.float64)))
     rtol, atol = (2.0 ** -20, 1e-30) if dtype == np.float32 else (2.0 ** -10, 2.0 ** -24)
     np.testing.assert_allclose(r.outputs["out"].astype(np.float64), ref, rtol=rtol, atol=atol)
+
+
+MIXED = [(soc, s, o) for soc, kind in CHIPS.items()
+         for s in ([F16, F32] + ([BF16] if kind == "A2" else [])) for o in ([F16, F32] + ([BF16] if kind == "A2" else []))
+         if s != o]
+
+
+@pytest.mark.parametrize("soc,self_dtype,out_dtype", MIXED, ids=[f"{c}-{s.name}-{o.name}" for c, s, o in MIXED])
+def test_sigmoid_into_another_dtype_rounds_to_self_then_casts(soc, self_dtype, out_dtype):
+    """An out of another dtype than self's: aclnnSigmoid runs Sigmoid in self's dtype, then a Cast
+    to out's (ops-math aclnn_sigmoid.cpp), so every value of out is one of self's dtype, cast. Against
+    the float64 formula rounded three times (FP32 inside the kernel, self's dtype, out's); self
+    non-contiguous and out strided on some draws; torch's own sigmoid in self's dtype, cast, where
+    installed."""
+    rng = np.random.default_rng([ord(c) for c in soc + self_dtype.name + out_dtype.name])
+    shape = (int(rng.integers(1, 40)), int(rng.integers(1, 300)))
+    x = (rng.standard_normal(shape) * 3).astype(self_dtype)
+    strided = shape[1] > 1 and rng.random() < 0.5
+    if strided:
+        x = np.swapaxes(np.ascontiguousarray(np.swapaxes(x, 0, 1)), 0, 1)
+    kept = x.copy()
+    buf = np.full((shape[0], 2 * shape[1]), np.nan, out_dtype)
+    out = buf[:, ::2] if strided else np.zeros(shape, out_dtype)
+    r = simulator.run("Sigmoid", soc, self=x, out=out)
+    y = buf[:, ::2] if strided else r.outputs["out"]
+    assert np.array_equal(x, kept)
+    if strided:
+        assert np.isnan(buf[:, 1::2].astype(np.float32)).all(), "a gap of the strided output was written"
+    names = [l["name"] for l in r.report.launches]
+    assert names[names.index("Sigmoid") + 1] == "Cast", names
+    assert np.array_equal(y.astype(self_dtype).astype(out_dtype), y), "out holds values self's dtype cannot"
+    ref = 1 / (1 + np.exp(-x.astype(np.float64)))
+    sub = max(float(ml_dtypes.finfo(d).smallest_subnormal) for d in (self_dtype, out_dtype)) / 2
+    tol = (UNIT[F32] + UNIT[self_dtype] + UNIT[out_dtype]) * 5 * np.abs(ref) + sub
+    assert_within(y.astype(np.float64), ref, tol, f"{soc} {self_dtype.name} -> {out_dtype.name}")
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    tdt = {F16: torch.float16, F32: torch.float32, BF16: torch.bfloat16}
+    want = torch.sigmoid(torch.from_numpy(x.astype(np.float32)).to(tdt[self_dtype])).to(tdt[out_dtype])
+    want = want.to(torch.float64).numpy()
+    # torch rounds to self's dtype, then to out's, as CANN does; each rounding may land a unit apart
+    assert_within(y.astype(np.float64), want, 2 * (UNIT[self_dtype] + UNIT[out_dtype]) * np.abs(want) + sub,
+                  "against torch")

@@ -3,7 +3,8 @@
     aclnnAdd(self, other, alpha, out)                      out = self + alpha * other   (broadcast)
     aclnnMul(self, other, out)                             out = self * other           (broadcast)
     aclnnRelu(self, out)                                   out = max(self, 0)
-    aclnnSigmoid(self, out)                                out = 1 / (1 + e^-self)      (in FP32)
+    aclnnSigmoid(self, out)                                out = 1 / (1 + e^-self)      (in FP32; an out of
+                                                           another dtype: Sigmoid in self's, then a Cast)
     aclnnSilu(self, out)                                   out = self * sigmoid(self)  (in FP32)
     aclnnThresholdBackward(gradOutput, self, threshold, gradInput)
                                                            gradInput = gradOutput where self > threshold, else 0
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.aclnn import OpDef, Param, register
+from simulator.aclnn import OpDef, Param, Plan, Workspace, register
 from . import template
+from .chain import Chain
 from .template import TILING_FIELDS
 
 
@@ -27,16 +29,41 @@ def _binary_outputs(inputs: dict) -> dict:
 
 
 def _define(name: str, params: list, inputs: tuple, output: str, compute: str, kernel: str, broadcast: bool,
-            scalar: str | None, infer) -> None:
+            scalar: str | None, infer, plan=None) -> None:
     scalars = (scalar,) if scalar else ()
 
     def check(a, profile):
         template.check(a, name, inputs, output, profile, broadcast, scalars)
 
-    def plan(a, profile, forced):
+    def flat_plan(a, profile, forced):
         value = float(a[scalar]) if scalar else 0.0
         return template.plan(a, kernel, inputs, output, compute, value, profile, forced)
-    register(OpDef(name, params, check, plan, infer, template.tiling_space(name, inputs), TILING_FIELDS))
+    register(OpDef(name, params, check, plan or flat_plan, infer, template.tiling_space(name, inputs), TILING_FIELDS))
+
+
+def _plan_sigmoid(a: dict, profile, forced: dict) -> Plan:
+    """One dtype in and out: CANN's Sigmoid kernel. An out of another dtype runs as aclnnSigmoid
+    strings its l0 kernels (ops-math aclnn_sigmoid.cpp, ExecSigmoidGetWorkspaceSize): Contiguous
+    of self, Sigmoid in self's dtype, a Cast to out's, ViewCopy into out; so the result is
+    rounded to self's dtype before it is cast (FLOAT16 in, FLOAT out: FLOAT16 values)."""
+    self_, out = a["self"], a["out"]
+    if self_.dtype == out.dtype:
+        return template.plan(a, "Sigmoid", ("self",), "out", "sigmoid", 0.0, profile, forced)
+    n = out.numel()
+    if n == 0:
+        return Plan(Workspace(), lambda ws: [], {"launches": "none (empty output)"})
+    c = Chain(profile, forced)
+    src = self_
+    if not self_.is_contiguous():
+        src = c.buffer("self contiguous", n, self_.dtype)
+        c.contiguous(self_, "self", src)
+    sig = c.buffer("sigmoid(self), in self's dtype", n, self_.dtype)
+    c.flat("Sigmoid", "sigmoid", [(src, 0)], (sig, 0), n)
+    final = out if out.is_contiguous() else c.buffer("out dense, before the strided write-back", n, out.dtype)
+    c.flat("Cast", "cast", [(sig, 0)], (final, 0), n)
+    if final is not out:
+        c.view_copy(out, "out", final)
+    return Plan(c.workspace, c.build, {"launches": ", ".join(c.facts)})
 
 
 _define("Add", [Param("self", "tensor"), Param("other", "tensor"), Param("alpha", "float"),
@@ -53,6 +80,6 @@ _define("ThresholdBackward", [Param("gradOutput", "tensor"), Param("self", "tens
 
 _unary_out = lambda i: {"out": (np.asarray(i["self"]).shape, np.asarray(i["self"]).dtype)}  # noqa: E731
 _define("Sigmoid", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "sigmoid",
-        "Sigmoid", False, None, _unary_out)
+        "Sigmoid", False, None, _unary_out, _plan_sigmoid)
 _define("Silu", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "silu", "Swish",
         False, None, _unary_out)

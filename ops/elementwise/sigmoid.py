@@ -1,7 +1,7 @@
 """CANN's Sigmoid kernel (aclnnSigmoid's one launch, and GLU's: TBE's elementwise
 `impl/dynamic/sigmoid.py`, its default high-precision build), for one dtype in and out (a
-Sigmoid whose out dtype differs from self's runs the elementwise template's kernel instead: the
-same FP32 arithmetic with a Reciprocal, and the cast to out's dtype in the same launch):
+Sigmoid whose out dtype differs from self's runs this kernel in self's dtype, then a Cast:
+operators.py `_plan_sigmoid`, as aclnn_sigmoid.cpp strings them):
 
     y = 1 / (1 + exp(-x)) in FP32: Cast up (16-bit data), Muls -1, Exp, Adds 1, Div (A2 has
     inf/nan support, so vdiv rather than vrec), Cast down.
