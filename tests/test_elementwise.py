@@ -223,6 +223,8 @@ STATUS = {
     "Add: alpha not a number": (161002, "Add", dict(self=T((4,), F16), other=T((4,), F16), alpha="x")),
     "Mul: bf16 on 910A": (161002, "Mul", dict(self=T((4,), BF16), other=T((4,), BF16))),
     "Relu: rank 9": (161002, "Relu", dict(self=T((1,) * 9, F16))),
+    "Relu: out of another dtype": (161002, "Relu", dict(self=T((4,), F16), out=T((4,), F32))),
+    "Silu: out of another dtype": (161002, "Silu", dict(self=T((4,), BF16), out=T((4,), F32))),
     "ThresholdBackward: shapes differ": (161002, "ThresholdBackward",
                                          dict(gradOutput=T((4,), F16), self=T((5,), F16), threshold=0.0)),
     "ThresholdBackward: null self": (161001, "ThresholdBackward", dict(gradOutput=T((4,), F16), self=None,

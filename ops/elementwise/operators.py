@@ -11,13 +11,15 @@
 
 Checks (template.check): null tensors 161001; the operator on the series, valid views, dtypes of
 the series, shapes (broadcastable for Add and Mul, one shape otherwise), the output's shape, the
-scalars numbers: 161002. The launch is named as CANN's kernel (Add, Mul, Relu, ThresholdGradV2D, Sigmoid, Swish).
+scalars numbers, and for Relu and Silu an out of self's dtype (aclnn_relu.cpp, aclnn_silu.cpp:
+OP_CHECK_DTYPE_NOT_MATCH): 161002. The launch is named as CANN's kernel (Add, Mul, Relu, ThresholdGradV2D, Sigmoid, Swish).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from simulator.aclnn import OpDef, Param, Plan, Workspace, register
+from simulator.enums import dtype_name, param_invalid
 from . import template
 from .chain import Chain
 from .template import TILING_FIELDS
@@ -29,11 +31,14 @@ def _binary_outputs(inputs: dict) -> dict:
 
 
 def _define(name: str, params: list, inputs: tuple, output: str, compute: str, kernel: str, broadcast: bool,
-            scalar: str | None, infer, plan=None) -> None:
+            scalar: str | None, infer, plan=None, same_dtype: bool = False) -> None:
     scalars = (scalar,) if scalar else ()
 
     def check(a, profile):
         template.check(a, name, inputs, output, profile, broadcast, scalars)
+        if same_dtype and a[output].dataType != a[inputs[0]].dataType:
+            raise param_invalid(f"{name}: {output} has dtype {dtype_name(a[output].dataType)}; it must be "
+                                f"{inputs[0]}'s, {dtype_name(a[inputs[0]].dataType)}")
 
     def flat_plan(a, profile, forced):
         value = float(a[scalar]) if scalar else 0.0
@@ -72,7 +77,7 @@ _define("Add", [Param("self", "tensor"), Param("other", "tensor"), Param("alpha"
 _define("Mul", [Param("self", "tensor"), Param("other", "tensor"), Param("out", "tensor", output=True)],
         ("self", "other"), "out", "mul", "Mul", True, None, _binary_outputs)
 _define("Relu", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "relu", "Relu",
-        False, None, lambda i: {"out": (np.asarray(i["self"]).shape, np.asarray(i["self"]).dtype)})
+        False, None, lambda i: {"out": (np.asarray(i["self"]).shape, np.asarray(i["self"]).dtype)}, same_dtype=True)
 _define("ThresholdBackward", [Param("gradOutput", "tensor"), Param("self", "tensor"), Param("threshold", "float"),
                               Param("gradInput", "tensor", output=True)], ("gradOutput", "self"), "gradInput",
         "threshold_backward", "ThresholdGradV2D", False, "threshold",
@@ -82,4 +87,4 @@ _unary_out = lambda i: {"out": (np.asarray(i["self"]).shape, np.asarray(i["self"
 _define("Sigmoid", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "sigmoid",
         "Sigmoid", False, None, _unary_out, _plan_sigmoid)
 _define("Silu", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "silu", "Swish",
-        False, None, _unary_out)
+        False, None, _unary_out, same_dtype=True)
