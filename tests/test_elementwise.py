@@ -39,7 +39,7 @@ def draw_case(seed: int) -> dict:
     big = rng.random() < 0.1
     shape = tuple(int(rng.integers(1, 40 if big else 9)) for _ in range(rank))
     other = shape
-    if op in ("Add", "Mul") and rng.random() < 0.4:           # a broadcast operand
+    if op in ("Add", "Mul", "ThresholdBackward") and rng.random() < 0.4:           # a broadcast operand
         other = tuple(1 if rng.random() < 0.5 else d for d in shape)[int(rng.integers(0, rank)):]
         if rng.random() < 0.5:
             shape, other = other, shape
@@ -96,10 +96,8 @@ def _call(c, a, b, **out):
 
 def _run(c):
     a, b = _arrays(c)
-    if c["op"] == "ThresholdBackward":
-        b = b.reshape(a.shape) if b.shape == a.shape else np.broadcast_to(b, a.shape).copy()
     kept = (a.copy(), b.copy())
-    shape = np.broadcast_shapes(a.shape, b.shape) if c["op"] in ("Add", "Mul") else a.shape
+    shape = np.broadcast_shapes(a.shape, b.shape) if c["op"] in ("Add", "Mul", "ThresholdBackward") else a.shape
     name = "gradInput" if c["op"] == "ThresholdBackward" else "out"
     extra, buf = {}, None
     if c["strided_out"] and len(shape):
@@ -147,9 +145,11 @@ def test_launch_is_canns_kernel_and_a_broadcast_outside_ub_is_a_copy():
     # both operands broadcast, along different axes: the kernel broadcasts one in UB, the other is copied out
     r = simulator.run("Add", "Ascend910B1", mode="timing", self=T((8, 1), F16), other=T((1, 64), F16), alpha=1.0)
     assert [launch["name"] for launch in r.report.launches] == ["Contiguous(other)", "Add"]
-    r = simulator.run("ThresholdBackward", "Ascend910A", mode="timing", gradOutput=T((4, 8), F32), self=T((4, 8), F32),
-                      threshold=0.0)
-    assert [launch["name"] for launch in r.report.launches] == ["ThresholdGradV2D"]
+    # aclnnThresholdBackward runs ReluGrad at threshold 0, ThresholdGradV2D at any other
+    for threshold, kernel in ((0.0, "ReluGrad"), (0.5, "ThresholdGradV2D")):
+        r = simulator.run("ThresholdBackward", "Ascend910A", mode="timing", gradOutput=T((4, 8), F32),
+                          self=T((4, 8), F32), threshold=threshold)
+        assert [launch["name"] for launch in r.report.launches] == [kernel]
 
 
 @pytest.mark.parametrize("soc, self_shape, other_shape, dtype", [
@@ -227,6 +227,12 @@ STATUS = {
     "Silu: out of another dtype": (161002, "Silu", dict(self=T((4,), BF16), out=T((4,), F32))),
     "ThresholdBackward: shapes differ": (161002, "ThresholdBackward",
                                          dict(gradOutput=T((4,), F16), self=T((5,), F16), threshold=0.0)),
+    "ThresholdBackward: gradOutput and self of two dtypes": (161002, "ThresholdBackward",
+                                                            dict(gradOutput=T((4,), F16), self=T((4,), F32),
+                                                                 threshold=0.0)),
+    "ThresholdBackward: gradInput of another dtype": (161002, "ThresholdBackward",
+                                                      dict(gradOutput=T((4,), F16), self=T((4,), F16), threshold=0.0,
+                                                           gradInput=T((4,), F32))),
     "ThresholdBackward: null self": (161001, "ThresholdBackward", dict(gradOutput=T((4,), F16), self=None,
                                                                         threshold=0.0)),
 }

@@ -8,11 +8,14 @@
     aclnnSilu(self, out)                                   out = self * sigmoid(self)  (in FP32)
     aclnnThresholdBackward(gradOutput, self, threshold, gradInput)
                                                            gradInput = gradOutput where self > threshold, else 0
+                                                           (broadcast; CANN's ReluGrad at threshold 0)
 
 Checks (template.check): null tensors 161001; the operator on the series, valid views, dtypes of
-the series, shapes (broadcastable for Add and Mul, one shape otherwise), the output's shape, the
-scalars numbers, and for Relu and Silu an out of self's dtype (aclnn_relu.cpp, aclnn_silu.cpp:
-OP_CHECK_DTYPE_NOT_MATCH): 161002. The launch is named as CANN's kernel (Add, Mul, Relu, ThresholdGradV2D, Sigmoid, Swish).
+the series, shapes (broadcastable for Add, Mul and ThresholdBackward, one shape otherwise), the
+output's shape, the scalars numbers, and for Relu, Silu and ThresholdBackward every tensor of one
+dtype (aclnn_relu.cpp, aclnn_silu.cpp, aclnn_threshold_backward.cpp: OP_CHECK_DTYPE_NOT_MATCH):
+161002. The launch is named as CANN's kernel (Add, Mul, Relu, ReluGrad or ThresholdGradV2D, Sigmoid,
+Swish).
 """
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ from simulator.enums import dtype_name, param_invalid
 from . import template
 from .chain import Chain
 from .template import TILING_FIELDS
+
+FP32_EPSILON = float(np.finfo(np.float32).eps)
 
 
 def _binary_outputs(inputs: dict) -> dict:
@@ -36,9 +41,11 @@ def _define(name: str, params: list, inputs: tuple, output: str, compute: str, k
 
     def check(a, profile):
         template.check(a, name, inputs, output, profile, broadcast, scalars)
-        if same_dtype and a[output].dataType != a[inputs[0]].dataType:
-            raise param_invalid(f"{name}: {output} has dtype {dtype_name(a[output].dataType)}; it must be "
-                                f"{inputs[0]}'s, {dtype_name(a[inputs[0]].dataType)}")
+        if same_dtype:
+            for other in inputs[1:] + (output,):
+                if a[other].dataType != a[inputs[0]].dataType:
+                    raise param_invalid(f"{name}: {other} has dtype {dtype_name(a[other].dataType)}; it must be "
+                                        f"{inputs[0]}'s, {dtype_name(a[inputs[0]].dataType)}")
 
     def flat_plan(a, profile, forced):
         value = float(a[scalar]) if scalar else 0.0
@@ -78,10 +85,32 @@ _define("Mul", [Param("self", "tensor"), Param("other", "tensor"), Param("out", 
         ("self", "other"), "out", "mul", "Mul", True, None, _binary_outputs)
 _define("Relu", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "relu", "Relu",
         False, None, lambda i: {"out": (np.asarray(i["self"]).shape, np.asarray(i["self"]).dtype)}, same_dtype=True)
+
+
+def _broadcast_or_first(a: tuple, b: tuple) -> tuple:
+    """The output a caller who gives none gets: the broadcast shape, or the first's where there is
+    none (the check then refuses the call)."""
+    try:
+        return np.broadcast_shapes(a, b)
+    except ValueError:
+        return a
+
+
+def _plan_threshold_backward(a: dict, profile, forced: dict) -> Plan:
+    """CANN's kernel by the threshold (aclnn_threshold_backward.cpp): ReluGrad where it is 0 (within
+    FP32's epsilon), ThresholdGradV2D otherwise; one computation."""
+    threshold = float(a["threshold"])
+    label = "ReluGrad" if abs(threshold) <= FP32_EPSILON else "ThresholdGradV2D"
+    return template.plan(a, label, ("gradOutput", "self"), "gradInput", "threshold_backward", threshold, profile,
+                         forced)
+
+
 _define("ThresholdBackward", [Param("gradOutput", "tensor"), Param("self", "tensor"), Param("threshold", "float"),
                               Param("gradInput", "tensor", output=True)], ("gradOutput", "self"), "gradInput",
-        "threshold_backward", "ThresholdGradV2D", False, "threshold",
-        lambda i: {"gradInput": (np.asarray(i["gradOutput"]).shape, np.asarray(i["gradOutput"]).dtype)})
+        "threshold_backward", "ThresholdGradV2D", True, "threshold",
+        lambda i: {"gradInput": (_broadcast_or_first(np.shape(i["gradOutput"]), np.shape(i["self"])),
+                                 np.asarray(i["gradOutput"]).dtype)},
+        _plan_threshold_backward, same_dtype=True)
 
 _unary_out = lambda i: {"out": (np.asarray(i["self"]).shape, np.asarray(i["self"]).dtype)}  # noqa: E731
 _define("Sigmoid", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "sigmoid",
