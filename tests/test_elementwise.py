@@ -145,7 +145,11 @@ def test_launch_is_canns_kernel_and_a_broadcast_outside_ub_is_a_copy():
     # both operands broadcast, along different axes: the kernel broadcasts one in UB, the other is copied out
     r = simulator.run("Add", "Ascend910B1", mode="timing", self=T((8, 1), F16), other=T((1, 64), F16), alpha=1.0)
     assert [launch["name"] for launch in r.report.launches] == ["Contiguous(other)", "Add"]
-    # aclnnThresholdBackward runs ReluGrad at threshold 0, ThresholdGradV2D at any other
+    # aclnnAdd runs Axpy where alpha is not 1 (FLOAT, FLOAT16); aclnnThresholdBackward runs ReluGrad at
+    # threshold 0, ThresholdGradV2D at any other
+    for alpha, kernel in ((1.0, "Add"), (0.5, "Axpy"), (-2.0, "Axpy")):
+        r = simulator.run("Add", "Ascend910B1", mode="timing", self=T((8, 64), F32), other=T((8, 64), F32), alpha=alpha)
+        assert [launch["name"] for launch in r.report.launches] == [kernel]
     for threshold, kernel in ((0.0, "ReluGrad"), (0.5, "ThresholdGradV2D")):
         r = simulator.run("ThresholdBackward", "Ascend910A", mode="timing", gradOutput=T((4, 8), F32),
                           self=T((4, 8), F32), threshold=threshold)

@@ -14,8 +14,8 @@ Checks (template.check): null tensors 161001; the operator on the series, valid 
 the series, shapes (broadcastable for Add, Mul and ThresholdBackward, one shape otherwise), the
 output's shape, the scalars numbers, and for Relu, Silu and ThresholdBackward every tensor of one
 dtype (aclnn_relu.cpp, aclnn_silu.cpp, aclnn_threshold_backward.cpp: OP_CHECK_DTYPE_NOT_MATCH):
-161002. The launch is named as CANN's kernel (Add, Mul, Relu, ReluGrad or ThresholdGradV2D, Sigmoid,
-Swish).
+161002. The launch is named as CANN's kernel (Add or Axpy, Mul, Relu, ReluGrad or ThresholdGradV2D,
+Sigmoid, Swish).
 """
 from __future__ import annotations
 
@@ -78,9 +78,20 @@ def _plan_sigmoid(a: dict, profile, forced: dict) -> Plan:
     return Plan(c.workspace, c.build, {"launches": ", ".join(c.facts)})
 
 
+def _plan_add(a: dict, profile, forced: dict) -> Plan:
+    """CANN's kernel by alpha (aclnn_add.cpp): Add where alpha is 1, Axpy where it is not and the
+    promoted dtype is FLOAT or FLOAT16 (its AXPY_DTYPE_SUPPORT_LIST). One computation either way.
+    (Not modelled: CANN's Cast launches for inputs of two dtypes outside its mixed-dtype Add, and
+    its Mul then Add for a BF16 alpha other than 1: here one kernel casts in UB.)"""
+    alpha = float(a["alpha"])
+    promoted = np.result_type(a["self"].dtype, a["other"].dtype)
+    axpy = (alpha > 1 or alpha < 1) and promoted in (np.dtype(np.float16), np.dtype(np.float32))
+    return template.plan(a, "Axpy" if axpy else "Add", ("self", "other"), "out", "add", alpha, profile, forced)
+
+
 _define("Add", [Param("self", "tensor"), Param("other", "tensor"), Param("alpha", "float"),
                 Param("out", "tensor", output=True)], ("self", "other"), "out", "add", "Add", True, "alpha",
-        _binary_outputs)
+        _binary_outputs, _plan_add)
 _define("Mul", [Param("self", "tensor"), Param("other", "tensor"), Param("out", "tensor", output=True)],
         ("self", "other"), "out", "mul", "Mul", True, None, _binary_outputs)
 _define("Relu", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "relu", "Relu",
