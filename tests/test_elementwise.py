@@ -147,13 +147,30 @@ def test_launch_is_canns_kernel_and_a_broadcast_outside_ub_is_a_copy():
     assert [launch["name"] for launch in r.report.launches] == ["Contiguous(other)", "Add"]
     # aclnnAdd runs Axpy where alpha is not 1 (FLOAT, FLOAT16); aclnnThresholdBackward runs ReluGrad at
     # threshold 0, ThresholdGradV2D at any other
-    for alpha, kernel in ((1.0, "Add"), (0.5, "Axpy"), (-2.0, "Axpy")):
-        r = simulator.run("Add", "Ascend910B1", mode="timing", self=T((8, 64), F32), other=T((8, 64), F32), alpha=alpha)
-        assert [launch["name"] for launch in r.report.launches] == [kernel]
+    for dtypes, alpha, kernel in (((F32, F32), 1.0, "Add"), ((F32, F32), 0.5, "Axpy"), ((F16, F16), -2.0, "Axpy"),
+                                  ((F16, F32), 0.5, "Axpy"), ((BF16, BF16), 0.5, "Add"), ((F32, F32), 1 + 1e-9, "Add")):
+        r = simulator.run("Add", "Ascend910B1", mode="timing", self=T((8, 64), dtypes[0]), other=T((8, 64), dtypes[1]),
+                          alpha=alpha)
+        assert [launch["name"] for launch in r.report.launches] == [kernel], (dtypes, alpha)
     for threshold, kernel in ((0.0, "ReluGrad"), (0.5, "ThresholdGradV2D")):
         r = simulator.run("ThresholdBackward", "Ascend910A", mode="timing", gradOutput=T((4, 8), F32),
                           self=T((4, 8), F32), threshold=threshold)
         assert [launch["name"] for launch in r.report.launches] == [kernel]
+
+
+def test_relu_grad_compares_with_zero_and_add_reads_alpha_in_fp32():
+    """A threshold within FP32's epsilon of 0 runs CANN's ReluGrad, which compares self with 0; an
+    alpha that is 1 in FP32 (or NaN, which CANN's test also reads as 1) adds self and other as they are."""
+    x = np.array([5e-9, -5e-9, 1e-3, -1e-3], np.float32)
+    g = np.ones(4, np.float32)
+    for threshold in (1e-8, -1e-8):
+        r = simulator.run("ThresholdBackward", "Ascend910B1", gradOutput=g, self=x, threshold=threshold)
+        assert [launch["name"] for launch in r.report.launches] == ["ReluGrad"]
+        np.testing.assert_array_equal(r.outputs["gradInput"], np.where(x > 0, g, 0))
+    a, b = np.array([1.0, 2.0], np.float32), np.array([3.0, 5.0], np.float32)
+    for alpha in (1 + 1e-9, float("nan")):
+        np.testing.assert_array_equal(simulator.run("Add", "Ascend910B1", self=a, other=b, alpha=alpha).outputs["out"],
+                                      a + b)
 
 
 @pytest.mark.parametrize("soc, self_shape, other_shape, dtype", [

@@ -665,14 +665,15 @@ def test_alike_blocks_in_small_groups_keep_the_waits_of_the_exact_run():
     the exact engine it is 0.86 % short, 0.57 of them the skips' own: device memory's cost of
     opening pieces reorders its queue (the exact engine's call moves non-monotonically with that
     cost, 220,549 / 220,331 / 219,921 / 220,741 cycles at 0 / 40 / 83 / 166 B a piece), which the
-    skips' windows see differently (docs/FAST_MODE.md)."""
+    skips' windows see differently (docs/FAST_MODE.md). The call is held to the shipped traces'
+    promise and its own bound."""
     kw = _grid_call(4, 128, 119, 141, 53, 53, np.float32, 1, 0, True, [True, False])
     exact = simulator.run("GridSampler2DBackward", "Ascend910B4", mode="timing", trace=False, **kw).report
     fast = simulator.run("GridSampler2DBackward", "Ascend910B4", mode="fast", trace=False, **kw).report
     every_block = simulator.run("GridSampler2DBackward", "Ascend910B4", mode="fast", trace=True, **kw).report
     assert fast.fast["shadowed_blocks"] > 0 and every_block.fast["shadowed_blocks"] == 0
     assert abs(fast.cycles - every_block.cycles) <= 0.005 * every_block.cycles
-    assert abs(fast.cycles - exact.cycles) <= min(0.01 * exact.cycles, fast.fast["bound_cycles"])
+    assert abs(fast.cycles - exact.cycles) <= min(PROMISE * exact.cycles, fast.fast["bound_cycles"])
 
 
 def test_declared_gathers_bring_a_small_l2_call_near_the_exact_engine():

@@ -84,9 +84,11 @@ def _plan_add(a: dict, profile, forced: dict) -> Plan:
     (Not modelled: CANN's Cast launches for inputs of two dtypes outside its mixed-dtype Add, and
     its Mul then Add for a BF16 alpha other than 1: here one kernel casts in UB.)"""
     alpha = float(a["alpha"])
+    one = not (np.float32(alpha) > 1 or np.float32(alpha) < 1)     # as CANN reads it: in FP32 (NaN too)
     promoted = np.result_type(a["self"].dtype, a["other"].dtype)
-    axpy = (alpha > 1 or alpha < 1) and promoted in (np.dtype(np.float16), np.dtype(np.float32))
-    return template.plan(a, "Axpy" if axpy else "Add", ("self", "other"), "out", "add", alpha, profile, forced)
+    axpy = not one and promoted in (np.dtype(np.float16), np.dtype(np.float32))
+    return template.plan(a, "Axpy" if axpy else "Add", ("self", "other"), "out", "add", 1.0 if one else alpha,
+                         profile, forced)
 
 
 _define("Add", [Param("self", "tensor"), Param("other", "tensor"), Param("alpha", "float"),
@@ -109,11 +111,11 @@ def _broadcast_or_first(a: tuple, b: tuple) -> tuple:
 
 def _plan_threshold_backward(a: dict, profile, forced: dict) -> Plan:
     """CANN's kernel by the threshold (aclnn_threshold_backward.cpp): ReluGrad where it is 0 (within
-    FP32's epsilon), ThresholdGradV2D otherwise; one computation."""
+    FP32's epsilon; ReluGrad then compares with 0 itself), ThresholdGradV2D otherwise."""
     threshold = float(a["threshold"])
-    label = "ReluGrad" if abs(threshold) <= FP32_EPSILON else "ThresholdGradV2D"
-    return template.plan(a, label, ("gradOutput", "self"), "gradInput", "threshold_backward", threshold, profile,
-                         forced)
+    relu_grad = abs(threshold) <= FP32_EPSILON
+    return template.plan(a, "ReluGrad" if relu_grad else "ThresholdGradV2D", ("gradOutput", "self"), "gradInput",
+                         "threshold_backward", 0.0 if relu_grad else threshold, profile, forced)
 
 
 _define("ThresholdBackward", [Param("gradOutput", "tensor"), Param("self", "tensor"), Param("threshold", "float"),

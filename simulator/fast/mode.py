@@ -127,8 +127,9 @@ class LaunchFastForward:
         opening the simulated transfers' pieces, in bytes' worth; the skips' bytes open as many a
         byte."""
         skipped = self.barrier.moved
-        if opened:
-            skipped += self.barrier.moved * opened / moved if moved else 0
+        if opened:      # (opened > 0 only where simulated transfers fetched: moved > 0; a launch whose
+            # simulated transfers all hit in the L2 has no rate to open its skips' bytes at, and adds none)
+            skipped += self.barrier.moved * opened / moved
         return max((moved + opened + skipped) / hbm_bytes_per_cycle - cycles, 0.0)
 
     def ended(self, rec, launch: int, launch_cycles: float, hbm_bytes_per_cycle: float) -> None:
