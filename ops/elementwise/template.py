@@ -23,15 +23,18 @@ MIN_PART = 512               # a row split into tiles: parts of at least this ma
 TILING_FIELDS = {"blockLength": "int", "tileLength": "int"}
 
 
-def broadcast_shape(shapes, op: str) -> tuple:
-    """numpy's rule: dims aligned from the right, each 1 or equal; else 161002."""
+def broadcast_shape(shapes, op: str, names: tuple = ()) -> tuple:
+    """numpy's rule: dims aligned from the right, each 1 or equal; else 161002 (naming the
+    tensors, where `names` gives them)."""
     rank = max(len(s) for s in shapes)
     out = []
     for i in range(rank):
         dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}
         big = dims - {1}
         if len(big) > 1:
-            raise param_invalid(f"{op}: shapes {[list(s) for s in shapes]} do not broadcast (dim {i}: {sorted(dims)})")
+            which = (", ".join(f"{n} {list(s)}" for n, s in zip(names, shapes)) if len(names) == len(shapes)
+                     else f"shapes {[list(s) for s in shapes]}")
+            raise param_invalid(f"{op}: {which} do not broadcast (dim {i}: {sorted(dims)})")
         out.append(big.pop() if big else 1)
     return tuple(out)
 
@@ -50,7 +53,7 @@ def check(a: dict, op: str, inputs: tuple, output: str, profile, broadcast: bool
             raise param_invalid(f"{op}: {name} has rank {len(a[name].viewDims)}; at most {support.max_rank or 8}")
     shapes = [a[n].viewDims for n in inputs]
     if broadcast:
-        want = broadcast_shape(shapes, op)
+        want = broadcast_shape(shapes, op, inputs)
     else:
         if len(set(shapes)) > 1:
             raise param_invalid(f"{op}: {', '.join(inputs)} must have one shape, got {[list(s) for s in shapes]}")
