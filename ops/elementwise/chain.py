@@ -44,6 +44,14 @@ class Chain:
     def contiguous(self, t: aclTensor, name: str, dense: str) -> None:
         self.steps.append(("view", name, (t, dense, True)))
 
+    def dense_source(self, t: aclTensor, name: str):
+        """t itself where it is contiguous, else a buffer its Contiguous copies it into."""
+        if t.is_contiguous():
+            return t
+        dense = self.buffer(f"{name} contiguous", t.numel(), t.dtype)
+        self.contiguous(t, name, dense)
+        return dense
+
     def view_copy(self, t: aclTensor, name: str, dense: str) -> None:
         self.steps.append(("view", name, (t, dense, False)))
 

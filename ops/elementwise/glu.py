@@ -95,10 +95,7 @@ def plan_glu(a: dict, profile, forced: dict) -> Plan:
     if m == 0:
         return Plan(Workspace(), lambda ws: [], {"launches": "none (empty output)"})
     c = Chain(profile, forced)
-    src = self_
-    if not self_.is_contiguous():
-        src = c.buffer("self contiguous", 2 * m, self_.dtype)
-        c.contiguous(self_, "self", src)
+    src = c.dense_source(self_, "self")
     _, _, shape, strides = _split_geometry(self_.viewDims, d)
     halves = c.buffer("SplitV's halves a, b", 2 * m, self_.dtype)
     c.copy("SplitV", src, shape, strides, halves, gather=True)
@@ -127,10 +124,7 @@ def plan_glu_backward(a: dict, profile, forced: dict) -> Plan:
     f = F32 if self_.dtype == np.float16 else self_.dtype      # FLOAT16 runs in FP32, as ops-nn casts it
     srcs = {}
     for name, t, n in (("self", self_, 2 * m), ("gradOut", grad, m)):
-        src = t
-        if not t.is_contiguous():
-            src = c.buffer(f"{name} contiguous", n, t.dtype)
-            c.contiguous(t, name, src)
+        src = c.dense_source(t, name)
         if f != t.dtype:
             wide = c.buffer(f"{name} in FP32", n, f)
             c.flat("Cast", "cast", [(src, 0)], (wide, 0), n)

@@ -65,10 +65,7 @@ def _plan_sigmoid(a: dict, profile, forced: dict) -> Plan:
     if n == 0:
         return Plan(Workspace(), lambda ws: [], {"launches": "none (empty output)"})
     c = Chain(profile, forced)
-    src = self_
-    if not self_.is_contiguous():
-        src = c.buffer("self contiguous", n, self_.dtype)
-        c.contiguous(self_, "self", src)
+    src = c.dense_source(self_, "self")
     sig = c.buffer("sigmoid(self), in self's dtype", n, self_.dtype)
     c.flat("Sigmoid", "sigmoid", [(src, 0)], (sig, 0), n)
     final = out if out.is_contiguous() else c.buffer("out dense, before the strided write-back", n, out.dtype)
