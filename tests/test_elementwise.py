@@ -245,6 +245,10 @@ STATUS = {
     "Mul: bf16 on 910A": (161002, "Mul", dict(self=T((4,), BF16), other=T((4,), BF16))),
     "Relu: rank 9": (161002, "Relu", dict(self=T((1,) * 9, F16))),
     "Relu: out of another dtype": (161002, "Relu", dict(self=T((4,), F16), out=T((4,), F32))),
+    "Relu: int16": (161002, "Relu", dict(self=T((4,), np.int16))),
+    "Relu: int8 into int32": (161002, "Relu", dict(self=T((4,), np.int8), out=T((4,), np.int32))),
+    "Sigmoid: an integer out": (161002, "Sigmoid", dict(self=T((4,), np.int32), out=T((4,), np.int32))),
+    "Sigmoid: bool into bf16 on 910A": (161002, "Sigmoid", dict(self=T((4,), np.bool_), out=T((4,), BF16))),
     "Silu: out of another dtype": (161002, "Silu", dict(self=T((4,), BF16), out=T((4,), F32))),
     "ThresholdBackward: shapes differ": (161002, "ThresholdBackward",
                                          dict(gradOutput=T((4,), F16), self=T((5,), F16), threshold=0.0)),
@@ -358,3 +362,88 @@ def test_sigmoid_into_another_dtype_rounds_to_self_then_casts(soc, self_dtype, o
     # torch rounds to self's dtype, then to out's, as CANN does; each rounding may land a unit apart
     assert_within(y.astype(np.float64), want, 2 * (UNIT[self_dtype] + UNIT[out_dtype]) * np.abs(want) + sub,
                   "against torch")
+
+
+INTEGER_CHIPS = [soc for soc, kind in CHIPS.items() if kind != "inference"]
+INTS = [np.dtype(d) for d in (np.int8, np.uint8, np.int32, np.int64)]
+
+
+def _integer_self(rng, dtype, shape, noncontig):
+    """Values over the dtype's whole range, a fifth of them small; transposed storage when noncontig."""
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    small = rng.random(shape) < 0.2
+    x[small] = rng.integers(max(info.min, -3), 4, size=int(small.sum())).astype(dtype)
+    if noncontig and len(shape) >= 2:
+        x = np.swapaxes(np.ascontiguousarray(np.swapaxes(x, -1, -2)), -1, -2)
+    return x
+
+
+@pytest.mark.parametrize("soc", INTEGER_CHIPS)
+@pytest.mark.parametrize("dtype", INTS, ids=[d.name for d in INTS])
+def test_relu_of_integers_is_exact_and_uint8_is_a_copy(soc, dtype):
+    """aclnnRelu's integer dtypes (its document: INT8, INT32, INT64, UINT8 on the training and A2
+    series): max(self, 0) exactly, over the whole range, self non-contiguous and out strided on
+    some draws. INT8 computes in FLOAT16 (which holds it exactly) as TBE's relu casts it; UINT8 runs
+    no Relu kernel (aclnn_relu.cpp: Contiguous, then ViewCopy into out). Against numpy's maximum and
+    torch.relu where installed."""
+    rng = np.random.default_rng([ord(c) for c in soc + dtype.name])
+    for draw in range(3):
+        shape = tuple(int(rng.integers(1, 30)) for _ in range(int(rng.integers(1, 5))))
+        x = _integer_self(rng, dtype, shape, draw == 1)
+        kept = x.copy()
+        buf = np.full(shape[:-1] + (2 * shape[-1],), 7, dtype)
+        strided = draw == 2
+        r = simulator.run("Relu", soc, self=x, **({"out": buf[..., ::2]} if strided else {}))
+        y = buf[..., ::2] if strided else r.outputs["out"]
+        assert np.array_equal(x, kept), "self was modified"
+        assert y.dtype == dtype and np.array_equal(y, np.maximum(x, dtype.type(0))), (soc, dtype, shape)
+        if strided:
+            assert (buf[..., 1::2] == 7).all(), "a gap of the strided output was written"
+        names = [launch["name"] for launch in r.report.launches]
+        assert ("Relu" in names) == (dtype != np.uint8), names
+        torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+        assert np.array_equal(y, torch.relu(torch.from_numpy(np.ascontiguousarray(x))).numpy())
+    if dtype == np.int8:
+        assert simulator.plan("Relu", soc, self=x).tiling["computeDtype"] == "FLOAT16"
+
+
+SIGMOID_SELF = [np.dtype(d) for d in (np.int8, np.uint8, np.int16, np.int32, np.int64, np.bool_)]
+SIGMOID_INT = [(soc, s, o) for soc in INTEGER_CHIPS for s in SIGMOID_SELF
+               for o in ([F16, F32] + ([BF16] if CHIPS[soc] == "A2" else []))]
+
+
+@pytest.mark.parametrize("soc,self_dtype,out_dtype", SIGMOID_INT,
+                         ids=[f"{c}-{s.name}-{o.name}" for c, s, o in SIGMOID_INT])
+def test_sigmoid_of_integers_and_bool_casts_to_out_first(soc, self_dtype, out_dtype):
+    """aclnnSigmoid takes integer and BOOL self into a float out: a Cast of self to out's dtype,
+    then Sigmoid in it (aclnn_sigmoid.cpp), so self is rounded to out's dtype first (a large
+    INT32 saturates FLOAT16 to inf, and sigmoid to 1). Against the float64 formula of self rounded
+    to out's dtype, to FP32's rounding inside the kernel and out's; torch's sigmoid of self in
+    out's dtype where installed. Without out, out is FLOAT, as torch's. Below -88.7 the kernel's
+    FP32 exp(-self) overflows and the result is 0, as CANN's: the tolerance allows it there."""
+    rng = np.random.default_rng([ord(c) for c in soc + self_dtype.name + out_dtype.name])
+    shape = (int(rng.integers(1, 20)), int(rng.integers(1, 300)))
+    if self_dtype == np.bool_:
+        x = rng.random(shape) < 0.5
+    else:
+        x = _integer_self(rng, self_dtype, shape, rng.random() < 0.5)
+        x[rng.random(shape) < 0.5] = rng.integers(-12 if self_dtype.kind == "i" else 0, 13)
+    kept = x.copy()
+    r = simulator.run("Sigmoid", soc, self=x, out=np.zeros(shape, out_dtype))
+    y = r.outputs["out"].astype(np.float64)
+    assert np.array_equal(x, kept)
+    assert [launch["name"] for launch in r.report.launches][-2:] == ["Cast", "Sigmoid"]
+    with np.errstate(over="ignore"):
+        rounded = x.astype(np.float64).astype(out_dtype).astype(np.float64)
+        ref = 1 / (1 + np.exp(-rounded))
+    # below -88.7 the kernel's FP32 exp(-x) overflows and sigmoid is 0 (CANN's TBE Sigmoid: vexp in FP32)
+    sub = float(ml_dtypes.finfo(out_dtype).smallest_subnormal) / 2 + np.where(rounded < -88.7, ref, 0)
+    assert_within(y, ref, (5 * UNIT[F32] + UNIT[out_dtype]) * np.abs(ref) + sub, f"{soc} {self_dtype} -> {out_dtype}")
+    if self_dtype == np.int32:
+        assert simulator.run("Sigmoid", soc, mode="timing", self=T((4,), self_dtype)).outputs["out"].dtype == F32
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    tdt = {F16: torch.float16, F32: torch.float32, BF16: torch.bfloat16}[out_dtype]
+    want = torch.sigmoid(torch.from_numpy(np.ascontiguousarray(x)).to(tdt)).to(torch.float64).numpy()
+    # two FP32 computations (each within five units of FP32), each rounded to out's dtype
+    assert_within(y, want, (10 * UNIT[F32] + 2 * UNIT[out_dtype]) * np.abs(want) + sub, "against torch")

@@ -2,9 +2,11 @@
 
     aclnnAdd(self, other, alpha, out)                      out = self + alpha * other   (broadcast)
     aclnnMul(self, other, out)                             out = self * other           (broadcast)
-    aclnnRelu(self, out)                                   out = max(self, 0)
+    aclnnRelu(self, out)                                   out = max(self, 0)           (INT8 through FP16;
+                                                           UINT8: a copy, no kernel)
     aclnnSigmoid(self, out)                                out = 1 / (1 + e^-self)      (in FP32; an out of
-                                                           another dtype: Sigmoid in self's, then a Cast)
+                                                           another dtype: Sigmoid in self's, then a Cast;
+                                                           integer or BOOL self: a Cast to out's first)
     aclnnSilu(self, out)                                   out = self * sigmoid(self)  (in FP32)
     aclnnThresholdBackward(gradOutput, self, threshold, gradInput)
                                                            gradInput = gradOutput where self > threshold, else 0
@@ -13,8 +15,8 @@
 Checks (template.check): null tensors 161001; the operator on the series, valid views, dtypes of
 the series, shapes (broadcastable for Add, Mul and ThresholdBackward, one shape otherwise), the
 output's shape, the scalars numbers, and for Relu, Silu and ThresholdBackward every tensor of one
-dtype (aclnn_relu.cpp, aclnn_silu.cpp, aclnn_threshold_backward.cpp: OP_CHECK_DTYPE_NOT_MATCH):
-161002. The launch is named as CANN's kernel (Add or Axpy, Mul, Relu, ReluGrad or ThresholdGradV2D,
+dtype (aclnn_relu.cpp, aclnn_silu.cpp, aclnn_threshold_backward.cpp: OP_CHECK_DTYPE_NOT_MATCH),
+and Sigmoid's out a float: 161002. The launch is named as CANN's kernel (Add or Axpy, Mul, Relu, ReluGrad or ThresholdGradV2D,
 Sigmoid, Swish).
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .chain import Chain
 from .template import TILING_FIELDS
 
 FP32_EPSILON = float(np.finfo(np.float32).eps)
+FLOATS = ("FLOAT", "FLOAT16", "BF16")
 
 
 def _binary_outputs(inputs: dict) -> dict:
@@ -36,11 +39,13 @@ def _binary_outputs(inputs: dict) -> dict:
 
 
 def _define(name: str, params: list, inputs: tuple, output: str, compute: str, kernel: str, broadcast: bool,
-            scalar: str | None, infer, plan=None, same_dtype: bool = False) -> None:
+            scalar: str | None, infer, plan=None, same_dtype: bool = False, check_more=None) -> None:
     scalars = (scalar,) if scalar else ()
 
     def check(a, profile):
         template.check(a, name, inputs, output, profile, broadcast, scalars)
+        if check_more:
+            check_more(a, profile)
         if same_dtype:
             for other in inputs[1:] + (output,):
                 if a[other].dataType != a[inputs[0]].dataType:
@@ -66,13 +71,32 @@ def _plan_sigmoid(a: dict, profile, forced: dict) -> Plan:
         return Plan(Workspace(), lambda ws: [], {"launches": "none (empty output)"})
     c = Chain(profile, forced)
     src = c.dense_source(self_, "self")
-    sig = c.buffer("sigmoid(self), in self's dtype", n, self_.dtype)
-    c.flat("Sigmoid", "sigmoid", [(src, 0)], (sig, 0), n)
     final = out if out.is_contiguous() else c.buffer("out dense, before the strided write-back", n, out.dtype)
-    c.flat("Cast", "cast", [(sig, 0)], (final, 0), n)
+    if self_.dtype.kind in "iub":       # not a dtype Sigmoid takes: cast to out's first (its Cast after is none)
+        cast = c.buffer("self cast to out's dtype", n, out.dtype)
+        c.flat("Cast", "cast", [(src, 0)], (cast, 0), n)
+        c.flat("Sigmoid", "sigmoid", [(cast, 0)], (final, 0), n)
+    else:
+        sig = c.buffer("sigmoid(self), in self's dtype", n, self_.dtype)
+        c.flat("Sigmoid", "sigmoid", [(src, 0)], (sig, 0), n)
+        c.flat("Cast", "cast", [(sig, 0)], (final, 0), n)
     if final is not out:
         c.view_copy(out, "out", final)
     return Plan(c.workspace, c.build, {"launches": ", ".join(c.facts)})
+
+
+def _check_sigmoid_out(a: dict, profile) -> None:
+    """out is a float (aclnn_sigmoid.cpp DTYPE_OUT_LIST): integer and BOOL self only as input."""
+    if dtype_name(a["out"].dataType) not in FLOATS:
+        allowed = [d for d in profile.supports("Sigmoid").dtypes if d in FLOATS]
+        raise param_invalid(f"Sigmoid: out has dtype {dtype_name(a['out'].dataType)}; it must be a float "
+                            f"({', '.join(allowed)})")
+
+
+def _sigmoid_out(i: dict) -> dict:
+    """out as self, or FLOAT where self is an integer or BOOL (torch's default float)."""
+    x = np.asarray(i["self"])
+    return {"out": (x.shape, x.dtype if x.dtype.kind not in "iub" else np.dtype(np.float32))}
 
 
 def _plan_add(a: dict, profile, forced: dict) -> Plan:
@@ -93,8 +117,25 @@ _define("Add", [Param("self", "tensor"), Param("other", "tensor"), Param("alpha"
         _binary_outputs, _plan_add)
 _define("Mul", [Param("self", "tensor"), Param("other", "tensor"), Param("out", "tensor", output=True)],
         ("self", "other"), "out", "mul", "Mul", True, None, _binary_outputs)
+
+
+def _plan_relu(a: dict, profile, forced: dict) -> Plan:
+    """CANN's Relu kernel (INT8 through FLOAT16, as TBE's relu casts it); UINT8 has no negatives
+    and no kernel: aclnn_relu.cpp strings Contiguous of self and a ViewCopy into out (nothing at
+    all where self is out, which this API never is)."""
+    self_, out = a["self"], a["out"]
+    if self_.dtype != np.uint8:
+        return template.plan(a, "Relu", ("self",), "out", "relu", 0.0, profile, forced)
+    if out.numel() == 0:
+        return Plan(Workspace(), lambda ws: [], {"launches": "none (empty output)"})
+    c = Chain(profile, forced)
+    c.view_copy(out, "out", c.dense_source(self_, "self"))
+    return Plan(c.workspace, c.build, {"launches": "Contiguous and ViewCopy (UINT8: relu is the identity)"})
+
+
 _define("Relu", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "relu", "Relu",
-        False, None, lambda i: {"out": (np.asarray(i["self"]).shape, np.asarray(i["self"]).dtype)}, same_dtype=True)
+        False, None, lambda i: {"out": (np.asarray(i["self"]).shape, np.asarray(i["self"]).dtype)}, _plan_relu,
+        same_dtype=True)
 
 
 def _broadcast_or_first(a: tuple, b: tuple) -> tuple:
@@ -124,6 +165,6 @@ _define("ThresholdBackward", [Param("gradOutput", "tensor"), Param("self", "tens
 
 _unary_out = lambda i: {"out": (np.asarray(i["self"]).shape, np.asarray(i["self"]).dtype)}  # noqa: E731
 _define("Sigmoid", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "sigmoid",
-        "Sigmoid", False, None, _unary_out, _plan_sigmoid)
+        "Sigmoid", False, None, _sigmoid_out, _plan_sigmoid, check_more=_check_sigmoid_out)
 _define("Silu", [Param("self", "tensor"), Param("out", "tensor", output=True)], ("self",), "out", "silu", "Swish",
         False, None, _unary_out, same_dtype=True)

@@ -17,7 +17,7 @@ from ..tiling_space import distinct_accepted
 from .kernel import COMPUTES, ElementwiseJob, ub_layout, ub_per_element
 from .sigmoid import sigmoid_job
 
-F32 = np.dtype(np.float32)
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 MIN_BLOCK = 2048              # as SiluBackward: below this, fewer cores with longer blocks
 MIN_PART = 512               # a row split into tiles: parts of at least this many elements, else no UB broadcast
 TILING_FIELDS = {"blockLength": "int", "tileLength": "int"}
@@ -159,16 +159,21 @@ def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced:
              ) -> tuple[ElementwiseJob, int]:
     """(job, blocks) of the flat kernel computing `compute` over n elements (job.body runs it). It
     computes in FP16 when every input is FP16, as CANN's kernels do, unless the op computes in FP32
-    (Sigmoid, SiLU); else in FP32 (the vector unit has no BF16 arithmetic). A Cast computes in its
-    input's dtype. A sigmoid with one dtype in and out is CANN's own Sigmoid kernel (sigmoid.py)."""
+    (Sigmoid, SiLU); integers in their own dtype (8-bit ones in FP16); else in FP32 (the vector
+    unit has no BF16 arithmetic). A Cast computes in its input's dtype. A sigmoid with one dtype
+    in and out is CANN's own Sigmoid kernel (sigmoid.py)."""
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     if compute == "sigmoid" and in_dtypes[0] == np.dtype(out_dtype):
         return sigmoid_job(n, out_dtype, profile, forced)
     if compute == "cast":
         compute_dtype = in_dtypes[0]
+    elif all(d.kind in "iu" for d in in_dtypes + (np.dtype(out_dtype),)):
+        # integers compute in their own dtype; 8-bit ones in FP16, which holds them exactly (the
+        # vector unit has no 8-bit arithmetic: TBE's relu casts s8 -> f16 and back)
+        compute_dtype = F16 if in_dtypes[0].itemsize == 1 else in_dtypes[0]
     else:
         all_f16 = all(d == np.float16 for d in in_dtypes)
-        compute_dtype = np.dtype(np.float16) if all_f16 and not COMPUTES[compute][2] else F32
+        compute_dtype = F16 if all_f16 and not COMPUTES[compute][2] else F32
     per_elem = ub_per_element(in_dtypes, out_dtype, compute_dtype) + (compute_dtype.itemsize if
                                                                       COMPUTES[compute][1] else 0)
     if broadcast:
