@@ -145,13 +145,18 @@ def test_launch_is_canns_kernel_and_a_broadcast_outside_ub_is_a_copy():
     # both operands broadcast, along different axes: the kernel broadcasts one in UB, the other is copied out
     r = simulator.run("Add", "Ascend910B1", mode="timing", self=T((8, 1), F16), other=T((1, 64), F16), alpha=1.0)
     assert [launch["name"] for launch in r.report.launches] == ["Contiguous(other)", "Add"]
-    # aclnnAdd runs Axpy where alpha is not 1 (FLOAT, FLOAT16); aclnnThresholdBackward runs ReluGrad at
-    # threshold 0, ThresholdGradV2D at any other
-    for dtypes, alpha, kernel in (((F32, F32), 1.0, "Add"), ((F32, F32), 0.5, "Axpy"), ((F16, F16), -2.0, "Axpy"),
-                                  ((F16, F32), 0.5, "Axpy"), ((BF16, BF16), 0.5, "Add"), ((F32, F32), 1 + 1e-9, "Add")):
+    # aclnnAdd (aclnn_add.cpp): a mixed pair as it is where alpha is 1; otherwise each input cast to the
+    # promoted dtype, then Add, or Axpy where alpha is not 1 (FLOAT, FLOAT16), or a Mul of other by
+    # alpha then Add (BF16); a Cast to out's dtype where it differs. aclnnThresholdBackward runs
+    # ReluGrad at threshold 0, ThresholdGradV2D at any other
+    for dtypes, alpha, kernels in (((F32, F32, F32), 1.0, ["Add"]), ((F32, F32, F32), 0.5, ["Axpy"]),
+                                   ((F16, F16, F16), -2.0, ["Axpy"]), ((F16, F32, F32), 1.0, ["Add"]),
+                                   ((F16, F32, F32), 0.5, ["Cast", "Axpy"]), ((BF16, BF16, BF16), 0.5, ["Mul", "Add"]),
+                                   ((F32, F32, F32), 1 + 1e-9, ["Add"]), ((F16, BF16, F32), 1.0, ["Cast", "Cast", "Add"]),
+                                   ((BF16, F32, BF16), 1.0, ["Add", "Cast"]), ((F16, F16, F32), 1.0, ["Add", "Cast"])):
         r = simulator.run("Add", "Ascend910B1", mode="timing", self=T((8, 64), dtypes[0]), other=T((8, 64), dtypes[1]),
-                          alpha=alpha)
-        assert [launch["name"] for launch in r.report.launches] == [kernel], (dtypes, alpha)
+                          alpha=alpha, out=T((8, 64), dtypes[2]))
+        assert [launch["name"] for launch in r.report.launches] == kernels, (dtypes, alpha)
     for threshold, kernel in ((0.0, "ReluGrad"), (0.5, "ThresholdGradV2D")):
         r = simulator.run("ThresholdBackward", "Ascend910A", mode="timing", gradOutput=T((4, 8), F32),
                           self=T((4, 8), F32), threshold=threshold)
@@ -447,3 +452,59 @@ def test_sigmoid_of_integers_and_bool_casts_to_out_first(soc, self_dtype, out_dt
     want = torch.sigmoid(torch.from_numpy(np.ascontiguousarray(x)).to(tdt)).to(torch.float64).numpy()
     # two FP32 computations (each within five units of FP32), each rounded to out's dtype
     assert_within(y, want, (10 * UNIT[F32] + 2 * UNIT[out_dtype]) * np.abs(want) + sub, "against torch")
+
+
+def _round(x, dtype):
+    return np.asarray(x, np.float64).astype(dtype).astype(np.float64)
+
+
+PROMOTED_CASES = list(range(24))
+
+
+@pytest.mark.parametrize("seed", PROMOTED_CASES)
+def test_add_and_mul_of_two_dtypes_cast_first_and_round_as_cann_strings_them(seed):
+    """Inputs of two float dtypes, outs of a third, alphas a 16-bit dtype cannot hold: aclnn_add.cpp
+    and aclnn_mul.cpp run a mixed pair (FLOAT16 or BF16 with FLOAT, Add's alpha 1) as it is, the
+    result FLOAT; otherwise each input cast to the promoted dtype by a Cast launch, then the kernel in
+    it (BF16's alpha as a BF16 tensor: other x alpha rounded to BF16 by a Mul launch, then Add); a
+    Cast to out's dtype last. Against that rounding order in float64, and torch where installed
+    (which rounds alpha and the product once less: a unit of the promoted dtype on alpha x other)."""
+    rng = np.random.default_rng([seed, 77])
+    soc = ["Ascend910B1", "Ascend910B4", "Ascend910A", "Ascend310P3"][seed % 4]
+    floats = [F16, F32] + ([BF16] if CHIPS[soc] == "A2" else [])
+    sd, od, outd = (floats[int(rng.integers(0, len(floats)))] for _ in range(3))
+    op = "Add" if seed % 3 else "Mul"
+    alpha = float(rng.choice([1.0, 0.3, -1.7])) if op == "Add" else 1.0
+    shape = tuple(int(rng.integers(1, 12)) for _ in range(int(rng.integers(1, 4))))
+    oshape = tuple(1 if rng.random() < 0.4 else d for d in shape)
+    a, b = rng.standard_normal(shape).astype(sd), rng.standard_normal(oshape).astype(od)
+    if len(shape) >= 2 and seed % 5 == 0:
+        a = np.swapaxes(np.ascontiguousarray(np.swapaxes(a, 0, 1)), 0, 1)
+    r = simulator.run(op, soc, self=a, other=b, out=np.zeros(shape, outd), **({"alpha": alpha} if op == "Add" else {}))
+    y = r.outputs["out"].astype(np.float64)
+    p = sd if sd == od else F32
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if op == "Mul":
+        ref, parts = _round(a64 * b64, p), np.abs(a64 * b64)
+    elif {sd, od} in ({F16, F32}, {BF16, F32}) and alpha == 1.0:
+        ref, parts = _round(a64 + b64, F32), np.abs(a64) + np.abs(b64)
+    elif p == BF16 and alpha != 1.0:
+        scaled = _round(b64 * _round(alpha, BF16), BF16)
+        ref, parts = _round(a64 + scaled, BF16), np.abs(a64) + np.abs(scaled)
+    else:
+        ref, parts = _round(a64 + alpha * b64, p), np.abs(a64) + np.abs(alpha * b64)
+    ref = _round(ref, outd)
+    names = [launch["name"] for launch in r.report.launches if not launch["name"].startswith("Contiguous")]
+    as_is = {sd, od} in ({F16, F32}, {BF16, F32}) and alpha == 1.0
+    result = F32 if as_is else p
+    casts_in = 0 if as_is else (sd != p) + (od != p)
+    assert names[:casts_in] == ["Cast"] * casts_in and names[casts_in] != "Cast", names
+    assert (names[-1] == "Cast") == (outd != result), names
+    sub = max(float(ml_dtypes.finfo(d).smallest_subnormal) for d in (p, outd))
+    tol = 2 * UNIT[p] * (np.abs(ref) + parts) + UNIT[outd] * np.abs(ref) + sub
+    assert_within(y, ref, tol, f"{soc} {op} {sd.name}+{od.name}->{outd.name} alpha {alpha}")
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    tdt = {F16: torch.float16, F32: torch.float32, BF16: torch.bfloat16}
+    ta, tb = torch.from_numpy(a.astype(np.float32)).to(tdt[sd]), torch.from_numpy(b.astype(np.float32)).to(tdt[od])
+    want = (torch.mul(ta, tb) if op == "Mul" else torch.add(ta, tb, alpha=alpha)).to(tdt[outd]).to(torch.float64).numpy()
+    assert_within(y, want, 2 * tol + 2 * UNIT[p] * parts, "against torch")

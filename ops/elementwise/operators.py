@@ -2,6 +2,9 @@
 
     aclnnAdd(self, other, alpha, out)                      out = self + alpha * other   (broadcast)
     aclnnMul(self, other, out)                             out = self * other           (broadcast)
+                                                           (two dtypes: Casts to the promoted one first,
+                                                           but for a FLOAT16 / BF16 and FLOAT pair; a
+                                                           Cast to out's dtype last: _plan_promoted)
     aclnnRelu(self, out)                                   out = max(self, 0)           (INT8 through FP16;
                                                            UINT8: a copy, no kernel)
     aclnnSigmoid(self, out)                                out = 1 / (1 + e^-self)      (in FP32; an out of
@@ -21,6 +24,7 @@ Sigmoid, Swish).
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from simulator.aclnn import OpDef, Param, Plan, Workspace, register
@@ -99,24 +103,48 @@ def _sigmoid_out(i: dict) -> dict:
     return {"out": (x.shape, x.dtype if x.dtype.kind not in "iub" else np.dtype(np.float32))}
 
 
+MIXED_PAIRS = ({np.dtype(np.float16), np.dtype(np.float32)}, {np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)})
+AXPY_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))       # aclnn_add.cpp AXPY_DTYPE_SUPPORT_LIST
+
+
+def _plan_promoted(a: dict, profile, forced: dict, label: str, compute: str, scalar: float = 1.0,
+                   scale: float | None = None) -> Plan:
+    """Add and Mul as aclnn_add.cpp and aclnn_mul.cpp string their l0 kernels: a mixed pair (FLOAT16
+    or BF16 with FLOAT) read as it is, the kernel's result FLOAT; otherwise each input not of the
+    promoted dtype cast to it by a Cast launch (and Add's other, for a `scale`, multiplied by a Mul
+    launch first), the kernel in the promoted dtype; then a Cast to out's dtype where it differs."""
+    s, o = a["self"].dtype, a["other"].dtype
+    promoted = np.result_type(s, o)
+    if {s, o} in MIXED_PAIRS and scale is None and scalar == 1.0:
+        return template.plan(a, label, ("self", "other"), "out", compute, scalar, profile, forced,
+                             result=np.dtype(np.float32))
+    staged = {name: template.Staged(promoted) for name in ("self", "other") if a[name].dtype != promoted}
+    if scale is not None:
+        staged["other"] = template.Staged(promoted, scale)
+    return template.plan(a, label, ("self", "other"), "out", compute, scalar, profile, forced, staged=staged,
+                         result=promoted)
+
+
 def _plan_add(a: dict, profile, forced: dict) -> Plan:
-    """CANN's kernel by alpha (aclnn_add.cpp): Add where alpha is 1, Axpy where it is not and the
-    promoted dtype is FLOAT or FLOAT16 (its AXPY_DTYPE_SUPPORT_LIST). One computation either way.
-    (Not modelled: CANN's Cast launches for inputs of two dtypes outside its mixed-dtype Add, and
-    its Mul then Add for a BF16 alpha other than 1: here one kernel casts in UB.)"""
+    """CANN's kernels by alpha (aclnn_add.cpp): Add where alpha is 1 (read in FP32); Axpy where it is
+    not and the promoted dtype is FLOAT or FLOAT16 (AXPY_DTYPE_SUPPORT_LIST); otherwise (BF16) a
+    Mul of other by alpha, as a tensor of the promoted dtype, then Add."""
     alpha = float(a["alpha"])
     one = not (np.float32(alpha) > 1 or np.float32(alpha) < 1)     # as CANN reads it: in FP32 (NaN too)
     promoted = np.result_type(a["self"].dtype, a["other"].dtype)
-    axpy = not one and promoted in (np.dtype(np.float16), np.dtype(np.float32))
-    return template.plan(a, "Axpy" if axpy else "Add", ("self", "other"), "out", "add", 1.0 if one else alpha,
-                         profile, forced)
+    if one:
+        return _plan_promoted(a, profile, forced, "Add", "add")
+    if promoted in AXPY_DTYPES:
+        return _plan_promoted(a, profile, forced, "Axpy", "add", alpha)
+    return _plan_promoted(a, profile, forced, "Add", "add", scale=float(np.array(alpha, promoted).astype(np.float64)))
 
 
 _define("Add", [Param("self", "tensor"), Param("other", "tensor"), Param("alpha", "float"),
                 Param("out", "tensor", output=True)], ("self", "other"), "out", "add", "Add", True, "alpha",
         _binary_outputs, _plan_add)
 _define("Mul", [Param("self", "tensor"), Param("other", "tensor"), Param("out", "tensor", output=True)],
-        ("self", "other"), "out", "mul", "Mul", True, None, _binary_outputs)
+        ("self", "other"), "out", "mul", "Mul", True, None, _binary_outputs,
+        lambda a, profile, forced: _plan_promoted(a, profile, forced, "Mul", "mul"))
 
 
 def _plan_relu(a: dict, profile, forced: dict) -> Plan:

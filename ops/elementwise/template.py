@@ -5,12 +5,14 @@ the flat kernel's blocks and tiles).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from simulator.acl import aclTensor
 from simulator.aclnn import Plan, Workspace, check_tensor_view, require_present, require_support
 from simulator.arith import align_up, ceil_div
-from simulator.enums import NUMPY_OF, dtype_name, param_invalid
+from simulator.enums import ACL_OF, aclFormat, dtype_name, param_invalid
 from simulator.program import KernelLaunch
 from ..common import check_number, tensor_arg, tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg
 from ..tiling_space import distinct_accepted
@@ -190,42 +192,98 @@ def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced:
                           row, tuple(broadcast), period_values), blocks
 
 
+class Staged(NamedTuple):
+    """An input that launches of its own prepare before the kernel reads it, as aclnn strings l0
+    kernels: made contiguous, cast to `dtype` (where it is not), multiplied by `scale` (Add's alpha
+    as a tensor of that dtype: a Mul launch). Its buffer keeps the input's own shape."""
+    dtype: np.dtype
+    scale: float | None = None
+
+
+def _contiguous_like(t: aclTensor, dtype, data: int = 0) -> aclTensor:
+    dims = tuple(t.viewDims)
+    strides = tuple(int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(len(dims)))
+    return aclTensor(dims, ACL_OF[np.dtype(dtype)], strides, 0, aclFormat.ACL_FORMAT_ND, dims, data)
+
+
+def _rebased(t: aclTensor, data: int) -> aclTensor:
+    return aclTensor(t.viewDims, t.dataType, t.stride, t.offset, t.format, t.storageDims, data)
+
+
+def _flat_launch(label: str, compute: str, src, dst, dtype_in, dtype_out, n: int, profile, scalar: float = 0.0):
+    job, blocks = flat_job(compute, (dtype_in,), dtype_out, n, profile, {}, scalar)
+    return KernelLaunch(label, job.body, blocks, "vector", ((src,), dst, job))
+
+
 def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: float, profile, forced: dict,
-         ub_broadcast: bool = True) -> Plan:
+         ub_broadcast: bool = True, staged: dict | None = None, result=None) -> Plan:
     """Contiguous copies of strided inputs and of broadcast ones the kernel cannot broadcast in UB,
-    the kernel, the ViewCopy of a strided output."""
+    the kernel, the ViewCopy of a strided output. `staged` inputs (name -> Staged) are prepared
+    by launches of their own first; a `result` dtype other than the output's is the kernel's, and a
+    Cast launch then writes the output (aclnn's Cast of the l0 result to out's dtype)."""
     out = a[output]
     n = out.numel()
     if n == 0:
         return Plan(Workspace(), lambda ws: [], {"launches": "none (empty output)"})
+    staged = staged or {}
+    result = np.dtype(result or out.dtype)
     shape = out.viewDims
     workspace = Workspace()
-    sources, pattern, broadcast = [], None, []
+    sources, pattern, broadcast, in_dtypes, steps = [], None, [], [], []
     for k, name in enumerate(inputs):
-        t = a[name]
+        t, base = a[name], None
+        if name in staged:
+            st, m = staged[name], a[name].numel()
+            contig = None if t.is_contiguous() else workspace.add(f"contiguous copy of {name}", m * t.itemsize)
+            cast = None if t.dtype == st.dtype else workspace.add(f"{name} cast to {dtype_name(st.dtype)}",
+                                                                  m * st.dtype.itemsize)
+            scaled = None if st.scale is None else workspace.add(f"{name} times {st.scale:g}", m * st.dtype.itemsize)
+            steps.append((name, t, contig, cast, scaled, st))
+            base = scaled or cast or contig
+            if base is not None:
+                t = _contiguous_like(t, st.dtype)
         view = t if t.viewDims == shape else _expanded(t, shape)
+        in_dtypes.append(t.dtype)
         found = (0, 0) if view.is_contiguous() or not ub_broadcast else broadcast_pattern(t, shape)
         if found[0] and pattern in (None, found):
             pattern = found
             broadcast.append(k)
-            sources.append((name, t, None))
+            sources.append((name, t, None, base))
             continue
         part = None if view.is_contiguous() else workspace.add(f"contiguous copy of {name}"
                                                                + (" (broadcast)" if view is not t else ""),
                                                                n * t.itemsize)
-        sources.append((name, view, part))
-    dense = None if out.is_contiguous() else workspace.add(f"{output} dense, before the strided write-back",
-                                                             n * out.itemsize)
-    in_dtypes = tuple(NUMPY_OF[a[x].dataType] for x in inputs)
+        sources.append((name, view, part, base))
+    dense = None if out.is_contiguous() and result == out.dtype else \
+        workspace.add(f"{output} dense, before the strided write-back" if result == out.dtype else
+                      f"the kernel's result in {dtype_name(result)}", n * result.itemsize)
+    dense_out = None if out.is_contiguous() or result == out.dtype else \
+        workspace.add(f"{output} dense, before the strided write-back", n * out.itemsize)
     row, values = pattern or (0, 0)
-    job, blocks = flat_job(compute, in_dtypes, out.dtype, n, profile, forced, scalar, row, tuple(broadcast), values)
+    job, blocks = flat_job(compute, tuple(in_dtypes), result, n, profile, forced, scalar, row, tuple(broadcast),
+                           values)
     if job is None:                 # no part of a row fits: the broadcast operands are copied out dense
-        return plan(a, label, inputs, output, compute, scalar, profile, forced, ub_broadcast=False)
+        return plan(a, label, inputs, output, compute, scalar, profile, forced, False, staged, result)
     block, tile = job.block, job.tile
 
     def build(ws):
-        launches, args = [], []
-        for name, view, part in sources:
+        launches, args, bases = [], [], {}
+        for name, t, contig, cast, scaled, st in steps:
+            m, src = t.numel(), tensor_arg(t, name) + t.offset
+            if contig is not None:
+                copy, _ = view_copy_launch(t, name, profile, gather=True)
+                src = workspace_arg(ws, contig, t.dtype, f"workspace:{name}")
+                launches.append(copy(src))
+            if cast is not None:
+                dst = workspace_arg(ws, cast, st.dtype, f"workspace:{name} cast")
+                launches.append(_flat_launch("Cast", "cast", src, dst, t.dtype, st.dtype, m, profile))
+                src = dst
+            if scaled is not None:
+                dst = workspace_arg(ws, scaled, st.dtype, f"workspace:{name} scaled")
+                launches.append(_flat_launch("Mul", "muls", src, dst, st.dtype, st.dtype, m, profile, st.scale))
+        for name, view, part, base in sources:
+            if base is not None:
+                view = _rebased(view, ws + base.offset)
             if part is None:
                 args.append(tensor_arg(view, name) + view.offset)
                 continue
@@ -233,10 +291,15 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
             addr = workspace_arg(ws, part, view.dtype, f"workspace:{name}")
             launches.append(copy(addr))
             args.append(addr)
-        dst = workspace_arg(ws, dense, out.dtype, f"workspace:{output}") if dense is not None \
+        dst = workspace_arg(ws, dense, result, f"workspace:{output}") if dense is not None \
             else tensor_arg(out, output) + out.offset
         launches.append(KernelLaunch(label, job.body, blocks, "vector", (tuple(args), dst, job)))
-        if dense is not None:
+        if result != out.dtype:
+            final = workspace_arg(ws, dense_out, out.dtype, f"workspace:{output} dense") if dense_out is not None \
+                else tensor_arg(out, output) + out.offset
+            launches.append(_flat_launch("Cast", "cast", dst, final, result, out.dtype, n, profile))
+            dst = final
+        if not out.is_contiguous():
             back, _ = view_copy_launch(out, output, profile, gather=False)
             launches.append(back(dst))
         return launches
@@ -244,7 +307,11 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
     return Plan(workspace, build, {"blockDim": blocks, "blockLength": block, "tileLength": tile,
                                    "computeDtype": dtype_name(job.compute_dtype),
                                    "contiguousCopies": [s[0] for s in sources if s[2] is not None],
-                                   **({"broadcastInUB": [inputs[k] for k in broadcast]} if broadcast else {})})
+                                   **({"broadcastInUB": [inputs[k] for k in broadcast]} if broadcast else {}),
+                                   **({"staged": {k: dtype_name(v.dtype) + ("" if v.scale is None else
+                                                                            f" x {v.scale:g}")
+                                                  for k, v in staged.items()}} if staged else {}),
+                                   **({"resultDtype": dtype_name(result)} if result != out.dtype else {})})
 
 
 def tiling_space(op: str, inputs_: tuple):
