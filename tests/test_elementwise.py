@@ -32,8 +32,7 @@ N_CASES = int(os.environ.get("ELEMENTWISE_CASES", "200"))
 def draw_case(seed: int) -> dict:
     rng = np.random.default_rng([seed, 31])
     soc = list(CHIPS)[seed % len(CHIPS)]
-    ops = OPS if CHIPS[soc] != "inference" else OPS[:-1]
-    op = ops[int(rng.integers(0, len(ops)))]
+    op = OPS[int(rng.integers(0, len(OPS)))]
     dtypes = [F16, F32] + ([BF16] if CHIPS[soc] == "A2" else [])
     rank = int(rng.integers(1, 6))
     big = rng.random() < 0.1
@@ -255,6 +254,8 @@ STATUS = {
     "Sigmoid: an integer out": (161002, "Sigmoid", dict(self=T((4,), np.int32), out=T((4,), np.int32))),
     "Sigmoid: bool into bf16 on 910A": (161002, "Sigmoid", dict(self=T((4,), np.bool_), out=T((4,), BF16))),
     "Silu: out of another dtype": (161002, "Silu", dict(self=T((4,), BF16), out=T((4,), F32))),
+    "ThresholdBackward: int64": (161002, "ThresholdBackward", dict(gradOutput=T((4,), np.int64), self=T((4,), np.int64),
+                                                                threshold=0.0)),
     "ThresholdBackward: shapes differ": (161002, "ThresholdBackward",
                                          dict(gradOutput=T((4,), F16), self=T((5,), F16), threshold=0.0)),
     "ThresholdBackward: gradOutput and self of two dtypes": (161002, "ThresholdBackward",
@@ -508,3 +509,41 @@ def test_add_and_mul_of_two_dtypes_cast_first_and_round_as_cann_strings_them(see
     ta, tb = torch.from_numpy(a.astype(np.float32)).to(tdt[sd]), torch.from_numpy(b.astype(np.float32)).to(tdt[od])
     want = (torch.mul(ta, tb) if op == "Mul" else torch.add(ta, tb, alpha=alpha)).to(tdt[outd]).to(torch.float64).numpy()
     assert_within(y, want, 2 * tol + 2 * UNIT[p] * parts, "against torch")
+
+
+TB_INTS = [(soc, np.dtype(d)) for soc in CHIPS for d in (np.int8, np.uint8, np.int32)]
+
+
+@pytest.mark.parametrize("soc,dtype", TB_INTS, ids=[f"{c}-{d.name}" for c, d in TB_INTS])
+def test_threshold_backward_of_integers(soc, dtype):
+    """aclnnThresholdBackward's integer dtypes (INT32, INT8, UINT8 on every series its document
+    lists, the Atlas inference series too): gradOutput where self > threshold, else 0, self
+    broadcast or non-contiguous on some draws. ReluGrad (threshold 0) is exact; ThresholdGradV2D
+    casts integers to FLOAT, compares and selects there, and casts back (TBE's threshold_grad_v2_d),
+    so an INT32 gradient comes back rounded to FLOAT's 24 bits. Against numpy's where with that
+    rounding, and torch's threshold_backward on gradients FLOAT holds exactly. (INT32 gradients
+    within 2^31 - 128, whose FLOAT rounding stays in range.)"""
+    rng = np.random.default_rng([ord(c) for c in soc + dtype.name])
+    info = np.iinfo(dtype)
+    hi = min(int(info.max), 2 ** 31 - 128)
+    for draw, threshold in enumerate((0.0, 2.0, -3.0, 0.0, 5.0)):
+        shape = tuple(int(rng.integers(1, 20)) for _ in range(int(rng.integers(1, 4))))
+        g = rng.integers(max(int(info.min), -hi), hi, size=shape, endpoint=True).astype(dtype)
+        xshape = shape[int(rng.integers(0, len(shape))):] if draw % 2 else shape
+        x = rng.integers(max(int(info.min), -6), 7, size=xshape).astype(dtype)
+        if draw == 3 and len(shape) >= 2:
+            g = np.swapaxes(np.ascontiguousarray(np.swapaxes(g, 0, 1)), 0, 1)
+        r = simulator.run("ThresholdBackward", soc, gradOutput=g, self=x, threshold=threshold)
+        y = r.outputs["gradInput"]
+        kept = g if threshold == 0.0 or dtype != np.int32 else g.astype(np.float32).astype(np.float64).astype(dtype)
+        assert y.dtype == dtype and np.array_equal(y, np.where(x > threshold, kept, 0).astype(dtype)), \
+            (soc, dtype, threshold, shape, xshape)
+        assert [launch["name"] for launch in r.report.launches][-1] == ("ReluGrad" if threshold == 0.0
+                                                                         else "ThresholdGradV2D")
+        torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+        if threshold < info.min:        # (torch refuses a threshold its dtype cannot hold)
+            continue
+        exact = np.abs(g.astype(np.int64)) < 2 ** 24
+        want = torch.ops.aten.threshold_backward(torch.from_numpy(np.ascontiguousarray(g)),
+                                                 torch.from_numpy(np.ascontiguousarray(x)), threshold).numpy()
+        assert np.array_equal(y[exact], want[exact])

@@ -13,7 +13,8 @@
     aclnnSilu(self, out)                                   out = self * sigmoid(self)  (in FP32)
     aclnnThresholdBackward(gradOutput, self, threshold, gradInput)
                                                            gradInput = gradOutput where self > threshold, else 0
-                                                           (broadcast; CANN's ReluGrad at threshold 0)
+                                                           (broadcast; CANN's ReluGrad at threshold 0;
+                                                           integers in ThresholdGradV2D through FLOAT)
 
 Checks (template.check): null tensors 161001; the operator on the series, valid views, dtypes of
 the series, shapes (broadcastable for Add, Mul and ThresholdBackward, one shape otherwise), the
@@ -177,11 +178,16 @@ def _broadcast_or_first(a: tuple, b: tuple) -> tuple:
 
 def _plan_threshold_backward(a: dict, profile, forced: dict) -> Plan:
     """CANN's kernel by the threshold (aclnn_threshold_backward.cpp): ReluGrad where it is 0 (within
-    FP32's epsilon; ReluGrad then compares with 0 itself), ThresholdGradV2D otherwise."""
+    FP32's epsilon; ReluGrad then compares with 0 itself), ThresholdGradV2D otherwise. Integers:
+    ReluGrad in their own dtype (8-bit in FLOAT16), ThresholdGradV2D in FLOAT, compared with the
+    threshold there and cast back (TBE's threshold_grad_v2_d: an INT32 gradient past 2^24 comes
+    back rounded to FLOAT's precision)."""
     threshold = float(a["threshold"])
     relu_grad = abs(threshold) <= FP32_EPSILON
+    integer = a["gradOutput"].dtype.kind in "iu"
     return template.plan(a, "ReluGrad" if relu_grad else "ThresholdGradV2D", ("gradOutput", "self"), "gradInput",
-                         "threshold_backward", 0.0 if relu_grad else threshold, profile, forced)
+                         "threshold_backward", 0.0 if relu_grad else threshold, profile, forced,
+                         compute_dtype=np.float32 if integer and not relu_grad else None)
 
 
 _define("ThresholdBackward", [Param("gradOutput", "tensor"), Param("self", "tensor"), Param("threshold", "float"),

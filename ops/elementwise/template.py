@@ -157,17 +157,20 @@ def tiling(n: int, per_elem: int, isz_min: int, profile, forced: dict) -> tuple[
 
 
 def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced: dict | None = None,
-             scalar: float = 0.0, row: int = 0, broadcast: tuple = (), period_values: int = 0
-             ) -> tuple[ElementwiseJob, int]:
+             scalar: float = 0.0, row: int = 0, broadcast: tuple = (), period_values: int = 0,
+             compute_dtype=None) -> tuple[ElementwiseJob, int]:
     """(job, blocks) of the flat kernel computing `compute` over n elements (job.body runs it). It
     computes in FP16 when every input is FP16, as CANN's kernels do, unless the op computes in FP32
     (Sigmoid, SiLU); integers in their own dtype (8-bit ones in FP16); else in FP32 (the vector
     unit has no BF16 arithmetic). A Cast computes in its input's dtype. A sigmoid with one dtype
-    in and out is CANN's own Sigmoid kernel (sigmoid.py)."""
+    in and out is CANN's own Sigmoid kernel (sigmoid.py). `compute_dtype`, where given, is the
+    kernel's own (ThresholdGradV2D's FLOAT for integers)."""
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     if compute == "sigmoid" and in_dtypes[0] == np.dtype(out_dtype):
         return sigmoid_job(n, out_dtype, profile, forced)
-    if compute == "cast":
+    if compute_dtype is not None:
+        compute_dtype = np.dtype(compute_dtype)
+    elif compute == "cast":
         compute_dtype = in_dtypes[0]
     elif all(d.kind in "iu" for d in in_dtypes + (np.dtype(out_dtype),)):
         # integers compute in their own dtype; 8-bit ones in FP16, which holds them exactly (the
@@ -216,7 +219,7 @@ def _flat_launch(label: str, compute: str, src, dst, dtype_in, dtype_out, n: int
 
 
 def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: float, profile, forced: dict,
-         ub_broadcast: bool = True, staged: dict | None = None, result=None) -> Plan:
+         ub_broadcast: bool = True, staged: dict | None = None, result=None, compute_dtype=None) -> Plan:
     """Contiguous copies of strided inputs and of broadcast ones the kernel cannot broadcast in UB,
     the kernel, the ViewCopy of a strided output. `staged` inputs (name -> Staged) are prepared
     by launches of their own first; a `result` dtype other than the output's is the kernel's, and a
@@ -261,9 +264,9 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
         workspace.add(f"{output} dense, before the strided write-back", n * out.itemsize)
     row, values = pattern or (0, 0)
     job, blocks = flat_job(compute, tuple(in_dtypes), result, n, profile, forced, scalar, row, tuple(broadcast),
-                           values)
+                           values, compute_dtype)
     if job is None:                 # no part of a row fits: the broadcast operands are copied out dense
-        return plan(a, label, inputs, output, compute, scalar, profile, forced, False, staged, result)
+        return plan(a, label, inputs, output, compute, scalar, profile, forced, False, staged, result, compute_dtype)
     block, tile = job.block, job.tile
 
     def build(ws):
