@@ -203,6 +203,45 @@ class Staged(NamedTuple):
     scale: float | None = None
 
 
+class _Stage(NamedTuple):
+    """A Staged input's workspace parts (None where its step is not needed) and its launches."""
+    name: str
+    tensor: aclTensor
+    staged: Staged
+    contig: object
+    cast: object
+    scaled: object
+
+    @property
+    def fact(self) -> str:
+        return dtype_name(self.staged.dtype) + ("" if self.staged.scale is None else f" x {self.staged.scale:g}")
+
+    def launches(self, ws: int, profile) -> list[KernelLaunch]:
+        t, st, out = self.tensor, self.staged, []
+        m, src = t.numel(), tensor_arg(t, self.name) + t.offset
+        if self.contig is not None:
+            copy, _ = view_copy_launch(t, self.name, profile, gather=True)
+            src = workspace_arg(ws, self.contig, t.dtype, f"workspace:{self.name}")
+            out.append(copy(src))
+        if self.cast is not None:
+            dst = workspace_arg(ws, self.cast, st.dtype, f"workspace:{self.name} cast")
+            out.append(_flat_launch("Cast", "cast", src, dst, t.dtype, st.dtype, m, profile))
+            src = dst
+        if self.scaled is not None:
+            dst = workspace_arg(ws, self.scaled, st.dtype, f"workspace:{self.name} scaled")
+            out.append(_flat_launch("Mul", "muls", src, dst, st.dtype, st.dtype, m, profile, st.scale))
+        return out
+
+
+def _stage(name: str, t: aclTensor, st: Staged, workspace: Workspace) -> _Stage:
+    m = t.numel()
+    contig = None if t.is_contiguous() else workspace.add(f"contiguous copy of {name}", m * t.itemsize)
+    cast = None if t.dtype == st.dtype else workspace.add(f"{name} cast to {dtype_name(st.dtype)}",
+                                                          m * st.dtype.itemsize)
+    scaled = None if st.scale is None else workspace.add(f"{name} times {st.scale:g}", m * st.dtype.itemsize)
+    return _Stage(name, t, st, contig, cast, scaled)
+
+
 def _contiguous_like(t: aclTensor, dtype, data: int = 0) -> aclTensor:
     dims = tuple(t.viewDims)
     strides = tuple(int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(len(dims)))
@@ -236,15 +275,11 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
     for k, name in enumerate(inputs):
         t, base = a[name], None
         if name in staged:
-            st, m = staged[name], a[name].numel()
-            contig = None if t.is_contiguous() else workspace.add(f"contiguous copy of {name}", m * t.itemsize)
-            cast = None if t.dtype == st.dtype else workspace.add(f"{name} cast to {dtype_name(st.dtype)}",
-                                                                  m * st.dtype.itemsize)
-            scaled = None if st.scale is None else workspace.add(f"{name} times {st.scale:g}", m * st.dtype.itemsize)
-            steps.append((name, t, contig, cast, scaled, st))
-            base = scaled or cast or contig
+            step = _stage(name, t, staged[name], workspace)
+            steps.append(step)
+            base = step.scaled or step.cast or step.contig
             if base is not None:
-                t = _contiguous_like(t, st.dtype)
+                t = _contiguous_like(t, step.staged.dtype)
         view = t if t.viewDims == shape else _expanded(t, shape)
         in_dtypes.append(t.dtype)
         found = (0, 0) if view.is_contiguous() or not ub_broadcast else broadcast_pattern(t, shape)
@@ -267,23 +302,9 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
                            values, compute_dtype)
     if job is None:                 # no part of a row fits: the broadcast operands are copied out dense
         return plan(a, label, inputs, output, compute, scalar, profile, forced, False, staged, result, compute_dtype)
-    block, tile = job.block, job.tile
 
     def build(ws):
-        launches, args, bases = [], [], {}
-        for name, t, contig, cast, scaled, st in steps:
-            m, src = t.numel(), tensor_arg(t, name) + t.offset
-            if contig is not None:
-                copy, _ = view_copy_launch(t, name, profile, gather=True)
-                src = workspace_arg(ws, contig, t.dtype, f"workspace:{name}")
-                launches.append(copy(src))
-            if cast is not None:
-                dst = workspace_arg(ws, cast, st.dtype, f"workspace:{name} cast")
-                launches.append(_flat_launch("Cast", "cast", src, dst, t.dtype, st.dtype, m, profile))
-                src = dst
-            if scaled is not None:
-                dst = workspace_arg(ws, scaled, st.dtype, f"workspace:{name} scaled")
-                launches.append(_flat_launch("Mul", "muls", src, dst, st.dtype, st.dtype, m, profile, st.scale))
+        launches, args = [launch for step in steps for launch in step.launches(ws, profile)], []
         for name, view, part, base in sources:
             if base is not None:
                 view = _rebased(view, ws + base.offset)
@@ -307,13 +328,11 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
             launches.append(back(dst))
         return launches
 
-    return Plan(workspace, build, {"blockDim": blocks, "blockLength": block, "tileLength": tile,
+    return Plan(workspace, build, {"blockDim": blocks, "blockLength": job.block, "tileLength": job.tile,
                                    "computeDtype": dtype_name(job.compute_dtype),
                                    "contiguousCopies": [s[0] for s in sources if s[2] is not None],
                                    **({"broadcastInUB": [inputs[k] for k in broadcast]} if broadcast else {}),
-                                   **({"staged": {k: dtype_name(v.dtype) + ("" if v.scale is None else
-                                                                            f" x {v.scale:g}")
-                                                  for k, v in staged.items()}} if staged else {}),
+                                   **({"staged": {step.name: step.fact for step in steps}} if steps else {}),
                                    **({"resultDtype": dtype_name(result)} if result != out.dtype else {})})
 
 
