@@ -547,3 +547,20 @@ def test_threshold_backward_of_integers(soc, dtype):
         want = torch.ops.aten.threshold_backward(torch.from_numpy(np.ascontiguousarray(g)),
                                                  torch.from_numpy(np.ascontiguousarray(x)), threshold).numpy()
         assert np.array_equal(y[exact], want[exact])
+
+
+def test_a_bf16_alpha_is_a_bf16_tensor_and_its_product_rounds_before_the_add():
+    """aclnnAdd of BF16 with alpha 0.3 (aclnn_add.cpp: no Axpy for BF16): alpha as a BF16 tensor
+    (0.30078125), other x alpha by a Mul launch rounded to BF16, then Add. 3 x 0.30078125 =
+    0.90234375 is a BF16 value; 3 x 0.3 would round to 0.8984375, and 1 + 0.90234375 ties to
+    1.90625. Exact. Also BF16 + BF16 into a
+    FLOAT out: the sum rounded to BF16 first, then a Cast (1 + 2^-8 is 1 in BF16)."""
+    a = np.array([0.0, 1.0, -2.0], BF16)
+    b = np.array([3.0, 3.0, 0.5], BF16)
+    r = simulator.run("Add", "Ascend910B1", self=a, other=b, alpha=0.3)
+    assert [launch["name"] for launch in r.report.launches] == ["Mul", "Add"]
+    np.testing.assert_array_equal(r.outputs["out"].astype(np.float64), [0.90234375, 1.90625, -1.8515625])
+    r = simulator.run("Add", "Ascend910B1", self=np.array([1.0, 1.0], BF16), other=np.array([2 ** -8, 3 * 2 ** -9], BF16),
+                      alpha=1.0, out=np.zeros(2, F32))
+    assert [launch["name"] for launch in r.report.launches] == ["Add", "Cast"]
+    np.testing.assert_array_equal(r.outputs["out"], [1.0, 1.0078125])

@@ -181,7 +181,8 @@ def _plan_threshold_backward(a: dict, profile, forced: dict) -> Plan:
     FP32's epsilon; ReluGrad then compares with 0 itself), ThresholdGradV2D otherwise. Integers:
     ReluGrad in their own dtype (8-bit in FLOAT16), ThresholdGradV2D in FLOAT, compared with the
     threshold there and cast back (TBE's threshold_grad_v2_d: an INT32 gradient past 2^24 comes
-    back rounded to FLOAT's precision)."""
+    back rounded to FLOAT's precision, and a fractional threshold is compared as it is, where
+    torch truncates it to the integer dtype first)."""
     threshold = float(a["threshold"])
     relu_grad = abs(threshold) <= FP32_EPSILON
     integer = a["gradOutput"].dtype.kind in "iu"

@@ -216,13 +216,18 @@ class _Stage(NamedTuple):
     def fact(self) -> str:
         return dtype_name(self.staged.dtype) + ("" if self.staged.scale is None else f" x {self.staged.scale:g}")
 
+    def contiguous(self, ws: int, profile) -> list[KernelLaunch]:
+        if self.contig is None:
+            return []
+        copy, _ = view_copy_launch(self.tensor, self.name, profile, gather=True)
+        return [copy(workspace_arg(ws, self.contig, self.tensor.dtype, f"workspace:{self.name}"))]
+
     def launches(self, ws: int, profile) -> list[KernelLaunch]:
+        """Its Cast and Mul (its Contiguous comes first, with every input's: `contiguous`)."""
         t, st, out = self.tensor, self.staged, []
         m, src = t.numel(), tensor_arg(t, self.name) + t.offset
         if self.contig is not None:
-            copy, _ = view_copy_launch(t, self.name, profile, gather=True)
             src = workspace_arg(ws, self.contig, t.dtype, f"workspace:{self.name}")
-            out.append(copy(src))
         if self.cast is not None:
             dst = workspace_arg(ws, self.cast, st.dtype, f"workspace:{self.name} cast")
             out.append(_flat_launch("Cast", "cast", src, dst, t.dtype, st.dtype, m, profile))
@@ -267,10 +272,7 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
     n = out.numel()
     if n == 0:
         return Plan(Workspace(), lambda ws: [], {"launches": "none (empty output)"})
-    staged = staged or {}
-    result = np.dtype(result or out.dtype)
-    shape = out.viewDims
-    workspace = Workspace()
+    staged, result, shape, workspace = staged or {}, np.dtype(result or out.dtype), out.viewDims, Workspace()
     sources, pattern, broadcast, in_dtypes, steps = [], None, [], [], []
     for k, name in enumerate(inputs):
         t, base = a[name], None
@@ -304,7 +306,8 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
         return plan(a, label, inputs, output, compute, scalar, profile, forced, False, staged, result, compute_dtype)
 
     def build(ws):
-        launches, args = [launch for step in steps for launch in step.launches(ws, profile)], []
+        # as aclnn strings them: every input's Contiguous, then the Casts (and Mul), then the kernel
+        launches, staging, args = [c for step in steps for c in step.contiguous(ws, profile)], [], []
         for name, view, part, base in sources:
             if base is not None:
                 view = _rebased(view, ws + base.offset)
@@ -313,8 +316,9 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
                 continue
             copy, _ = view_copy_launch(view, name, profile, gather=True)
             addr = workspace_arg(ws, part, view.dtype, f"workspace:{name}")
-            launches.append(copy(addr))
+            (staging if base is not None else launches).append(copy(addr))
             args.append(addr)
+        launches += [launch for step in steps for launch in step.launches(ws, profile)] + staging
         dst = workspace_arg(ws, dense, result, f"workspace:{output}") if dense is not None \
             else tensor_arg(out, output) + out.offset
         launches.append(KernelLaunch(label, job.body, blocks, "vector", (tuple(args), dst, job)))
@@ -330,7 +334,8 @@ def plan(a: dict, label: str, inputs: tuple, output: str, compute: str, scalar: 
 
     return Plan(workspace, build, {"blockDim": blocks, "blockLength": job.block, "tileLength": job.tile,
                                    "computeDtype": dtype_name(job.compute_dtype),
-                                   "contiguousCopies": [s[0] for s in sources if s[2] is not None],
+                                   "contiguousCopies": [step.name for step in steps if step.contig is not None]
+                                   + [s[0] for s in sources if s[2] is not None],
                                    **({"broadcastInUB": [inputs[k] for k in broadcast]} if broadcast else {}),
                                    **({"staged": {step.name: step.fact for step in steps}} if steps else {}),
                                    **({"resultDtype": dtype_name(result)} if result != out.dtype else {})})

@@ -179,7 +179,8 @@ _ROUNDERS = {RoundMode.CAST_FLOOR: np.floor, RoundMode.CAST_CEIL: np.ceil,
 def Cast(dst: LocalTensor, src: LocalTensor, roundMode: RoundMode = RoundMode.CAST_NONE,
          count: int | None = None) -> None:
     """Convert between dtypes. Narrowing float casts round to nearest even (CAST_NONE/CAST_RINT);
-    casts to integers apply the round mode."""
+    casts to integers apply the round mode and saturate at the integer's range [ASSUMPTION: the
+    vector unit's conversions saturate; numpy's own past the range differs by platform]."""
     to_int = dst.dtype.kind in "iu"
     if not to_int and roundMode not in (RoundMode.CAST_NONE, RoundMode.CAST_RINT) \
             and dst.dtype.itemsize < src.dtype.itemsize:
@@ -187,7 +188,9 @@ def Cast(dst: LocalTensor, src: LocalTensor, roundMode: RoundMode = RoundMode.CA
 
     def conv(d, a):
         if to_int:
-            d[...] = _ROUNDERS[roundMode](a.astype(np.float64)).astype(d.dtype)
+            info = np.iinfo(d.dtype)        # (float64's largest below 2^63 for INT64)
+            hi = float(info.max) if info.bits < 53 else np.nextafter(float(info.max), 0.0)
+            d[...] = np.clip(_ROUNDERS[roundMode](a.astype(np.float64)), float(info.min), hi).astype(d.dtype)
         else:
             d[...] = a.astype(d.dtype)
     # repeats of 256 B of the wider side; a profile may price each direction ("conv.FLOAT16>FLOAT")
