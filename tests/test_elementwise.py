@@ -242,7 +242,17 @@ def test_a_period_that_would_cut_tiles_short_is_copied_out(soc, x_shape, b_shape
 
 
 STATUS = {
-    "Add: int32": (161002, "Add", dict(self=T((4,), np.int32), other=T((4,), np.int32), alpha=1.0)),
+    "Add: int16": (161002, "Add", dict(self=T((4,), np.int16), other=T((4,), np.int16), alpha=1.0)),
+    "Add: int8 with uint8 promotes to int16 (AI CPU)": (161002, "Add", dict(self=T((4,), np.int8), other=T((4,), np.uint8),
+                                                                            alpha=1.0, out=T((4,), np.int32))),
+    "Add: a float into an int32 out": (161002, "Add", dict(self=T((4,), F32), other=T((4,), np.int32), alpha=1.0,
+                                                           out=T((4,), np.int32))),
+    "Add: int32 into a bool out": (161002, "Add", dict(self=T((4,), np.int32), other=T((4,), np.int32), alpha=1.0,
+                                                       out=T((4,), np.bool_))),
+    "Add: a fractional alpha with integers": (161002, "Add", dict(self=T((4,), np.int32), other=T((4,), np.int64),
+                                                                  alpha=2.5)),
+    "Mul: a float into a bool out": (161002, "Mul", dict(self=T((4,), F16), other=T((4,), np.bool_),
+                                                         out=T((4,), np.bool_))),
     "Add: no broadcast": (161002, "Add", dict(self=T((4, 3), F16), other=T((4,), F16), alpha=1.0, out=T((4, 3), F16))),
     "Add: out shape": (161002, "Add", dict(self=T((4,), F16), other=T((4,), F16), alpha=1.0, out=T((5,), F16))),
     "Add: alpha not a number": (161002, "Add", dict(self=T((4,), F16), other=T((4,), F16), alpha="x")),
@@ -564,3 +574,133 @@ def test_a_bf16_alpha_is_a_bf16_tensor_and_its_product_rounds_before_the_add():
                       alpha=1.0, out=np.zeros(2, F32))
     assert [launch["name"] for launch in r.report.launches] == ["Add", "Cast"]
     np.testing.assert_array_equal(r.outputs["out"], [1.0, 1.0078125])
+
+
+INT_BINARY = [np.dtype(d) for d in (np.int8, np.uint8, np.int32, np.int64, np.bool_)]
+INT_BINARY_CASES = [(soc, d, op) for soc in CHIPS for d in INT_BINARY for op in ("Add", "Mul")]
+
+
+def _integers(rng, dtype, shape):
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    small = rng.random(shape) < 0.3
+    x[small] = rng.integers(max(info.min, -5), 6, size=int(small.sum())).astype(dtype)
+    return x
+
+
+@pytest.mark.parametrize("soc,dtype,op", INT_BINARY_CASES, ids=[f"{c}-{d.name}-{o}" for c, d, o in INT_BINARY_CASES])
+def test_add_and_mul_of_integers_and_bool_wrap_as_torch(soc, dtype, op):
+    """aclnnAdd and aclnnMul of INT8, UINT8, INT32, INT64 and BOOL on the AI Core of every series
+    (l0op Add / Mul AI Core lists): exact, two's complement wrap-around past the range, as torch's.
+    The 8-bit ones compute in FLOAT16 (Add) or FLOAT (Mul) and are taken modulo 256 before the cast
+    back (TBE's uint8_int8_overflow_proc); BOOL in FLOAT16, back to BOOL (Add is or, Mul and). Add's
+    alpha not 1: a Mul of other by alpha as a tensor of the dtype, then Add (INT32 takes Axpy, in
+    FLOAT: test_int32_add_with_alpha_runs_axpy_in_float). Whole ranges, one operand broadcast or
+    transposed on some draws. Against numpy's wrapping arithmetic and torch where installed."""
+    rng = np.random.default_rng([ord(c) for c in soc + dtype.name + op])
+    for draw in range(3):
+        shape = tuple(int(rng.integers(1, 24)) for _ in range(int(rng.integers(1, 4))))
+        oshape = shape[int(rng.integers(0, len(shape))):] if draw == 1 else shape
+        a, b = _integers(rng, dtype, shape), _integers(rng, dtype, oshape)
+        if draw == 2 and len(shape) >= 2:
+            a = np.swapaxes(np.ascontiguousarray(np.swapaxes(a, 0, 1)), 0, 1)
+        alpha = (1, 3, -2)[draw] if op == "Add" and not (dtype == np.int32 or dtype == np.bool_) else 1
+        kept = (a.copy(), b.copy())
+        kw = dict(alpha=float(alpha)) if op == "Add" else {}
+        r = simulator.run(op, soc, self=a, other=b, **kw)
+        y = r.outputs["out"]
+        assert np.array_equal(a, kept[0]) and np.array_equal(b, kept[1]), "an input was modified"
+        with np.errstate(over="ignore"):
+            if dtype == np.bool_:
+                want = (a | b) if op == "Add" else (a & b)
+            else:
+                wide = (a.astype(np.int64) + alpha * b.astype(np.int64)) if op == "Add" else \
+                    a.astype(np.int64) * b.astype(np.int64)
+                want = wide.astype(dtype)          # (int64 to a narrower integer: the low bits)
+        assert y.dtype == dtype and np.array_equal(y, want), (soc, op, dtype, shape, oshape, alpha)
+        names = [launch["name"] for launch in r.report.launches if not launch["name"].startswith("Contiguous")]
+        assert names == ([op] if alpha == 1 else ["Mul", "Add"]), names
+        torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+        ta, tb = torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(np.ascontiguousarray(b))
+        t = torch.add(ta, tb, alpha=alpha) if op == "Add" else torch.mul(ta, tb)
+        assert np.array_equal(y, t.numpy())
+    if dtype.itemsize == 1 and dtype != np.bool_:
+        plan = simulator.plan(op, soc, self=a, other=b, **kw).tiling
+        assert plan["computeDtype"] == ("FLOAT" if op == "Mul" else "FLOAT16"), plan
+
+
+def test_8bit_add_and_mul_wrap_modulo_256():
+    """The values past the range, exactly: INT8 127 + 1 = -128, -128 + -128 = 0, 100 x 3 = 44,
+    -128 x -128 = 0 (16,384 in FLOAT), -128 x -1 = -128; UINT8 200 + 100 = 44, 255 x 255 = 1
+    (65,025 in FLOAT), 0 + 255 x 3 = 253 (the alpha product by a Mul launch)."""
+    i8, u8 = np.int8, np.uint8
+    add = simulator.run("Add", "Ascend910B1", self=np.array([127, -128, 5], i8), other=np.array([1, -128, -5], i8),
+                        alpha=1.0).outputs["out"]
+    np.testing.assert_array_equal(add, np.array([-128, 0, 0], i8))
+    mul = simulator.run("Mul", "Ascend910A", self=np.array([100, -128, -128], i8),
+                        other=np.array([3, -128, -1], i8)).outputs["out"]
+    np.testing.assert_array_equal(mul, np.array([44, 0, -128], i8))
+    add = simulator.run("Add", "Ascend310P3", self=np.array([200, 0], u8), other=np.array([100, 255], u8),
+                        alpha=3.0).outputs["out"]
+    np.testing.assert_array_equal(add, np.array([(200 + 300) % 256, 253], u8))
+    mul = simulator.run("Mul", "Ascend910B4", self=np.array([255, 16], u8), other=np.array([255, 16], u8)).outputs["out"]
+    np.testing.assert_array_equal(mul, np.array([1, 0], u8))
+
+
+@pytest.mark.parametrize("soc", list(CHIPS))
+def test_int32_add_with_alpha_runs_axpy_in_float(soc):
+    """aclnnAdd of INT32 with alpha not 1 is CANN's Axpy (AXPY_DTYPE_SUPPORT_LIST), which TBE's axpy
+    computes in FLOAT: both inputs cast to FLOAT, alpha x other rounded, the sum rounded, cast back
+    (saturating, the vector unit's conversion [ASSUMPTION]). So past 2^24 the result is FLOAT's, not
+    torch's exact one. Against the float64 formula of those roundings; against torch where every
+    value stays within 2^24."""
+    rng = np.random.default_rng([ord(c) for c in soc])
+    big = rng.integers(-2 ** 31, 2 ** 31 - 1, size=(6, 50), dtype=np.int32, endpoint=True)
+    small = rng.integers(-2 ** 20, 2 ** 20, size=(6, 50), dtype=np.int32)
+    for alpha in (3, -2, 0):
+        for a, b in ((big, big[::-1]), (small, small[:, ::-1].copy())):
+            r = simulator.run("Add", soc, self=a, other=b, alpha=float(alpha))
+            assert [launch["name"] for launch in r.report.launches] == ["Axpy"]
+            f32 = lambda v: np.asarray(v, np.float64).astype(np.float32).astype(np.float64)  # noqa: E731
+            ref = f32(f32(a) + f32(alpha * f32(b)))
+            want = np.clip(np.trunc(ref), -2 ** 31, 2 ** 31 - 1).astype(np.int32)
+            np.testing.assert_array_equal(r.outputs["out"], want)
+            if a is small:
+                torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+                t = torch.add(torch.from_numpy(a), torch.from_numpy(b), alpha=alpha).numpy()
+                np.testing.assert_array_equal(r.outputs["out"], t)
+
+
+MIXED_INT = [((np.int32, np.float16, None), F16, ["Cast", "Add"]), ((np.bool_, np.int8, None), np.int8, ["Cast", "Add"]),
+             ((np.int32, np.int64, None), np.int64, ["Cast", "Mul", "Add"]),
+             ((np.uint8, np.int32, F32), F32, ["Cast", "Add", "Cast"]), ((np.bool_, np.bool_, F16), F16, ["Add", "Cast"]),
+             ((np.int64, BF16, F32), F32, ["Cast", "Add", "Cast"])]
+
+
+@pytest.mark.parametrize("dtypes,result,launches", MIXED_INT,
+                         ids=[f"{a.__name__}-{np.dtype(b).name}" for (a, b, _), _, _ in MIXED_INT])
+def test_integers_promote_as_torch_with_floats_and_each_other(dtypes, result, launches):
+    """torch's promotion, which aclnn's PromoteType follows (numpy's would make INT32 with FLOAT16
+    a FLOAT64): an integer or BOOL with a float is the float, BOOL with an integer the integer,
+    INT32 with INT64 INT64; each input not of it cast first, out's Cast last. alpha 2 where the
+    promoted dtype is INT64 (a Mul launch), else 1. Values the floats hold exactly; against the
+    int64 formula cast to the result's dtype, and torch where installed."""
+    sd, od, outd = (None if d is None else np.dtype(d) for d in dtypes)
+    rng = np.random.default_rng(5)
+    a = _integers(rng, sd, (3, 40)) % 100 if sd != np.bool_ else _integers(rng, sd, (3, 40))
+    b = (_integers(rng, od, (40,)) if od.kind in "iub" else rng.integers(-50, 50, 40)).astype(od)
+    alpha = 2 if {sd, od} == {np.dtype(np.int32), np.dtype(np.int64)} else 1
+    r = simulator.run("Add", "Ascend910B1", self=a, other=b, alpha=float(alpha),
+                      **({"out": np.zeros((3, 40), outd)} if outd is not None else {}))
+    assert [launch["name"] for launch in r.report.launches] == launches
+    y = r.outputs["out"]
+    want = a.astype(np.int64) + alpha * (b if od.kind in "iub" else b.astype(np.float64)).astype(np.int64)
+    if sd == od == np.bool_:
+        want = a | b                            # (BOOL + BOOL is BOOL: or)
+    assert y.dtype == result and np.array_equal(y, want.astype(result))
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    tb = torch.from_numpy(b.astype(np.float32)).to(torch.bfloat16) if od == BF16 else torch.from_numpy(b)
+    t = torch.add(torch.from_numpy(a), tb, alpha=alpha)
+    assert np.array_equal(y, (t.to(torch.float32) if t.dtype == torch.bfloat16 else t).numpy().astype(result))

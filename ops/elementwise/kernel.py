@@ -29,6 +29,7 @@ class ElementwiseJob:
     row: int = 0              # the broadcast inputs' row: each of their values covers `row` outputs
     broadcast: tuple = ()     # the inputs given compact (one value a row) and broadcast in UB
     period_values: int = 0    # their values when they repeat along the output ((C, 1, 1) against (N, C, H, W): C)
+    wrap: bool = False        # an 8-bit integer result taken modulo 256 before its cast (wrap_8bit)
 
     @property
     def body(self):
@@ -102,13 +103,30 @@ COMPUTES: dict[str, tuple[Callable, bool, bool]] = {
 }
 
 
-def ub_per_element(job_in: tuple, out_dtype, compute_dtype) -> int:
+def wrap_8bit(x, frac, floor, n: int, signed: bool) -> None:
+    """x (integer values in FP16 or FP32) to the 8-bit integer range by modulo 256, two's
+    complement for INT8, as TBE's add and mul do before their cast back (util_common's
+    uint8_int8_overflow_proc: x + 128 for INT8, x - floor(x / 256) x 256, - 128). Every step is
+    exact at these magnitudes. frac: a tile of x's dtype; floor: an INT32 tile."""
+    if signed:
+        Adds(x, x, 128.0, n)
+    Muls(frac, x, 1.0 / 256, n)
+    Cast(floor, frac, RoundMode.CAST_FLOOR, n)
+    Cast(frac, floor, RoundMode.CAST_NONE, n)
+    Muls(frac, frac, 256.0, n)
+    Sub(x, x, frac, n)
+    if signed:
+        Adds(x, x, -128.0, n)
+
+
+def ub_per_element(job_in: tuple, out_dtype, compute_dtype, wrap: bool = False) -> int:
     """UB bytes per tile element: the input queue (every input), the output queue, the compute
-    tiles (a cast of each input that needs one, the result, a temporary)."""
+    tiles (a cast of each input that needs one, the result, a temporary; for a wrap, a tile of
+    the compute dtype and one of INT32)."""
     cdt = np.dtype(compute_dtype)
     casts = sum(1 for d in job_in if np.dtype(d) != cdt)
     return (BUFFER_NUM * sum(np.dtype(d).itemsize for d in job_in) + BUFFER_NUM * np.dtype(out_dtype).itemsize
-            + (casts + 2) * cdt.itemsize)
+            + (casts + 2 + wrap) * cdt.itemsize + 4 * wrap)
 
 
 def _copy(dst, src, n: int, isz: int) -> None:
@@ -155,8 +173,8 @@ def ub_layout(job: ElementwiseJob) -> UbLayout:
         compact += align_up(job.period_values * isz, 32)
     stride = align_up(T * cdt.itemsize, 32) // cdt.itemsize
     casts = sum(1 for d in job.in_dtypes if np.dtype(d) != cdt)
-    total = (BUFFER_NUM * at + BUFFER_NUM * align_up(T * job.out_dtype.itemsize, 32) + (casts + 2) * stride * cdt.itemsize
-             + compact + held)
+    total = (BUFFER_NUM * at + BUFFER_NUM * align_up(T * job.out_dtype.itemsize, 32)
+             + (casts + 2 + job.wrap) * stride * cdt.itemsize + job.wrap * align_up(T * 4, 32) + compact + held)
     return UbLayout(offsets, stage, at, stride, total, home, held)
 
 
@@ -228,10 +246,13 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
     pipe.InitBuffer(out_que, BUFFER_NUM, T * job.out_dtype.itemsize)
     casts = [i for i, d in enumerate(job.in_dtypes) if np.dtype(d) != cdt]
     calc = TBuf(TPosition.VECCALC)
-    pipe.InitBuffer(calc, (len(casts) + 2) * stride * cdt.itemsize)
+    tiles_bytes = (len(casts) + 2 + job.wrap) * stride * cdt.itemsize
+    pipe.InitBuffer(calc, tiles_bytes + job.wrap * align_up(T * 4, 32))
     work = calc.Get(cdt)
     cast_of = {i: work[k * stride] for k, i in enumerate(casts)}
     result, tmp = work[len(casts) * stride], work[(len(casts) + 1) * stride]
+    if job.wrap:
+        frac, floor = work[(len(casts) + 2) * stride], calc.Get(np.uint8)[tiles_bytes].ReinterpretCast(np.int32)
     fn = COMPUTES[job.compute][0]
     tiles = ceil_div(length, T)
     resident, compact_que, compact = _expand_resident(gin, job, layout, pipe) if layout.home else ({}, None, None)
@@ -270,6 +291,8 @@ def elementwise_body(ins: tuple, out: GM_ADDR, job: ElementwiseJob):
             fn(y, srcs, tmp, n, job.scalar)
         else:
             fn(result, srcs, tmp, n, job.scalar)
+            if job.wrap:
+                wrap_8bit(result, frac, floor, n, job.out_dtype == np.int8)
             Cast(y, result, RoundMode.CAST_RINT, n)
         in_que.FreeTensor(raw)
         out_que.EnQue(y)

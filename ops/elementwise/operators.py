@@ -4,7 +4,8 @@
     aclnnMul(self, other, out)                             out = self * other           (broadcast)
                                                            (two dtypes: Casts to the promoted one first,
                                                            but for a FLOAT16 / BF16 and FLOAT pair; a
-                                                           Cast to out's dtype last: _plan_promoted)
+                                                           Cast to out's dtype last: _plan_promoted;
+                                                           integers wrap as torch's, INT32 Axpy in FLOAT)
     aclnnRelu(self, out)                                   out = max(self, 0)           (INT8 through FP16;
                                                            UINT8: a copy, no kernel)
     aclnnSigmoid(self, out)                                out = 1 / (1 + e^-self)      (in FP32; an out of
@@ -18,10 +19,12 @@
 
 Checks (template.check): null tensors 161001; the operator on the series, valid views, dtypes of
 the series, shapes (broadcastable for Add, Mul and ThresholdBackward, one shape otherwise), the
-output's shape, the scalars numbers, and for Relu, Silu and ThresholdBackward every tensor of one
-dtype (aclnn_relu.cpp, aclnn_silu.cpp, aclnn_threshold_backward.cpp: OP_CHECK_DTYPE_NOT_MATCH),
-and Sigmoid's out a float: 161002. The launch is named as CANN's kernel (Add or Axpy, Mul, Relu, ReluGrad or ThresholdGradV2D,
-Sigmoid, Swish).
+output's shape, the scalars numbers; Add's and Mul's promoted dtype one the AI Core takes and
+castable to out's, Add's alpha integral for integers (_check_promoted); for Relu, Silu and
+ThresholdBackward every tensor of one dtype (aclnn_relu.cpp, aclnn_silu.cpp,
+aclnn_threshold_backward.cpp: OP_CHECK_DTYPE_NOT_MATCH), and Sigmoid's out a float: 161002. The
+launch is named as CANN's kernel (Add or Axpy, Mul, Relu, ReluGrad or ThresholdGradV2D, Sigmoid,
+Swish).
 """
 from __future__ import annotations
 
@@ -38,9 +41,61 @@ FP32_EPSILON = float(np.finfo(np.float32).eps)
 FLOATS = ("FLOAT", "FLOAT16", "BF16")
 
 
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _is_float(dt) -> bool:
+    return np.dtype(dt).kind == "f" or np.dtype(dt) == BF16
+
+
+def promote_types(a, b) -> np.dtype:
+    """aclnn's PromoteType (torch's): a float with an integer or BOOL is the float; two floats or
+    two integers promote as numpy promotes them (FLOAT16 with BF16: FLOAT; INT8 with UINT8:
+    INT16); BOOL with anything is the other."""
+    a, b = np.dtype(a), np.dtype(b)
+    if _is_float(a) != _is_float(b):
+        return a if _is_float(a) else b
+    return np.result_type(a, b)
+
+
+def _can_cast(src, dst) -> bool:
+    """aclnn's CanCast (torch's): no float to an integer or BOOL, no integer to BOOL."""
+    src, dst = np.dtype(src), np.dtype(dst)
+    return not (_is_float(src) and not _is_float(dst)) and not (dst == np.bool_ and src != np.bool_)
+
+
 def _binary_outputs(inputs: dict) -> dict:
     a, b = np.asarray(inputs["self"]), np.asarray(inputs["other"])
-    return {"out": (np.broadcast_shapes(a.shape, b.shape), np.result_type(a, b))}
+    return {"out": (np.broadcast_shapes(a.shape, b.shape), promote_types(a.dtype, b.dtype))}
+
+
+def _check_promoted(op: str):
+    """aclnn_add.cpp / aclnn_mul.cpp CheckPromoteType: the promoted dtype cast to out's (161002
+    where torch's canCast refuses it: a float into an integer); Add's alpha a number of the
+    promoted dtype (an integral one for integers and BOOL). A promotion to a dtype the AI Core
+    Add and Mul do not take (INT8 with UINT8: INT16) runs on the AI CPU, which is not modelled:
+    refused, saying so."""
+    def check(a, profile):
+        promoted = promote_types(a["self"].dtype, a["other"].dtype)
+        name = dtype_name(promoted)
+        if name not in profile.supports(op).dtypes:
+            raise param_invalid(f"{op}: self {dtype_name(a['self'].dtype)} and other {dtype_name(a['other'].dtype)} "
+                                f"promote to {name}, which CANN's {op} runs on the AI CPU: not simulated")
+        if not _can_cast(promoted, a["out"].dtype):
+            raise param_invalid(f"{op}: the promoted dtype {name} can't be cast to out's "
+                                f"{dtype_name(a['out'].dtype)}")
+        if op == "Add" and not _is_float(promoted) and not float(a["alpha"]).is_integer():
+            raise param_invalid(f"Add: alpha {a['alpha']!r} can't be cast to the promoted dtype {name}")
+    return check
+
+
+def _in_dtype(value: float, dtype) -> float:
+    """A scalar as a tensor of `dtype` holds it (aclnn's ConvertToTensor): rounded for a float,
+    wrapped for an integer, nonzero for BOOL."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        return float(np.array(int(value), np.int64).astype(dtype))
+    return float(np.array(value, dtype).astype(np.float64))
 
 
 def _define(name: str, params: list, inputs: tuple, output: str, compute: str, kernel: str, broadcast: bool,
@@ -104,18 +159,19 @@ def _sigmoid_out(i: dict) -> dict:
     return {"out": (x.shape, x.dtype if x.dtype.kind not in "iub" else np.dtype(np.float32))}
 
 
-MIXED_PAIRS = ({np.dtype(np.float16), np.dtype(np.float32)}, {np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)})
-AXPY_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))       # aclnn_add.cpp AXPY_DTYPE_SUPPORT_LIST
+MIXED_PAIRS = ({np.dtype(np.float16), np.dtype(np.float32)}, {BF16, np.dtype(np.float32)})
+# aclnn_add.cpp AXPY_DTYPE_SUPPORT_LIST; TBE's axpy computes INT32 in FLOAT (x1 + alpha x2, cast back)
+AXPY_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int32))
 
 
 def _plan_promoted(a: dict, profile, forced: dict, label: str, compute: str, scalar: float = 1.0,
-                   scale: float | None = None) -> Plan:
+                   scale: float | None = None, compute_dtype=None) -> Plan:
     """Add and Mul as aclnn_add.cpp and aclnn_mul.cpp string their l0 kernels: a mixed pair (FLOAT16
     or BF16 with FLOAT) read as it is, the kernel's result FLOAT; otherwise each input not of the
     promoted dtype cast to it by a Cast launch (and Add's other, for a `scale`, multiplied by a Mul
     launch first), the kernel in the promoted dtype; then a Cast to out's dtype where it differs."""
     s, o = a["self"].dtype, a["other"].dtype
-    promoted = np.result_type(s, o)
+    promoted = promote_types(s, o)
     if {s, o} in MIXED_PAIRS and scale is None and scalar == 1.0:
         return template.plan(a, label, ("self", "other"), "out", compute, scalar, profile, forced,
                              result=np.dtype(np.float32))
@@ -123,29 +179,32 @@ def _plan_promoted(a: dict, profile, forced: dict, label: str, compute: str, sca
     if scale is not None:
         staged["other"] = template.Staged(promoted, scale)
     return template.plan(a, label, ("self", "other"), "out", compute, scalar, profile, forced, staged=staged,
-                         result=promoted)
+                         result=promoted, compute_dtype=compute_dtype)
 
 
 def _plan_add(a: dict, profile, forced: dict) -> Plan:
     """CANN's kernels by alpha (aclnn_add.cpp): Add where alpha is 1 (read in FP32); Axpy where it is
-    not and the promoted dtype is FLOAT or FLOAT16 (AXPY_DTYPE_SUPPORT_LIST); otherwise (BF16) a
-    Mul of other by alpha, as a tensor of the promoted dtype, then Add."""
+    not and the promoted dtype is FLOAT, FLOAT16 or INT32 (AXPY_DTYPE_SUPPORT_LIST; INT32 in FLOAT,
+    as TBE's axpy runs it); otherwise (BF16, INT64, the 8-bit integers, BOOL) a Mul of other by
+    alpha, as a tensor of the promoted dtype, then Add."""
     alpha = float(a["alpha"])
     one = not (np.float32(alpha) > 1 or np.float32(alpha) < 1)     # as CANN reads it: in FP32 (NaN too)
-    promoted = np.result_type(a["self"].dtype, a["other"].dtype)
+    promoted = promote_types(a["self"].dtype, a["other"].dtype)
     if one:
         return _plan_promoted(a, profile, forced, "Add", "add")
     if promoted in AXPY_DTYPES:
-        return _plan_promoted(a, profile, forced, "Axpy", "add", alpha)
-    return _plan_promoted(a, profile, forced, "Add", "add", scale=float(np.array(alpha, promoted).astype(np.float64)))
+        return _plan_promoted(a, profile, forced, "Axpy", "add", alpha,
+                              compute_dtype=np.float32 if promoted.kind == "i" else None)
+    return _plan_promoted(a, profile, forced, "Add", "add", scale=_in_dtype(alpha, promoted))
 
 
 _define("Add", [Param("self", "tensor"), Param("other", "tensor"), Param("alpha", "float"),
                 Param("out", "tensor", output=True)], ("self", "other"), "out", "add", "Add", True, "alpha",
-        _binary_outputs, _plan_add)
+        _binary_outputs, _plan_add, check_more=_check_promoted("Add"))
 _define("Mul", [Param("self", "tensor"), Param("other", "tensor"), Param("out", "tensor", output=True)],
         ("self", "other"), "out", "mul", "Mul", True, None, _binary_outputs,
-        lambda a, profile, forced: _plan_promoted(a, profile, forced, "Mul", "mul"))
+        lambda a, profile, forced: _plan_promoted(a, profile, forced, "Mul", "mul"),
+        check_more=_check_promoted("Mul"))
 
 
 def _plan_relu(a: dict, profile, forced: dict) -> Plan:

@@ -23,6 +23,8 @@ F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 MIN_BLOCK = 2048              # as SiluBackward: below this, fewer cores with longer blocks
 MIN_PART = 512               # a row split into tiles: parts of at least this many elements, else no UB broadcast
 TILING_FIELDS = {"blockLength": "int", "tileLength": "int"}
+MULTIPLIES = ("mul", "muls")
+WRAPS = ("add", "mul", "muls")
 
 
 def broadcast_shape(shapes, op: str, names: tuple = ()) -> tuple:
@@ -161,10 +163,11 @@ def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced:
              compute_dtype=None) -> tuple[ElementwiseJob, int]:
     """(job, blocks) of the flat kernel computing `compute` over n elements (job.body runs it). It
     computes in FP16 when every input is FP16, as CANN's kernels do, unless the op computes in FP32
-    (Sigmoid, SiLU); integers in their own dtype (8-bit ones in FP16); else in FP32 (the vector
-    unit has no BF16 arithmetic). A Cast computes in its input's dtype. A sigmoid with one dtype
-    in and out is CANN's own Sigmoid kernel (sigmoid.py). `compute_dtype`, where given, is the
-    kernel's own (ThresholdGradV2D's FLOAT for integers)."""
+    (Sigmoid, SiLU); integers in their own dtype (8-bit ones and BOOL in FP16, 8-bit products in
+    FP32); else in FP32 (the vector unit has no BF16 arithmetic). A Cast computes in its input's
+    dtype. A sigmoid with one dtype in and out is CANN's own Sigmoid kernel (sigmoid.py).
+    `compute_dtype`, where given, is the kernel's own (ThresholdGradV2D's and Axpy's FLOAT for
+    integers)."""
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     if compute == "sigmoid" and in_dtypes[0] == np.dtype(out_dtype):
         return sigmoid_job(n, out_dtype, profile, forced)
@@ -172,27 +175,33 @@ def flat_job(compute: str, in_dtypes: tuple, out_dtype, n: int, profile, forced:
         compute_dtype = np.dtype(compute_dtype)
     elif compute == "cast":
         compute_dtype = in_dtypes[0]
-    elif all(d.kind in "iu" for d in in_dtypes + (np.dtype(out_dtype),)):
-        # integers compute in their own dtype; 8-bit ones in FP16, which holds them exactly (the
-        # vector unit has no 8-bit arithmetic: TBE's relu casts s8 -> f16 and back)
-        compute_dtype = F16 if in_dtypes[0].itemsize == 1 else in_dtypes[0]
+    elif all(d.kind in "iub" for d in in_dtypes + (np.dtype(out_dtype),)):
+        # integers compute in their own dtype; 8-bit ones and BOOL in FP16, which holds them
+        # exactly (the vector unit has no 8-bit arithmetic: TBE's relu and add cast s8, u8 and
+        # bool to f16 and back), but for TBE's mul 8-bit ones in FP32, which holds their products
+        narrow = in_dtypes[0].itemsize == 1
+        compute_dtype = (F32 if compute in MULTIPLIES and in_dtypes[0].kind != "b" else F16) if narrow \
+            else in_dtypes[0]
     else:
         all_f16 = all(d == np.float16 for d in in_dtypes)
         compute_dtype = F16 if all_f16 and not COMPUTES[compute][2] else F32
-    per_elem = ub_per_element(in_dtypes, out_dtype, compute_dtype) + (compute_dtype.itemsize if
-                                                                      COMPUTES[compute][1] else 0)
+    out_dtype = np.dtype(out_dtype)
+    # TBE's add and mul take an 8-bit result modulo 256 before the cast back (kernel.wrap_8bit)
+    wrap = compute in WRAPS and out_dtype.kind in "iu" and out_dtype.itemsize == 1 and compute_dtype.kind == "f"
+    per_elem = ub_per_element(in_dtypes, out_dtype, compute_dtype, wrap) + (compute_dtype.itemsize if
+                                                                            COMPUTES[compute][1] else 0)
     if broadcast:
         def need(tile):
-            return ub_layout(ElementwiseJob(n, tile, tile, in_dtypes, np.dtype(out_dtype), compute_dtype, compute,
-                                            float(scalar), row, tuple(broadcast), period_values)).total
+            return ub_layout(ElementwiseJob(n, tile, tile, in_dtypes, out_dtype, compute_dtype, compute,
+                                            float(scalar), row, tuple(broadcast), period_values, wrap)).total
         blocks, block, tile = row_tiling(n, row, period_values * row, need, profile, forced or {})
         if not tile:
             return None, 0
     else:
         blocks, block, tile = tiling(n, per_elem, min([d.itemsize for d in in_dtypes] + [np.dtype(out_dtype).itemsize]),
                                      profile, forced or {})
-    return ElementwiseJob(n, block, tile, in_dtypes, np.dtype(out_dtype), compute_dtype, compute, float(scalar),
-                          row, tuple(broadcast), period_values), blocks
+    return ElementwiseJob(n, block, tile, in_dtypes, out_dtype, compute_dtype, compute, float(scalar),
+                          row, tuple(broadcast), period_values, wrap), blocks
 
 
 class Staged(NamedTuple):
