@@ -245,14 +245,35 @@ def _ordered(pair: tuple[int, int]) -> tuple[int, int]:
     return pair
 
 
+Ratio = Annotated[float, Field(strict=True, gt=0, le=1e3, allow_inf_nan=False)]
+
+
+class MeasuredFit(_Frozen):
+    """How this operator's simulated calls compare with published kernel times of whole calls on
+    this series: simulated / measured over the figures of one source in
+    benchmarks/published_figures.yaml whose `what` starts with `what` (a test holds these equal to
+    the ratios recorded there, which `benchmarks/validation.py --check` holds to the model)."""
+    source: str                  # the source's id in benchmarks/published_figures.yaml
+    what: str                    # its figures' `what` prefix
+    chip: str                    # the chip they were measured on
+    calls: Count
+    geomean: Ratio
+    low: Ratio
+    high: Ratio
+    within: Annotated[int, Field(strict=True, ge=0)]
+    bound: Annotated[float, Field(strict=True, gt=0, lt=1)]    # |ratio - 1| a call is "within"
+
+
 class OpSupport(_Frozen):
-    """What one operator accepts on this chip's product series."""
+    """What one operator accepts on this chip's product series, and how far its cycles have been
+    checked against hardware there (`measured`; None: no published kernel time checks it)."""
     dtypes: tuple[Literal[DTYPE_NAMES], ...]  # type: ignore[valid-type]
     ranks: tuple[TensorRank, ...] = ()
     max_rank: TensorRank | None = None
     limits: FrozenDict[str, Annotated[tuple[AttrLimit, AttrLimit], AfterValidator(_ordered)]] = \
         Field(default_factory=dict)
     options: FrozenDict[str, bool | OptionInt | str | tuple[OptionInt, ...]] = Field(default_factory=dict)
+    measured: MeasuredFit | None = None
 
 
 class Profile(_Frozen):

@@ -43,6 +43,9 @@ class Report:
     trace: "Trace" = field(repr=False, default=None)
     # fast mode: instructions simulated and fast-forwarded, and the bound on the cycles' error
     fast: dict | None = None
+    # how this operator's cycles compare with published kernel times on this series (the profile's
+    # operators.<op>.measured); None: no published measurement checks it
+    measured: dict | None = None
 
     @classmethod
     def from_task(cls, rec: TaskRecord, profile: Profile, op: str,
@@ -118,7 +121,7 @@ class Report:
                    device_memory=device_memory, l2=l2, bound=bound, utilisation=util,
                    roofline_cycles=roofline,
                    roofline_efficiency=roofline / cycles if cycles else 1.0,
-                   lines=hot_lines(rec), trace=Trace(rec, profile))
+                   lines=hot_lines(rec), trace=Trace(rec, profile), measured=measured_fit(profile, op))
 
     # ---- output --------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -202,7 +205,25 @@ class Report:
         else:
             lines.append(f"  bound by   {self.bound} ({self.utilisation[self.bound]:.0%} of the call); "
                          f"roofline {self.roofline_cycles:,.0f} cycles = {self.roofline_efficiency:.0%} of achieved")
+        lines.append(f"  measured   {measured_text(self.measured, self.op)}")
         return "\n".join(lines)
+
+
+def measured_fit(profile: Profile, op: str) -> dict | None:
+    support = profile.operators.get(op)
+    return None if support is None or support.measured is None else support.measured.model_dump()
+
+
+def measured_text(m: dict | None, op: str) -> str:
+    """One line on how far `op`'s cycles on this series have been checked against hardware."""
+    if m is None:
+        return (f"no published time of a whole {op} call on this series to check these cycles against "
+                f"(docs/CALIBRATION.md: what is checked)")
+    lean = ("optimistic: the chip took longer" if m["geomean"] < 1 - m["bound"] / 2 else
+            "pessimistic: the chip was faster" if m["geomean"] > 1 + m["bound"] / 2 else "close")
+    return (f"{m['calls']} published calls on {m['chip']} ({m['source']}): simulated / measured "
+            f"{m['low']:.2f} .. {m['high']:.2f}, geometric mean {m['geomean']:.2f}, {m['within']} within "
+            f"{m['bound']:.0%}; {lean} (docs/CALIBRATION.md)")
 
 
 def launch_fixed_cycles(rec: TaskRecord, profile: Profile) -> float:

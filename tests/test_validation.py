@@ -105,3 +105,54 @@ def test_held_out_inference_figures_have_the_direction_and_batch_scaling():
         assert pub8 > pub1 and ours8 > ours1, model
         gain_pub, gain_ours = pub64 / pub1, ours64 / ours1
         assert 0.5 <= gain_ours / gain_pub <= 2.0, (model, gain_pub, gain_ours)
+
+
+def test_each_profiles_measured_fit_is_what_the_recorded_ratios_give():
+    """A report's `measured` line (the profile's operators.<op>.measured) says how that operator's
+    simulated calls compare with published kernel times on the series. Each is recomputed here from
+    the ratios benchmarks/published_figures.yaml records for its source and `what` prefix (which
+    `validation.py --check` holds to the model): calls, geometric mean, range, calls within the bound.
+    And every operator a shipped source measures as whole calls (cann_bench_910b2's three) says so
+    on the series its chip is in."""
+    import math
+
+    from simulator.profile import list_socs, load_profile
+    stated = 0
+    for soc in list_socs():
+        profile = load_profile(soc)
+        for op, support in profile.operators.items():
+            m = support.measured
+            if m is None:
+                continue
+            stated += 1
+            rows = [f for f in FIGURES if f["source"] == m.source and f["what"].startswith(m.what)]
+            ratios = [f["expected_ratio"] for f in rows]
+            assert rows and load_profile(m.chip).series == profile.series, (soc, op)
+            assert m.calls == len(rows) and m.bound == rows[0]["bound"], (soc, op)
+            assert abs(m.geomean - math.exp(sum(map(math.log, ratios)) / len(ratios))) < 0.0015, (soc, op)
+            assert (m.low, m.high) == (min(ratios), max(ratios)), (soc, op)
+            assert m.within == sum(abs(r - 1) <= f["bound"] for r, f in zip(ratios, rows)), (soc, op)
+    a2 = load_profile("Ascend910B2").operators
+    assert all(a2[op].measured is not None for op in ("ConvolutionBackward", "Sigmoid", "Mm")) and stated
+
+
+def test_a_report_says_how_far_its_operator_was_checked():
+    """The report carries the profile's fit and its table says it: a range and a lean for an
+    operator measured on the series (ConvolutionBackward on A2, optimistic), a plain 'none' for one
+    that is not (Relu)."""
+    import numpy as np
+
+    import simulator
+    from simulator import TensorLayout as T
+    f16 = np.float16
+    r = simulator.run("ConvolutionBackward", "Ascend910B4", mode="timing", gradOutput=T((1, 16, 2, 4, 4), f16),
+                      input=T((1, 16, 2, 4, 4), f16), weight=T((16, 16, 1, 1, 1), f16), biasSizes=None,
+                      stride=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1, 1), transposed=False,
+                      outputPadding=(0, 0, 0), groups=1, outputMask=(False, True, False), cubeMathType=0)
+    m = r.report.measured
+    assert m["chip"] == "Ascend910B2" and m["low"] < m["geomean"] < m["high"] < 1
+    line = r.report.summary().splitlines()[-1]
+    assert line.startswith("  measured") and f"{m['low']:.2f} .. {m['high']:.2f}" in line and "optimistic" in line
+    r = simulator.run("Relu", "Ascend910B4", mode="timing", self=T((64,), f16))
+    assert r.report.measured is None and "no published time of a whole Relu call" in r.report.summary()
+    assert "measured" in r.report.to_dict()
