@@ -44,7 +44,8 @@ class Report:
     # fast mode: instructions simulated and fast-forwarded, and the bound on the cycles' error
     fast: dict | None = None
     # how this operator's cycles compare with published kernel times on this series (the profile's
-    # operators.<op>.measured); None: no published measurement checks it
+    # operators.<op>.measured); {}: none checks them; None: not an operator the profile lists (a
+    # kernel file of the user's)
     measured: dict | None = None
 
     @classmethod
@@ -205,18 +206,21 @@ class Report:
         else:
             lines.append(f"  bound by   {self.bound} ({self.utilisation[self.bound]:.0%} of the call); "
                          f"roofline {self.roofline_cycles:,.0f} cycles = {self.roofline_efficiency:.0%} of achieved")
-        lines.append(f"  measured   {measured_text(self.measured, self.op)}")
+        if self.measured is not None:
+            lines.append(f"  measured   {measured_text(self.measured, self.op)}")
         return "\n".join(lines)
 
 
 def measured_fit(profile: Profile, op: str) -> dict | None:
     support = profile.operators.get(op)
-    return None if support is None or support.measured is None else support.measured.model_dump()
+    if support is None:
+        return None
+    return {} if support.measured is None else support.measured.model_dump()
 
 
-def measured_text(m: dict | None, op: str) -> str:
+def measured_text(m: dict, op: str) -> str:
     """One line on how far `op`'s cycles on this series have been checked against hardware."""
-    if m is None:
+    if not m:
         return (f"no published time of a whole {op} call on this series to check these cycles against "
                 f"(docs/CALIBRATION.md: what is checked)")
     lean = ("optimistic: the chip took longer" if m["geomean"] < 1 - m["bound"] / 2 else

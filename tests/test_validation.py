@@ -139,7 +139,7 @@ def test_each_profiles_measured_fit_is_what_the_recorded_ratios_give():
 def test_a_report_says_how_far_its_operator_was_checked():
     """The report carries the profile's fit and its table says it: a range and a lean for an
     operator measured on the series (ConvolutionBackward on A2, optimistic), a plain 'none' for one
-    that is not (Relu)."""
+    that is not (Relu); a user's kernel file, no operator, has no such line."""
     import numpy as np
 
     import simulator
@@ -154,5 +154,8 @@ def test_a_report_says_how_far_its_operator_was_checked():
     line = r.report.summary().splitlines()[-1]
     assert line.startswith("  measured") and f"{m['low']:.2f} .. {m['high']:.2f}" in line and "optimistic" in line
     r = simulator.run("Relu", "Ascend910B4", mode="timing", self=T((64,), f16))
-    assert r.report.measured is None and "no published time of a whole Relu call" in r.report.summary()
-    assert "measured" in r.report.to_dict()
+    assert r.report.measured == {} and "no published time of a whole Relu call" in r.report.summary()
+    assert r.report.to_dict()["measured"] == {}
+    from simulator.report import measured_fit
+    from simulator.profile import load_profile
+    assert measured_fit(load_profile("Ascend910B4"), "my_axpy_kernel") is None
