@@ -72,6 +72,7 @@ def fingerprint(tag: str, result) -> str:
     report = result.report.to_dict()
     report.pop("trace", None)
     report.pop("lines", None)       # source line numbers: a refactor moves them, the cycles stay
+    report.pop("measured", None)    # the profile's published-figure fit: no result of the run
     rh = hashlib.sha1(json.dumps(report, sort_keys=True, default=str).encode()).hexdigest()[:12]
     th = "-"
     if result.report.trace is not None and result.report.trace.rec.trace:
