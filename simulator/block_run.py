@@ -41,7 +41,7 @@ from .fast import BlockFastForward
 from .fast.mode import ExactBlock
 from .program import BARRIER, MARK, XWAIT, Instr
 from .records import TaskRecord
-from .sim_clock import Wakeup, call_at, succeed_at
+from .sim_clock import Wakeup, call_at, succeed_at, turn
 from .pipe_run import Actor, PipeFigures, PipeRun
 
 S_AT = PIPES.index("PIPE_S")
@@ -62,14 +62,6 @@ class SharedDevice(Protocol):
 
     def cross_core_set(self, core: CoreState, group: Group, instr: Instr) -> None: ...
     def cross_core_wait(self, core: CoreState, group: Group, instr: Instr, waiter: CrossCoreWake) -> bool: ...
-
-
-def turn(core_index: int, pipe_at: int) -> int:
-    """SimPy priority of a core's pipe's turn in a cycle: after every ordinary event of the cycle
-    (priority 1), in (core, pipe) order. Where the cores meet (the L2 and the channels, cross-core
-    flags, the pool of free cores), requests of one cycle are served in this fixed order, the
-    hardware model's rule, not in the order the engine happened to create them."""
-    return 2 + core_index * 8 + pipe_at
 
 
 class CrossCoreWake:
@@ -121,9 +113,12 @@ class BlockRun:
         self.figures: dict[str, PipeFigures] = {}
         self.end = self.start
         self.scalar_busy = 0.0
-        # fast mode: alike blocks run as its shadows; sealed (none joins) once it moved data or ended
+        # fast mode: alike blocks run as its shadows; sealed (none joins) once it moved data or ended;
+        # where blocks start staggered, `moved` keeps its transfers (pipe, start, own cycles) for
+        # the shadows that join later, and it is sealed at its end (or its first skip's touch)
         self.shadows: list = []
         self.sealed = False
+        self.moved: list[tuple[str, float, float]] | None = None
         # fast mode: the loops' marks, what their skips added, the bound (in the exact modes, none)
         self.fast = fast
 

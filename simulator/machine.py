@@ -17,7 +17,7 @@ from typing import Any, Generator, Iterator
 import numpy as np
 import simpy
 
-from .block_run import RELEASE, BlockRun, CrossCoreWake, turn
+from .block_run import RELEASE, BlockRun, CrossCoreWake
 from .core_state import CoreState, Group
 from .gm_path import GmPath
 from .l2_cache import L2Cache
@@ -29,7 +29,7 @@ from .program import BARRIER, COMPUTE, END, GM_XFER, MARK, SET, WAIT, XSET, XWAI
 from .recorder import (BlockContext, CountingContext, DeviceView, ProgramRecorder, count_instructions,
                        record_whole)
 from .records import BlockRecord, LaunchRecord, TaskRecord
-from .sim_clock import succeed_at
+from .sim_clock import succeed_at, turn
 
 
 def scalar_costs(profile: Profile) -> dict[str, tuple[float, ...]]:
@@ -93,6 +93,7 @@ class Device:
         rt = profile.runtime
         self.launch_cycles = rt.launch_overhead_us * profile.clock_mhz
         self.dispatch_cycles = rt.block_dispatch_cycles
+        self.staggered = rt.block_dispatch == "staggered" and rt.block_dispatch_cycles > 0
         self.start_cycles = (rt.block_start_cycles, rt.block_start_contention_cycles)
         self.depth = profile.sync.pipe_queue_depth
         self.issue_cycles = profile.sync.scalar_issue_cycles
@@ -157,11 +158,10 @@ class Device:
     def run_launch(self, launch: KernelLaunch, rec: TaskRecord) -> Generator[simpy.Event, Any, None]:
         """SimPy process: the launch overhead, then blocks dispatched to free cores of the right
         kind as they free up (more blocks than cores run in waves), each core first paying its
-        start; after the last block, the dispatch tail. On A2 a mix kernel's block takes one AIC
-        and its share of AIVs together. The task scheduler hands blocks out one after another; the
-        model charges that skew once, as a tail of block_dispatch_cycles per block after the
-        first, so that a launch's blocks still start together (the same Task Duration for blocks
-        of equal work, and fast mode's alike blocks stay alike)."""
+        start. On A2 a mix kernel's block takes one AIC and its share of AIVs together. The task
+        scheduler hands blocks out one after another, block_dispatch_cycles apart: `staggered`
+        (profile.runtime.block_dispatch), each block starts as it is handed out; else (`tail`)
+        they start together and the skew is charged once after the last block."""
         kind_name, kind = self.profile.core_kind_for(launch.kind)
         partners: list[tuple[str, int]] = []
         if launch.kind == "mix" and "vector" not in kind.units:
@@ -185,17 +185,28 @@ class Device:
         # (docs/FAST_MODE.md: a ResNet-50 call on Ascend910A outside its bound, and no faster)
         fast = self.fast_mode.launch(not self.tracing and not partners and "cube" not in kind.units)
         long_kinds: set[str] = set()    # core kinds whose blocks outgrew a chunk in this launch
+        handed = None                   # staggered: when the last block was handed out
+        sweep = None                    # when the blocks handed out without waiting for a core began
         for b in range(launch.block_dim):
             self.dispatching[launch_id] = (f"launch {launch.name}: block {b} of {launch.block_dim} "
                                            f"waits for a free {kind_name} core")
+            asked = self.env.now
             core = yield self.free_cores[kind_name].get()
+            if sweep is None or self.env.now > asked:
+                sweep = self.env.now
             members = [(core, 0)]
             for pname, ratio in partners:
                 for sub in range(ratio):
                     members.append(((yield self.free_cores[pname].get()), sub))
+            if self.staggered:
+                if handed is not None and handed + self.dispatch_cycles > self.env.now:
+                    wait = handed + self.dispatch_cycles - self.env.now
+                    lrec.dispatch_waits += wait
+                    yield self.env.timeout(wait)
+                handed = self.env.now
             group = Group(launch_id, b, [c for c, _ in members], participants, len(rec.launches) - 1)
             for c, sub in members:
-                running.append(self.env.process(self._block(c, launch, b, rec, group, sub, long_kinds, fast)))
+                running.append(self.env.process(self._block(c, launch, b, rec, group, sub, long_kinds, fast, sweep)))
         self.dispatching.pop(launch_id, None)
         if running:
             yield simpy.AllOf(self.env, running)
@@ -204,20 +215,21 @@ class Device:
         if behind > 0:
             yield self.env.timeout(behind)
         lrec.cores_end = self.env.now
-        if self.dispatch_cycles and launch.block_dim > 1:
+        if self.dispatch_cycles and launch.block_dim > 1 and not self.staggered:
             yield self.env.timeout(self.dispatch_cycles * (launch.block_dim - 1))
         lrec.end = self.env.now
         fast.ended(rec, len(rec.launches) - 1, lrec.cores_end - lrec.cores_start, self.hbm.bytes_per_cycle)
 
     def _block(self, core: CoreState, launch: KernelLaunch, b: int, rec: TaskRecord, group: Group,
-               sub: int, long_kinds: set[str], fast: LaunchFastForward | ExactLaunch
+               sub: int, long_kinds: set[str], fast: LaunchFastForward | ExactLaunch, sweep: float
                ) -> Generator[simpy.Event, Any, None]:
         """SimPy process: one block on one core. Its program is recorded (ProgramRecorder for a
         long one), then its scalar unit and pipes run as a BlockRun, which meets the shared
         clock only where the core touches something shared. Once a block of a launch has
         outgrown a chunk, the launch's later blocks on that core kind go straight to a
         ProgramRecorder: they are likely as long, and trying record_whole first would record a
-        chunk's worth of each twice."""
+        chunk's worth of each twice. `sweep`: when the blocks handed out with it without waiting
+        for a core began (fast mode's alike blocks are of one sweep)."""
         pool = self.free_cores[core.kind_name]
         core_start = self.env.now
         base, contention = self.start_cycles
@@ -238,21 +250,23 @@ class Device:
             recorder = ProgramRecorder(ctx, launch.body, launch.args)
             self.recorders.add(recorder)
         block_start = self.env.now
-        shape, rep, shadow = fast.shadow_of(program, core, b, sub, block_start, self.gm_path)
+        shape, rep, shadow = fast.shadow_of(program, core, b, sub, block_start, self.gm_path, sweep)
         if rep is not None:
             del program, ctx
-            yield from self._shadow(rep, shadow, rec, group, fast)
+            yield from self._shadow(rep, shadow, rec, group, fast, core_start)
             return
         skips = ctx.skips if recorder is None else None   # fast mode: known if recorded whole
         run = BlockRun(self, core, group, rec, self._chunks(program, recorder, rec, core),
                        fast.block(self, core.kind.pipes, core.kind.count, skips))
-        fast.add(run, shape, block_start)
+        fast.add(run, shape, sweep)
+        if self.staggered and shape is not None:     # later blocks of its sweep may still shadow it
+            run.moved = []
         del program
 
         def on_end():                     # at the block's end time: its records
             self.recorders.discard(recorder)
-            for shadow in run.shadows:    # fast mode: they end with it, each at its own core's turn
-                succeed_at(self.env, shadow.finished, self.env.now, turn(shadow.core.index, RELEASE))
+            for shadow in run.shadows:    # fast mode: they end with it (their lag later), each at its own core's turn
+                succeed_at(self.env, shadow.finished, self.env.now + shadow.lag, turn(shadow.core.index, RELEASE))
             l2_lines = [sum(run.figures[p].l2_lines[i] for p in core.kind.pipes) for i in range(4)]
             self._book_block(rec, core, group, b, sub, core_start, run, l2_lines)
             fast.block_ended(run, rec, group.record, core)
@@ -270,24 +284,27 @@ class Device:
         yield pool.put(core)
 
     def _shadow(self, rep: BlockRun, shadow: ShadowBlock, rec: TaskRecord, group: Group,
-                fast: LaunchFastForward) -> Generator[simpy.Event, Any, None]:
-        """Fast mode: a block run as `rep`'s shadow (simulator/fast/shadows.py, ShadowBlock): its GM
-        transfers cross beside rep's; when rep ends, so does it, with rep's figures (its own GM
-        traffic), and its core is released at its own turn (cores freed together are taken again
-        in core order, as the exact engine's are)."""
+                fast: LaunchFastForward, core_start: float) -> Generator[simpy.Event, Any, None]:
+        """Fast mode: a block run as `rep`'s shadow (simulator/fast/shadows.py, ShadowBlock), its
+        core taken at `core_start`: its GM transfers cross beside rep's (its lag later); when rep
+        ends, so does it (its lag later), with rep's figures (its own GM traffic), and its core is
+        released at its own turn (cores freed together are taken again in core order, as the
+        exact engine's are)."""
         core = shadow.core
         core.scalar_state = f"running as a shadow of {rep.core.name}'s block (fast mode)"
         for p in core.pipe_state:
             core.pipe_state[p] = "finished"
         shadow.finished = simpy.Event(self.env)      # rep succeeds it at its end, at this core's turn
         rep.shadows.append(shadow)
+        for pipe, t, cycles in rep.moved or ():      # rep's transfers so far: each crosses its lag later
+            shadow.cross_at(self.env, t + shadow.lag, pipe, cycles)
         rep.fast.shadows.append(shadow)
         rec.instructions += shadow.instructions
         self.issued += shadow.instructions
         yield shadow.finished
         lines, l2_bytes, hbm_bytes = rep.fast.skipped_traffic()
         lines = [a + b for a, b in zip(lines, shadow.l2_lines)]
-        nbytes = self._book_block(rec, core, group, shadow.block, shadow.sub, shadow.start, rep, lines)
+        nbytes = self._book_block(rec, core, group, shadow.block, shadow.sub, core_start, rep, lines)
         for p in core.kind.pipes:               # what PipeRun.finish books for a block's own pipes
             figures = rep.figures[p]
             for path, c in figures.path_cycles.items():

@@ -246,8 +246,7 @@ class MsprofWriter:
                   for side in ("aic", "aiv")}
         for i, l in enumerate(self.rec.launches):
             sides = self.launch_sides(i)
-            on_cores = ((l.cores_end if l.cores_end is not None else l.end)
-                        - (l.cores_start if l.cores_start is not None else l.start))
+            on_cores = l.core_cycles()
             kind = ("AI_CORE" if self.coupled or "aiv" not in sides else
                     "MIX_AIC" if "aic" in sides else "AI_VECTOR_CORE")
             row = {"Device_id": 0, "Model ID": NA, "Task ID": i + 1, "Stream ID": 0, "Op Name": l.name,

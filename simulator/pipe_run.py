@@ -233,10 +233,14 @@ class PipeRun:
         """A GM transfer that starts at `start`, at its turn on the shared clock. Returns (when it
         ends, its own cycles, bytes that reached device memory, and when the pipe may go on if
         it stays in flight (its path overlaps transfers), else None)."""
-        shadows = self.block.shadows         # fast mode: its shadows' transfers cross beside it
+        block = self.block
+        shadows = block.shadows              # fast mode: its shadows' transfers cross beside it
         done, local, fetch, hbm_bytes, hits, misses, opened = (
-            cross_beside(shadows, self.pipe, instr, start) if shadows else self.gm_path.cross(instr, start))
-        self.block.sealed = True
+            cross_beside(shadows, self.pipe, instr, start, block.env) if shadows else self.gm_path.cross(instr, start))
+        if block.moved is None:
+            block.sealed = True
+        else:
+            block.moved.append((self.pipe, start, local))
         w = 2 if instr.gm_write else 0
         self.l2_lines[w] += hits
         self.l2_lines[w + 1] += misses

@@ -224,10 +224,14 @@ class RuntimeCosts(_Frozen):
     Duration); `launch_overhead_us` is the task scheduler's dispatch and completion inside the
     Task Duration; blocks are handed to cores `block_dispatch_cycles` apart; and each block's core
     spends `block_start_cycles` (plus `block_start_contention_cycles` for every other block
-    starting with it) before its first instruction."""
+    starting with it) before its first instruction. `block_dispatch` is where the model puts the
+    hand-out's skew: `tail`, every block starts together and the skew follows the last one;
+    `staggered`, each block starts as it is handed out, at least `block_dispatch_cycles` after the
+    one before, so the first blocks work while the others are still being handed out."""
     launch_overhead_us: Cycles
     launch_gap_us: Cycles = 0.0
     block_dispatch_cycles: Cycles = 0.0
+    block_dispatch: Literal["tail", "staggered"] = "tail"
     block_start_cycles: Cycles = 0.0
     block_start_contention_cycles: Cycles = 0.0
 

@@ -17,6 +17,13 @@ class LaunchRecord:
     end: float = 0.0
     cores_start: float | None = None      # when its first block started on a core (after the overhead)
     cores_end: float | None = None        # when its last block ended (before the dispatch tail)
+    dispatch_waits: float = 0.0           # staggered: cycles the hand-out waited between blocks
+
+    def core_cycles(self) -> float:
+        """Its time on the cores without the launch overhead, the tail or the hand-out's waits
+        (msprof's aicore_time: a block's own time, start included)."""
+        return ((self.end if self.cores_end is None else self.cores_end)
+                - (self.start if self.cores_start is None else self.cores_start) - self.dispatch_waits)
 
 
 @dataclass

@@ -104,8 +104,7 @@ class Report:
         launches = [{"name": l.name, "block_dim": l.block_dim, "core_kind": l.core_kind,
                      "start_cycle": l.start - rec.start, "cycles": l.end - l.start,
                      # on the cores, without the launch overhead: msprof's aicore_time
-                     "core_cycles": (l.end if l.cores_end is None else l.cores_end)
-                     - (l.start if l.cores_start is None else l.cores_start),
+                     "core_cycles": l.core_cycles(),
                      "sides": launch_sides(rec, profile, i)}
                     for i, l in enumerate(rec.launches)]
         ws = [{"purpose": name, "bytes": n} for name, n in workspace]
@@ -232,14 +231,14 @@ def measured_text(m: dict, op: str) -> str:
 
 def launch_fixed_cycles(rec: TaskRecord, profile: Profile) -> float:
     """The cycles of a task that are no block's work: the gaps between its launches, each
-    launch's dispatch and completion (profile.runtime) and its cores' start."""
+    launch's dispatch and completion (profile.runtime), the blocks' hand-out and its cores' start."""
     rt = profile.runtime
     total = 0.0
     for i, l in enumerate(rec.launches):
         if i:
             total += l.start - rec.launches[i - 1].end
         if l.cores_start is not None and l.cores_end is not None:
-            total += (l.cores_start - l.start) + (l.end - l.cores_end)
+            total += (l.cores_start - l.start) + (l.end - l.cores_end) + l.dispatch_waits
         cores = profile.cores[l.core_kind].count if l.core_kind in profile.cores else 1
         total += rt.block_start_cycles + rt.block_start_contention_cycles * (min(l.block_dim, cores) - 1)
     return total

@@ -6,7 +6,7 @@ place in the project that depends on SimPy 4's internals (`Environment._queue`, 
   may round away from t. The engine's times are float sums that must come out the same however a
   core meets the others, so the queue entry is written with t itself.
 - A chosen priority: a block meets the other cores at its (core, pipe) turn of a cycle, a priority
-  after SimPy's own (see block_run.turn); `Event.succeed` always takes NORMAL.
+  after SimPy's own (see turn); `Event.succeed` always takes NORMAL.
 
 SimPy's `step` pops (time, priority, id, event) from the heap, calls `event.callbacks` and then
 reads `event._ok`: anything with those two fields can stand in the queue.
@@ -40,3 +40,11 @@ def succeed_at(env: simpy.Environment, event: simpy.Event, t: float, priority: i
     """Succeed `event` (value None) at (t, priority): the processes waiting for it resume there."""
     event._ok, event._value = True, None
     heappush(env._queue, (t, priority, next(env._eid), event))
+
+
+def turn(core_index: int, pipe_at: int) -> int:
+    """SimPy priority of a core's pipe's turn in a cycle: after every ordinary event of the cycle
+    (priority 1), in (core, pipe) order. Where the cores meet (the L2 and the channels, cross-core
+    flags, the pool of free cores), requests of one cycle are served in this fixed order, the
+    hardware model's rule, not in the order the engine happened to create them."""
+    return 2 + core_index * 8 + pipe_at

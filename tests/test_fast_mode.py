@@ -547,7 +547,7 @@ def test_the_loop_audit_finds_rows_laid_out_anew():
         cubeMathType=0)),
 ])
 def test_alike_blocks_run_as_shadows_within_the_bound(op, soc, kw):
-    """On the whole chip's vector cores, a launch's alike blocks (one program shape, one start)
+    """On the whole chip's vector cores, a launch's alike blocks (one program shape, one dispatch sweep)
     run as shadows of a few representatives: their GM transfers cross the L2 and the channels
     beside the representatives', their instructions are not simulated. The call stays inside its
     bound (which takes the spread of the representatives' times) and the promise; with a trace,
@@ -573,9 +573,9 @@ def test_alike_blocks_run_as_shadows_within_the_bound(op, soc, kw):
 
 
 def test_alike_blocks_choose_their_representatives():
-    """The first two blocks of a shape and start are representatives; then each carries up to
+    """The first two blocks of a shape and sweep are representatives; then each carries up to
     `per_representative` shadows (the least loaded first) before another is made; a block of
-    another shape or start, a shape that syncs with other cores (None), or a representative that
+    another shape or sweep, a shape that syncs with other cores (None), or a representative that
     has begun moving data, touched the L2 for a skip or ended (sealed) takes none."""
     from simulator.fast import AlikeBlocks
 
@@ -610,6 +610,26 @@ def test_cores_that_run_cube_launches_run_every_block():
     coupled = simulator.run("SiluBackward", "Ascend910A", mode="fast", trace=False, **kw).report
     a2 = simulator.run("SiluBackward", "Ascend910B1", mode="fast", trace=False, **kw).report
     assert coupled.fast["shadowed_blocks"] == 0 and a2.fast["shadowed_blocks"] > 0
+
+
+def test_staggered_blocks_still_run_as_shadows_their_lag_behind():
+    """Where a chip's blocks start one after another (profile.runtime.block_dispatch), alike
+    blocks handed out in one sweep still run as shadows: a shadow's transfers cross as long after
+    its representative's as it started after it, and it ends that much later (its time on its
+    core is its representative's). The blocks start when the exact engine starts them, and the
+    call stays inside its bound and the promise."""
+    p = load_profile("Ascend910B1").override({"runtime.block_dispatch": "staggered"})
+    kw = dict(gradOutput=TensorLayout((8, 64, 56, 56), np.float16), self=TensorLayout((8, 64, 56, 56), np.float16))
+    exact = simulator.run("SiluBackward", "Ascend910B1", mode="timing", trace=False, profile=p, **kw)
+    fast = simulator.run("SiluBackward", "Ascend910B1", mode="fast", trace=False, profile=p, **kw)
+    f = fast.report.fast
+    assert f["shadowed_blocks"] > 0
+    err = abs(fast.cycles - exact.cycles)
+    assert err <= min(f["bound_cycles"] + 1e-6 * exact.cycles, PROMISE * exact.cycles)
+    starts = lambda r: sorted((b.block, b.start) for b in r.trace.rec.blocks)
+    assert starts(fast) == starts(exact)
+    times = {round(b.end - b.start, 6) for b in fast.trace.rec.blocks}
+    assert len(times) < len(fast.trace.rec.blocks) - f["shadowed_blocks"] + 1   # shadows take a representative's
 
 
 def _two_pass_kernel(x, z, n_per_block, tile, busy_blocks):

@@ -57,6 +57,71 @@ def test_a_launch_costs_its_dispatch_core_start_and_skew_beside_its_work(blocks)
     assert r.kernel_cycles == r.cycles == pytest.approx(want, abs=1e-6)    # one launch: no gap inside
 
 
+def _run_on(profile, blocks: int, body=_one_copy, mode: str = "timing"):
+    x = np.arange(8 * blocks, dtype=np.float32)
+    return simulator.run_kernel(body, blocks, {"x": x, "y": np.zeros_like(x)}, soc=SOC, mode=mode,
+                                profile=profile)
+
+
+def _staggered(changes: dict | None = None):
+    return load_profile(SOC).override({"runtime.block_dispatch": "staggered", **(changes or {})})
+
+
+@pytest.mark.parametrize("blocks", [1, 12, 48])
+def test_staggered_blocks_start_a_hand_out_apart_and_the_fit_still_holds(blocks):
+    """Blocks handed out one after another start so: block b starts b x block_dispatch_cycles
+    after block 0, and no tail follows the last. For blocks of equal, independent work that is
+    the fit's own Task Duration (overhead + start + work + the skew), and msprof's aiv_time is
+    still a block's own time, not the span of the hand-out."""
+    p = _staggered()
+    rt = p.runtime
+    body = _run_on(p, 1).report.launches[0]["core_cycles"] - rt.block_start_cycles
+    result = _run_on(p, blocks)
+    launch = result.report.launches[0]
+    start = rt.block_start_cycles + rt.block_start_contention_cycles * (blocks - 1)
+    assert launch["core_cycles"] == pytest.approx(start + body, abs=1e-6)
+    want = rt.launch_overhead_us * p.clock_mhz + start + body + rt.block_dispatch_cycles * (blocks - 1)
+    assert launch["cycles"] == pytest.approx(want, abs=1e-6)
+    starts = {b.block: b.start for b in result.trace.rec.blocks}
+    assert [starts[b] - starts[0] for b in range(blocks)] == pytest.approx(
+        [b * rt.block_dispatch_cycles for b in range(blocks)], abs=1e-9)
+
+
+def test_a_staggered_hand_out_waits_for_a_free_core():
+    """More blocks than cores: a block is handed out once a core is free and at least
+    block_dispatch_cycles after the block before it, never earlier."""
+    def long_block(x, y):
+        ScalarWork(5000)
+        _one_copy(x, y)
+    p = _staggered({"cores.aiv.count": 4})
+    d = p.runtime.block_dispatch_cycles
+    blocks = sorted(_run_on(p, 10, long_block).trace.rec.blocks, key=lambda b: b.block)
+    ends = sorted(b.end for b in blocks[:4])
+    for b in range(1, 4):
+        assert blocks[b].start - blocks[b - 1].start == pytest.approx(d)
+    for b in range(4, 10):
+        freed = sorted(x.end for x in blocks[:b])[b - 4]        # the (b-4)-th core to come free
+        assert blocks[b].start == pytest.approx(max(freed, blocks[b - 1].start + d))
+    assert blocks[4].start == pytest.approx(ends[0])
+
+
+def test_staggered_blocks_read_while_the_others_are_handed_out():
+    """A call whose blocks read from device memory (an FP32 Sigmoid of 4 MB on 48 vector cores):
+    started one after another, the first blocks' reads overlap the rest of the hand-out, so the
+    call ends sooner than with the skew charged after every block, by no more than that skew,
+    and never sooner than device memory could carry its reads (its writes may stay in the L2)."""
+    shape = TensorLayout((512, 2049), np.float32)
+    tail = simulator.run("Sigmoid", SOC, mode="timing", trace=False, self=shape, out=shape).report
+    p = _staggered()
+    staggered = simulator.run("Sigmoid", SOC, mode="timing", trace=False, profile=p, self=shape, out=shape).report
+    n = tail.launches[0]["block_dim"]
+    skew = p.runtime.block_dispatch_cycles * (n - 1)
+    assert n == 48 and tail.cycles - skew <= staggered.cycles < tail.cycles
+    moved = 512 * 2049 * 4
+    floor = moved / (p.device_memory.bandwidth_GBps * 1e9) * p.hz
+    assert staggered.cycles >= floor + p.runtime.launch_overhead_us * p.clock_mhz
+
+
 def test_the_gap_lies_between_launches_not_inside_them():
     """A 3D gradWeight call is five launches on one stream: the call's cycles are their Task
     Durations and four gaps; msprof's sum (kernel_us) leaves the gaps out."""

@@ -23,7 +23,7 @@ windows (SkipBarrier), before any block's tail. A skip stops where the L2 would 
 (l2.L2Projection, one LRU order of what the L2 holds): at its free room as the loop is recorded
 (less what the loop's head fills), then where the lines from before the fill are gone.
 
-A launch's alike blocks on vector-only cores (one program shape, one start) are simulated in a
+A launch's alike blocks on vector-only cores (one program shape, one dispatch sweep) are simulated in a
 few representatives; the others are recorded and run as their shadows, whose GM transfers cross
 the L2 and the channels beside the representatives' (AlikeBlocks, ShadowBlock, cross_beside).
 

@@ -34,11 +34,11 @@ class ExactLaunch:
     def block(self, device, pipes: tuple[str, ...], cores: int, skips: int | None) -> ExactBlock:
         return self.BLOCK
 
-    def shadow_of(self, program, core, b: int, sub: int, start: float, gm_path):
+    def shadow_of(self, program, core, b: int, sub: int, start: float, gm_path, sweep: float):
         """No block runs as a shadow: (no shape, no representative, no shadow)."""
         return None, None, None
 
-    def add(self, run, shape, start: float) -> None:
+    def add(self, run, shape, sweep: float) -> None:
         pass
 
     def block_ended(self, run, rec, launch: int, core) -> None:
@@ -77,22 +77,23 @@ class LaunchFastForward:
     def block(self, device, pipes: tuple[str, ...], cores: int, skips: int | None) -> BlockFastForward:
         return BlockFastForward(self.schedule, device.gm_path, device.memory, pipes, cores, self.barrier, skips)
 
-    def shadow_of(self, program, core, b: int, sub: int, start: float, gm_path):
+    def shadow_of(self, program, core, b: int, sub: int, start: float, gm_path, sweep: float):
         """(its program shape, the representative, the ShadowBlock) if this block, whose program
-        was recorded whole (`program`, else None), runs as a shadow of an alike block started at
-        `start`; else (its shape or None, None, None)."""
+        was recorded whole (`program`, else None) and starts at `start`, runs as a shadow of an
+        alike block of its dispatch `sweep`; else (its shape or None, None, None)."""
         if self.alike is None or program is None:
             return None, None, None
         shape = program_shape(program)
-        rep = self.alike.representative_for(shape, start)
+        rep = self.alike.representative_for(shape, sweep)
         if rep is None:
             return shape, None, None
-        return shape, rep, ShadowBlock(program, core, b, sub, start, gm_path)
+        return shape, rep, ShadowBlock(program, core, b, sub, start, gm_path, start - rep.start)
 
-    def add(self, run, shape, start: float) -> None:
-        """`run` (a BlockRun, its program of `shape`) represents the alike blocks placed after it."""
+    def add(self, run, shape, sweep: float) -> None:
+        """`run` (a BlockRun, its program of `shape`) represents the alike blocks of its dispatch
+        sweep placed after it."""
         if self.alike is not None:
-            self.alike.add(shape, start, run)
+            self.alike.add(shape, sweep, run)
 
     def block_ended(self, run, rec, launch: int, core) -> None:
         """A simulated block has ended: its instructions counted as the whole run would have them

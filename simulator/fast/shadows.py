@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections import deque
 
+from ..profile import PIPES
 from ..program import GM_XFER, MARK, SET, XSET, XWAIT, Instr
+from ..sim_clock import call_at, turn
 from .schedule import FastSchedule
 
 
@@ -42,17 +44,20 @@ def program_shape(program: list[Instr]) -> ProgramShape | None:
 
 
 class ShadowBlock:
-    """A block that runs as a shadow of an alike block (its representative) started at the same
-    time: its instructions are not simulated, its GM transfers are. Each crosses the L2 and the
-    channels when the representative's corresponding transfer does, before it in the channels'
-    queue (cross_beside), so the L2 holds the shadows' own lines and the channels carry their
-    bytes: the contention the representative meets is the whole launch's. Its skips' lines go
-    into the L2 with the representative's. Its time, instructions and busy cycles are the
-    representative's."""
+    """A block that runs as a shadow of an alike block (its representative) of the same dispatch
+    sweep: its instructions are not simulated, its GM transfers are. Each crosses the L2 and the
+    channels as long after the representative's corresponding transfer as the shadow started
+    after it (`lag`; none where the sweep's blocks start together, and then before it in the
+    channels' queue: cross_beside), so the L2 holds the shadows' own lines and the channels
+    carry their bytes: the contention the representative meets is the whole launch's. Its skips'
+    lines go into the L2 with the representative's. Its time, instructions and busy cycles are
+    the representative's; it ends `lag` after it."""
 
-    def __init__(self, program: list[Instr], core, block: int, sub: int, start: float, gm_path):
+    def __init__(self, program: list[Instr], core, block: int, sub: int, start: float, gm_path,
+                 lag: float = 0.0):
         self.core, self.block, self.sub, self.start = core, block, sub, start
         self.gm_path = gm_path
+        self.lag = lag
         self.instructions = len(program)
         self.transfers: dict[str, deque] = {}        # pipe -> its GM transfers, in program order
         self.skips: deque = deque()                  # its skips' ((window 1, window 2, declared), periods)
@@ -73,24 +78,38 @@ class ShadowBlock:
         # the other does not): what the bound takes where it is positive
         self.excess = 0.0
 
+    def cross_at(self, env, t: float, pipe: str, rep_cycles: float) -> None:
+        """Its next GM transfer on `pipe` crosses at `t` (its lag after its representative's,
+        whose own cycles were `rep_cycles`), at its core's turn of that cycle."""
+        def cross(_wakeup) -> None:
+            self.excess += self.gm_path.cross_shadows([self], pipe, env.now)[0] - rep_cycles
+        call_at(env, t, turn(self.core.index, PIPES.index(pipe)), cross)
 
-def cross_beside(shadows: list[ShadowBlock], pipe: str, instr: Instr, start: float) -> tuple:
+
+def cross_beside(shadows: list[ShadowBlock], pipe: str, instr: Instr, start: float, env) -> tuple:
     """A representative's GM transfer on `pipe`, at `start`, after its shadows' corresponding ones
     in the channels' queue; GmPath.cross's result for its own. The representative stands last
     among the blocks it stands for, as the slowest of alike blocks does, the one that ends their
     launch (half of the shadows before it and half after left GridSampler calls up to 0.7 % short,
     outside their bound). Each shadow keeps what its own transfer cost more (its own lines in
-    the L2 or not)."""
+    the L2 or not). A shadow that started later (staggered blocks) crosses its lag later."""
     gm_path = shadows[0].gm_path
-    own = gm_path.cross_shadows(shadows, pipe, start)
+    beside = [s for s in shadows if not s.lag]
+    own = gm_path.cross_shadows(beside, pipe, start) if beside else ()
     result = gm_path.cross(instr, start)
-    for shadow, local in zip(shadows, own):
+    for shadow, local in zip(beside, own):
         shadow.excess += local - result[1]
+    if len(beside) < len(shadows):
+        for shadow in shadows:
+            if shadow.lag:
+                shadow.cross_at(env, start + shadow.lag, pipe, result[1])
     return result
 
 
 class AlikeBlocks:
-    """A launch's blocks grouped by program shape and start: the first two of a group, then one
+    """A launch's blocks grouped by program shape and dispatch sweep (the blocks handed out
+    without waiting for a core: started together, or one after another where the chip staggers
+    them): the first two of a group, then one
     more for every `per_representative` + 1 once those carry their shadows, are simulated
     (representatives); the others run as shadows (ShadowBlock) of the one carrying the fewest.
     Shadows move their data when it does, so a group's transfers reach the channels in one lump,
@@ -103,13 +122,13 @@ class AlikeBlocks:
         self.grouping = schedule.grouping
         self.per_representative = (schedule.shadows_per_representative if per_representative is None
                                    else per_representative)
-        self.groups: dict[tuple, list[list]] = {}    # (shape, start) -> [[representative, its shadows]]
+        self.groups: dict[tuple, list[list]] = {}    # (shape, sweep) -> [[representative, its shadows]]
 
-    def representative_for(self, shape: tuple | None, start: float):
-        """The representative a block of this shape starting now shadows, or None: it is one."""
+    def representative_for(self, shape: tuple | None, sweep: float):
+        """The representative a block of this shape handed out in `sweep` shadows, or None: it is one."""
         if shape is None:
             return None
-        reps = self.groups.get((shape, start))
+        reps = self.groups.get((shape, sweep))
         if reps is None or len(reps) < 2:
             return None
         entry = min(reps, key=lambda e: e[1])
@@ -119,10 +138,10 @@ class AlikeBlocks:
         entry[1] += 1
         return rep
 
-    def add(self, shape: tuple | None, start: float, run) -> None:
-        """`run` (a BlockRun) represents the blocks of its shape and start that come after it."""
+    def add(self, shape: tuple | None, sweep: float, run) -> None:
+        """`run` (a BlockRun) represents the blocks of its shape and sweep that come after it."""
         if shape is not None:
-            self.groups.setdefault((shape, start), []).append([run, 0])
+            self.groups.setdefault((shape, sweep), []).append([run, 0])
 
     def spread(self, launch_cycles: float) -> float:
         """Once the launch has ended, its sampling bound: `grouping` of its cycles if it had
