@@ -85,13 +85,9 @@ def _in_suite(call, cheapest: set[str]) -> bool:
 
 
 # DETR encoder calls whose pins were not recorded with the rest (each takes 6-8 min of CPU on a
-# loaded machine): a heavy call is listed here until its pin is recorded. Since the A2 and A3
-# profiles' blocks start as they are handed out (runtime.block_dispatch: staggered), these are
-# still to record; the move is small (call 4: -0.014 % on Ascend910B1, -0.015 % on Ascend910B4)
-HEAVY_NOT_YET_PINNED: set[str] = {
-    f"deformable_detr_grid_sample_backward.yaml[{i}]@{soc}"
-    for soc in ("Ascend910B2", "Ascend910B3", "Ascend910B4", "Ascend910_9362", "Ascend910_9392") for i in range(4, 8)
-} - {"deformable_detr_grid_sample_backward.yaml[4]@Ascend910B4"}
+# loaded machine): a heavy call is listed here until its pin is recorded after a change that moved
+# it. None now: every heavy call has its pin.
+HEAVY_NOT_YET_PINNED: set[str] = set()
 
 _CHEAPEST = _cheapest_of_each_trace()
 SUITE = [c for c in fp.every_call() if _in_suite(c, _CHEAPEST)]
