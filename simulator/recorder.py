@@ -58,6 +58,8 @@ class BlockContext:
         self.ranges = ProgramRecorder.RANGES
         self.pipes = self.core.kind.pipes
         self.costs_of = {p: device.scalar_cost[p] for p in self.pipes}   # pipe -> cycles by kind
+        # a DataCopy between UB tensors runs on PIPE_V but is a copy call (a burst descriptor), not a vector one
+        self.ub_copy_call = device.profile.scalar.cycles_per_call["copy"]
         self.memo = device.memo
         self.block_memo: dict = {}    # what the kernel language works out once per block
         self.lines = device.tracing           # remember each instruction's source line (for the report)
@@ -119,7 +121,7 @@ class BlockContext:
         costs = self.costs_of.get(instr.pipe)      # the scalar unit's cycles per kind, on this core's pipes
         if costs is None:
             raise self.core.fault(instr.pipe, instr, f"this core kind ({self.core.kind_name}) has no {instr.pipe}")
-        instr.scalar = costs[instr.kind]
+        instr.scalar = costs[instr.kind] if instr.path != "UB_UB" else self.ub_copy_call
         if self.scalar_debt:
             instr.scalar += self.scalar_debt
             self.scalar_debt = 0.0
