@@ -15,6 +15,7 @@ from simulator.kernel.vector import Transpose, TransposeParamsExt
 from simulator.arith import align_up, ceil_div
 from ..common import tik_core_split, tiling_error
 from .geometry import CubeGeometry, SpaceToDepth
+from .tik_map_back import TikMapBack, pass_tik_map_back
 from .vector_pipeline import (NCHW2NHWC, VecBlock, align32, round_mode, zero_lanes, nhwc2nchw, slot_pass,
                               ring_pass, perm_plan, perm_result, run_perm)
 
@@ -547,7 +548,7 @@ class EpilogueTensors(NamedTuple):
 @dataclass
 class Epilogue:
     ub: int
-    dx: DxOut | None
+    dx: DxOut | TikMapBack | None
     dw: "DwOut | SpaceToDepthOut | None"
     blocks: list
 
@@ -562,7 +563,9 @@ def epilogue_body(gms: EpilogueTensors, E: Epilogue):
             g[name].SetGlobalBuffer(a)
     dx = [it for k, it in work if k == "dx"]
     dw = [it for k, it in work if k == "dw"]
-    if dx:
+    if dx and isinstance(E.dx, TikMapBack):
+        pass_tik_map_back(ub, dx, E.dx, g["dx_phases"], g["grad_input"])
+    elif dx:
         pass_dx_out(ub, dx, E.dx, g["dx_phases"], g["grad_input"])
     if dw:
         if isinstance(E.dw, SpaceToDepthOut):

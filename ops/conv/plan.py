@@ -32,6 +32,7 @@ from .places import Outputs, Sources, add_part, plan_dense_outputs, plan_source_
 from .prologue import (CastPass, Prologue, PrologueTensors, SpaceToDepthMap, prologue_body, cast_items, gap_items,
                        plan_space_to_depth_map, plan_to5hd, plan_to5hd_tik, space_to_depth_items, tik_to5hd_blocks, to5hd_items)
 from .small_launches import bias_add_launch, bias_launch, enlarge_launch
+from .tik_map_back import TikMapBack, map_back_tiles, plan_tik_map_back
 from .grad_weight_tiling import DwTiling, plan_dw
 from .tiling import CubeCaps, DxTiling, balance, cube_caps, plan_dx
 from .vector_pipeline import align32
@@ -257,9 +258,15 @@ def _plan_epilogues(setup: _CubeSetup, call: ConvBackwardCall, computed, acc_dty
     geo, ub = setup.geo, setup.ub
     out = {}
     if computed[0]:
-        dx_out = plan_dx_out(geo, odt=call.grad_input.dtype, ub_bytes=ub)
-        out["dx"] = ("TransData(gradInput phases -> NC[D]HW)",
-                     Epilogue(ub, dx_out, None, _round_robin([("dx", it) for it in dx_out_items(dx_out)], vector_cores)))
+        back = _tik_map_back(setup, call, vector_cores)
+        if back is not None:        # a 3D map of one phase: CANN's TIK TransData NDC1HWC0 -> NCDHW
+            out["dx"] = ("TransData(gradInput NDC1HWC0 -> NCDHW)",
+                         Epilogue(ub, back, None, [[("dx", it) for it in b] for b in map_back_tiles(back)]))
+        else:
+            dx_out = plan_dx_out(geo, odt=call.grad_input.dtype, ub_bytes=ub)
+            out["dx"] = ("TransData(gradInput phases -> NC[D]HW)",
+                         Epilogue(ub, dx_out, None,
+                                  _round_robin([("dx", it) for it in dx_out_items(dx_out)], vector_cores)))
     if computed[1]:
         if geo.s2d is not None:
             dw_out = plan_space_to_depth_out(geo.s2d, Mg=geo.Mg, adt=acc_dtype, odt=call.grad_weight.dtype, ub_bytes=ub)
@@ -270,6 +277,22 @@ def _plan_epilogues(setup: _CubeSetup, call: ConvBackwardCall, computed, acc_dty
             blocks = [[("dw", it) for it in b] for b in dw_out_blocks(dw_out, vector_cores)]
         out["dw"] = ("TransData(gradWeight -> weight layout)", Epilogue(ub, None, dw_out, blocks))
     return out
+
+
+def _tik_map_back(setup: _CubeSetup, call: ConvBackwardCall, vector_cores: int) -> TikMapBack | None:
+    """gradInput of a 3D convolution whose workspace is its map as the Cube wrote it ([C1][N][D][H][W]
+    of 16 channels: one phase, one group, no shifted or padded rows) goes back to NCDHW as CANN's TIK
+    TransData takes NDC1HWC0 (its 2D maps run CANN's DSL TransData: our own pass). None otherwise, or
+    where the TIK tiling picks its mode 2003 (not modelled)."""
+    geo = setup.geo
+    lay, (Xd, Xh, Xw) = geo.dxg, geo.X
+    if geo.nd != 3 or geo.nphase != 1 or geo.G != 1 or lay.fold or (lay.D, lay.pitch, lay.Wd) != (Xd, Xh, Xw):
+        return None
+    f = geo.phases[0]
+    if f is None or f.ax[1].sh or f.ax[2].sh:
+        return None
+    return plan_tik_map_back(N=geo.N, C=geo.Cin, c0=16, D=Xd, HW=Xh * Xw, dtype=call.grad_input.dtype,
+                             ub_bytes=setup.ub, cores=vector_cores, tile_scalar=setup.tik_tile)
 
 
 def _report_tiling(tiling: dict, geo: CubeGeometry, dx, dw, buffers: int, blocks: list, makespan: float) -> None:
