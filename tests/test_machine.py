@@ -611,12 +611,18 @@ def test_a_window_of_bytes_lets_short_transfers_overlap_past_in_flight():
     assert most == 2 and large == pytest.approx(plain)
 
 
+def _loaded(x, ub_bytes: int):
+    """A UB tensor holding x's 1024 floats, the vector pipe told they are in."""
+    _, t = _ub(ub_bytes)
+    DataCopy(t, _gm(x), 1024)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    return t
+
+
 def test_the_scalar_unit_costs_per_call_and_can_bound_a_kernel():
     def body(x):
-        _, t = _ub(4096)
-        DataCopy(t, _gm(x), 1024)
-        SetFlag(HardEvent.MTE2_V, 0)
-        WaitFlag(HardEvent.MTE2_V, 0)
+        t = _loaded(x, 4096)
         for _ in range(200):
             Adds(t, t, 1.0, 64)
     base = simulator.load_profile("Ascend910B1")
@@ -633,17 +639,13 @@ def test_the_scalar_unit_costs_per_call_and_can_bound_a_kernel():
     assert r0.report.bound != "PIPE_S" and r0.cycles < r.cycles
 
 
-
 def test_a_copy_between_ub_tensors_costs_the_scalar_unit_a_copy_call():
     """A DataCopy UB -> UB runs on PIPE_V but is a copy call (its burst descriptor), as the
     profile's classes say: `copy` (DataCopy, LoadData, Fixpipe), `vector` for vector calls. CANN's
     TIK TransData NDC1HWC0 -> NCDHW on a 910B2 issues half its 20,500 moves a core UB -> UB and its
     scalar unit spends about 24 cycles a move (mineru_vision_910b2's mv_conv3d_transdata_y)."""
     def body(x):
-        _, t = _ub(16384)
-        DataCopy(t, _gm(x), 1024)
-        SetFlag(HardEvent.MTE2_V, 0)
-        WaitFlag(HardEvent.MTE2_V, 0)
+        t = _loaded(x, 16384)
         for i in range(100):
             DataCopy(t[2048], t[(i % 4) * 8], DataCopyParams(1, 1, 0, 0))
         Adds(t, t, 1.0, 64)
@@ -655,6 +657,7 @@ def test_a_copy_between_ub_tensors_costs_the_scalar_unit_a_copy_call():
     assert r.report.cores["aiv0"]["PIPE_S"] == pytest.approx(want)
     ub_copies = [t for t in r.trace.rows() if t[1] == "PIPE_V" and t[2] == "DataCopy"]
     assert len(ub_copies) == 100
+
 
 def test_a_call_never_beats_its_roofline():
     """Overlapped transfers count once in a pipe's work: the roofline stays a lower bound."""
