@@ -550,7 +550,8 @@ def _copies(n_copies, nbytes):
 
 
 def _mte2_span(in_flight, n_copies, nbytes, soc="Ascend910B1"):
-    p = simulator.load_profile(soc).override({"paths.GM_UB.in_flight": in_flight,
+    """The count alone: the profile's window of bytes in flight taken off (its own test is below)."""
+    p = simulator.load_profile(soc).override({"paths.GM_UB.in_flight": in_flight, "paths.GM_UB.in_flight_bytes": None,
                                               "scalar.cycles_per_call.copy": 0})
     x = np.ones(n_copies * nbytes // 4, np.float32)
     r = simulator.run_kernel(_copies(n_copies, nbytes), 1, {"x": x}, profile=p)

@@ -190,9 +190,10 @@ def test_256x256_transpose_is_far_cheaper():
     # the generic path reads a 32-B burst per 2-B element: 16x the L2 traffic, ~10x the MTE2 time
     assert fast.l2["bytes"] * 10 < slow.l2["bytes"], (fast.l2, slow.l2)
     assert fast.paths["GM_UB"]["busy_cycles"] * 5 < slow.paths["GM_UB"]["busy_cycles"]
-    # on the cores (the launch overheads, ~3,700 cycles in each, are the same)
+    # on the cores (the launch overheads, ~3,700 cycles in each, are the same): 1.7x on the A2 chips,
+    # whose GM paths keep short transfers in flight by the dozen (devices/_atlas_a2.yaml's window)
     on_core = [sum(l["core_cycles"] for l in r.launches) for r in (fast, slow)]
-    assert on_core[0] * 2 < on_core[1], on_core
+    assert on_core[0] * 1.5 < on_core[1], on_core
     # (in 2-D the generic path's one-element runs share a DataCopyPad per ~3000, so its
     # instruction count is only a few times the transpose path's; see the 3-D case below)
     assert fast.instructions * 2 < slow.instructions, (fast.instructions, slow.instructions)
