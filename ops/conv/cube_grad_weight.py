@@ -11,8 +11,8 @@ from typing import NamedTuple
 import numpy as np
 
 from simulator.kernel import DataCopy, DataCopyParams, SetAtomicAdd, SetAtomicNone
-from simulator.kernel.cube import (Fixpipe, FixpipeParamsV220, InitConstValue, InitConstValueParams, LoadData,
-                                   LoadData2DParams, LoadData3DParamsV2)
+from simulator.kernel.cube import (CFG_NZ, CFG_ROW_MAJOR, Fixpipe, FixpipeParamsV220, InitConstValue,
+                                   InitConstValueParams, LoadData, LoadData2DParams, LoadData3DParamsV2)
 from simulator.arith import align_up, ceil_div
 from ..common import copy_nd2nz
 from .cube_pipeline import CubeJob, L0Step, Stage, copy_planes, coupled_out, depth_plane, load_a3d, w_window, zero_stage
@@ -43,19 +43,20 @@ class DwPiece(NamedTuple):
 
 
 def _dw_out(job: CubeJob, dst, mt: int, ncol: int, stride: int):
-    """The unit's mt x ncol tile into the accumulator (rows `stride` apart; an atomic add into an
-    FP32 accumulator, DwTiling.atomic)."""
-    atomic = job.dw.atomic
+    """The unit's mt x ncol tile into the accumulator (an atomic add into an FP32 accumulator,
+    DwTiling.atomic): rows `stride` apart, or as NZ strips `stride` rows apart (FRACTAL_Z_3D)."""
+    atomic, nz = job.dw.atomic, bool(job.dw_nz_rows)
 
     def out(c, ub, phase):
         if phase == "fix":
             if atomic:
                 SetAtomicAdd(np.float32)
-            Fixpipe(dst, c, FixpipeParamsV220(nSize=ncol, mSize=mt, srcStride=ceil_div(mt, 16) * 16, dstStride=stride))
+            Fixpipe(dst, c, FixpipeParamsV220(nSize=ncol, mSize=mt, srcStride=ceil_div(mt, 16) * 16, dstStride=stride),
+                    CFG_NZ if nz else CFG_ROW_MAJOR)
             if atomic:
                 SetAtomicNone()
         else:
-            coupled_out(c, ub, phase, mt, ncol, job.acc_dt, dst, 0, stride, atomic, False)
+            coupled_out(c, ub, phase, mt, ncol, job.acc_dt, dst, stride, stride, atomic, nz)
     return out
 
 
@@ -202,8 +203,12 @@ def _dw_unit_stages(job: CubeJob, unit, gDY, gX, gACC, gA32, c0: int):
     c1nA = ceil_div(m0 + mt, c0) - c1aA
     kstA = m0 - c1aA * c0
     rowKd = C1b * Khw * c0                  # accumulator elements per (row, depth tap)
-    dst = gACC[((g * geo.Mg + m0) * KD + kd) * rowKd + col0]
-    out = _dw_out(job, dst, mt, ncol, KD * rowKd)
+    if job.dw_nz_rows:                      # FRACTAL_Z_3D: a 16-column strip of every row per (kd, C1, tap)
+        dst = gACC[((kd * rowKd + col0) // 16 * job.dw_nz_rows + m0) * 16]
+        out = _dw_out(job, dst, mt, ncol, job.dw_nz_rows)
+    else:
+        dst = gACC[((g * geo.Mg + m0) * KD + kd) * rowKd + col0]
+        out = _dw_out(job, dst, mt, ncol, KD * rowKd)
     specs = _dw_pieces(job, kd, pieces, taps)
     if not specs:
         if not job.dw.atomic:    # (an atomic add of nothing adds nothing)

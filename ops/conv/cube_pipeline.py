@@ -40,6 +40,7 @@ class CubeJob:
     acc_dt: np.dtype | None
     ub_out: int           # coupled chips: UB bytes per output slot
     blocks: list          # per block: [("dx", i) ...] then [("dw", i) ...]
+    dw_nz_rows: int = 0   # gradWeight's accumulator as FRACTAL_Z_3D (NZ strips of this many rows); 0: row-major
 
 
 class L0Step(NamedTuple):

@@ -549,7 +549,7 @@ class EpilogueTensors(NamedTuple):
 class Epilogue:
     ub: int
     dx: DxOut | TikMapBack | None
-    dw: "DwOut | SpaceToDepthOut | None"
+    dw: "DwOut | SpaceToDepthOut | TikMapBack | None"
     blocks: list
 
 
@@ -568,7 +568,9 @@ def epilogue_body(gms: EpilogueTensors, E: Epilogue):
     elif dx:
         pass_dx_out(ub, dx, E.dx, g["dx_phases"], g["grad_input"])
     if dw:
-        if isinstance(E.dw, SpaceToDepthOut):
+        if isinstance(E.dw, TikMapBack):
+            pass_tik_map_back(ub, dw, E.dw, g["dw_acc"], g["grad_weight"])
+        elif isinstance(E.dw, SpaceToDepthOut):
             pass_space_to_depth_dw(ub, dw, E.dw, g["dw_acc"], g["grad_weight"])
         else:
             pass_dw_out(ub, dw, E.dw, g["dw_acc"], g["grad_weight"])

@@ -22,6 +22,8 @@ from simulator.enums import dtype_name
 from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
 from ..common import tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg, zero_fill_launch
+from ..elementwise.kernel import elementwise_body
+from ..elementwise.template import flat_job
 from .call import ConvBackwardCall, GradientWork, divide_work
 from .cube_kernel import CubeJob, cube_body
 from .epilogue import (Epilogue, EpilogueTensors, epilogue_body, dw_out_blocks, dx_out_items, plan_dw_out, plan_dx_out,
@@ -81,6 +83,9 @@ class _CubePlan:
     # reads as it is, or None (load3d path)
     left_operand: WorkspacePart | str | None
     cast_source: str | None                # the source the prologue casts into left_operand
+    # gradWeight in NCDHW in the accumulator's dtype, which aclnn then casts to the weight's (as
+    # its OutputPostProcess: TransData, then Cast); None where the layout pass writes gradWeight
+    weight_f32: WorkspacePart | None = None
 
 
 def _tile_gemms(setup: _CubeSetup, call: ConvBackwardCall, computed, forced: dict):
@@ -134,20 +139,28 @@ def _plan_grad_input_parts(setup: _CubeSetup, call: ConvBackwardCall, dx: DxTili
     return packw, packed, phases
 
 
-def _plan_grad_weight_parts(setup: _CubeSetup, call: ConvBackwardCall, dw: DwTiling, workspace: Workspace):
-    """gradWeight's tiles (an FP32 accumulator when the K split adds partial sums) and, on the
-    ND->NZ path, its left operand cast to the compute dtype: (acc part, acc dtype, left operand,
-    CastPass or None)."""
+def _grad_weight_dtype(setup: _CubeSetup, call: ConvBackwardCall, dw: DwTiling) -> np.dtype:
+    """The accumulator's dtype: FP32 where partial sums add, and where a C0 block of the output
+    dtype is not whole 32-B blocks (FP32 / HF32 compute, C0 = 8, into a 16-bit gradWeight): the
+    layout pass cuts rows into C1 chunks, each a run of whole blocks."""
+    out_dtype = np.dtype(call.grad_weight.dtype)
+    return F32 if dw.atomic or setup.c0 * out_dtype.itemsize % 32 else out_dtype
+
+
+def _plan_grad_weight_parts(setup: _CubeSetup, call: ConvBackwardCall, dw: DwTiling, back: TikMapBack | None,
+                            workspace: Workspace):
+    """gradWeight's tiles (an FP32 accumulator when the K split adds partial sums; FRACTAL_Z_3D
+    where `back` takes it to NCDHW) and, on the ND->NZ path, its left operand cast to the compute
+    dtype: (acc part, acc dtype, left operand, CastPass or None)."""
     geo, compute, c0 = setup.geo, setup.compute, setup.c0
     row_elems = ceil_div(geo.Cb, c0) * geo.dwf.Khw * c0
-    # FP32 where partial sums add, and where a C0 block of the output dtype is not whole 32-B
-    # blocks (FP32 / HF32 compute, C0 = 8, into a 16-bit gradWeight): the layout pass cuts rows into
-    # C1 chunks, each a run of whole blocks
-    out_dtype = np.dtype(call.grad_weight.dtype)
-    acc_dtype = F32 if dw.atomic or c0 * out_dtype.itemsize % 32 else out_dtype
-    acc = add_part(workspace, f"gradWeight FP32 accumulator (partial sums of {dw.ks} cores per tile, atomic add)"
-                    if dw.atomic else f"gradWeight tiles ({dtype_name(acc_dtype)}, C0-blocked columns)",
-                    geo.G * geo.Mg * geo.dwf.ax[0].K * row_elems * acc_dtype.itemsize)
+    acc_dtype = _grad_weight_dtype(setup, call, dw)
+    rows = back.fz3d_rows if back is not None else geo.G * geo.Mg
+    fz3d = "FRACTAL_Z_3D; " if back is not None else ""
+    acc = add_part(workspace, f"gradWeight FP32 accumulator ({fz3d}partial sums of {dw.ks} cores per tile, atomic add)"
+                    if dw.atomic else f"gradWeight tiles ({dtype_name(acc_dtype)}, "
+                                      f"{'FRACTAL_Z_3D' if back is not None else 'C0-blocked columns'})",
+                    rows * geo.dwf.ax[0].K * row_elems * acc_dtype.itemsize)
     left = cast = None
     if setup.itemsize == 4:
         name, t = ("gradOutput", call.grad_output) if geo.amap == "dy" else ("input", call.input)
@@ -250,11 +263,12 @@ def _plan_prologues(setup: _CubeSetup, maps, packw, cast, vector_cores: int) -> 
     return out
 
 
-def _plan_epilogues(setup: _CubeSetup, call: ConvBackwardCall, computed, acc_dtype, vector_cores: int) -> dict:
+def _plan_epilogues(setup: _CubeSetup, call: ConvBackwardCall, computed, acc_dtype, weight_back: TikMapBack | None,
+                    weight_dtype, vector_cores: int) -> dict:
     """The layout launches after the Cube, each its own launch (as CANN's TransData after each
     kernel): gradInput's phases back to the input layout, items dealt round-robin; gradWeight's
-    tiles to the weight layout, as CANN's TIK TransData splits them over the cores (the
-    space-to-depth fold's, round-robin): {"dx" / "dw": (label, Epilogue)}."""
+    tiles to the weight layout in `weight_dtype`, as CANN's TIK TransData splits them over the
+    cores (the space-to-depth fold's, round-robin): {"dx" / "dw": (label, Epilogue)}."""
     geo, ub = setup.geo, setup.ub
     out = {}
     if computed[0]:
@@ -267,13 +281,16 @@ def _plan_epilogues(setup: _CubeSetup, call: ConvBackwardCall, computed, acc_dty
             out["dx"] = ("TransData(gradInput phases -> NC[D]HW)",
                          Epilogue(ub, dx_out, None,
                                   _round_robin([("dx", it) for it in dx_out_items(dx_out)], vector_cores)))
-    if computed[1]:
+    if computed[1] and weight_back is not None:
+        out["dw"] = ("TransData(gradWeight FRACTAL_Z_3D -> NCDHW)",
+                     Epilogue(ub, None, weight_back, [[("dw", it) for it in b] for b in map_back_tiles(weight_back)]))
+    elif computed[1]:
         if geo.s2d is not None:
             dw_out = plan_space_to_depth_out(geo.s2d, Mg=geo.Mg, adt=acc_dtype, odt=call.grad_weight.dtype, ub_bytes=ub)
             blocks = _round_robin([("dw", it) for it in space_to_depth_out_items(dw_out)], vector_cores)
         else:
             dw_out = plan_dw_out(G=geo.G, Mg=geo.Mg, Cc=geo.Cb, c0=setup.c0, KD=geo.dwf.ax[0].K, Khw=geo.dwf.Khw,
-                                 adt=acc_dtype, odt=call.grad_weight.dtype, ub_bytes=ub, tile_scalar=setup.tik_tile)
+                                 adt=acc_dtype, odt=weight_dtype, ub_bytes=ub, tile_scalar=setup.tik_tile)
             blocks = [[("dw", it) for it in b] for b in dw_out_blocks(dw_out, vector_cores)]
         out["dw"] = ("TransData(gradWeight -> weight layout)", Epilogue(ub, None, dw_out, blocks))
     return out
@@ -293,6 +310,28 @@ def _tik_map_back(setup: _CubeSetup, call: ConvBackwardCall, vector_cores: int) 
         return None
     return plan_tik_map_back(N=geo.N, C=geo.Cin, c0=16, D=Xd, HW=Xh * Xw, dtype=call.grad_input.dtype,
                              ub_bytes=setup.ub, cores=vector_cores, tile_scalar=setup.tik_tile)
+
+
+def _conv3d_filter_path(setup: _CubeSetup, call: ConvBackwardCall) -> bool:
+    """A 3D gradWeight of one group and 16-bit maps on a chip with a Fixpipe: CANN's
+    Conv3DBackpropFilter writes it FP32 in FRACTAL_Z_3D, and aclnn's OutputPostProcess takes it to
+    NCDHW with a TransData, then casts it to the weight's dtype (with groups it casts first)."""
+    geo = setup.geo
+    return (geo.nd == 3 and call.geometry.groups * call.enlarge == 1 and geo.s2d is None and setup.caps.a2
+            and setup.c0 == 16)
+
+
+def _tik_weight_back(setup: _CubeSetup, call: ConvBackwardCall, acc_dtype: np.dtype,
+                     vector_cores: int) -> TikMapBack | None:
+    """gradWeight on CANN's Conv3DBackpropFilter path goes back to NCDHW as CANN's TIK TransData
+    takes FRACTAL_Z_3D (the Cube writes its accumulator so). None otherwise (our own pass), or
+    where the TIK tiling picks a mode not modelled for this source."""
+    geo = setup.geo
+    if not _conv3d_filter_path(setup, call):
+        return None
+    return plan_tik_map_back(N=geo.Mg, C=geo.Cb, c0=16, D=geo.dwf.ax[0].K, HW=geo.dwf.Khw, dtype=acc_dtype,
+                             ub_bytes=setup.ub, cores=vector_cores, tile_scalar=setup.tik_tile,
+                             fz3d_rows=align_up(geo.Mg, 16))
 
 
 def _report_tiling(tiling: dict, geo: CubeGeometry, dx, dw, buffers: int, blocks: list, makespan: float) -> None:
@@ -333,9 +372,11 @@ def _plan_cube(call: ConvBackwardCall, work: GradientWork, profile, forced: dict
     packw = packed_weight = dx_phases = None
     if computed[0]:
         packw, packed_weight, dx_phases = _plan_grad_input_parts(setup, call, dx, workspace)
-    acc = acc_dtype = left_operand = cast = None
+    acc = acc_dtype = left_operand = cast = weight_back = None
+    vector_cores = vector_core_count(profile)
     if computed[1]:
-        acc, acc_dtype, left_operand, cast = _plan_grad_weight_parts(setup, call, dw, workspace)
+        weight_back = _tik_weight_back(setup, call, _grad_weight_dtype(setup, call, dw), vector_cores)
+        acc, acc_dtype, left_operand, cast = _plan_grad_weight_parts(setup, call, dw, weight_back, workspace)
     l1, l0a, l0b, l0c, ub_out = _size_cube_buffers(setup, dx, dw, call.grad_input.itemsize if dx else 0,
                                                    acc_dtype)
     jobs, all_blocks, makespan = [], [], 0.0
@@ -347,15 +388,20 @@ def _plan_cube(call: ConvBackwardCall, work: GradientWork, profile, forced: dict
         jobs.append((f"Cube: {label}",
                      CubeJob(geo, setup.caps.a2, compute, call.compute_dtype == "HF32", setup.buffers, l1, l0a, l0b,
                              l0c, dx, dw, packw, np.dtype(call.grad_input.dtype) if computed[0] else None, acc_dtype,
-                             ub_out, blocks)))
+                             ub_out, blocks, weight_back.fz3d_rows if weight_back is not None else 0)))
         all_blocks.append(blocks)
         makespan += span
-    vector_cores = vector_core_count(profile)
     prologues = _plan_prologues(setup, maps, packw, cast, vector_cores)
-    epilogues = _plan_epilogues(setup, call, computed, acc_dtype, vector_cores)
+    weight_f32 = None
+    weight_dtype = np.dtype(call.grad_weight.dtype) if computed[1] else None
+    if computed[1] and _conv3d_filter_path(setup, call) and acc_dtype != weight_dtype:
+        weight_f32 = add_part(workspace, f"gradWeight NCDHW ({dtype_name(acc_dtype)}), before its Cast",
+                              call.grad_weight.numel() * acc_dtype.itemsize)
+        weight_dtype = acc_dtype
+    epilogues = _plan_epilogues(setup, call, computed, acc_dtype, weight_back, weight_dtype, vector_cores)
     _report_tiling(tiling, geo, dx, dw, setup.buffers, all_blocks, makespan)
     return _CubePlan(prologues, jobs, epilogues, dy_map, x_map, packed_weight, dx_phases, acc, acc_dtype,
-                     computed[1] and dw.atomic, left_operand, cast.source if cast else None)
+                     computed[1] and dw.atomic, left_operand, cast.source if cast else None, weight_f32)
 
 
 # ---- the launches (phase 2) ----------------------------------------------------------------------
@@ -411,8 +457,10 @@ def _cube_launches(call: ConvBackwardCall, work: GradientWork, sources: Sources,
         cast_src = sources.arg(cube.cast_source, ws)
     prologue_args = PrologueTensors(grad_output=grad_output, input=inp, weight=weight, packed_weight=packed_weight,
                                     dy_map=dy_map, x_map=x_map, cast_src=cast_src, cast_dst=cast_dst)
+    weight_f32 = part(cube.weight_f32, cube.acc_dtype, "workspace:dW NCDHW")
+    grad_weight = outputs.cube_grad_weight(ws) if dw else None
     epilogue_args = EpilogueTensors(dx_phases=dx_phases, grad_input=outputs.arg("gradInput", ws) if dx else None,
-                                    dw_acc=acc, grad_weight=outputs.cube_grad_weight(ws) if dw else None)
+                                    dw_acc=acc, grad_weight=weight_f32 if weight_f32 is not None else grad_weight)
     launches = [KernelLaunch(label, prologue_body, len(p.blocks), "vector", (prologue_args, p))
                 for label, p in cube.prologues]
     for (label, job), kind in zip(cube.cube_jobs, [k for k in ("dx", "dw") if computed[("dx", "dw").index(k)]]):
@@ -422,6 +470,12 @@ def _cube_launches(call: ConvBackwardCall, work: GradientWork, sources: Sources,
                                      (dy_map, x_map, packed_weight, dx_phases, acc, left, job)))
         elabel, epilogue = cube.epilogues[kind]
         launches.append(KernelLaunch(elabel, epilogue_body, len(epilogue.blocks), "vector", (epilogue_args, epilogue)))
+        if kind == "dw" and weight_f32 is not None:
+            job, blocks = flat_job("cast", (cube.acc_dtype,), call.grad_weight.dtype,
+                                   cube.weight_f32.nbytes // cube.acc_dtype.itemsize, profile)
+            launches.append(KernelLaunch(f"Cast(gradWeight {dtype_name(cube.acc_dtype)} -> "
+                                         f"{dtype_name(call.grad_weight.dtype)})", elementwise_body, blocks, "vector",
+                                         ((weight_f32,), grad_weight, job)))
         if kind == "dw" and outputs.enlarged is not None:
             launches.append(enlarge_launch(call.grad_weight, call.enlarge, call.geometry.groups,
                                            outputs.cube_grad_weight(ws), outputs.arg("gradWeight", ws), profile,

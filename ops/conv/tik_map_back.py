@@ -1,7 +1,7 @@
-"""A 3D map back to NCDHW as CANN's TIK TransData does it (NDC1HWC0 -> NCDHW,
-`trans_data_negative_target_ntc`): its tiling's mode, loop units and core split
-(`TilingNegativeNtc200` and `GetMcInfoNegative200` in the canndev tiling), and its kernel's moves,
-one of ours for each of its `data_move`s, `vnchwconv`s and `data_move_pad`s.
+"""A 3D map, or a 3D gradWeight, back to NCDHW as CANN's TIK TransData does it (NDC1HWC0 or
+FRACTAL_Z_3D -> NCDHW, `trans_data_negative_target_ntc`): its tiling's mode, loop units and core
+split (`TilingNegativeNtc200` and `GetMcInfoNegative200` in the canndev tiling), and its kernel's
+moves, one of ours for each of its `data_move`s, `vnchwconv`s and `data_move_pad`s.
 
 The tiling sees the map as rows (N, "C-left") x C1 planes x positions (D x HW, "C-right") and
 picks a mode by the positions of a row:
@@ -17,7 +17,15 @@ per (row, C1 plane) for whole depth planes; the kernel has one input and one out
 a tile's load waits for the previous tile's last vector step and its reorder for the previous
 store. One loop axis is split over the cores; TIK launches every core, the rest exit.
 
-Here the tile is read from our gradInput workspace ([C1][N][D][HW][c0], one phase), not from an
+A weight (`fz3d_rows`: FRACTAL_Z_3D [D][C1][HW][rows][c0], the Cube's FP32 gradWeight, which the
+tiling sees as rows = output channels and positions = taps) is loaded as TIK's `_copy_data_in_1`
+does: per (C1 plane, partial or whole depth plane) one move with a burst per tap (the tile's rows x
+c0, contiguous), into the output half as [C1][tap][row][c0]; then one UB -> UB move per row, a
+burst per (C1 plane, tap), puts it in the input half as a map tile is loaded ("chnt -> ncht"), and
+the rest is a map's. Only mode 2002 is modelled for it (every 3x3x3 and 5x5x5 weight takes it;
+2001 from 32 taps a multiple of 16, and 2003, keep the caller's own pass).
+
+Here a map tile is read from our gradInput workspace ([C1][N][D][HW][c0], one phase), not from an
 NDC1HWC0 tensor: each move keeps TIK's bursts and lengths, only its source stride differs. Also
 ours, not TIK's: UB rows are packed (TIK's 2002 rows sit a vnchwconv line apart, its 2001 C1
 planes unpadded), which moves addresses only; float32's vnchwconv in 2001 is two 32-bit ones per
@@ -67,6 +75,7 @@ class TikMapBack:
     launched: int           # blocks launched (every vector core)
     half: int               # bytes of each UB half (input, output)
     tile_scalar: float      # the scalar unit's work a tile beside its calls (profile scalar.tik_tile_cycles)
+    fz3d_rows: int = 0      # a FRACTAL_Z_3D source ([D][C1][HW][rows][c0]) of this many rows; 0: NDC1HWC0
 
     @property
     def C1(self) -> int:
@@ -106,10 +115,13 @@ def _split(counts: tuple, units: tuple, lefts: tuple, cores: int) -> tuple[int, 
 
 
 def plan_tik_map_back(*, N: int, C: int, c0: int, D: int, HW: int, dtype, ub_bytes: int, cores: int,
-                      tile_scalar: float) -> TikMapBack | None:
+                      tile_scalar: float, fz3d_rows: int = 0) -> TikMapBack | None:
     """TilingNegativeNtc200 for NDC1HWC0 [N, D, C1, HW, c0] -> NCDHW [N, C, D, HW] (its real
     shapes; float32 with A2's 32-bit vnchwconv; bfloat16 moved as float16 by the kernel but never
-    given mode 2001 by the tiling, whose dtype check does not list it). None for mode 2003."""
+    given mode 2001 by the tiling, whose dtype check does not list it). None for mode 2003.
+    With `fz3d_rows`, a weight: FRACTAL_Z_3D [D, C1, HW, rows, c0] -> NCDHW [N, C, D, HW], the same
+    tiling (the transdata host code sends both pairs to it, the output's C-right axes D and HW);
+    None where it picks mode 2001 (not modelled for this source)."""
     dtype = np.dtype(dtype)
     isz = dtype.itemsize
     ebk = 32 // isz                                     # elements a block
@@ -135,6 +147,8 @@ def plan_tik_map_back(*, N: int, C: int, c0: int, D: int, HW: int, dtype, ub_byt
         unit_c = unit_cr // align_up(cr_unit, c0 if once else ebk)
     c_unit = min(C1, unit_c)
     c_cnt = ceil_div(C1, c_unit)
+    if once and fz3d_rows:
+        return None
     if once:
         mode, cl_unit = 2001, min(N, ub_offset // (c_unit * align_up(cr_unit, c0) * c0))
     elif C * cr < MODE_2003_BLOCKS * ebk and cr_cnt == 1 and c_cnt == 1:
@@ -144,7 +158,7 @@ def plan_tik_map_back(*, N: int, C: int, c0: int, D: int, HW: int, dtype, ub_byt
     counts = (ceil_div(N, cl_unit), c_cnt, cr_cnt)
     axis, per, used = _split(counts, (cl_unit, c_unit, cr_unit), (N % cl_unit, C1 % c_unit, cr % cr_unit), cores)
     return TikMapBack(N, C, c0, D, HW, dtype, mode, cl_unit, c_unit, cr_unit, axis, per, used, cores,
-                      ub_offset * isz, tile_scalar)
+                      ub_offset * isz, tile_scalar, fz3d_rows)
 
 
 def map_back_tiles(t: TikMapBack) -> list[list[MapBackTile]]:
@@ -228,6 +242,49 @@ def _load(t: TikMapBack, ub: VecBlock, sGm, tile: MapBackTile) -> None:
         partial_plane(left + mid * HW, right)
 
 
+def _load_fz3d(t: TikMapBack, ub: VecBlock, sGm, tile: MapBackTile) -> None:
+    """A weight tile from FRACTAL_Z_3D as TIK's `_copy_data_in_1` moves it in: into the output half
+    as [C1][tap][row][c0], one move per (C1 plane, partial or whole depth plane) with a burst per
+    tap (the tile's rows x c0, contiguous in the source)."""
+    isz, c0, HW, dt, nn = t.dtype.itemsize, t.c0, t.HW, t.dtype, tile.nn
+    blk = c0 * isz // 32                            # blocks of one row's c0
+    tap_step = t.fz3d_rows * c0                     # source elements between taps, C1 planes, depth planes
+    c1_step, d_step = HW * tap_step, t.C1 * HW * tap_step
+    gap = (tap_step - nn * c0) * isz // 32          # blocks skipped between two taps' bursts
+    left = 0 if tile.t0 % HW == 0 else min(HW - tile.t0 % HW, tile.tn)
+    mid = (tile.tn - left) // HW
+    right = tile.tn - left - mid * HW
+    base = (tile.t0 // HW) * d_step + tile.k0 * c1_step + (tile.t0 % HW) * tap_step + tile.n0 * c0
+
+    def taps(src: int, first: int, count: int, k: int) -> None:
+        dst = ub.at(t.half + ((k * tile.tn + first) * nn * c0) * isz, dt)
+        if gap > STRIDE_LIMIT:
+            for i in range(count):
+                DataCopy(dst[i * nn * c0], sGm[src + i * tap_step], DataCopyParams(1, nn * blk, 0, 0))
+        else:
+            DataCopy(dst, sGm[src], DataCopyParams(count, nn * blk, gap, 0))
+
+    after_left = base + (left - HW) * tap_step + d_step if left else base    # the next depth plane's first tap
+    for k in range(tile.kn if left else 0):
+        taps(base + k * c1_step, 0, left, k)
+    for k in range(tile.kn):
+        for d in range(mid):
+            taps(after_left + d * d_step + k * c1_step, left + d * HW, HW, k)
+    for k in range(tile.kn if right else 0):
+        taps(after_left + mid * d_step + k * c1_step, left + mid * HW, right, k)
+
+
+def _chnt_to_ncht(t: TikMapBack, ub: VecBlock, tile: MapBackTile) -> None:
+    """A loaded weight tile, [C1][tap][row][c0] in the output half, to [row][C1][tap][c0] in the
+    input half: one UB -> UB move per row, a burst per (C1 plane, tap)."""
+    isz, c0, dt, nn = t.dtype.itemsize, t.c0, t.dtype, tile.nn
+    blk = c0 * isz // 32
+    row = tile.kn * tile.tn * c0
+    for r in range(nn):
+        DataCopy(ub.at(r * row * isz, dt), ub.at(t.half + r * c0 * isz, dt),
+                 DataCopyParams(tile.kn * tile.tn, blk, (nn - 1) * blk, 0))
+
+
 def _reorder(t: TikMapBack, ub: VecBlock, tile: MapBackTile) -> int:
     """The tile to [row][channel][positions] in the output half; returns its row pitch (elements)."""
     c0, dt, cp = t.c0, t.dtype, _pitch(t, tile)
@@ -283,18 +340,23 @@ def pass_tik_map_back(ub: VecBlock, tiles: list[MapBackTile], t: TikMapBack, sGm
         Duplicate(z, 0.0, n)
         SetFlag(HardEvent.V_MTE2, 0)
         waits.append(HardEvent.V_MTE2)
+    # a FRACTAL_Z_3D tile is loaded into the output half, which the last store reads
+    load_waits = (HardEvent.V_MTE2, HardEvent.MTE3_MTE2) if t.fz3d_rows else (HardEvent.V_MTE2,)
     for tile in tiles:
         if t.tile_scalar:
             ScalarWork(t.tile_scalar)
-        if HardEvent.V_MTE2 in waits:               # the input half is free again
-            WaitFlag(HardEvent.V_MTE2, 0)
-            waits.remove(HardEvent.V_MTE2)
-        _load(t, ub, sGm, tile)
+        for event in load_waits:                    # the half the load writes is free again
+            if event in waits:
+                WaitFlag(event, 0)
+                waits.remove(event)
+        (_load_fz3d if t.fz3d_rows else _load)(t, ub, sGm, tile)
         SetFlag(HardEvent.MTE2_V, 0)
         WaitFlag(HardEvent.MTE2_V, 0)
         if HardEvent.MTE3_V in waits:               # the output half is free again
             WaitFlag(HardEvent.MTE3_V, 0)
             waits.remove(HardEvent.MTE3_V)
+        if t.fz3d_rows:
+            _chnt_to_ncht(t, ub, tile)
         row = _reorder(t, ub, tile)
         SetFlag(HardEvent.V_MTE3, 0)
         WaitFlag(HardEvent.V_MTE3, 0)
@@ -302,5 +364,8 @@ def pass_tik_map_back(ub: VecBlock, tiles: list[MapBackTile], t: TikMapBack, sGm
         _store(t, ub, dGm, tile, row)
         SetFlag(HardEvent.MTE3_V, 0)
         waits += [HardEvent.V_MTE2, HardEvent.MTE3_V]
+        if t.fz3d_rows:
+            SetFlag(HardEvent.MTE3_MTE2, 0)
+            waits.append(HardEvent.MTE3_MTE2)
     for event in waits:
         WaitFlag(event, 0)
