@@ -22,8 +22,10 @@ tiling sees as rows = output channels and positions = taps) is loaded as TIK's `
 does: per (C1 plane, partial or whole depth plane) one move with a burst per tap (the tile's rows x
 c0, contiguous), into the output half as [C1][tap][row][c0]; then one UB -> UB move per row, a
 burst per (C1 plane, tap), puts it in the input half as a map tile is loaded ("chnt -> ncht"), and
-the rest is a map's. Only mode 2002 is modelled for it (every 3x3x3 and 5x5x5 weight takes it;
-2001 from 32 taps a multiple of 16, and 2003, keep the caller's own pass).
+the rest is a map's. Only mode 2002 is modelled for it (the 3x3x3 and 5x5x5 weights of 16 input
+channels or more take it); 2001 (many taps: 32 or more a multiple of 16, else 128 or 240 and up)
+and 2003 (under 54 blocks a row, such as a 3x3x3 kernel of up to 15 input channels) keep the
+caller's own pass.
 
 Here a map tile is read from our gradInput workspace ([C1][N][D][HW][c0], one phase), not from an
 NDC1HWC0 tensor: each move keeps TIK's bursts and lengths, only its source stride differs. Also
