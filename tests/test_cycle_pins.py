@@ -86,11 +86,8 @@ def _in_suite(call, cheapest: set[str]) -> bool:
 
 # DETR encoder calls whose pins were not recorded with the rest (each takes 6-8 min of CPU on a
 # loaded machine): a heavy call is listed here until its pin is recorded after a change that moved
-# it. The A2 and A3 chips' four but Ascend910B1's: the GM paths' window of bytes in flight
-# (devices/_atlas_a2.yaml) moved every GridSampler2DBackward call there.
-HEAVY_NOT_YET_PINNED: set[str] = {f"deformable_detr_grid_sample_backward.yaml[{i}]@{soc}" for i in range(4, 8)
-                                  for soc in ("Ascend910B2", "Ascend910B3", "Ascend910B4",
-                                              "Ascend910_9362", "Ascend910_9392")}
+# it. None now: every heavy call has its pin.
+HEAVY_NOT_YET_PINNED: set[str] = set()
 
 _CHEAPEST = _cheapest_of_each_trace()
 SUITE = [c for c in fp.every_call() if _in_suite(c, _CHEAPEST)]
