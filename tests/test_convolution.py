@@ -253,18 +253,49 @@ def test_a_long_signal_matches_the_formula(soc):
 def test_launches_follow_cann_dispatch():
     """CANN's aclnnConvolution (ops-nn conv/convolution_forward/op_host/op_api/aclnn_convolution.cpp):
     TransData of the input to NC1HWC0 and of the weight, the Cube kernel (Conv2D for 1D and 2D),
-    TransData of the output back; our bias is one more vector launch after them."""
+    TransData of the output back; our bias is one more vector launch after them. On A2 a 16-bit
+    weight's TransData is TIK's, built for unknown shapes, so its output is atomic and a MemSet
+    zeroes it first (CANN 8.1 trans_data_positive_source_ntc.py, `_is_padding_n`; PaddleOCR-VL's
+    910B2 profile: TransData x, MemSet, TransData w, Conv2D, TransData y)."""
     x = np.ones((2, 16, 8, 8), np.float16)
     w = np.ones((32, 16, 3, 3), np.float16)
     b = np.ones(32, np.float16)
     r = simulator.run("Convolution", "Ascend910B1", input=x, weight=w, bias=b, stride=[1, 1], padding=[1, 1],
                       dilation=[1, 1], transposed=False, outputPadding=[0, 0], groups=1, cubeMathType=0)
     names = [launch["name"] for launch in r.report.launches]
-    assert names[0].startswith("TransData(input") and names[1].startswith("TransData(weight")
-    assert names[2] == "Cube: Conv2D" and names[3].startswith("TransData(output")
-    assert names[4].startswith("Add(output, bias)") and len(names) == 5
+    assert names[0].startswith("TransData(input") and names[1] == "MemSet(weight FRACTAL_Z)"
+    assert names[2].startswith("TransData(weight")
+    assert names[3] == "Cube: Conv2D" and names[4].startswith("TransData(output")
+    assert names[5].startswith("Add(output, bias)") and len(names) == 6
     # the interior of an all-ones 3x3 convolution over 16 channels, plus the bias
     assert (r.outputs["output"][:, :, 1:-1, 1:-1] == 16 * 9 + 1).all()
+
+
+@pytest.mark.parametrize("soc,dtype,groups,cleared", [
+    ("Ascend910B2", np.float16, 1, ["MemSet(weight FRACTAL_Z)"]),
+    ("Ascend910_9392", "bf16", 1, ["MemSet(weight FRACTAL_Z)"]),
+    # an FP32 weight's FRACTAL_Z (C0 8) is a DSL TransData, which writes every byte
+    ("Ascend910B2", np.float32, 1, []),
+    # groups: TIK's trans_data_groups is atomic as well, so the enlarged weight is zeroed too
+    ("Ascend910B3", np.float16, 8, ["MemSet(weight groups enlarged)", "MemSet(weight FRACTAL_Z)"]),
+    # the training and inference series' binaries: no such MemSet modelled
+    ("Ascend910A", np.float16, 1, []),
+    ("Ascend310P3", np.float16, 1, []),
+])
+def test_weight_transdata_memset(soc, dtype, groups, cleared):
+    """Which weight TransData a MemSet precedes, and that the result is still the convolution."""
+    dt = ml_dtypes.bfloat16 if dtype == "bf16" else dtype
+    rng = np.random.default_rng(3)
+    x = rng.integers(-2, 3, (2, 16, 6, 6)).astype(dt)
+    w = rng.integers(-2, 3, (16, 16 // groups, 3, 3)).astype(dt)
+    r = simulator.run("Convolution", soc, input=x, weight=w, bias=None, stride=[1, 1], padding=[1, 1],
+                      dilation=[1, 1], transposed=False, outputPadding=[0, 0], groups=groups, cubeMathType=0)
+    names = [launch["name"] for launch in r.report.launches]
+    assert [n for n in names if n.startswith("MemSet")] == cleared
+    for memset in cleared:           # each just before the TransData whose output it zeroes
+        assert names[names.index(memset) + 1].startswith("TransData(weight")
+    want = conv_forward(x.astype(np.float64), w.astype(np.float64), [1, 1], [1, 1], [1, 1], groups)
+    np.testing.assert_array_equal(r.outputs["output"].astype(np.float64), want)
 
 
 def test_an_empty_output_launches_nothing():

@@ -221,3 +221,20 @@ def test_a_3d_gradweight_call_launches_what_cann_launches():
                              cubeMathType=0)
     names = [name.split("(")[0].split(":")[0] for name, _, _ in est.launches]
     assert names == ["TransData", "TransData", "MemSet", "Cube", "TransData", "Cast"]
+
+
+def test_a_depthwise_3d_gradweight_launches_the_rows_kernels():
+    """The cann-bench depthwise row's kernel list (TransData x4, MemSet x2, Conv3DBackpropFilter x1):
+    the groups' TransData (TIK trans_data_groups, output atomic) takes its own MemSet besides the
+    accumulator's."""
+    dt = np.float16
+    est = simulator.estimate("ConvolutionBackward", SOC, gradOutput=TensorLayout((2, 64, 8, 32, 32), dt),
+                             input=TensorLayout((2, 64, 8, 32, 32), dt), weight=TensorLayout((64, 1, 1, 1, 1), dt),
+                             biasSizes=[64], stride=[1, 1, 1], padding=[0, 0, 0], dilation=[1, 1, 1],
+                             transposed=False, outputPadding=[0, 0, 0], groups=64, outputMask=[False, True, False],
+                             cubeMathType=0)
+    names = [name.split("(")[0].split(":")[0] for name, _, _ in est.launches]
+    assert sorted(set(names)) == ["Cube", "MemSet", "TransData"]
+    assert (names.count("TransData"), names.count("MemSet"), names.count("Cube")) == (4, 2, 1)
+    labels = [name for name, _, _ in est.launches]
+    assert labels[labels.index("MemSet(gradWeight)") + 1] == "TransData(gradWeight enlarged -> weight layout)"

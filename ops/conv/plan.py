@@ -66,6 +66,16 @@ class _CubeSetup:
         return self.ub - self.zero_bytes
 
 
+def tik_clears_output(profile) -> bool:
+    """Whether the weight's layout kernels are CANN's TIK TransData built for dynamic shapes, whose
+    output is declared atomic so that a MemSet zeroes it before each launch (A2 / A3: their
+    binaries are built for unknown shapes). Two of them reach a convolution: NC(D)HW -> FRACTAL_Z(_3D)
+    of a 16-bit weight (trans_data_positive_source_ntc: `_is_padding_n` is true for any unknown
+    shape) and FRACTAL_Z(_3D) of groups to or from the enlarged groups' (trans_data_groups, always
+    atomic). An FP32 weight's FRACTAL_Z (C0 8) is a DSL TransData, which writes every byte."""
+    return "PIPE_FIX" in profile.core_kind_for("cube")[1].pipes
+
+
 @dataclass
 class _CubePlan:
     """The Cube path: its launches' jobs, in CANN's order, and the workspace parts they hand on."""
@@ -86,6 +96,8 @@ class _CubePlan:
     # gradWeight in NCDHW in the accumulator's dtype, which aclnn then casts to the weight's (as
     # its OutputPostProcess: TransData, then Cast); None where the layout pass writes gradWeight
     weight_f32: WorkspacePart | None = None
+    # the weight's TransData is CANN's TIK one, whose output a MemSet zeroes first (tik_clears_output)
+    weight_zeroed: bool = False
 
 
 def _tile_gemms(setup: _CubeSetup, call: ConvBackwardCall, computed, forced: dict):
@@ -401,7 +413,8 @@ def _plan_cube(call: ConvBackwardCall, work: GradientWork, profile, forced: dict
     epilogues = _plan_epilogues(setup, call, computed, acc_dtype, weight_back, weight_dtype, vector_cores)
     _report_tiling(tiling, geo, dx, dw, setup.buffers, all_blocks, makespan)
     return _CubePlan(prologues, jobs, epilogues, dy_map, x_map, packed_weight, dx_phases, acc, acc_dtype,
-                     computed[1] and dw.atomic, left_operand, cast.source if cast else None, weight_f32)
+                     computed[1] and dw.atomic, left_operand, cast.source if cast else None, weight_f32,
+                     packed_weight is not None and tik_clears_output(profile) and setup.itemsize == 2)
 
 
 # ---- the launches (phase 2) ----------------------------------------------------------------------
@@ -461,8 +474,12 @@ def _cube_launches(call: ConvBackwardCall, work: GradientWork, sources: Sources,
     grad_weight = outputs.cube_grad_weight(ws) if dw else None
     epilogue_args = EpilogueTensors(dx_phases=dx_phases, grad_input=outputs.arg("gradInput", ws) if dx else None,
                                     dw_acc=acc, grad_weight=weight_f32 if weight_f32 is not None else grad_weight)
-    launches = [KernelLaunch(label, prologue_body, len(p.blocks), "vector", (prologue_args, p))
-                for label, p in cube.prologues]
+    launches = []
+    for label, p in cube.prologues:
+        if p.packw is not None and cube.weight_zeroed:
+            launches.append(zero_fill_launch("MemSet(weight FRACTAL_Z)", packed_weight, cube.packed_weight.nbytes,
+                                             profile))
+        launches.append(KernelLaunch(label, prologue_body, len(p.blocks), "vector", (prologue_args, p)))
     for (label, job), kind in zip(cube.cube_jobs, [k for k in ("dx", "dw") if computed[("dx", "dw").index(k)]]):
         if kind == "dw" and cube.acc_zeroed:
             launches.append(zero_fill_launch("MemSet(gradWeight FP32 accumulator)", acc, cube.dw_acc.nbytes, profile))
@@ -477,6 +494,9 @@ def _cube_launches(call: ConvBackwardCall, work: GradientWork, sources: Sources,
                                          f"{dtype_name(call.grad_weight.dtype)})", elementwise_body, blocks, "vector",
                                          ((weight_f32,), grad_weight, job)))
         if kind == "dw" and outputs.enlarged is not None:
+            if tik_clears_output(profile):
+                launches.append(zero_fill_launch("MemSet(gradWeight)", outputs.arg("gradWeight", ws),
+                                                 call.grad_weight.numel() * call.grad_weight.itemsize, profile))
             launches.append(enlarge_launch(call.grad_weight, call.enlarge, call.geometry.groups,
                                            outputs.cube_grad_weight(ws), outputs.arg("gradWeight", ws), profile,
                                            gather=True))
@@ -516,8 +536,12 @@ def _build_launches(call: ConvBackwardCall, work: GradientWork, sources: Sources
         launches.append(build(workspace_arg(ws, copy, t.dtype, f"workspace:{name}")))
     launches += _zero_fill_launches(call, work, outputs, profile, ws)
     if "weight:given" in sources.places:
+        zeroed = tik_clears_output(profile)
+        if zeroed:
+            launches.append(zero_fill_launch("MemSet(weight groups enlarged)", sources.arg("weight", ws),
+                                             call.weight.numel() * call.enlarge * call.weight.itemsize, profile))
         launches.append(enlarge_launch(call.weight, call.enlarge, call.geometry.groups, sources.arg("weight:given", ws),
-                                       sources.arg("weight", ws), profile))
+                                       sources.arg("weight", ws), profile, zeroed=zeroed))
     if cube is not None:
         launches += _cube_launches(call, work, sources, outputs, cube, profile, ws)
     if call.bias is not None and call.grad_input.numel():

@@ -185,10 +185,10 @@ def bias_add_launch(out, bias, N, C, P, odt, bias_dt, profile) -> KernelLaunch:
 def _enlarge_body(src: GM_ADDR, dst: GM_ADDR, dt, E: int, A: int, B: int, taps: int, zero_elems: int, ne: int,
                   gather: bool, blocks):
     """Per Cube group, between the weight layout (E x A rows of B x taps per Cube group) and its
-    block-diagonal form ((E A) x (E B) x taps): enlarging, the block zeroed and then, for each row
-    a of the original groups, the E groups' rows (one strided load) stored on the diagonal (one
-    strided store: group e's row at column e B); gathering (gradWeight back), the diagonal rows
-    loaded and stored as the weight layout's."""
+    block-diagonal form ((E A) x (E B) x taps): enlarging, the block zeroed (unless zero_elems is
+    0: a MemSet zeroed it) and then, for each row a of the original groups, the E groups' rows (one
+    strided load) stored on the diagonal (one strided store: group e's row at column e B);
+    gathering (gradWeight back), the diagonal rows loaded and stored as the weight layout's."""
     groups = blocks[GetBlockIdx()]
     sGm, dGm = GlobalTensor(dt), GlobalTensor(dt)
     sGm.SetGlobalBuffer(src)
@@ -198,7 +198,8 @@ def _enlarge_body(src: GM_ADDR, dst: GM_ADDR, dt, E: int, A: int, B: int, taps: 
     pitch = align_up(row, 32)
     region = E * A * E * B * taps
     diagonal_gap = (A * E * B + B) * taps * isz - row      # bytes between group e's row and e + 1's
-    zero_bytes = 0 if gather else align_up(zero_elems * isz, 32)
+    zeroing = not gather and zero_elems > 0
+    zero_bytes = align_up(zero_elems * isz, 32) if zeroing else 0
     pipe = TPipe()
     buf = TBuf(TPosition.VECCALC)
     pipe.InitBuffer(buf, zero_bytes + 2 * ne * pitch)
@@ -207,7 +208,7 @@ def _enlarge_body(src: GM_ADDR, dst: GM_ADDR, dt, E: int, A: int, B: int, taps: 
     slots = [raw[zero_bytes + k * ne * pitch].ReinterpretCast(dt) for k in range(2)]
     ev_loaded = [pipe.AllocEventID(HardEvent.MTE2_MTE3) for _ in range(2)]
     ev_free = [pipe.AllocEventID(HardEvent.MTE3_MTE2) for _ in range(2)]
-    if not gather:
+    if zeroing:
         ev_zeroed = pipe.AllocEventID(HardEvent.V_MTE3)
         Duplicate(raw.ReinterpretCast(np.float32), 0.0, zero_bytes // 4)
         SetFlag(HardEvent.V_MTE3, ev_zeroed)
@@ -216,7 +217,7 @@ def _enlarge_body(src: GM_ADDR, dst: GM_ADDR, dt, E: int, A: int, B: int, taps: 
     k = 0
     for g in groups:
         base = g * region
-        for off in range(0, 0 if gather else region, zero_elems):
+        for off in range(0, region if zeroing else 0, max(zero_elems, 1)):
             DataCopyPad(dGm[base + off], zeros, DataCopyExtParams(1, min(zero_elems, region - off) * isz, 0, 0))
         for a in range(A):
             for e0 in range(0, E, ne):
@@ -259,20 +260,22 @@ def group_enlarge(groups: int, weight_dims: tuple, itemsize: int, transposed: bo
     return E
 
 
-def enlarge_launch(w, E: int, cube_groups: int, src, dst, profile, gather: bool = False) -> KernelLaunch:
+def enlarge_launch(w, E: int, cube_groups: int, src, dst, profile, gather: bool = False,
+                   zeroed: bool = False) -> KernelLaunch:
     """The weight `w` (E cube_groups A rows of B x taps) laid out for cube_groups Cube groups of E
     original groups each: block-diagonal, (E A) x (E B) x taps per Cube group, zeros off the
     diagonal (CANN's group "enlarge", TBE util_conv2d: its grouped weight TransData writes this
-    FRACTAL_Z; here a launch of its own before the packing). `gather`: the way back, a
-    gradWeight computed block-diagonal to the weight layout (the blocks off the diagonal left).
-    Cube groups are dealt over the vector cores."""
+    FRACTAL_Z; here a launch of its own before the packing). `zeroed`: a MemSet launched before
+    it zeroed dst, so only the diagonal is written (as CANN's atomic trans_data_groups). `gather`:
+    the way back, a gradWeight computed block-diagonal to the weight layout (the blocks off the
+    diagonal left). Cube groups are dealt over the vector cores."""
     dtype, A, B = w.dtype, w.viewDims[0] // (cube_groups * E), w.viewDims[1]
     taps = int(np.prod(w.viewDims[2:]))
     dt = np.dtype(dtype)
     ub = ub_bytes(profile)
     pitch = align_up(B * taps * dt.itemsize, 32)
     ne = max(1, min(E, (ub // 2) // (2 * pitch)))
-    zero_elems = min(E * A * E * B * taps, (ub // 4) // dt.itemsize // 16 * 16)
+    zero_elems = 0 if zeroed else min(E * A * E * B * taps, (ub // 4) // dt.itemsize // 16 * 16)
     blocks = _split(list(range(cube_groups)), min(cube_groups, vector_core_count(profile)))
     name = "TransData(gradWeight enlarged -> weight layout)" if gather else "TransData(weight -> groups enlarged)"
     return KernelLaunch(name, _enlarge_body, len(blocks), "vector",
