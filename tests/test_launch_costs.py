@@ -209,17 +209,25 @@ def test_a_3d_transdata_runs_on_the_cores_its_split_gives():
     assert sorted(it.p0 for b in busy for it in b if it.c1 == 0) == list(range(0, 8 * 56 * 56, 3056))
 
 
+def _gradweight_3d_launches(x: tuple, weight: tuple, groups: int = 1) -> list[str]:
+    """The launch labels of a 3D gradWeight-only FP16 call (stride 1, no padding) on SOC."""
+    dt = np.float16
+    est = simulator.estimate("ConvolutionBackward", SOC, gradOutput=TensorLayout((x[0], weight[0]) + x[2:], dt),
+                             input=TensorLayout(x, dt), weight=TensorLayout(weight, dt), biasSizes=[weight[0]],
+                             stride=[1, 1, 1], padding=[0, 0, 0], dilation=[1, 1, 1], transposed=False,
+                             outputPadding=[0, 0, 0], groups=groups, outputMask=[False, True, False], cubeMathType=0)
+    return [name for name, _, _ in est.launches]
+
+
+def _kinds(labels: list[str]) -> list[str]:
+    return [name.split("(")[0].split(":")[0] for name in labels]
+
+
 def test_a_3d_gradweight_call_launches_what_cann_launches():
     """TransData(gradOutput), TransData(input), MemSet of the FP32 accumulator right before the Cube
     adds into it, the Cube, TransData(gradWeight), and the Cast of the FP32 gradWeight to FP16
     (aclnn's 3D gradWeight path: ops-nn OutputPostProcess)."""
-    dt = np.float16
-    est = simulator.estimate("ConvolutionBackward", SOC, gradOutput=TensorLayout((1, 32, 8, 56, 56), dt),
-                             input=TensorLayout((1, 16, 8, 56, 56), dt), weight=TensorLayout((32, 16, 1, 1, 1), dt),
-                             biasSizes=[32], stride=[1, 1, 1], padding=[0, 0, 0], dilation=[1, 1, 1],
-                             transposed=False, outputPadding=[0, 0, 0], groups=1, outputMask=[False, True, False],
-                             cubeMathType=0)
-    names = [name.split("(")[0].split(":")[0] for name, _, _ in est.launches]
+    names = _kinds(_gradweight_3d_launches((1, 16, 8, 56, 56), (32, 16, 1, 1, 1)))
     assert names == ["TransData", "TransData", "MemSet", "Cube", "TransData", "Cast"]
 
 
@@ -227,14 +235,8 @@ def test_a_depthwise_3d_gradweight_launches_the_rows_kernels():
     """The cann-bench depthwise row's kernel list (TransData x4, MemSet x2, Conv3DBackpropFilter x1):
     the groups' TransData (TIK trans_data_groups, output atomic) takes its own MemSet besides the
     accumulator's."""
-    dt = np.float16
-    est = simulator.estimate("ConvolutionBackward", SOC, gradOutput=TensorLayout((2, 64, 8, 32, 32), dt),
-                             input=TensorLayout((2, 64, 8, 32, 32), dt), weight=TensorLayout((64, 1, 1, 1, 1), dt),
-                             biasSizes=[64], stride=[1, 1, 1], padding=[0, 0, 0], dilation=[1, 1, 1],
-                             transposed=False, outputPadding=[0, 0, 0], groups=64, outputMask=[False, True, False],
-                             cubeMathType=0)
-    names = [name.split("(")[0].split(":")[0] for name, _, _ in est.launches]
+    labels = _gradweight_3d_launches((2, 64, 8, 32, 32), (64, 1, 1, 1, 1), groups=64)
+    names = _kinds(labels)
     assert sorted(set(names)) == ["Cube", "MemSet", "TransData"]
     assert (names.count("TransData"), names.count("MemSet"), names.count("Cube")) == (4, 2, 1)
-    labels = [name for name, _, _ in est.launches]
     assert labels[labels.index("MemSet(gradWeight)") + 1] == "TransData(gradWeight enlarged -> weight layout)"
