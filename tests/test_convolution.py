@@ -298,6 +298,22 @@ def test_weight_transdata_memset(soc, dtype, groups, cleared):
     np.testing.assert_array_equal(r.outputs["output"].astype(np.float64), want)
 
 
+@pytest.mark.parametrize("soc,dtype", [("Ascend910B2", np.float32), ("Ascend910B2", np.float16),
+                                       ("Ascend910_9392", np.float32)])
+def test_a_3d_weight_transdata_is_tik_in_every_dtype(soc, dtype):
+    """NCDHW -> FRACTAL_Z_3D is no DSL pair in CANN 8.1's trans_data.py (`DSL_SUPPORT`), so even an
+    FP32 3D weight takes TIK's positive_source_ntc and its MemSet on A2 / A3 (where 3D runs)."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(-2, 3, (1, 4, 4, 5, 5)).astype(dtype)
+    w = rng.integers(-2, 3, (8, 4, 2, 3, 3)).astype(dtype)
+    r = simulator.run("Convolution", soc, input=x, weight=w, bias=None, stride=[1, 1, 1], padding=[0, 1, 1],
+                      dilation=[1, 1, 1], transposed=False, outputPadding=[0, 0, 0], groups=1, cubeMathType=0)
+    names = [launch["name"] for launch in r.report.launches]
+    assert names[names.index("MemSet(weight FRACTAL_Z)") + 1].startswith("TransData(weight")
+    want = conv_forward(x.astype(np.float64), w.astype(np.float64), [1, 1, 1], [0, 1, 1], [1, 1, 1])
+    np.testing.assert_allclose(r.outputs["output"].astype(np.float64), want, rtol=1e-6)
+
+
 def test_an_empty_output_launches_nothing():
     x = np.zeros((0, 4, 5, 5), np.float16)
     w = np.ones((6, 4, 3, 3), np.float16)

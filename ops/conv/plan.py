@@ -70,9 +70,10 @@ def tik_clears_output(profile) -> bool:
     """Whether the weight's layout kernels are CANN's TIK TransData built for dynamic shapes, whose
     output is declared atomic so that a MemSet zeroes it before each launch (A2 / A3: their
     binaries are built for unknown shapes). Two of them reach a convolution: NC(D)HW -> FRACTAL_Z(_3D)
-    of a 16-bit weight (trans_data_positive_source_ntc: `_is_padding_n` is true for any unknown
-    shape) and FRACTAL_Z(_3D) of groups to or from the enlarged groups' (trans_data_groups, always
-    atomic). An FP32 weight's FRACTAL_Z (C0 8) is a DSL TransData, which writes every byte."""
+    (trans_data_positive_source_ntc: `_is_padding_n` is true for any unknown shape) and
+    FRACTAL_Z(_3D) of groups to or from the enlarged groups' (trans_data_groups, always atomic).
+    NCHW -> FRACTAL_Z of an FP32 weight (C0 8) is a DSL TransData instead, which writes every byte;
+    NCDHW -> FRACTAL_Z_3D is no DSL pair and runs TIK in every dtype."""
     return "PIPE_FIX" in profile.core_kind_for("cube")[1].pipes
 
 
@@ -414,7 +415,7 @@ def _plan_cube(call: ConvBackwardCall, work: GradientWork, profile, forced: dict
     _report_tiling(tiling, geo, dx, dw, setup.buffers, all_blocks, makespan)
     return _CubePlan(prologues, jobs, epilogues, dy_map, x_map, packed_weight, dx_phases, acc, acc_dtype,
                      computed[1] and dw.atomic, left_operand, cast.source if cast else None, weight_f32,
-                     packed_weight is not None and tik_clears_output(profile) and setup.itemsize == 2)
+                     packed_weight is not None and tik_clears_output(profile) and (setup.itemsize == 2 or geo.nd == 3))
 
 
 # ---- the launches (phase 2) ----------------------------------------------------------------------
