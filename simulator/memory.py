@@ -9,6 +9,10 @@ import numpy as np
 
 ALLOC_ALIGN = 512          # aclrtMalloc returns 512-byte aligned addresses in our model
 BASE_ADDRESS = 0x12C0_0000_0000
+# aclrtMalloc does not clear what it hands out. A fresh allocation here holds this byte: NaN in
+# every float dtype, -1 in the integers, so a kernel that reads workspace it never wrote (a
+# MemSet left out before atomic adds) shows NaN where zeros would have hidden it.
+UNWRITTEN_BYTE = 0xFF
 
 
 class Allocation:
@@ -20,7 +24,8 @@ class Allocation:
 
 class DeviceMemory:
     """Device memory of the profile's capacity. In functional mode each allocation is backed by a
-    numpy byte array; in timing-only mode nothing is backed (no data moves)."""
+    numpy byte array filled with UNWRITTEN_BYTE; in timing-only mode nothing is backed (no data
+    moves)."""
 
     def __init__(self, capacity: int, functional: bool):
         self.capacity = capacity
@@ -38,7 +43,7 @@ class DeviceMemory:
             return None
         addr = self._next
         self._next += padded
-        data = np.zeros(size, dtype=np.uint8) if self.functional else None
+        data = np.full(size, UNWRITTEN_BYTE, dtype=np.uint8) if self.functional else None
         self._allocs[addr] = Allocation(addr, size, data)
         bisect.insort(self._bases, addr)
         self._spans = None

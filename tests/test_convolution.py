@@ -27,7 +27,7 @@ import pytest
 import simulator
 from simulator import TensorLayout
 from simulator.enums import AclnnError
-from conv_reference import conv_forward, conv_out_size, norm_padding
+from conv_reference import conv_backward, conv_forward, conv_out_size, norm_padding
 from test_convolution_backward import NP_UNIT, UNIT, compute_dtype
 from test_physics_bounds import check, cube_bound, memory_bound, valid_taps
 
@@ -296,6 +296,46 @@ def test_weight_transdata_memset(soc, dtype, groups, cleared):
         assert names[names.index(memset) + 1].startswith("TransData(weight")
     want = conv_forward(x.astype(np.float64), w.astype(np.float64), [1, 1], [1, 1], [1, 1], groups)
     np.testing.assert_array_equal(r.outputs["output"].astype(np.float64), want)
+
+
+def _grouped_forward():
+    """Ascend910B3, groups of 2 channels: 8 of them enlarged into one Cube group."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(-2, 3, (2, 16, 6, 6)).astype(np.float16)
+    w = rng.integers(-2, 3, (16, 2, 3, 3)).astype(np.float16)
+    r = simulator.run("Convolution", "Ascend910B3", input=x, weight=w, bias=None, stride=[1, 1], padding=[1, 1],
+                      dilation=[1, 1], transposed=False, outputPadding=[0, 0], groups=8, cubeMathType=0)
+    want = conv_forward(x.astype(np.float64), w.astype(np.float64), [1, 1], [1, 1], [1, 1], 8)
+    return r.outputs["output"].astype(np.float64), want
+
+
+def _grad_weight_3d():
+    """Ascend910B2, a 3D gradWeight in FP16: FP32 atomic adds into a workspace."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(-2, 3, (1, 4, 3, 5, 5)).astype(np.float16)
+    w = rng.integers(-2, 3, (8, 4, 2, 3, 3)).astype(np.float16)
+    dy = rng.integers(-2, 3, (1, 8, 2, 5, 5)).astype(np.float16)
+    r = simulator.run("ConvolutionBackward", "Ascend910B2", gradOutput=dy, input=x, weight=w, biasSizes=[8],
+                      stride=[1, 1, 1], padding=[0, 1, 1], dilation=[1, 1, 1], transposed=False,
+                      outputPadding=[0, 0, 0], groups=1, outputMask=[False, True, False], cubeMathType=0)
+    want = conv_backward(dy, x, w, [1, 1, 1], [0, 1, 1], [1, 1, 1], mask=(False, True, False))[1]
+    return r.outputs["gradWeight"].astype(np.float64), want
+
+
+@pytest.mark.parametrize("memset,call", [("MemSet(weight groups enlarged)", _grouped_forward),
+                                         ("MemSet(gradWeight FP32 accumulator)", _grad_weight_3d)])
+def test_a_memset_left_out_shows_in_the_output(monkeypatch, memset, call):
+    """aclrtMalloc does not clear memory (simulator.memory.UNWRITTEN_BYTE), so the MemSets before a
+    launch that writes only part of its output (the enlarged groups' diagonal blocks) or adds into it
+    (a 3D gradWeight's atomic adds) are what make the result right: with one left out it is not."""
+    import ops.conv.plan as plan
+    got, want = call()
+    np.testing.assert_array_equal(got, want)
+    zero_fill = plan.zero_fill_launch
+    monkeypatch.setattr(plan, "zero_fill_launch", lambda label, dst, nbytes, profile:
+                        zero_fill(label, dst, 0 if label == memset else nbytes, profile))
+    got, want = call()
+    assert not np.array_equal(got, want)
 
 
 @pytest.mark.parametrize("soc,dtype", [("Ascend910B2", np.float32), ("Ascend910B2", np.float16),
