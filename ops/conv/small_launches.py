@@ -217,8 +217,9 @@ def _enlarge_body(src: GM_ADDR, dst: GM_ADDR, dt, E: int, A: int, B: int, taps: 
     k = 0
     for g in groups:
         base = g * region
-        for off in range(0, region if zeroing else 0, max(zero_elems, 1)):
-            DataCopyPad(dGm[base + off], zeros, DataCopyExtParams(1, min(zero_elems, region - off) * isz, 0, 0))
+        if zeroing:
+            for off in range(0, region, zero_elems):
+                DataCopyPad(dGm[base + off], zeros, DataCopyExtParams(1, min(zero_elems, region - off) * isz, 0, 0))
         for a in range(A):
             for e0 in range(0, E, ne):
                 n = min(ne, E - e0)
