@@ -17,6 +17,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import acl, aclnn
 from .enums import AclnnError, KernelError, aclFormat, acl_dtype_of, aclnnStatus, exception_line, raised_by_user
+from .memory import UNWRITTEN_BYTE
 from .profile import Profile
 from .report import Report, Trace
 
@@ -221,7 +222,7 @@ def _bind_arrays(opdef, params: dict, format, functional: bool):
         if v is None and wanted and p.name in wanted and wanted[p.name] is not None:
             shape, dt = wanted[p.name]
             # timing-only: an output no one reads is a layout, shown as a free zero-stride view
-            v = np.zeros(shape, dtype=dt) if functional else TensorLayout(shape, dt)
+            v = _unwritten(shape, dt) if functional else TensorLayout(shape, dt)
         if v is None:
             args[p.name] = None
             continue
@@ -235,6 +236,16 @@ def _bind_arrays(opdef, params: dict, format, functional: bool):
         args[p.name] = host[p.name].tensor
         outputs[p.name] = v.stand_in() if isinstance(v, TensorLayout) else v
     return host, args, outputs
+
+
+def _unwritten(shape, dt) -> np.ndarray:
+    """An output the caller did not pass, as a framework allocates one (torch.empty on the device):
+    UNWRITTEN_BYTE in every byte, so an element the call leaves unwritten reads NaN (-1 in the
+    integers) instead of a zero that may pass for a result."""
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return np.zeros(shape, dt)
+    return np.full(int(np.prod(shape)) * dt.itemsize, UNWRITTEN_BYTE, np.uint8).view(dt).reshape(shape)
 
 
 @dataclass
