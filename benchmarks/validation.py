@@ -6,6 +6,7 @@ fitted on), with the validation set's mean absolute error and worst row.
     python benchmarks/validation.py --quick     # the quick figures only (seconds)
     python benchmarks/validation.py --check     # also fail if a ratio moved from its recorded value
     python benchmarks/validation.py --record    # write the ratios back as expected_ratio
+    python benchmarks/validation.py --rows F    # rows in the CANN team's benchmark format (a held-out half)
 
 The figures, their sources, the split rule and how each is reproduced are in
 benchmarks/published_figures.yaml; docs/CALIBRATION.md holds the tables this prints.
@@ -477,6 +478,9 @@ def main(argv=None) -> int:
                                   "--record refused: a ratio is recorded on the figure's own chip)")
     ap.add_argument("--check", action="store_true", help="exit 1 if a ratio drifted from its recorded value")
     ap.add_argument("--record", action="store_true", help="write the ratios back as expected_ratio")
+    ap.add_argument("--rows", metavar="FILE", help="simulate the rows of FILE, in the CANN team's benchmark "
+                                                    "format (benchmarks/measured_rows.py), instead of the "
+                                                    "published figures")
     ap.add_argument("--dw-blocks", choices=["slices"], help="what-if: a gradWeight call's Cube launch on whole "
                                                            "(image, output depth) slices a block, in as few rounds "
                                                            "as the cores allow, not the plan's split")
@@ -486,6 +490,10 @@ def main(argv=None) -> int:
         ap.error("--record with a what-if (--soc, --dw-blocks): ratios are recorded as the model is")
     global WHOLE_SLICES
     WHOLE_SLICES = args.dw_blocks == "slices"
+    if args.rows:
+        if args.record or args.check or args.quick or args.source:
+            ap.error("--rows takes --only, --soc and --dw-blocks; nothing is recorded for its rows")
+        return _main_rows(Path(args.rows), set(args.only) if args.only else None, args.soc)
     results = run(figures, args.quick, set(args.only) if args.only else None, args.source, args.soc)
     for split in ("calibration", "validation"):
         part = [r for r in results if sources[r.figure["source"]]["split"] == split]
@@ -505,6 +513,37 @@ def main(argv=None) -> int:
     if bad:
         print("drifted from the recorded ratios:\n  " + "\n  ".join(bad))
     return 1 if (args.check and bad) else 0
+
+
+def _main_rows(path: Path, only: set[str] | None, soc: str | None) -> int:
+    """--rows: the file's rows as figures (measured_rows.py), each simulated as its kind of
+    published figure is; a call the simulator refuses is that row's note, not a traceback."""
+    from measured_rows import RowsError, figure, load_rows
+    from simulator.enums import AclnnError, KernelError
+    try:
+        rows = load_rows(path)
+    except RowsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    figs = [figure(r, chip=soc) if soc else figure(r) for r in rows]
+    if only:
+        wanted = {i.replace("-", "_") for i in only}
+        figs = [f for f in figs if f["id"] in wanted]
+    results = []
+    for f in figs:
+        try:
+            results.append(simulate(f))
+        except (AclnnError, KernelError) as e:
+            results.append(Result(f, None, f"the simulator refused it: {e}"))
+    print(f"## Rows of {path.name} ({len(results)})\n")
+    print(table(results, {}))
+    print()
+    print(summary(results))
+    print()
+    for r in results:
+        if r.note and r.simulated is not None:
+            print(f"- {r.figure['id']}: {r.note}")
+    return 0
 
 
 if __name__ == "__main__":

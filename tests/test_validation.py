@@ -159,3 +159,81 @@ def test_a_report_says_how_far_its_operator_was_checked():
     from simulator.report import measured_fit
     from simulator.profile import load_profile
     assert measured_fit(load_profile("Ascend910B4"), "my_axpy_kernel") is None
+
+
+# --- rows in the CANN team's benchmark format (`validation.py --rows`: a held-out half is checked so) -----
+ROWS = ROOT / "tests" / "fixtures" / "cann_bench_calibration_rows.yaml"
+
+
+def test_the_sources_rows_read_as_the_figures_recorded_by_hand():
+    """The calibration half, read from the source's own format, gives each figure recorded by hand
+    in published_figures.yaml: the call (pads per side to one per axis, MKN to M, N, K, gradOutput
+    checked against the convolution), its time, bound and kernel list. So a held-out half in the
+    same format runs the same reproducers."""
+    import measured_rows
+    recorded = {f["id"]: f for f in FIGURES if f["source"] == "cann_bench_910b2"}
+    rows = measured_rows.load_rows(ROWS)
+    assert len(rows) == len(recorded) == 30
+    for row in rows:
+        f = measured_rows.figure(row)
+        want = recorded[f["id"]]
+        for key in ("what", "measured", "bound", "conditions", "chip", "chip_published", "reproduce"):
+            assert f[key] == want[key], (f["id"], key, f[key], want[key])
+
+
+def test_a_row_that_cannot_be_reproduced_says_why(tmp_path, capsys):
+    """Each fault of a row is its own line of the table, named; the file's other rows still run;
+    a file that is not a list of rows is refused with exit status 2, never a traceback."""
+    import measured_rows
+    conv = {"operator": "Conv3DBackpropFilter (aclnnConvolutionBackward path, grad_weight only)",
+            "dtype": "float16", "measured_us": 80.0,
+            "shapes": {"x": [2, 32, 16, 32, 32], "grad(out_backprop)": [2, 64, 14, 30, 30],
+                       "filter_size": [64, 32, 3, 3, 3]},
+            "conv_params": {"strides": [1, 1, 1], "dilations": [1, 1, 1], "groups": 1,
+                            "pads(front,back,top,bottom,left,right)": [0, 0, 0, 0, 0, 0]}}
+    bad = {
+        "pads": ({**conv, "conv_params": {**conv["conv_params"],
+                                          "pads(front,back,top,bottom,left,right)": [0, 1, 0, 0, 0, 0]}},
+                 "differ between the two sides"),
+        "grad": ({**conv, "shapes": {**conv["shapes"], "grad(out_backprop)": [2, 64, 16, 30, 30]}},
+                 "is not the [2, 64, 14, 30, 30]"),
+        "groups": ({**conv, "conv_params": {**conv["conv_params"], "groups": 3}}, "groups 3"),
+        "operator": ({"operator": "LayerNorm", "shapes": {"x": [4]}, "dtype": "float16", "measured_us": 1.0},
+                     "no reproducer for operator 'LayerNorm'"),
+        "transposed": ({"operator": "MatMul (A[M,K] @ B[N,K]^T, transpose_b)", "shapes": {"A": [64, 64], "B": [64, 64]},
+                        "dtype": "float16", "measured_us": 2.0}, "a transposed operand"),
+        "inner": ({"operator": "MatMul", "shapes": {"A": [64, 32], "B": [64, 64]}, "dtype": "float16",
+                   "measured_us": 2.0}, "are not [batch,] M x K"),
+        "dtype": ({"operator": "Sigmoid", "shapes": {"x": [4]}, "dtype": "int8", "measured_us": 1.0}, "dtype 'int8'"),
+        "time": ({"operator": "Sigmoid", "shapes": {"x": [4]}, "dtype": "float16", "measured_us": 0}, "not a positive time"),
+        "shape": ({"operator": "Sigmoid", "shapes": {"x": [4, -1]}, "dtype": "float16", "measured_us": 1.0},
+                  "not a list of positive sizes"),
+    }
+    for name, (row, why) in bad.items():
+        f = measured_rows.figure({"id": name, **row})
+        assert "kind" not in f["reproduce"] and why in f["reproduce"]["why"], (name, f["reproduce"])
+    # in a file, beside a row that runs: each bad row is "not reproduced", the good one is simulated
+    import yaml
+    good = yaml.safe_load(ROWS.read_text())[10]            # cb-sigmoid-1, 1024 x 1024 FP16
+    assert good["id"] == "cb-sigmoid-1"
+    path = tmp_path / "rows.yaml"
+    path.write_text(yaml.safe_dump([{"id": n, **r} for n, (r, _) in bad.items()] + [good]))
+    assert validation.main(["--rows", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("not reproduced:") == len(bad) and "1 figures reproduced (9 not)" in out
+    path.write_text("- [")
+    assert validation.main(["--rows", str(path)]) == 2
+    assert "cannot read it as YAML" in capsys.readouterr().err
+    path.write_text("{id: a}")
+    assert validation.main(["--rows", str(path)]) == 2
+    assert "expected a YAML list of rows" in capsys.readouterr().err
+
+
+def test_a_row_runs_as_its_recorded_figure_does():
+    """The FP16 Sigmoid of 1024 x 1024 through --rows' figure gives the recorded ratio (the other
+    29 rows take minutes: `python benchmarks/validation.py --rows tests/fixtures/cann_bench_calibration_rows.yaml`)."""
+    import measured_rows
+    row = next(r for r in measured_rows.load_rows(ROWS) if r["id"] == "cb-sigmoid-1")
+    recorded = next(f for f in FIGURES if f["id"] == "cb_sigmoid_1")
+    r = validation.simulate(measured_rows.figure(row))
+    assert abs(r.ratio / recorded["expected_ratio"] - 1) <= validation.DRIFT
