@@ -490,6 +490,12 @@ def main(argv=None) -> int:
         ap.error("--record with a what-if (--soc, --dw-blocks): ratios are recorded as the model is")
     global WHOLE_SLICES
     WHOLE_SLICES = args.dw_blocks == "slices"
+    if args.soc:
+        from simulator.profile import ProfileError
+        try:
+            load_profile(args.soc)
+        except ProfileError as e:
+            ap.error(f"--soc: {e}")
     if args.rows:
         if args.record or args.check or args.quick or args.source:
             ap.error("--rows takes --only, --soc and --dw-blocks; nothing is recorded for its rows")

@@ -227,6 +227,9 @@ def test_a_row_that_cannot_be_reproduced_says_why(tmp_path, capsys):
     path.write_text("{id: a}")
     assert validation.main(["--rows", str(path)]) == 2
     assert "expected a YAML list of rows" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:           # a chip no profile names: before any row runs
+        validation.main(["--rows", str(ROWS), "--soc", "Ascend910Z"])
+    assert stop.value.code == 2 and "unknown SoC 'Ascend910Z'" in capsys.readouterr().err
 
 
 def test_a_row_runs_as_its_recorded_figure_does():
