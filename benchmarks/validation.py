@@ -503,15 +503,7 @@ def main(argv=None) -> int:
     results = run(figures, args.quick, set(args.only) if args.only else None, args.source, args.soc)
     for split in ("calibration", "validation"):
         part = [r for r in results if sources[r.figure["source"]]["split"] == split]
-        print(f"## {split.capitalize()} ({len({r.figure['source'] for r in part})} sources)\n")
-        print(table(part, sources))
-        print()
-        print(summary(part))
-        print()
-        for r in part:
-            if r.note and r.simulated is not None:
-                print(f"- {r.figure['id']}: {r.note}")
-        print()
+        print_part(f"{split.capitalize()} ({len({r.figure['source'] for r in part})} sources)", part, sources)
     if args.record:
         record(results)
         print(f"recorded {sum(r.ratio is not None for r in results)} ratios in {FIGURES.name}")
@@ -541,15 +533,21 @@ def _main_rows(path: Path, only: set[str] | None, soc: str | None) -> int:
             results.append(simulate(f))
         except (AclnnError, KernelError) as e:
             results.append(Result(f, None, f"the simulator refused it: {e}"))
-    print(f"## Rows of {path.name} ({len(results)})\n")
-    print(table(results, {}))
+    print_part(f"Rows of {path.name} ({len(results)})", results, {})
+    return 0
+
+
+def print_part(title: str, results: list[Result], sources: dict) -> None:
+    """A part's table, its summary and each reproduced figure's note."""
+    print(f"## {title}\n")
+    print(table(results, sources))
     print()
     print(summary(results))
     print()
     for r in results:
         if r.note and r.simulated is not None:
             print(f"- {r.figure['id']}: {r.note}")
-    return 0
+    print()
 
 
 if __name__ == "__main__":
