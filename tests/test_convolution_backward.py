@@ -125,6 +125,11 @@ CASES += [
     _case("A2", (2, 1, 1), (1,), 4, (2,), (3,), (1,), dtype=BF16, cm=1),
     _case("A2", (3, 32, 2, 4, 3), (2, 3, 1), 20, (3, 1, 3), (2, 1, 2), (3, 1, 3), groups=2, mask=(0, 1, 1),
           dtype=BF16, cm=1),
+    # a 3D gradWeight of fewer than 8 elements: its FP32 copy before the Cast is padded to a
+    # 32-B block, and the Cast wrote that whole block into the 16-bit gradWeight
+    _case("A2", (1, 1, 3, 3, 3), (1, 1, 1), 3, (1, 1, 1), (0, 0, 0), (1, 1, 1), mask=(0, 1, 0)),
+    _case("A2", (2, 1, 2, 2, 2), (1, 1, 1), 1, (1, 1, 1), (0, 0, 0), (1, 1, 1), dtype=BF16, cm=0),
+    _case("A2", (1, 7, 2, 3, 2), (1, 1, 1), 1, (1, 2, 1), (0, 1, 0), (1, 1, 1)),
     # 3D: outputPadding >= stride but < dilation (CANN accepts it)
     _case("A2", (1, 3, 3, 4, 5), (2, 2, 2), 4, (1, 1, 1), (0, 0, 0), (2, 2, 2), transposed=True, opad=(1, 1, 1),
           dtype=f32, cm=0),

@@ -490,7 +490,7 @@ def _cube_launches(call: ConvBackwardCall, work: GradientWork, sources: Sources,
         launches.append(KernelLaunch(elabel, epilogue_body, len(epilogue.blocks), "vector", (epilogue_args, epilogue)))
         if kind == "dw" and weight_f32 is not None:
             job, blocks = flat_job("cast", (cube.acc_dtype,), call.grad_weight.dtype,
-                                   cube.weight_f32.nbytes // cube.acc_dtype.itemsize, profile)
+                                   call.grad_weight.numel(), profile)    # (the part is a 32-B block at least)
             launches.append(KernelLaunch(f"Cast(gradWeight {dtype_name(cube.acc_dtype)} -> "
                                          f"{dtype_name(call.grad_weight.dtype)})", elementwise_body, blocks, "vector",
                                          ((weight_f32,), grad_weight, job)))
