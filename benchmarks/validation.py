@@ -100,7 +100,8 @@ def _gemm(fig, spec):
     in_t, out_t = DTYPES[dtype]
     tile = dict(zip(("baseM", "baseN"), spec.get("tile", ())))
     if spec.get("value") == "us" and dtype in ("FLOAT16", "BF16") and spec.get("kernel") != "template":
-        return _mm_operator(soc, profile, M, N, K, in_t, tile, spec.get("batch", 1))
+        value, note, fig["_launches"] = _mm_operator(soc, profile, M, N, K, in_t, tile, spec.get("batch", 1))
+        return value, note
     trans_b = spec.get("trans_b", np.dtype(in_t).itemsize == 4)
     overrides = tuple(sorted(spec["set"].items())) if spec.get("set") else None
     t, rep = _template_gemm(soc, overrides, M, N, K, dtype, trans_b, tuple(sorted(tile.items())),
@@ -136,7 +137,7 @@ def _template_gemm(soc, overrides, M, N, K, dtype, trans_b, tile, swizzle, block
 def _mm_operator(soc, profile, M, N, K, in_t, tile, batch=1):
     """The call through aclnnMm, or aclnnMatmul on batch x M x K by batch x K x N (its launches: on
     A2, for 16-bit data, the MatMul or BatchMatMul alone), cold as one call: msprof's Task Durations
-    summed."""
+    summed (and the launches' names)."""
     import simulator
     from simulator import TensorLayout
     lead = (batch,) if batch > 1 else ()
@@ -144,7 +145,8 @@ def _mm_operator(soc, profile, M, N, K, in_t, tile, batch=1):
     r = simulator.run(op, soc, profile=profile, mode="timing", trace=False, self=TensorLayout(lead + (M, K), in_t),
                       cubeMathType=0, tiling=tile or None, **{right: TensorLayout(lead + (K, N), in_t)})
     t = r.report
-    return t.kernel_us, f"aclnn{op}: {', '.join(x['name'] for x in t.launches)}, bound by {t.bound}"
+    names = [x["name"] for x in t.launches]
+    return t.kernel_us, f"aclnn{op}: {', '.join(names)}, bound by {t.bound}", names
 
 
 def _unary(fig, spec):
@@ -255,6 +257,7 @@ def _aclnn_conv(fig, spec):
                       outputMask=spec.get("mask", [False, True, False]), cubeMathType=0,
                       tiling={"blockDim": spec["blockDim"]} if "blockDim" in spec else None)
     if "launch" not in spec:
+        fig["_launches"] = [l["name"] for l in r.report.launches]
         cast = sum(l["cycles"] for l in r.report.launches if l["name"].startswith("Cast(gradWeight"))
         return r.report.kernel_us - cast / r.report.clock_mhz, _launch_list(r.report)
     got = next(l for l in r.report.launches if l["name"].startswith(spec["launch"]))
@@ -316,6 +319,7 @@ def _sigmoid(fig, spec):
     r = simulator.run("Sigmoid", fig["chip"], mode="timing", trace=False,
                       self=TensorLayout(spec["shape"], dt))
     rep, facts = r.report, r.report.tiling
+    fig["_launches"] = [l["name"] for l in rep.launches]
     return rep.kernel_us, (f"{facts['blockDim']} blocks, tiles of {facts['tileLength']}, "
                            f"L2 hits {rep.l2['hit_rate']:.0%}, bound by {rep.bound}")
 
@@ -516,7 +520,7 @@ def main(argv=None) -> int:
 def _main_rows(path: Path, only: set[str] | None, soc: str | None) -> int:
     """--rows: the file's rows as figures (measured_rows.py), each simulated as its kind of
     published figure is; a call the simulator refuses is that row's note, not a traceback."""
-    from measured_rows import RowsError, figure, load_rows
+    from measured_rows import RowsError, figure, launches_differ, load_rows
     from simulator.enums import AclnnError, KernelError
     try:
         rows = load_rows(path)
@@ -528,11 +532,17 @@ def _main_rows(path: Path, only: set[str] | None, soc: str | None) -> int:
         wanted = {i.replace("-", "_") for i in only}
         figs = [f for f in figs if f["id"] in wanted]
     results = []
-    for f in figs:
+    for i, f in enumerate(figs):
+        print(f"row {i + 1} of {len(figs)}: {f['id']}", file=sys.stderr, flush=True)
         try:
-            results.append(simulate(f))
+            r = simulate(f)
         except (AclnnError, KernelError) as e:
-            results.append(Result(f, None, f"the simulator refused it: {e}"))
+            r = Result(f, None, f"the simulator refused it: {e}")
+        except Exception as e:            # (a fault of ours: named in the row's line, the other rows run)
+            r = Result(f, None, f"the simulator failed on it: {type(e).__name__}: {e}")
+        if r.simulated is not None and (differ := launches_differ(f, f.get("_launches", []))):
+            r.note += f" ({differ})"
+        results.append(r)
     print_part(f"Rows of {path.name} ({len(results)})", results, {})
     return 0
 

@@ -197,7 +197,7 @@ def test_a_row_that_cannot_be_reproduced_says_why(tmp_path, capsys):
                  "differ between the two sides"),
         "grad": ({**conv, "shapes": {**conv["shapes"], "grad(out_backprop)": [2, 64, 16, 30, 30]}},
                  "is not the [2, 64, 14, 30, 30]"),
-        "groups": ({**conv, "conv_params": {**conv["conv_params"], "groups": 3}}, "groups 3"),
+        "groups": ({**conv, "conv_params": {**conv["conv_params"], "groups": 2}}, "groups 2"),
         "operator": ({"operator": "LayerNorm", "shapes": {"x": [4]}, "dtype": "float16", "measured_us": 1.0},
                      "no reproducer for operator 'LayerNorm'"),
         "transposed": ({"operator": "MatMul (A[M,K] @ B[N,K]^T, transpose_b)", "shapes": {"A": [64, 64], "B": [64, 64]},
@@ -207,7 +207,22 @@ def test_a_row_that_cannot_be_reproduced_says_why(tmp_path, capsys):
         "dtype": ({"operator": "Sigmoid", "shapes": {"x": [4]}, "dtype": "int8", "measured_us": 1.0}, "dtype 'int8'"),
         "time": ({"operator": "Sigmoid", "shapes": {"x": [4]}, "dtype": "float16", "measured_us": 0}, "not a positive time"),
         "shape": ({"operator": "Sigmoid", "shapes": {"x": [4, -1]}, "dtype": "float16", "measured_us": 1.0},
-                  "not a list of positive sizes"),
+                  "not a list of positive whole sizes"),
+        "bool size": ({"operator": "Sigmoid", "shapes": {"x": [True, 32]}, "dtype": "float16", "measured_us": 1.0},
+                      "not a list of positive whole sizes"),
+        "bool time": ({"operator": "Sigmoid", "shapes": {"x": [4]}, "dtype": "float16", "measured_us": True},
+                      "not a positive time"),
+        "stride 0": ({**conv, "conv_params": {**conv["conv_params"], "strides": [0, 0, 0]}}, "1 or more"),
+        "params list": ({**conv, "conv_params": [1, 2]}, "not a mapping"),
+        "params key": ({**conv, "conv_params": {**conv["conv_params"], "stride": [2, 2, 2]}},
+                       "unknown conv_params stride"),
+        "pad order": ({**conv, "conv_params": {"pads(top,bottom,left,right,front,back)": [0] * 6}},
+                      "the reproducer reads pads(front,back,top,bottom,left,right)"),
+        "gradients": ({**conv, "operator": "Conv3DBackpropFilter (grad_weight and grad_bias)"},
+                      "computes gradWeight alone"),
+        "rank": ({**conv, "operator": "Conv2DBackpropFilter"}, "a Conv2D row with x [2, 32, 16, 32, 32]"),
+        "row key": ({"operator": "MatMul", "shapes": {"A": [64, 64], "B": [64, 64]}, "dtype": "float16",
+                     "measured_us": 2.0, "transpose_b": True}, "unknown key(s) transpose_b"),
     }
     for name, (row, why) in bad.items():
         f = measured_rows.figure({"id": name, **row})
@@ -220,7 +235,8 @@ def test_a_row_that_cannot_be_reproduced_says_why(tmp_path, capsys):
     path.write_text(yaml.safe_dump([{"id": n, **r} for n, (r, _) in bad.items()] + [good]))
     assert validation.main(["--rows", str(path)]) == 0
     out = capsys.readouterr().out
-    assert out.count("not reproduced:") == len(bad) and "1 figures reproduced (9 not)" in out
+    assert out.count("not reproduced:") == len(bad) and f"1 figures reproduced ({len(bad)} not)" in out
+    assert "not a mapping of its fields" in measured_rows.figure([1, 2])["reproduce"]["why"]
     path.write_text("- [")
     assert validation.main(["--rows", str(path)]) == 2
     assert "cannot read it as YAML" in capsys.readouterr().err
@@ -240,3 +256,32 @@ def test_a_row_runs_as_its_recorded_figure_does():
     recorded = next(f for f in FIGURES if f["id"] == "cb_sigmoid_1")
     r = validation.simulate(measured_rows.figure(row))
     assert abs(r.ratio / recorded["expected_ratio"] - 1) <= validation.DRIFT
+
+
+def test_a_rows_call_is_the_one_it_describes():
+    """Pads per side to one per axis, strides per NCDHW axis to per spatial axis, MKN to the
+    reproducer's M, N, K, a batch kept: each on a call whose sizes differ per axis (the calibration
+    rows have the same pad, stride and dilation on every axis), its gradOutput the one the
+    convolution gives. And a kernel list that is not ours is said beside the ratio."""
+    import measured_rows
+    f = measured_rows.figure({
+        "id": "c", "operator": "Conv3DBackpropFilter (aclnnConvolutionBackward path, grad_weight only)",
+        "dtype": "bfloat16", "measured_us": 9.0, "kernels_in_value": "TransData×3 + MemSet×1 + Conv3DBackpropFilter×1",
+        "shapes": {"x": [2, 8, 9, 10, 11], "grad(out_backprop)": [2, 4, 9, 3, 4], "filter_size": [4, 4, 3, 3, 3]},
+        "conv_params": {"strides": [1, 1, 1, 2, 3], "dilations": [1, 2, 1], "groups": 2,
+                        "pads(front,back,top,bottom,left,right)": [1, 1, 0, 0, 1, 1]}})
+    assert f["reproduce"] == {"kind": "aclnn_conv", "dtype": "BF16", "x": [2, 8, 9, 10, 11],
+                              "grad_output": [2, 4, 9, 3, 4], "weight": [4, 4, 3, 3, 3], "stride": [1, 2, 3],
+                              "padding": [1, 0, 1], "dilation": [1, 2, 1], "groups": 2}, f["reproduce"]
+    f2 = measured_rows.figure({"id": "c2", "operator": "Conv2DBackpropFilter", "dtype": "float16", "measured_us": 1.0,
+                               "shapes": {"x": [1, 3, 7, 8], "dy": [1, 5, 7, 4], "filter_size": [5, 3, 3, 1]},
+                               "conv_params": {"strides": [1, 2], "pads(top,bottom,left,right)": [1, 1, 0, 0]}})
+    assert f2["reproduce"]["padding"] == [1, 0] and f2["reproduce"]["stride"] == [1, 2], f2["reproduce"]
+    m = measured_rows.figure({"id": "m", "operator": "BatchMatMul (no transpose)", "dtype": "float16",
+                              "measured_us": 3.0, "shapes": {"A": [4, 48, 80], "B": [4, 80, 32], "MKN": [48, 80, 32]}})
+    assert m["reproduce"] == {"kind": "gemm", "dtype": "FLOAT16", "mnk": [48, 32, 80], "value": "us", "batch": 4}
+    assert measured_rows.launches_differ(f, ["TransData(dy)", "TransData(x)", "MemSet(acc)", "Cube: GradWeight",
+                                             "TransData(dw)", "Cast(gradWeight FLOAT -> BF16)"]) == ""
+    assert measured_rows.launches_differ(f, ["TransData(dy)", "MemSet(acc)", "Cube: GradWeight", "TransData(dw)"]) \
+        == "the row lists Conv3DBackpropFilter×1 + MemSet×1 + TransData×3; ours launches " \
+           "Conv3DBackpropFilter×1 + MemSet×1 + TransData×2"
