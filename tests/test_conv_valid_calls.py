@@ -2,7 +2,8 @@
 an inner error (561000) or a kernel fault. Calls are drawn at random over the whole space the
 operator's checks accept, at model sizes (channels to 1024, kernels to 7, strides, dilations,
 groups, 4-entry and per-dim padding, transposed, every outputMask, every dtype the series takes, a
-fifth of them with rows of 2,000 to 40,000 positions) on every chip; each is planned (phase 1)
+fifth of them with rows of 2,000 to 40,000 positions, a tenth with weights of a few elements) on
+every chip; each is planned (phase 1)
 and each of its launches has its first and last blocks recorded with every capacity, alignment and
 bound check the kernel language makes (simulator.estimate), which is where a tile or a row larger
 than a buffer would show.
@@ -38,11 +39,19 @@ def draw_call(seed: int):
     cout = int(rng.choice([1, 16, 33, 64, 127, 256, 640, 1024]))
     if depthwise:
         groups = cin = cout = int(rng.choice([16, 32, 64]))
+    # a tenth of the draws take a weight of a few elements (1x1 kernels, 1-7 channels): its rows
+    # and its gradWeight are shorter than a 32-B block (their own generator: the other draws stay)
+    tiny = np.random.default_rng([seed, 7]).random() < 0.1
+    if tiny and not depthwise:
+        cin, cout = (int(v) for v in np.random.default_rng([seed, 8]).choice([1, 2, 3, 5, 7], 2))
+        groups = 1
     cin, cout = max(cin // groups, 1) * groups, max(cout // groups, 1) * groups
     k = tuple(int(rng.integers(1, 8)) for _ in range(nd))
     s = tuple(int(rng.integers(1, 4)) for _ in range(nd))
     d = tuple(int(rng.integers(1, 3)) for _ in range(nd))
     p = tuple(int(rng.integers(0, kk)) for kk in k)
+    if tiny and not depthwise:
+        k, p = (1,) * nd, (0,) * nd
     # small spatial sizes keep the drawn calls quick while every buffer still sees model-size rows
     sp = tuple(int(rng.integers(max((kk - 1) * dd + 1 - 2 * pp, 1), max((kk - 1) * dd + 1 - 2 * pp, 1) + 9))
                for kk, dd, pp in zip(k, d, p))
