@@ -92,7 +92,10 @@ def _gemm(fig, spec):
     `kernel: template` asks for the template kernel itself; then `blocks` spreads its tiles over
     the published kernel's block count, and `pipe` makes the value that pipe's mean busy time a
     block (msprof's aic_<pipe>_time); `batch` > 1 makes it a BatchMatMul through aclnnMatmul
-    (batch x M x K by batch x K x N)."""
+    (batch x M x K by batch x K x N). For the template kernel, `step_k` sets its L1 depth in baseK
+    steps (1: the Matmul API's Norm template, a base block a load; 4: MDL's stepKa = stepKb = 4),
+    `k_shift` starts each block's K loop at its own L1 tile (enableKdimReorderLoad), and `value:
+    aic_time` takes the launch's time on the cores (msprof's aicore_time, the slowest block)."""
     from gemm_kernel import DTYPES
     soc, dtype = fig["chip"], spec["dtype"]
     profile = load_profile(soc).override(spec["set"]) if spec.get("set") else None
@@ -105,7 +108,8 @@ def _gemm(fig, spec):
     trans_b = spec.get("trans_b", np.dtype(in_t).itemsize == 4)
     overrides = tuple(sorted(spec["set"].items())) if spec.get("set") else None
     t, rep = _template_gemm(soc, overrides, M, N, K, dtype, trans_b, tuple(sorted(tile.items())),
-                            tuple(spec.get("swizzle", ())), spec.get("blocks"))
+                            tuple(spec.get("swizzle", ())), spec.get("blocks"), spec.get("step_k"),
+                            spec.get("k_shift", False))
     extra = fig["_reproduction"].get("torch_call_overhead_us", 0.0) if spec.get("call") == "torch.mm" else 0.0
     note = f"kernel {rep.time_us:.1f} us + call {extra} us, {t.baseM}x{t.baseN}x{t.baseK} tiles, bound by {rep.bound}"
     if "pipe" in spec:                    # msprof's mean busy time of one pipe a block
@@ -113,11 +117,13 @@ def _gemm(fig, spec):
         return per_core(rep, spec["pipe"]) / rep.clock_mhz, f"{t.usedCoreNum} blocks, {note}"
     if spec.get("value") == "us":         # msprof's Task Duration of the kernel
         return rep.kernel_us, note
+    if spec.get("value") == "aic_time":   # the launch's time on the cores (its slowest block)
+        return rep.launches[0]["core_cycles"] / rep.clock_mhz, note
     return 2.0 * M * N * K / ((rep.time_us + extra) * 1e-6) / 1e12, note
 
 
 @functools.lru_cache(maxsize=8)
-def _template_gemm(soc, overrides, M, N, K, dtype, trans_b, tile, swizzle, blocks):
+def _template_gemm(soc, overrides, M, N, K, dtype, trans_b, tile, swizzle, blocks, step_k=None, k_shift=False):
     """The template MatMul kernel (examples/gemm_kernel.py), warm, on its own launch: (tiling,
     report). Cached: a figure's Task Duration and its pipe times come from one run."""
     from gemm_kernel import DTYPES, gemm_kernel, gemm_tiling, input_elements
@@ -129,6 +135,10 @@ def _template_gemm(soc, overrides, M, N, K, dtype, trans_b, tile, swizzle, block
         t = dataclasses.replace(t, swizzleOffset=swizzle[0], swizzleDirection=swizzle[1])
     if blocks:                             # the published kernel's block count (its tiles spread over them)
         t = dataclasses.replace(t, usedCoreNum=blocks)
+    if step_k:                             # the published kernel's L1 depth, in baseK steps
+        t = dataclasses.replace(t, stepK=step_k, kTiles=-(-K // (step_k * t.baseK)))
+    if k_shift:
+        t = dataclasses.replace(t, kShift=True)
     a_elems, b_elems = input_elements(t)      # (FRACTAL_NZ, padded, on chips without ND -> NZ)
     buffers = {"a": (in_t, a_elems), "b": (in_t, b_elems), "c": (out_t, M * N)}
     return t, run_warm(gemm_kernel, t.usedCoreNum, buffers, (t,), kind="cube", soc=soc, profile=profile, runs=1)

@@ -666,6 +666,29 @@ def test_gemm_trans_b_and_hf32_differs_from_fp32():
     _gemm_check("Ascend910A", "FLOAT16", 48, 40, 72, trans_b=True)
 
 
+def test_gemm_k_shift_starts_each_block_at_its_own_k_tile():
+    """kShift (the Matmul API's enableKdimReorderLoad): block b runs its K loop from L1 tile
+    b mod kTiles and wraps. Each output tile must equal the Cube's arithmetic over K in that
+    rotated order, bit for bit, K tail included (the first and last steps move with the order)."""
+    import dataclasses
+    rng = np.random.default_rng(12)
+    M, N, K = 64, 1024, 232                      # 4 tiles of 64 x 256; K tiles of 64 (last one 40)
+    t = gemm_tiling(M, N, K, "FLOAT16", "Ascend910B1", baseM=64, baseN=256)
+    t = dataclasses.replace(t, stepK=1, kTiles=4, usedCoreNum=4, kShift=True)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c, _ = gemm(a, b, "FLOAT16", "Ascend910B1", tiling=t)
+    ap = np.pad(a, ((0, 0), (0, 256 - K)))        # the K tail in zero-padded fractals, as L0 holds it
+    bp = np.pad(b, ((0, 256 - K), (0, 0)))
+    for blk in range(4):
+        order = np.concatenate([np.arange(64 * ((blk + j) % 4), 64 * ((blk + j) % 4 + 1)) for j in range(4)])
+        cols = slice(256 * blk, 256 * (blk + 1))    # one tile a block (swizzle: one tile row)
+        want = cube_ref(ap[:, order], bp[order][:, cols], 16).astype(np.float16)
+        assert np.array_equal(c[:, cols], want), blk
+    plain, _ = gemm(a, b, "FLOAT16", "Ascend910B1", tiling=dataclasses.replace(t, kShift=False))
+    assert not np.array_equal(plain, c)             # the order is not the plain one
+
+
 def test_gemm_rejects_dtypes_the_chip_lacks():
     with pytest.raises(ValueError, match="no BF16"):
         gemm_tiling(64, 64, 64, "BF16", "Ascend910A")

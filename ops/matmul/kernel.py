@@ -80,6 +80,9 @@ class GemmTiling:
     batch: int = 1              # matrices: C[b] = A[b] @ B[b], the tiles of every b over the cores
     strideA: int = 0            # elements from A[b] to A[b + 1] (0: one A for every b)
     strideB: int = 0
+    kShift: bool = False        # each block starts its K loop at L1 tile (block mod kTiles) and wraps
+                                # (the Matmul API's enableKdimReorderLoad: k_loop_mdl_reorder.h), so
+                                # blocks sharing a panel of A or B read different addresses at one time
 
     @property
     def l1K(self) -> int:
@@ -210,14 +213,17 @@ class KernelGemm:
     def Process(self):
         t = self.t
         blocks, me = GetBlockNum(), GetBlockIdx()
-        steps = [(tile, kt) for tile in range(me, t.batch * t.mTiles * t.nTiles, blocks) for kt in range(t.kTiles)]
+        k0 = me % t.kTiles if t.kShift else 0
+        order = [(k0 + j) % t.kTiles for j in range(t.kTiles)]
+        steps = [(tile, kt) for tile in range(me, t.batch * t.mTiles * t.nTiles, blocks) for kt in order]
         if steps:
             self.CopyIn(*steps[0])
         for i, (tile, kt) in enumerate(steps):
             if i + 1 < len(steps):
                 self.CopyIn(*steps[i + 1])        # prefetch the next L1 tiles (double buffer)
-            self.SplitCompute(tile, kt)
-            if kt == t.kTiles - 1:
+            first, last = kt == order[0], kt == order[-1]
+            self.SplitCompute(tile, kt, first, last)
+            if last:
                 self.CopyOut(tile)
 
     # -- tile geometry ----------------------------------------------------------------------
@@ -315,12 +321,12 @@ class KernelGemm:
         self.inQueueB2.EnQue(b2)
         return self.inQueueB2.DeQue(self.inT)
 
-    def SplitCompute(self, tile: int, kt: int):
+    def SplitCompute(self, tile: int, kt: int, first: bool, last: bool):
         t, c0 = self.t, self.c0
         m0, mv, n0, nv, k0, kv = self._tile(tile, kt)
         m1 = _ceil(mv, 16)
         subs = _ceil(nv, t.baseN)
-        if kt == 0:
+        if first:
             self.c1 = [self.outQueueCO1.AllocTensor(float32) for _ in range(subs)]
         a1 = self.inQueueA1.DeQue(self.inT)
         b1 = self.inQueueB1.DeQue(self.inT)
@@ -334,9 +340,9 @@ class KernelGemm:
                 nOff = j * t.baseN
                 nb = min(t.baseN, nv - nOff)
                 b2 = self.SplitB(b1, kv, nv, kOff, k1, nOff, _ceil(nb, 16))
-                Mmad(self.c1[j], a2, b2, MmadParams(mv, nb, kb, cmatrixInitVal=(kt == 0 and kk == 0)))
+                Mmad(self.c1[j], a2, b2, MmadParams(mv, nb, kb, cmatrixInitVal=(first and kk == 0)))
                 self.inQueueB2.FreeTensor(b2)
-                if kt == t.kTiles - 1 and kk == ksteps - 1:
+                if last and kk == ksteps - 1:
                     self.outQueueCO1.EnQue(self.c1[j])     # this accumulator is final
             self.inQueueA2.FreeTensor(a2)
         self.inQueueA1.FreeTensor(a1)
