@@ -3,6 +3,8 @@ NC[D]HW, and gradWeight's tiles (or FP32 accumulator) cast and reordered to the 
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
@@ -54,6 +56,12 @@ class DxOut:
     nreg: int             # regions per slot: in, (work,) out
     slot: int
     wq: int = 0           # phase columns per item: Qmax[2], or fewer when one phase row is longer than UB takes
+    nh: int = 0           # phase rows (rh) per item: all S[1] (0), or fewer when one column of them is too long
+
+    def rows(self, it: "DxOutItem") -> int:
+        """The in-plane phase rows the item holds."""
+        Sh = self.geo.S[1]
+        return Sh if not self.nh else min(self.nh, Sh - it.r0)
 
 
 def plan_dx_out(geo: CubeGeometry, *, odt, ub_bytes: int) -> DxOut:
@@ -103,15 +111,29 @@ def plan_dx_out(geo: CubeGeometry, *, odt, ub_bytes: int) -> DxOut:
 
 def _plan_dx_out_columns(geo: CubeGeometry, odt, room: int, ub_bytes: int) -> DxOut:
     """Phase rows longer than a UB region takes: an item is one phase row of one C1 plane, cut
-    into runs of wq phase columns (each output row written as pieces)."""
+    into runs of wq phase columns (each output row written as pieces); at strides where even one
+    column of every in-plane phase is too long, an item also holds only nh of the phase rows."""
     osz, Sh, Sw = odt.itemsize, geo.S[1], geo.S[2]
     unit = 32 // osz
-    wq = room // (Sh * 16 * osz) // Sw // unit * unit
-    if wq < unit:
-        raise tiling_error(f"gradInput layout pass: {unit} phase columns ({Sh * Sw * unit * 16 * osz} B) do not "
-                           f"fit in UB ({ub_bytes} B)")
-    reg = align32(Sh * Sw * wq * 16 * osz)
-    return DxOut(geo, odt, ceil_div(geo.Cin, 16), 1, 1, False, wq * Sw, "rows", reg, 3, 3 * reg, wq)
+    step = unit // math.gcd(unit, Sw)       # phase columns whose Sw phases fill whole 32-B blocks
+
+    def region(wq, nh=Sh):                  # UB rows padded to 32 B when a run's Sw x wq columns are not
+        return align32(nh * align_up(Sw * wq, unit) * 16 * osz)
+    wq, nh = room // (Sh * 16 * osz) // Sw // unit * unit, 0   # whole 32-B blocks of phase columns, where that fits
+    if wq < unit:                           # large strides: fewer columns, their phases' rows still 32-B blocks
+        wq = max(1, room // (Sh * 16 * osz) // Sw)
+        while wq > 1 and region(wq) > room:
+            wq -= 1
+        if wq >= step:
+            wq -= wq % step
+        if region(wq) > room:               # one column of every phase row is too long: some rows an item
+            nh = room // region(1, 1)
+    if (nh or Sh) < 1 or region(wq, nh or Sh) > room:
+        raise tiling_error(f"gradInput layout pass: one phase column of one phase row ({region(1, 1)} B) "
+                           f"does not fit in a UB region ({room} B of {ub_bytes} B)")
+    reg = region(wq, nh or Sh)
+    return DxOut(geo, odt, ceil_div(geo.Cin, 16), 1, 1, False, align_up(wq * Sw, unit), "rows", reg, 3, 3 * reg, wq,
+                 nh)
 
 
 class DxOutItem(NamedTuple):
@@ -125,14 +147,15 @@ class DxOutItem(NamedTuple):
     i0: int
     ni: int
     w0: int = 0           # first phase column (DxOut.wq columns from it)
+    r0: int = 0           # first in-plane phase row (DxOut.nh rows from it, or all)
 
 
 def dx_out_items(t: DxOut) -> list[DxOutItem]:
     geo = t.geo
     Qh, Qw = geo.Qmax[1], geo.Qmax[2]
-    return [DxOutItem(g, c1, min(t.c1n, t.C1o - c1), n, xd, i0, min(t.ni, Qh - i0), w0) for n in range(geo.N)
+    return [DxOutItem(g, c1, min(t.c1n, t.C1o - c1), n, xd, i0, min(t.ni, Qh - i0), w0, r0) for n in range(geo.N)
             for g in range(geo.G) for c1 in range(0, t.C1o, t.c1n) for xd in range(geo.X[0])
-            for i0 in range(0, Qh, t.ni) for w0 in range(0, Qw, t.wq)]
+            for i0 in range(0, Qh, t.ni) for r0 in range(0, geo.S[1], t.nh or geo.S[1]) for w0 in range(0, Qw, t.wq)]
 
 
 def _phase_of(geo: CubeGeometry, xd: int, rh: int, rw: int) -> tuple[int, int]:
@@ -143,9 +166,9 @@ def _phase_of(geo: CubeGeometry, xd: int, rh: int, rw: int) -> tuple[int, int]:
 
 def _dx_out_needs_prezero(t: DxOut, it: DxOutItem) -> bool:
     """A partial item, or a phase no tap reaches (never written by the Cube), must read as zeros."""
-    geo, (_, Sh, Sw) = t.geo, t.geo.S
+    geo, Sw = t.geo, t.geo.S[2]
     return not (it.ni == t.ni and it.w0 + t.wq <= geo.Qmax[2] and all(geo.phases[_phase_of(geo, it.xd, rh, rw)[0]] is not None
-                                      for rh in range(Sh) for rw in range(Sw)))
+                                      for rh in range(it.r0, it.r0 + t.rows(it)) for rw in range(Sw)))
 
 
 def _dx_out_prezero(ub: VecBlock, t: DxOut, b: int, it: DxOutItem) -> bool:
@@ -160,7 +183,7 @@ def _dx_out_one_copy(t: DxOut) -> bool:
     """Every in-plane phase present and unshifted, rows whole: the (C1, phase) blocks of an item
     are evenly strided in the workspace and one strided copy loads them all."""
     geo = t.geo
-    return (geo.S[0] == 1 and geo.dxg.Wd == geo.Qmax[2] == t.wq
+    return (geo.S[0] == 1 and geo.dxg.Wd == geo.Qmax[2] == t.wq and not t.nh
             and all(f is not None and f.ax[1].sh == 0 and f.ax[2].sh == 0 for f in geo.phases))
 
 
@@ -179,8 +202,8 @@ def _dx_out_load_phase(ub: VecBlock, t: DxOut, sGm, b: int, it: DxOutItem, rh: i
     """One in-plane phase of the item into UB ([c1][phase][i][j][16]); UB holds the in-plane
     phases of each C1 plane (a depth phase is one item's xd), the workspace all S phases."""
     geo, lay, odt = t.geo, t.geo.dxg, t.odt
-    _, Sh, Sw = geo.S
-    S, inplane, Qw = geo.nphase, Sh * Sw, t.wq
+    Sw = geo.S[2]
+    S, inplane, Qw = geo.nphase, t.rows(it) * Sw, t.wq
     osz = odt.itemsize
     blk = 16 * osz // 32                    # 32-B blocks per position (16 channels)
     per_phase = t.ni * Qw                   # positions of one phase of one C1 plane in UB
@@ -196,7 +219,7 @@ def _dx_out_load_phase(ub: VecBlock, t: DxOut, sGm, b: int, it: DxOutItem, rh: i
         Qw = min(Qw, lay.Wd - f.ax[2].sh - it.w0)
         if Qw <= 0:
             return
-    dst = b + (rh * Sw + rw) * per_phase * 16 * osz
+    dst = b + ((rh - it.r0) * Sw + rw) * per_phase * 16 * osz
     if lay.Wd == Qw:
         DataCopy(ub.at(dst, odt), sGm[src],
                  DataCopyParams(it.c1n, it.ni * Qw * blk, (S * lay.block - it.ni * Qw) * blk,
@@ -211,15 +234,16 @@ def _dx_out_load(ub: VecBlock, t: DxOut, sGm, one_copy: bool, b: int, it: DxOutI
     if one_copy:
         _dx_out_load_one_copy(ub, t, sGm, b, it)
         return
-    _, Sh, Sw = t.geo.S
-    for rh in range(Sh):
+    Sw = t.geo.S[2]
+    for rh in range(it.r0, it.r0 + t.rows(it)):
         for rw in range(Sw):
             _dx_out_load_phase(ub, t, sGm, b, it, rh, rw)
 
 
-def _dx_out_transposes(t: DxOut, c1n: int) -> list:
-    """[c1][rh][rw][i][j][16] -> [c16][i][rh][j][rw]: channels out, then the phases interleaved."""
-    _, Sh, Sw = t.geo.S
+def _dx_out_transposes(t: DxOut, c1n: int, Sh: int) -> list:
+    """[c1][rh][rw][i][j][16] -> [c16][i][rh][j][rw]: channels out, then the phases interleaved
+    (Sh: the item's phase rows)."""
+    Sw = t.geo.S[2]
     Qw = t.wq
     Wq = Qw * Sw
     N16 = c1n * 16
@@ -233,30 +257,30 @@ def _dx_out_transposes(t: DxOut, c1n: int) -> list:
 
 
 def _dx_out_compute(ub: VecBlock, t: DxOut, b: int, it: DxOutItem):
-    seq = _dx_out_transposes(t, it.c1n)
+    seq = _dx_out_transposes(t, it.c1n, t.rows(it))
     r = [b, b + t.reg, b + (t.nreg - 1) * t.reg]
     if t.mode != "rows":
         tchain(ub, seq, r[0], r[2], r[1], t.odt)
     else:             # rows padded to Wqp: every row (and channel block) 32-B aligned
         tchain(ub, seq, r[0], r[1], r[2], t.odt)
         Wq = t.wq * t.geo.S[2]
-        repitch(ub, r[1], r[0], r[2], it.c1n * 16 * t.ni * t.geo.S[1], Wq, t.Wqp, t.odt)
+        repitch(ub, r[1], r[0], r[2], it.c1n * 16 * t.ni * t.rows(it), Wq, t.Wqp, t.odt)
 
 
 def _dx_out_store(ub: VecBlock, t: DxOut, dGm, b: int, it: DxOutItem):
     """The item's rows of each channel to gradInput (NC[D]HW): one copy, one strided copy, or
     one strided copy per channel (t.mode)."""
     geo, osz = t.geo, t.odt.itemsize
-    Sh = geo.S[1]
+    Sh, rows = geo.S[1], t.rows(it)
     Xd, Xh, Xw = geo.X
     out = ub.at(b + (t.nreg - 1) * t.reg, t.odt)
-    h0 = it.i0 * Sh
-    nrows = min(it.ni * Sh, Xh - h0)
+    h0 = it.i0 * Sh + it.r0                 # (an item of some phase rows holds one phase row: ni 1)
+    nrows = min(it.ni * rows, Xh - h0)
     if nrows <= 0:
         return
     nch = min(it.c1n * 16, geo.Cin - it.c1 * 16)
     chan = ((it.n * geo.G + it.g) * geo.Cin + it.c1 * 16) * Xd * Xh * Xw + (it.xd * Xh + h0) * Xw
-    pitch = t.ni * Sh * t.Wqp
+    pitch = t.ni * rows * t.Wqp
     if t.wq != geo.Qmax[2]:                 # a run of columns: each row a piece of its output row
         x0 = it.w0 * geo.S[2]
         ncols = min(t.wq * geo.S[2], Xw - x0)
@@ -290,7 +314,7 @@ def pass_dx_out(ub: VecBlock, items, t: DxOut, sGm, dGm):
         return _dx_out_needs_prezero(t, it) if dry else _dx_out_prezero(ub, t, lb, it)
 
     def compute(lb, ob, it):
-        Transpose(ub.at(ob, t.odt), ub.at(lb, t.odt), None, _dx_out_transposes(t, it.c1n)[0])
+        Transpose(ub.at(ob, t.odt), ub.at(lb, t.odt), None, _dx_out_transposes(t, it.c1n, t.rows(it))[0])
 
     ring_pass(ub, t.reg, items, lambda lb, ob, it: load(lb, it), compute,
               lambda lb, ob, it: _dx_out_store(ub, t, dGm, ob - t.reg, it), prezero)
