@@ -331,3 +331,44 @@ def test_tiling_override_that_cannot_fit(series):
         assert aclnn.aclnnConvolutionBackwardGetWorkspaceSize(**conv_call())[2] == TILING
     finally:
         aclnn.set_tiling_override("ConvolutionBackward", None)
+
+
+@pytest.mark.parametrize("op, stride, mask, words", [
+    # a stride past load3d's field: refused in phase 1 (the kernel faulted in phase 2)
+    ("Convolution", [64, 64], None, "past load3d's field [1, 63]"),
+    ("ConvolutionBackward", [64, 64], [False, True, False], "gradWeight: an img2col stride of 64"),
+    # strides of 2^31 - 2, which aclnn accepts in 2D: refused at once (phase 1 took minutes)
+    ("ConvolutionBackward", [2147483646, 1], [True, False, False], "sub-pixel phases"),
+    ("ConvolutionBackward", [2147483646, 1], [False, True, False], "sub-pixel phases"),
+])
+def test_strides_the_plan_does_not_model_are_561002_in_phase_1(op, stride, mask, words):
+    """aclnn allows 1D / 2D strides to 2^31 - 2; what this plan cannot lay out is said as our
+    limit (561002, naming it), quickly, before any launch."""
+    import time
+    import simulator
+    from simulator.enums import AclnnError
+    x = np.zeros((1, 4, 66, 66), np.float16)
+    w = np.zeros((8, 4, 3, 3), np.float16)
+    kw = dict(stride=stride, padding=[0, 0], dilation=[1, 1], transposed=False, outputPadding=[0, 0], groups=1,
+              cubeMathType=0)
+    if op == "Convolution":
+        kw.update(input=x, weight=w, bias=None)
+    else:
+        out = [(66 - 3) // s + 1 for s in stride]
+        kw.update(gradOutput=np.zeros((1, 8, *out), np.float16), input=x, weight=w, biasSizes=[8], outputMask=mask)
+    t = time.time()
+    with pytest.raises(AclnnError) as e:
+        simulator.plan(op, "Ascend910B1", **kw)
+    assert e.value.status == 561002 and words in str(e.value), str(e.value)
+    assert time.time() - t < 20
+
+
+def test_a_gradinput_of_stride_64_still_runs():
+    """Only the GEMMs whose img2col steps by the stride are refused: gradInput's sub-pixel phases
+    step by one, so stride 64 x 64 runs (and matches the reference, test_convolution_backward)."""
+    import simulator
+    r = simulator.plan("ConvolutionBackward", "Ascend910B1", gradOutput=np.zeros((1, 8, 1, 1), np.float16),
+                       input=np.zeros((1, 4, 66, 66), np.float16), weight=np.zeros((8, 4, 3, 3), np.float16),
+                       biasSizes=[8], stride=[64, 64], padding=[0, 0], dilation=[1, 1], transposed=False,
+                       outputPadding=[0, 0], groups=1, outputMask=[True, False, False], cubeMathType=0)
+    assert r.workspace_size > 0

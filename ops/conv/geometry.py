@@ -10,6 +10,7 @@ import ml_dtypes
 import numpy as np
 
 from simulator.arith import ceil_div
+from ..common import tiling_error
 
 
 @dataclass(frozen=True)
@@ -358,11 +359,21 @@ def _transposed_geometry(geom, axes: _Axes3) -> CubeGeometry:
                         (0, 0, 0), fam, Cin, Cout, "x", "dy")
 
 
+# gradInput runs one sub-pixel GEMM per stride phase (the product of the strides); a plan of more
+# phases than this would take longer to lay out than to simulate (stride 255 x 255 is 65,025)
+MAX_SUBPIXEL_PHASES = 1 << 16
+
+
 def make_cube_geometry(geom, mask, c0: int = 16) -> CubeGeometry:
     """The convolution as the Cube computes it, the planner's first step after the checks: the
     img2col families of both GEMMs and the layouts of their maps and grids. mask: the gradients
     computed (gradInput, gradWeight, ...); the maps make room only for the windows those read."""
     axes = _axes3(geom)
+    phases = int(np.prod([int(x) for x in axes.s], dtype=object))
+    if not geom.transposed and phases > MAX_SUBPIXEL_PHASES:      # (the maps' pitches follow the phases too)
+        raise tiling_error(f"strides {list(geom.stride)} make {phases:,} sub-pixel phases, past the "
+                           f"{MAX_SUBPIXEL_PHASES:,} this plan lays out; not modelled yet (CANN accepts 1D / 2D "
+                           f"strides to 2^31 - 2)")
     if geom.transposed:
         return _transposed_geometry(geom, axes)
     return _forward_geometry(geom, axes, mask, c0)

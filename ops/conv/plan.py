@@ -367,6 +367,24 @@ def _report_tiling(tiling: dict, geo: CubeGeometry, dx, dw, buffers: int, blocks
     tiling["estimatedCubeCycles"] = round(makespan)
 
 
+# LoadData 3Dv2's strideH and strideW fields hold [1, 63] (Ascend C's LoadData3DParamsV2)
+LOAD3D_MAX_STRIDE = 63
+
+
+def _check_load3d_strides(geo: CubeGeometry, computed) -> None:
+    """A GEMM whose img2col steps past load3d's stride field is not modelled: 561002 in phase 1
+    (aclnn allows 1D / 2D strides to 2^31 - 2; CANN runs them in ways this plan does not port),
+    where the kernel would fault in phase 2."""
+    families = [("gradInput", f) for f in geo.phases if f is not None] if computed[0] else []
+    if computed[1] and geo.dwf is not None:
+        families.append(("gradWeight", geo.dwf))
+    for name, f in families:
+        s = max(f.ax[1].s, f.ax[2].s)
+        if s > LOAD3D_MAX_STRIDE:
+            raise tiling_error(f"{name}: an img2col stride of {s} is past load3d's field [1, {LOAD3D_MAX_STRIDE}]; "
+                               f"such strides are not modelled yet (CANN accepts 1D / 2D strides to 2^31 - 2)")
+
+
 def _plan_cube(call: ConvBackwardCall, work: GradientWork, profile, forced: dict, workspace: Workspace,
                tiling: dict) -> _CubePlan:
     """The Cube path: tile the GEMMs, lay out their workspace, deal each GEMM's units over the
@@ -380,6 +398,7 @@ def _plan_cube(call: ConvBackwardCall, work: GradientWork, profile, forced: dict
                        2 if bool(forced.get("doubleBuffer", True)) else 1, ub, min(16384, ub // 8) // 32 * 32,
                        profile.scalar.tik_tile_cycles)
     geo = setup.geo
+    _check_load3d_strides(geo, computed)
     dx, dw = _tile_gemms(setup, call, computed, forced)
     dy_map, x_map, maps = _plan_maps(setup, call, computed, workspace)
     packw = packed_weight = dx_phases = None
