@@ -19,7 +19,6 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import yaml
 
 # the source's dtype names, as the reproducers take them
 DTYPES = {"float16": "FLOAT16", "bfloat16": "BF16", "float32": "FLOAT"}
@@ -38,10 +37,8 @@ class RowsError(ValueError):
 
 
 def load_rows(path: Path) -> list:
-    try:
-        rows = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise RowsError(f"{path}: cannot read it as YAML: {e}") from None
+    from simulator.inputs import parse_yaml, read_text      # sized, depth-limited, alias bombs refused
+    rows = parse_yaml(read_text(path, "rows file", RowsError), str(path), RowsError)
     if not isinstance(rows, list):
         raise RowsError(f"{path}: expected a YAML list of rows (id, operator, shapes, dtype, measured_us)")
     return rows

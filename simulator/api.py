@@ -132,7 +132,13 @@ class _HostTensor:
                 arr = np.ascontiguousarray(arr)        # negative or unaligned strides: copy (documented)
             strides = tuple(s // isz for s in arr.strides)
         self.arr, self.name = arr, name
-        self.strides = strides if arr.size else tuple(1 for _ in arr.shape)
+        if not arr.size:                # an empty tensor: numpy's strides mean nothing; take the dense ones
+            strides, acc = [], 1
+            for d in reversed(arr.shape):
+                strides.append(acc)
+                acc *= max(d, 1)
+            strides = tuple(reversed(strides))
+        self.strides = strides
         extent = (sum((d - 1) * s for d, s in zip(arr.shape, self.strides)) + 1) if arr.size else 0
         self.extent = extent
         self.functional = functional
@@ -173,10 +179,22 @@ def _size(nbytes: int) -> str:
 def _to_arg(name: str, kind: str, value):
     if value is None:
         return None
-    if kind == "int_array":
-        return acl.aclCreateIntArray(list(value))
-    if kind == "bool_array":
-        return acl.aclCreateBoolArray(list(value))
+    if kind in ("int_array", "bool_array"):
+        if isinstance(value, (str, bytes)) or not np.iterable(value):
+            raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                             f"{name}: an {kind.replace('_', ' ')} is expected (a list), got {type(value).__name__} "
+                             f"{one_line(repr(value))[:60]}")
+        items = list(value)
+        if kind == "int_array":
+            if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in items):
+                raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                                 f"{name}: every element of an int array must be an integer, got {one_line(repr(items))[:80]}")
+            return acl.aclCreateIntArray([int(v) for v in items])
+        if not all(isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and v in (0, 1)) for v in items):
+            raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                             f"{name}: every element of a bool array must be a bool (or 0 / 1), got "
+                             f"{one_line(repr(items))[:80]}")
+        return acl.aclCreateBoolArray([bool(v) for v in items])
     return value
 
 
@@ -209,20 +227,30 @@ def _bind_arrays(opdef, params: dict, format, functional: bool):
             args[p.name] = host[p.name].tensor
         else:
             args[p.name] = _to_arg(p.name, p.kind, v)
-    wanted = None
+    wanted, why = {}, None
     if opdef.infer_outputs is not None:
         try:
             wanted = opdef.infer_outputs({k: (v.stand_in() if isinstance(v, TensorLayout) else v)
-                                          for k, v in {**params, **tensors}.items()})
-        except Exception:
-            wanted = None     # phase 1 will report what is wrong with the inputs
+                                          for k, v in {**params, **tensors}.items()}) or {}
+        except Exception as e:       # phase 1 says what is wrong with the inputs (see _phase1_failed)
+            wanted, why = {}, one_line(f"{type(e).__name__}: {e}")
     outputs: dict[str, np.ndarray] = {}
+    underived: list[str] = []
     for p in opdef.outputs:
         v = params.get(p.name)
-        if v is None and wanted and p.name in wanted and wanted[p.name] is not None:
+        if v is None and wanted.get(p.name) is not None:
             shape, dt = wanted[p.name]
-            # timing-only: an output no one reads is a layout, shown as a free zero-stride view
-            v = _unwritten(shape, dt) if functional else TensorLayout(shape, dt)
+            if not _is_layout(shape, dt):
+                why = f"it would be {one_line(repr(shape))} {dt}"
+            else:       # timing-only: an output no one reads is a layout, shown as a free zero-stride view
+                v = _unwritten(shape, dt) if functional else TensorLayout(shape, dt)
+        if v is None and opdef.infer_outputs is not None and why is not None:
+            underived.append(p.name)
+            first = next((tensors[q.name] for q in opdef.inputs if q.name in tensors), None)
+            # a stand-in so that phase 1 runs its checks on the inputs and names what is wrong
+            v = TensorLayout(first.shape, first.dtype) if first is not None else TensorLayout((1,), np.float32)
+            if functional:
+                v = np.zeros(v.shape, v.dtype)
         if v is None:
             args[p.name] = None
             continue
@@ -235,7 +263,33 @@ def _bind_arrays(opdef, params: dict, format, functional: bool):
         host[p.name] = _HostTensor(v, p.name, format, functional)
         args[p.name] = host[p.name].tensor
         outputs[p.name] = v.stand_in() if isinstance(v, TensorLayout) else v
+    if underived:
+        args["_underived"] = (underived, why)
     return host, args, outputs
+
+
+def _is_layout(shape, dt) -> bool:
+    """Whether an inferred output is a tensor the device can hold: whole non-negative dims, a dtype
+    with an aclDataType."""
+    try:
+        return (all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in shape)
+                and acl_dtype_of(np.dtype(dt)) is not None)
+    except TypeError:
+        return False
+
+
+def _phase1_failed(opdef, args: dict, ret) -> None:
+    """Raise phase 1's error. Where an output could not be derived from the inputs and phase 1
+    found nothing wrong with them but the stand-in output (or nothing at all), the inputs are what
+    is inconsistent: 161002 with the reason."""
+    underived, why = args.get("_underived", ((), None))
+    msg = acl.aclGetRecentErrMsg() or ""
+    if underived and (not ret or any(f"{n} " in msg or f"{n}:" in msg or f"{n}[" in msg for n in underived)):
+        raise AclnnError(aclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                         f"{opdef.name}: {', '.join(underived)} cannot be derived from the inputs ({why}); "
+                         f"check the inputs' shapes and attributes, or pass {', '.join(underived)}")
+    if ret:
+        _fail(ret, msg or None)
 
 
 def _unwritten(shape, dt) -> np.ndarray:
@@ -267,9 +321,10 @@ def plan(op: str, soc: str | None = None, *, profile: Profile | None = None, for
     with _private_device(soc, "timing", profile, False):
         aclnn.set_tiling_override(op, tiling)
         _, args, _ = _bind_arrays(opdef, params, format, False)
-        ws_size, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(**args)
-        if ret:
-            _fail(ret)
+        ws_size, executor, ret = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")(
+            **{k: v for k, v in args.items() if k != "_underived"})
+        if ret or "_underived" in args:
+            _phase1_failed(opdef, args, ret)
         return PlanResult(op, ws_size, executor.plan.workspace.breakdown(), dict(executor.plan.tiling))
 
 
@@ -278,9 +333,10 @@ def _phase1(opdef, params: dict, format, functional: bool, tiling: dict | None):
     arrays, workspace size, executor, workspace address or None)."""
     aclnn.set_tiling_override(opdef.name, tiling)
     host, args, outputs = _bind_arrays(opdef, params, format, functional)
-    ws_size, executor, ret = getattr(aclnn, f"aclnn{opdef.name}GetWorkspaceSize")(**args)
-    if ret:
-        _fail(ret)
+    ws_size, executor, ret = getattr(aclnn, f"aclnn{opdef.name}GetWorkspaceSize")(
+        **{k: v for k, v in args.items() if k != "_underived"})
+    if ret or "_underived" in args:
+        _phase1_failed(opdef, args, ret)
     ws = None
     if ws_size > 0:
         ws, ret = acl.aclrtMalloc(ws_size, 0)
@@ -492,6 +548,9 @@ def run_kernel(body, block_dim: int, args: dict[str, Any], *, kind: str = "vecto
     KernelArgumentError for an array of text or objects in `args`."""
     from .kernel import GM_ADDR
     from .program import KernelLaunch
+    if msprof_out is not None:           # before the run, as run() does: a path that cannot be written is the caller's
+        from .outputs import check_output
+        check_output(Path(msprof_out) / "op_summary.csv", "msprof_out")
     with _private_device(soc, mode, profile, trace) as rt:
         placed: dict[str, tuple[int, np.ndarray]] = {}
         values = []

@@ -441,9 +441,9 @@ def _merge(base: dict, child: dict) -> dict:
     return out
 
 
-def _read_raw(path: Path, seen: tuple[str, ...] = ()) -> dict:
-    if path.name in seen:
-        raise ProfileError(f"{path}: inheritance cycle through {' -> '.join(seen)}")
+def _read_raw(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    if path.resolve() in seen:          # files, not names: a user's Ascend910B1.yaml may inherit the shipped one
+        raise ProfileError(f"{path}: inheritance cycle through {' -> '.join(p.name for p in seen)}")
     raw = parse_yaml(read_text(path, error=ProfileError), str(path), ProfileError)
     if not isinstance(raw, dict):
         raise ProfileError(f"{path}: a profile is a mapping of fields")
@@ -458,7 +458,7 @@ def _read_raw(path: Path, seen: tuple[str, ...] = ()) -> dict:
     if not ppath.exists():
         raise ProfileError(f"{path}: field 'inherits': no profile '{parent}' in {path.parent} or among "
                            f"the shipped ones ({', '.join(list_socs())})")
-    return _merge(_read_raw(ppath, seen + (path.name,)), raw)
+    return _merge(_read_raw(ppath, seen + (path.resolve(),)), raw)
 
 
 def load_profile_file(path: str | Path) -> Profile:

@@ -254,3 +254,20 @@ def test_kernel_file_errors(tmp_path, source, code, needle):
         assert p.returncode == code and "check: FAILED: x[0] is not 1" in p.stdout
         return
     assert_one_line_error(p, code, needle)
+
+
+def test_kernel_msprof_out_that_cannot_be_written_is_refused_before_the_run(tmp_path):
+    """As run and replay do: exit 2 naming --msprof-out, not the kernel's fault after its work."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    p = cli("kernel", str(ROOT / "examples" / "kernels" / "add_sample.py"), "--no-trace", "--msprof-out", str(blocker))
+    assert_one_line_error(p, 2, "--msprof-out", "not a folder")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", "SiluBackward", "--shape", "1,,2", "--no-trace"], "empty dimension"),
+    (["run", "SiluBackward", "--shape", "", "--no-trace"], "no dimensions given"),
+    (["tune", "SiluBackward", "--shape", "8,32", "--space", "tileLength=16", "--space", "tileLength=32"], "given twice"),
+])
+def test_input_that_used_to_be_taken_silently_is_refused(args, words):
+    assert_one_line_error(cli(*args), 2, words)

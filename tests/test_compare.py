@@ -71,6 +71,11 @@ def test_pipe_utilization_is_averaged_over_its_blocks(tmp_path):
     ("", "no rows"),
     ("Op Name,aicore_time(us)\nx,1.0\n", "no block count"),
     ("Op Name,Block Dim,Task Duration(us)\nx,8,3.0\n", "no per-pipe times"),
+    # figures msprof never writes: each is named, not read as a figure or dropped
+    ("Op Name,Block Dim,aicore_time(us)\nx,0,3.0\n", "block count of 0"),
+    ("Op Name,Block Dim,aicore_time(us)\nx,-8,3.0\n", "'-8' is not a time"),
+    ("Op Name,Block Dim,aicore_time(us)\nx,8,-9.87\n", "'-9.87' is not a time"),
+    ("Op Name,Block Dim,aicore_time(us),aic_vec_time(us)\nx,8,3.0,abc\n", "'abc' is not a time"),
 ])
 def test_files_that_are_not_msprof_output_say_so(tmp_path, content, message):
     f = tmp_path / "op_summary.csv"
@@ -153,3 +158,18 @@ def test_cli_compare_errors_are_one_line(tmp_path, capsys, case):
     assert main(["compare", measured, "--report", str(report)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ascend-sim: error:") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_compare_reads_the_coupled_chips_pipe_utilization_it_writes(tmp_path, capsys):
+    """msprof op's PipeUtilization.csv on a 910A / 310P has no block_id (a row a block, an AI
+    core's times under aic_): the simulator's own file reads back, figure for figure."""
+    report, out = tmp_path / "add.json", tmp_path / "msp"
+    assert main(["kernel", str(ADD_FILE), "--soc", "Ascend910A", "--mode", "timing", "--json", "--no-trace",
+                 "--msprof-out", str(out)]) == 0
+    report.write_text(capsys.readouterr().out)
+    pipe = next(out.glob("OPPROF_*/PipeUtilization.csv"))
+    assert "block_id" not in pipe.read_text().splitlines()[0]
+    assert main(["compare", str(pipe), "--report", str(report), "--json"]) == 0
+    rows = {r["figure"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["kernel"]["ratio"] == pytest.approx(1.0, abs=0.01)
+    assert rows["PIPE_MTE2"]["ratio"] == pytest.approx(1.0, abs=0.01)

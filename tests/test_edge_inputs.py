@@ -367,3 +367,63 @@ def test_the_estimate_counts_the_instructions_a_run_executes(trace, call):
     est = simulator.estimate(c.op, tiling=c.tiling, **kw)
     ran = simulator.run(c.op, mode="timing", trace=False, tiling=c.tiling, **kw).report.instructions
     assert abs(est.instructions / ran - 1) < 0.10, (est.instructions, ran)
+
+
+# --- a review's findings: bad inputs where the output's shape is derived, and API shapes --------
+F16 = np.float16
+
+
+def _status(fn):
+    try:
+        fn()
+    except AclnnError as e:
+        return e.status, str(e)
+    return 0, ""
+
+
+@pytest.mark.parametrize("op, kw, status, words", [
+    # an input that is null: phase 1 names it (the output stand-in must not hide it)
+    ("Relu", dict(self=None), aclnnStatus.ACLNN_ERR_PARAM_NULLPTR, "self is a null pointer"),
+    # outputs that cannot be derived: the inputs' own fault, 161002, not "out is a null pointer"
+    ("Add", dict(self=np.ones((4, 3), np.float32), other=np.ones((4, 5), np.float32), alpha=1.0),
+     aclnnStatus.ACLNN_ERR_PARAM_INVALID, "do not broadcast"),
+    ("Mean", dict(self=np.ones((4, 3), np.float32), dim=[0], keepDim=False, dtype=999),
+     aclnnStatus.ACLNN_ERR_PARAM_INVALID, "dtype 999"),
+    ("Mm", dict(self=np.zeros((3, 16, 32), F16), mat2=np.zeros((2, 32, 8), F16), cubeMathType=0),
+     aclnnStatus.ACLNN_ERR_PARAM_INVALID, "2-D"),
+    ("Convolution", dict(input=np.zeros((1, 4, 5, 5), F16), weight=np.zeros((8, 4, 3, 3), F16), bias=None,
+                         stride=[0, 0], padding=[0, 0], dilation=[1, 1], transposed=False, outputPadding=[0, 0],
+                         groups=1, cubeMathType=0), aclnnStatus.ACLNN_ERR_PARAM_INVALID, "stride"),
+    ("Convolution", dict(input=np.zeros((1, 4, 1, 1), F16), weight=np.zeros((8, 4, 3, 3), F16), bias=None,
+                         stride=[1, 1], padding=[0, 0], dilation=[1, 1], transposed=False, outputPadding=[0, 0],
+                         groups=1, cubeMathType=0), aclnnStatus.ACLNN_ERR_PARAM_INVALID, "cannot be derived"),
+    ("MaxPool2dWithIndices", dict(self=np.zeros((1, 2, 8, 8), np.float32), kernelSize=[100, 100], stride=[2, 2],
+                                  padding=[0, 0], dilation=[1, 1], ceilMode=False),
+     aclnnStatus.ACLNN_ERR_PARAM_INVALID, "cannot be derived"),
+    # an int or a bool array given as something else
+    ("MaxPool2dWithIndices", dict(self=np.zeros((1, 2, 8, 8), np.float32), kernelSize=2, stride=[2, 2],
+                                  padding=[0, 0], dilation=[1, 1], ceilMode=False),
+     aclnnStatus.ACLNN_ERR_PARAM_INVALID, "kernelSize: an int array is expected"),
+    ("ConvolutionBackward", dict(gradOutput=np.zeros((1, 8, 3, 3), F16), input=np.zeros((1, 4, 5, 5), F16),
+                                 weight=np.zeros((8, 4, 3, 3), F16), biasSizes=[8], stride=[1, 1], padding=[0, 0],
+                                 dilation=[1, 1], transposed=False, outputPadding=[0, 0], groups=1,
+                                 outputMask=["a", 0, 0], cubeMathType=0),
+     aclnnStatus.ACLNN_ERR_PARAM_INVALID, "outputMask: every element"),
+    ("Mean", dict(self=np.ones((4, 3), np.float32), dim=[0.5], keepDim=False, dtype=0),
+     aclnnStatus.ACLNN_ERR_PARAM_INVALID, "dim: every element of an int array"),
+])
+def test_underivable_outputs_and_misshapen_arrays_get_the_documented_status(op, kw, status, words):
+    got, msg = _status(lambda: simulator.run(op, mode="timing", **kw))
+    assert got == status and words in msg, (got, msg)
+
+
+def test_empty_tensors_that_the_documents_allow_run():
+    # an N-D self of no elements folds into M (its strides were all taken as 1, not dense)
+    r = simulator.run("Matmul", self=np.zeros((0, 3, 4), F16), other=np.zeros((4, 5), F16), cubeMathType=0)
+    assert r.outputs["out"].shape == (0, 3, 5)
+    # max pooling's backward with no element, or no window: gradInput is zeros
+    for go, x in [((0, 2, 4, 4), (0, 2, 8, 8)), ((1, 2, 0, 4), (1, 2, 1, 8))]:
+        r = simulator.run("MaxPool2dWithIndicesBackward", gradOutput=np.ones(go, np.float32),
+                          self=np.ones(x, np.float32), indices=np.zeros(go, np.int32), kernelSize=[2, 2],
+                          stride=[2, 2], padding=[0, 0], dilation=[1, 1], ceilMode=False)
+        assert r.outputs["gradInput"].shape == x and not r.outputs["gradInput"].any()

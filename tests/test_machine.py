@@ -820,3 +820,18 @@ def test_an_operator_error_raised_inside_a_kernel_is_reported_with_its_message()
         raise AclnnError(561002, "weight packing: this does not fit")
     with pytest.raises(Exception, match="561002.*weight packing: this does not fit"):
         simulator.run_kernel(body, 1, {"x": np.zeros(8, np.float32)})
+
+
+@pytest.mark.parametrize("num, length", [(1, -64), (1, 0), (0, 64), (1, 16.5), (1, float("nan")), (True, 64)])
+def test_init_buffer_of_no_whole_size_faults_at_the_call(num, length):
+    """A queue of -64 B was taken, and the first copy into it faulted with an extent of -64."""
+    import simulator
+    from simulator.enums import KernelError
+    from simulator.kernel import TPipe, TPosition, TQue
+
+    def body():
+        pipe = TPipe()
+        pipe.InitBuffer(TQue(TPosition.VECIN, 1), num, length)
+
+    with pytest.raises(KernelError, match="InitBuffer.*whole number >= 1"):
+        simulator.run_kernel(body, 1, {}, kind="vector", soc="Ascend910B1", trace=False)

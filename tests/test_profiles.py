@@ -353,3 +353,19 @@ def test_load3d_rates_follow_the_documented_a2_table():
                         cycles = l3d.cycles(4096, into_l0b, stride, map_w, out_w)
                         assert cycles == pytest.approx(l3d.fixed_cycles + 4096 / rate, rel=1e-12), (
                             soc, stride, map_w, out_w, into_l0b)
+
+
+def test_a_users_file_named_after_a_shipped_chip_inherits_it(tmp_path):
+    """Cycles are files, not names: a user's Ascend910B1.yaml inheriting Ascend910B1 takes the
+    shipped one (its own folder holds no other), and a file beside it inheriting Ascend910B1 takes
+    the user's; a real cycle is still one."""
+    (tmp_path / "Ascend910B1.yaml").write_text("inherits: Ascend910B1\nclock_mhz: 1000\n")
+    (tmp_path / "mine.yaml").write_text("inherits: Ascend910B1\n")
+    (tmp_path / "_base.yaml").write_text("inherits: Ascend910B1\nclock_mhz: 700\n")
+    assert load_profile_file(tmp_path / "Ascend910B1.yaml").clock_mhz == 1000
+    assert load_profile_file(tmp_path / "mine.yaml").clock_mhz == 1000
+    assert load_profile_file(tmp_path / "_base.yaml").clock_mhz == 700
+    (tmp_path / "a.yaml").write_text("inherits: b\n")
+    (tmp_path / "b.yaml").write_text("inherits: a\n")
+    with pytest.raises(simulator.ProfileError, match="cycle"):
+        load_profile_file(tmp_path / "a.yaml")

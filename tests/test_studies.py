@@ -73,6 +73,34 @@ def test_regress_fails_on_a_tampered_baseline_and_update_repairs_it(tmp_path):
     assert json.loads(p.stdout)["passed"] is True
 
 
+def test_regress_at_zero_tolerance_passes_on_the_baselines_it_just_recorded(tmp_path):
+    """Baselines are written to 3 decimals of a cycle: the engine that recorded them is exact."""
+    t = tmp_path / "smoke.jsonl"
+    shutil.copy(TRACES / "silu_smoke.jsonl", t)
+    p = cli("regress", str(t), "--soc", "Ascend910B1", "--calls", SMOKE_SILU, "--update", "--workers", "1")
+    assert p.returncode == 0, p.stderr
+    p = cli("regress", str(t), "--soc", "Ascend910B1", "--calls", SMOKE_SILU, "--tolerance", "0", "--workers", "1")
+    assert p.returncode == 0 and "regress: PASS" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_sweep_with_a_refused_call_says_so_and_fails(tmp_path):
+    """As replay does: the call left out of the totals is named, and the exit is 1."""
+    tr = tmp_path / "bad.yaml"
+    tr.write_text(textwrap.dedent("""\
+        name: bad
+        calls:
+          - op: SiluBackward
+            dtype: FLOAT16
+            tensors: {gradOutput: [8, 32], self: [8, 32]}
+          - op: SiluBackward
+            dtype: FLOAT16
+            tensors: {gradOutput: [8, 32], self: [8, 16]}
+        """))
+    p = cli("sweep", str(tr), "--workers", "1", "-o", str(tmp_path / "s.csv"), "--param", "clock_mhz=1000,2000")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "FAILED" in p.stdout and "call 1 (SiluBackward)" in p.stdout
+
+
 def test_regress_total_drift_and_refused_calls(tmp_path):
     t = tmp_path / "smoke.jsonl"
     shutil.copy(TRACES / "silu_smoke.jsonl", t)

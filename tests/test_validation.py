@@ -239,7 +239,11 @@ def test_a_row_that_cannot_be_reproduced_says_why(tmp_path, capsys):
     assert "not a mapping of its fields" in measured_rows.figure([1, 2])["reproduce"]["why"]
     path.write_text("- [")
     assert validation.main(["--rows", str(path)]) == 2
-    assert "cannot read it as YAML" in capsys.readouterr().err
+    assert "not valid YAML" in capsys.readouterr().err
+    # an alias bomb (500 bytes standing for 10^9 values) is refused as it is read, not expanded
+    path.write_text("- &a0 [1, 2]\n" + "".join(f"- &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10)))
+    assert validation.main(["--rows", str(path)]) == 2
+    assert "alias bomb" in capsys.readouterr().err
     path.write_text("{id: a}")
     assert validation.main(["--rows", str(path)]) == 2
     assert "expected a YAML list of rows" in capsys.readouterr().err

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.aclnn import OpDef, Param, Plan, check_tensor_view, register, require_present, \
+from simulator.aclnn import OpDef, Param, Plan, Workspace, check_tensor_view, register, require_present, \
     require_support
 from simulator.arith import align_up
 from simulator.enums import dtype_name, param_invalid
@@ -192,6 +192,14 @@ def _grad_pass(job: GradJob, xGm, goT, ixT, bufs, tile, i0: int, j0: int) -> Non
 
 def _plan(a: dict, profile, forced: dict) -> Plan:
     go, x, gi = a["gradOutput"], a["self"], a["gradInput"]
+    if gi.numel() == 0:
+        return Plan(Workspace(), lambda ws: [], {"launches": "none (empty gradInput)"})
+    if go.numel() == 0:             # no window: every gradient is zero
+        c = Chain(profile, {})
+        at = dense_operands(c, a, (), ("gradInput",))
+        c.launch(lambda addr: zero_fill_launch("MemSet(gradInput)", addr(at["gradInput"]), gi.numel() * 4, profile))
+        at["finish"]()
+        return Plan(c.workspace, c.build, {"launches": "MemSet (empty gradOutput)"})
     k, s, p, _ = _geometry(a)
     job = grad_job(x, go.viewDims[-2:], k, s, p, profile, forced)
     c = Chain(profile, {})

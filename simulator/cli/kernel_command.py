@@ -66,6 +66,9 @@ def cmd_kernel(args) -> int:
     if args.audit_loops and args.mode == "fast":
         raise CliError("--audit-loops checks a kernel's Loop keys and periods in an exact mode "
                        "(functional or timing), not in fast mode")
+    if args.msprof_out:                  # the caller's path, checked before the kernel runs
+        from ..outputs import check_output
+        check_output(Path(args.msprof_out) / "op_summary.csv", "--msprof-out")
     mod = _load_kernel_file(path)
     spec, kind, block_dim = _launch_spec(mod, profile, path, args)
     audit = audit_loops() if args.audit_loops else contextlib.nullcontext()
@@ -108,6 +111,8 @@ def cmd_kernel(args) -> int:
     save_trace(res.trace, trace_file, announce=not args.json, layout=args.trace_layout)
     if args.msprof_out and not args.json:
         print(f"msprof files: {args.msprof_out} (docs/OUTPUTS.md)")
+    if checked is False:                 # the exit says it failed; stderr says why, as every error does
+        print(f"ascend-sim: {path}: check() failed: {why}", file=sys.stderr)
     return EXIT_REJECTED if checked is False or (args.audit_loops and findings) else EXIT_OK
 
 

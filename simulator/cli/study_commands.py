@@ -283,8 +283,12 @@ def cmd_sweep(args) -> int:
     grid: dict[str, list] = {}
     for k, v in (spec.get("parameters") or {}).items():
         grid[k] = v if isinstance(v, list) else [v]
+    given: set[str] = set()
     for item in args.param:
         k, vals = studies.parse_sweep_values(item, args.max_points)
+        if k in given:
+            raise CliError(f"--param {k}: given twice; list its values once (--param {k}=V1,V2,...)")
+        given.add(k)
         grid[k] = vals
     if not grid and len(socs) < 2:
         raise CliError("nothing to sweep: give --param FIELD=V1,V2,... (or several --soc, or a sweep file)")
@@ -335,7 +339,15 @@ def cmd_sweep(args) -> int:
     if plot:
         studies.plot_sweep(rows, params, plot, title=f"{w.name}: sweep")
         print(f"plot: {plot}")
-    return EXIT_OK
+    failed = [r for r in rows if r["status"] not in ("ok", "not available", "estimated")]
+    if failed:                # left out of the totals above: say which, as replay does, and fail
+        first = {}
+        for r in failed:
+            first.setdefault(r["call"], r)
+        print(f"{len(failed)} FAILED (call x point), left out of the totals: "
+              + "; ".join(f"call {c} ({r['op']}): {r['status']}" for c, r in list(first.items())[:5])
+              + (f"; and {len(first) - 5} more calls" if len(first) > 5 else ""))
+    return EXIT_REJECTED if failed else EXIT_OK
 
 
 def calls_given(args, spec: dict):
@@ -351,6 +363,8 @@ def cmd_tune(args) -> int:
         space = {}
         for item in args.space:
             k, vals = studies.parse_sweep_values(item, args.max_points, "--space")
+            if k in space:
+                raise CliError(f"--space {k}: given twice; list its values once (--space {k}=V1,V2,...)")
             space[k] = vals
     if studies.opdef_for(call.op) is None:
         raise CliError(f"unknown operator '{call.op}'")

@@ -232,6 +232,12 @@ class TPipe:
         """Reserve num buffers of length bytes for a TQue, or (TBuf) one buffer of num bytes."""
         if isinstance(que, TBuf):
             num, length = 1, num
+        for what, v in (("buffers", num), ("bytes", length)):
+            whole = not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating)) \
+                and float(v).is_integer()
+            if not whole or v < 1:
+                raise _fault(PIPE_S, f"InitBuffer({que.position.name}, {num!r}, {length!r}): {what} must be a whole "
+                                     f"number >= 1, got {v!r}")
         buf = _BUFFER_OF[que.position]
         if buf == "UB" and que.position is TPosition.CO2 and "UB" not in self._cursor:
             raise _fault(PIPE_S, "CO2 is GM on this core kind; no UB to allocate")

@@ -50,7 +50,9 @@ class Measured:
     cycles: dict[str, float] = field(default_factory=dict)             # side -> total_cycles
 
 
-def _number(raw) -> float | None:
+def _number(raw, column: str = "") -> float | None:
+    """A measured figure: None where msprof leaves the cell empty (or N/A); a cell that holds
+    anything but a finite number >= 0 is no figure msprof writes (StudyError naming the column)."""
     if raw is None:
         return None
     raw = str(raw).strip()
@@ -59,13 +61,16 @@ def _number(raw) -> float | None:
     try:
         v = float(raw)
     except ValueError:
-        return None
-    return v if math.isfinite(v) else None       # inf / nan: not a figure msprof writes
+        v = math.nan
+    if not math.isfinite(v) or v < 0:
+        raise StudyError(f"column {column!r}: {raw!r} is not a time, a count or a ratio msprof writes "
+                         f"(a number >= 0)")
+    return v
 
 
 def _first(row: dict, names) -> float | None:
     for n in names:
-        v = _number(row.get(n))
+        v = _number(row.get(n), n)
         if v is not None:
             return v
     return None
@@ -108,9 +113,12 @@ def _rows(path: Path) -> list[dict]:
 
 
 def is_pipe_utilization(path: str | Path) -> bool:
-    """Whether the CSV is msprof op's PipeUtilization.csv (per block) rather than an op_summary."""
+    """Whether the CSV is msprof op's PipeUtilization.csv (per block) rather than an op_summary: a
+    block_id column (A2 / A3), or per-pipe times with no task columns (the coupled chips' layout,
+    one row a block with no id)."""
     text = read_text(path, error=StudyError)
-    return "block_id" in (text.splitlines() or [""])[0]
+    head = (text.splitlines() or [""])[0]
+    return "block_id" in head or (head.startswith("aic_time(us)") and "Task Duration" not in head)
 
 
 Figure = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -157,11 +165,16 @@ def read_op_summary(path: str | Path) -> list[Measured]:
     path = Path(path)
     out = []
     for i, row in enumerate(_rows(path)):
-        blocks = _first(row, BLOCK_COLUMNS)
+        try:
+            blocks = _first(row, BLOCK_COLUMNS)
+            times, cycles = _side_times(row)
+        except StudyError as e:
+            raise StudyError(f"{path}: row {i + 2}: {e}") from None
         if blocks is None:
             raise StudyError(f"{path}: row {i + 2} has no block count (a 'Block Num' or 'Block Dim' "
                              f"column): is this msprof's op_summary file?")
-        times, cycles = _side_times(row)
+        if blocks < 1 or blocks != int(blocks):
+            raise StudyError(f"{path}: row {i + 2}: a block count of {blocks:g} (msprof writes a whole number >= 1)")
         if not times:
             raise StudyError(f"{path}: row {i + 2} has no per-pipe times (aicore_time(us), "
                              f"aiv_vec_time(us), ...): was msprof run with --aic-metrics=PipeUtilization?")
@@ -176,18 +189,27 @@ def read_pipe_utilization(path: str | Path) -> Measured:
     """`msprof op`'s PipeUtilization.csv: one row per block, averaged into one Measured."""
     path = Path(path)
     rows = _rows(path)
-    if "block_id" not in rows[0]:
-        raise StudyError(f"{path}: no block_id column: is this msprof op's PipeUtilization.csv?")
+    if "block_id" not in rows[0] and not any(k.startswith("aic_time") for k in rows[0]):
+        raise StudyError(f"{path}: no block_id or aic_time(us) column: is this msprof op's PipeUtilization.csv?")
     sums: dict[str, dict[str, list[float]]] = {}
-    for row in rows:
-        times, _ = _side_times(row)
+    for i, row in enumerate(rows):
+        try:
+            times, _ = _side_times(row)
+        except StudyError as e:
+            raise StudyError(f"{path}: row {i + 2}: {e}") from None
         for side, got in times.items():
             for k, v in got.items():
                 sums.setdefault(side, {}).setdefault(k, []).append(v)
     if not sums:
         raise StudyError(f"{path}: no per-pipe time columns (aic_mte2_time(us), ...)")
     times = {side: {k: sum(v) / len(v) for k, v in got.items()} for side, got in sums.items()}
-    blocks = len({r.get("block_id") for r in rows})
+    if "block_id" in rows[0]:
+        blocks = len({r["block_id"] for r in rows})
+    else:                   # the coupled chips' layout: a row a block, an AI core's times under aic_
+        blocks = len(rows)
+        times = {"": times.get("aic", {})}
+    if not times.get("", True):
+        raise StudyError(f"{path}: no per-pipe time columns (aic_mte2_time(us), ...)")
     return Measured(name=path.stem, op_type="", block_dim=blocks, times=times)
 
 

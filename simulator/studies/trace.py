@@ -262,7 +262,12 @@ MAX_ELEMENTS = 1 << 50
 def shape_of(value: Any, where: str) -> tuple[int, ...]:
     text = value
     if isinstance(value, str):
-        value = [d for d in re.split(r"[,x\s]+", value.strip("[]() ")) if d]
+        if not value.strip():
+            raise StudyError(f"{where}: no dimensions given (a scalar is [])")
+        inner = value.strip("[]() ").rstrip(",").strip()    # (a trailing comma, as Python writes (8,))
+        value = re.split(r"\s*[,x]\s*|\s+", inner) if inner else []
+        if any(not d for d in value):
+            raise StudyError(f"{where}: {text!r} has an empty dimension (dimensions are separated by one ',' or 'x')")
     if not isinstance(value, (list, tuple)):
         raise StudyError(f"{where}: a shape is a list of integers, got {value!r}")
     if len(value) > 64:
