@@ -267,3 +267,17 @@ def summary_line(rows: list[dict], soc: str) -> str:
     return (f"total: {tot['cycles']:,.0f} cycles = {us:,.1f} us on {soc}{within} over {tot['ok']} calls"
             + (f"; {tot['skipped']} not available" if tot["skipped"] else "")
             + (f"; {tot['failed']} FAILED" if tot["failed"] else "") + " (count-weighted, calls run one after another)")
+
+
+def exit_for_failures(rows: list[dict], note: bool = False) -> int:
+    """Exit 1 if a call failed at any point (it is left out of the totals); with `note`, say which
+    (replay's table shows them row by row)."""
+    failed = [r for r in rows if r["status"] not in ("ok", "not available", "estimated")]
+    if failed and note:
+        first: dict[int, dict] = {}
+        for r in failed:
+            first.setdefault(r["call"], r)
+        print(f"{len(failed)} FAILED (call x point), left out of the totals: "
+              + "; ".join(f"call {c} ({r['op']}): {r['status']}" for c, r in list(first.items())[:5])
+              + (f"; and {len(first) - 5} more calls" if len(first) > 5 else ""))
+    return EXIT_REJECTED if failed else EXIT_OK

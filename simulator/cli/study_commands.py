@@ -15,9 +15,10 @@ from ..profile import DEFAULT_SOC
 from .. import studies
 from ..studies.whatif import MAX_SWEEP_POINTS
 from .call_commands import call_args, call_from_args
-from .common import (MODES, SEED, CliError, EXIT_OK, EXIT_REGRESSION, EXIT_REJECTED, Rejected, a_path, budget_args,
-                     check_budget, check_soc, error_bound, exec_args, exec_kw, float_in, fmt_cycles, int_in, load_workload,
-                     profile_args, rows_table, summary_line, text_table, user_error, what_if_overrides)
+from .common import (MODES, SEED, CliError, EXIT_OK, EXIT_REGRESSION, Rejected, a_path, budget_args,
+                     check_budget, check_soc, error_bound, exec_args, exec_kw, exit_for_failures, float_in, fmt_cycles,
+                     int_in, load_workload, profile_args, rows_table, summary_line, text_table, user_error,
+                     what_if_overrides)
 
 
 def _journal(output: str | None, resume: bool) -> Path | None:
@@ -88,8 +89,7 @@ def cmd_replay(args) -> int:
                              msprof_out=str(Path(args.msprof_out) / f"call{i:03d}"))
         if not args.json:
             print(f"msprof files: {args.msprof_out}/call<N>/ (docs/OUTPUTS.md)")
-    failed = [r for r in rows if r["status"] not in ("ok", "not available", "estimated")]
-    return EXIT_REJECTED if failed else EXIT_OK
+    return exit_for_failures(rows)
 
 
 def _step_record(t: dict, w, with_estimate: bool, batch: int | None) -> dict:
@@ -339,15 +339,7 @@ def cmd_sweep(args) -> int:
     if plot:
         studies.plot_sweep(rows, params, plot, title=f"{w.name}: sweep")
         print(f"plot: {plot}")
-    failed = [r for r in rows if r["status"] not in ("ok", "not available", "estimated")]
-    if failed:                # left out of the totals above: say which, as replay does, and fail
-        first = {}
-        for r in failed:
-            first.setdefault(r["call"], r)
-        print(f"{len(failed)} FAILED (call x point), left out of the totals: "
-              + "; ".join(f"call {c} ({r['op']}): {r['status']}" for c, r in list(first.items())[:5])
-              + (f"; and {len(first) - 5} more calls" if len(first) > 5 else ""))
-    return EXIT_REJECTED if failed else EXIT_OK
+    return exit_for_failures(rows, note=True)
 
 
 def calls_given(args, spec: dict):
