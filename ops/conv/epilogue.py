@@ -128,7 +128,7 @@ def _plan_dx_out_columns(geo: CubeGeometry, odt, room: int, ub_bytes: int) -> Dx
             wq -= wq % step
         if region(wq) > room:               # one column of every phase row is too long: some rows an item
             nh = room // region(1, 1)
-    if (nh or Sh) < 1 or region(wq, nh or Sh) > room:
+    if region(wq, nh or Sh) > room:
         raise tiling_error(f"gradInput layout pass: one phase column of one phase row ({region(1, 1)} B) "
                            f"does not fit in a UB region ({room} B of {ub_bytes} B)")
     reg = region(wq, nh or Sh)

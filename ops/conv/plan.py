@@ -21,6 +21,7 @@ from simulator.aclnn import Plan, Workspace, WorkspacePart
 from simulator.enums import dtype_name
 from simulator.program import KernelLaunch
 from simulator.arith import align_up, ceil_div
+from simulator.kernel.cube_load import LOAD3D_MAX_STRIDE
 from ..common import tiling_error, ub_bytes, vector_core_count, view_copy_launch, workspace_arg, zero_fill_launch
 from ..elementwise.kernel import elementwise_body
 from ..elementwise.template import flat_job
@@ -365,10 +366,6 @@ def _report_tiling(tiling: dict, geo: CubeGeometry, dx, dw, buffers: int, blocks
             tiling["gradWeight"]["kernelRowsPerStage"] = dw.hgroup
     tiling["blockDim"] = max(len(b) for b in blocks)
     tiling["estimatedCubeCycles"] = round(makespan)
-
-
-# LoadData 3Dv2's strideH and strideW fields hold [1, 63] (Ascend C's LoadData3DParamsV2)
-LOAD3D_MAX_STRIDE = 63
 
 
 def _check_load3d_strides(geo: CubeGeometry, computed) -> None:

@@ -15,6 +15,9 @@ from .base import GlobalTensor, LocalTensor, _fault
 from .operands import (BLOCK_BYTES, FRACTAL_BYTES, c0_of, gm_check, local_extent, local_operand, memo_emit,
                        memo_lookup, merge_spans, param_in_range, require_pipe)
 
+# LoadData 3Dv2's strideH and strideW fields hold [1, 63] (Ascend C's LoadData3DParamsV2)
+LOAD3D_MAX_STRIDE = 63
+
 
 @dataclass
 class Nd2NzParams:
@@ -386,8 +389,8 @@ def _load3d_operands(dst: LocalTensor, src: LocalTensor, p: LoadData3DParamsV2, 
     if ch % c0:
         raise _fault(pipe, f"{name}: channelSize {ch} is not a multiple of C0 = {c0}; the small-channel "
                      f"modes (4 / 8 / N*C0+4 ...) are not modelled: pad the channels to C0")
-    sw = param_in_range(p.strideW, 1, 63, pipe, name, "strideW")
-    sh = param_in_range(p.strideH, 1, 63, pipe, name, "strideH")
+    sw = param_in_range(p.strideW, 1, LOAD3D_MAX_STRIDE, pipe, name, "strideW")
+    sh = param_in_range(p.strideH, 1, LOAD3D_MAX_STRIDE, pipe, name, "strideH")
     fw = param_in_range(p.filterW, 1, 255, pipe, name, "filterW")
     fh = param_in_range(p.filterH, 1, 255, pipe, name, "filterH")
     dw = param_in_range(p.dilationFilterW, 1, 255, pipe, name, "dilationFilterW")
