@@ -10,6 +10,7 @@ than a buffer would show.
 `CONV_VALID_CASES=N` draws more."""
 from __future__ import annotations
 
+import itertools
 import os
 
 import ml_dtypes
@@ -384,3 +385,39 @@ def test_a_larger_dilation_does_not_cost_much_less(soc, mask):
                   outputMask=mask, cubeMathType=0)
         times.append(simulator.run("ConvolutionBackward", soc, mode="timing", **kw).cycles)
     assert all(a <= 1.25 * b for i, a in enumerate(times) for b in times[i + 1:]), times
+
+
+def _large_kernel_calls(support):
+    """(input, weight, groups, padding) of kernels whose taps overflow a UB slot of the weight
+    packing or of the gradWeight layout pass: RepLKNet's 31 x 31 depthwise, SLaK-size 51 x 51, a
+    1D kernel of 255 taps, a 3D 11 x 11 x 11."""
+    calls = []
+    if 3 in support.ranks:
+        calls.append(((1, 32, 300), (32, 32, 255), 1, [127]))
+    if 4 in support.ranks:
+        calls += [((1, 64, 36, 36), (64, 1, 31, 31), 64, [15, 15]), ((1, 16, 54, 53), (16, 16, 51, 51), 1, [25, 25])]
+    if 5 in support.ranks:
+        calls.append(((1, 32, 12, 12, 12), (32, 32, 11, 11, 11), 1, [5, 5, 5]))
+    return calls
+
+
+@pytest.mark.parametrize("soc", SOCS)
+def test_large_kernels_run(soc):
+    """Kernels of hundreds to thousands of taps: one input channel's taps are packed a run at a
+    time, and gradWeight's rows of one C1 plane laid out a run of taps at a time, every dtype,
+    transposed or not."""
+    support = load_profile(soc).supports("ConvolutionBackward")
+    for inp, w, groups, pad in _large_kernel_calls(support):
+        nd = len(inp) - 2
+        for dtype, transposed in itertools.product(support.dtypes, (False, True)):
+            dt = DTYPES[dtype]
+            cout = w[1] * groups if transposed else w[0]
+            out = tuple(x + 2 * p - k + 1 for x, p, k in zip(inp[2:], pad, w[2:]))
+            if transposed:
+                out = tuple(x - 2 * p + k - 1 for x, p, k in zip(inp[2:], pad, w[2:]))
+            est = simulator.estimate("ConvolutionBackward", soc, gradOutput=TensorLayout((1, cout) + out, dt),
+                                     input=TensorLayout(inp, dt), weight=TensorLayout(w, dt), biasSizes=[cout],
+                                     stride=[1] * nd, padding=pad, dilation=[1] * nd, transposed=transposed,
+                                     outputPadding=[0] * nd, groups=groups, outputMask=[True, True, True],
+                                     cubeMathType=1 if dtype == "FLOAT" else 0)
+            assert est.instructions > 0

@@ -144,6 +144,29 @@ CASES += [
     _case("A2", (1, 3, 100, 90), (5, 5), 4, (40, 30), (1, 2), (1, 1), mask=(1, 0, 0), dtype=f32, cm=0),
     _case("training", (1, 3, 70, 70), (2, 2), 4, (33, 33), (0, 0), (1, 1), mask=(1, 0, 0)),
 ]
+# kernels whose taps for one input channel overflow a UB slot of the weight packing (a RepLKNet
+# 31 x 31 depthwise kernel, a 3D 11 x 11 x 11 one): refused with 561002 before; packed a run of
+# taps an item, with FP32 weights cast to FP16 and a partial last run of taps
+CASES += [
+    _case("A2", (1, 16, 33, 34), (31, 31), 16, (1, 1), (15, 15), (1, 1), groups=16, mask=(1, 1, 0)),
+    _case("A2", (1, 2, 34, 33), (31, 31), 3, (1, 1), (14, 15), (1, 1), mask=(1, 0, 0), dtype=f32, cm=2),
+    _case("A2", (1, 2, 12, 12, 11), (11, 11, 11), 2, (1, 1, 1), (5, 5, 5), (1, 1, 1), mask=(1, 0, 0), dtype=BF16, cm=0),
+    _case("A2", (1, 3, 5, 4), (31, 31), 17, (1, 1), (2, 3), (1, 1), transposed=True, opad=(0, 0), mask=(1, 0, 0)),
+    _case("A2", (1, 2, 3, 4), (31, 31), 18, (2, 1), (1, 0), (1, 1), groups=2, transposed=True, opad=(1, 0),
+          mask=(1, 0, 0), dtype=f32, cm=2),
+]
+# gradWeight rows of one C1 plane longer than half the UB (51 x 51, 11 x 11 x 11 kernels): refused
+# with 561002 before; the layout pass takes a run of one kd plane's taps an item
+CASES += [
+    _case("A2", (1, 16, 52, 51), (51, 51), 16, (1, 1), (25, 25), (1, 1), groups=16, mask=(0, 1, 0)),
+    _case("A2", (2, 3, 11, 12, 11), (11, 11, 11), 18, (1, 1, 1), (5, 5, 5), (1, 1, 1), mask=(0, 1, 0), dtype=BF16, cm=0),
+    _case("A2", (1, 2, 3, 4), (31, 31), 18, (2, 1), (1, 0), (1, 1), groups=2, transposed=True, opad=(1, 0),
+          mask=(0, 1, 0), dtype=f32, cm=2),
+    _case("training", (1, 2, 42, 43), (41, 41), 17, (1, 1), (0, 0), (1, 1)),
+    # rows of the accumulator more than 65,535 blocks apart (400 channels of 11 x 11 x 11 taps): a
+    # copy a row
+    _case("A2", (1, 400, 11, 11, 12), (11, 11, 11), 16, (1, 1, 1), (0, 0, 0), (1, 1, 1), mask=(0, 1, 0)),
+]
 # every outputMask subset, on a small 2D case, on A2 and on the coupled training series
 CASES += [_case(s, (1, 3, 5, 5), (3, 3), 4, (1, 1), (1, 1), (1, 1), mask=m)
           for s in ("A2", "training") for m in itertools.product((0, 1), repeat=3) if m != (1, 1, 1)]

@@ -17,6 +17,7 @@ from simulator.kernel.vector import Transpose, TransposeParamsExt
 from simulator.arith import align_up, ceil_div
 from ..common import tik_core_split, tiling_error
 from .geometry import CubeGeometry, SpaceToDepth
+from .grad_weight_runs import DwTapRuns, pass_dw_tap_runs
 from .tik_map_back import TikMapBack, pass_tik_map_back
 from .vector_pipeline import (NCHW2NHWC, VecBlock, align32, round_mode, zero_lanes, nhwc2nchw, slot_pass,
                               ring_pass, perm_plan, perm_result, run_perm)
@@ -366,7 +367,9 @@ def _dw_out_fit(c1n, mr, KD, Khw, c0, adt, odt):
 
 
 def plan_dw_out(*, G: int, Mg: int, Cc: int, c0: int, KD: int, Khw: int, adt, odt, ub_bytes: int,
-                tile_scalar: float = 0.0) -> DwOut:
+                tile_scalar: float = 0.0) -> DwOut | None:
+    """The pass's tiles; None when one row of one C1 plane does not fit in half the UB (the pass
+    of runs of taps, grad_weight_runs.py, takes those)."""
     adt, odt = np.dtype(adt), np.dtype(odt)
     C1 = ceil_div(Cc, c0)
     room = ub_bytes // 2
@@ -376,8 +379,7 @@ def plan_dw_out(*, G: int, Mg: int, Cc: int, c0: int, KD: int, Khw: int, adt, od
     rowK, rowp, nreg, per_row = _dw_out_fit(c1n, 1, KD, Khw, c0, adt, odt)
     per_row += 96
     if per_row > room:
-        raise tiling_error(f"gradWeight layout pass: one row of one C1 plane ({per_row} B) does not fit in "
-                           f"half the UB ({room} B)")
+        return None
     mr = max(1, min(Mg, TIK_ROWS, room // per_row))
     reg = align32(mr * max(rowK, rowp) * odt.itemsize)
     slot = align32(mr * rowK * adt.itemsize) + nreg * reg
@@ -573,7 +575,7 @@ class EpilogueTensors(NamedTuple):
 class Epilogue:
     ub: int
     dx: DxOut | TikMapBack | None
-    dw: "DwOut | SpaceToDepthOut | TikMapBack | None"
+    dw: "DwOut | DwTapRuns | SpaceToDepthOut | TikMapBack | None"
     blocks: list
 
 
@@ -596,5 +598,7 @@ def epilogue_body(gms: EpilogueTensors, E: Epilogue):
             pass_tik_map_back(ub, dw, E.dw, g["dw_acc"], g["grad_weight"])
         elif isinstance(E.dw, SpaceToDepthOut):
             pass_space_to_depth_dw(ub, dw, E.dw, g["dw_acc"], g["grad_weight"])
+        elif isinstance(E.dw, DwTapRuns):
+            pass_dw_tap_runs(ub, dw, E.dw, g["dw_acc"], g["grad_weight"])
         else:
             pass_dw_out(ub, dw, E.dw, g["dw_acc"], g["grad_weight"])

@@ -37,6 +37,7 @@ from .prologue import (CastPass, Prologue, PrologueTensors, SpaceToDepthMap, pro
 from .small_launches import bias_add_launch, bias_launch, enlarge_launch
 from .tik_map_back import TikMapBack, map_back_tiles, plan_tik_map_back
 from .grad_weight_tiling import DwTiling, plan_dw
+from .grad_weight_runs import dw_run_items, plan_dw_tap_runs
 from .tiling import CubeCaps, DxTiling, balance, cube_caps, plan_dx
 from .vector_pipeline import align32
 
@@ -303,9 +304,14 @@ def _plan_epilogues(setup: _CubeSetup, call: ConvBackwardCall, computed, acc_dty
             dw_out = plan_space_to_depth_out(geo.s2d, Mg=geo.Mg, adt=acc_dtype, odt=call.grad_weight.dtype, ub_bytes=ub)
             blocks = _round_robin([("dw", it) for it in space_to_depth_out_items(dw_out)], vector_cores)
         else:
-            dw_out = plan_dw_out(G=geo.G, Mg=geo.Mg, Cc=geo.Cb, c0=setup.c0, KD=geo.dwf.ax[0].K, Khw=geo.dwf.Khw,
-                                 adt=acc_dtype, odt=weight_dtype, ub_bytes=ub, tile_scalar=setup.tik_tile)
-            blocks = [[("dw", it) for it in b] for b in dw_out_blocks(dw_out, vector_cores)]
+            shape = dict(G=geo.G, Mg=geo.Mg, Cc=geo.Cb, c0=setup.c0, KD=geo.dwf.ax[0].K, Khw=geo.dwf.Khw,
+                         adt=acc_dtype, odt=weight_dtype, ub_bytes=ub, tile_scalar=setup.tik_tile)
+            dw_out = plan_dw_out(**shape)
+            if dw_out is not None:
+                blocks = [[("dw", it) for it in b] for b in dw_out_blocks(dw_out, vector_cores)]
+            else:                   # one row of one C1 plane is longer than half the UB: runs of taps
+                dw_out = plan_dw_tap_runs(C1=ceil_div(geo.Cb, setup.c0), **shape)
+                blocks = _round_robin([("dw", it) for it in dw_run_items(dw_out)], vector_cores)
         out["dw"] = ("TransData(gradWeight -> weight layout)", Epilogue(ub, None, dw_out, blocks))
     return out
 
