@@ -17,7 +17,7 @@ from simulator.kernel.vector import Transpose, TransposeParamsExt
 from simulator.arith import align_up, ceil_div
 from ..common import tik_core_split, tiling_error
 from .geometry import CubeGeometry, SpaceToDepth
-from .grad_weight_runs import DwTapRuns, pass_dw_tap_runs
+from .grad_weight_runs import DwAccumulator, DwTapRuns, pass_dw_tap_runs
 from .tik_map_back import TikMapBack, pass_tik_map_back
 from .vector_pipeline import (NCHW2NHWC, VecBlock, align32, round_mode, zero_lanes, nhwc2nchw, slot_pass,
                               ring_pass, perm_plan, perm_result, run_perm)
@@ -322,21 +322,12 @@ def pass_dx_out(ub: VecBlock, items, t: DxOut, sGm, dGm):
 
 
 @dataclass
-class DwOut:
+class DwOut(DwAccumulator):
     """gradWeight's accumulator rows ([g][m][kd][c1][kh kw][c0]) to the weight layout (m, Cin, kd,
     kh, kw), an item at a time: `mr` rows x `c1n` C1 planes. As CANN's TIK TransData
     (FRACTAL_Z(_3D) -> NC(D)HW, trans_data_negative_target_ntc) does it: 16 output channels a tile,
     as many C1 planes as its UB line holds, one tile in UB at a time, one loop axis split over the
     cores; a row too long for UB is cut into C1 chunks."""
-    G: int
-    Mg: int
-    Cc: int               # real B-map channels per group
-    C1: int
-    c0: int
-    KD: int
-    Khw: int
-    adt: np.dtype         # accumulator dtype
-    odt: np.dtype
     mr: int               # rows (output channels of gradWeight) per item
     c1n: int              # C1 planes per item
     rowp: int             # output row pitch in UB (elements)

@@ -20,18 +20,23 @@ MAX_BLOCK_GAP = 65535     # DataCopyParams' srcStride field: 32-B blocks between
 
 
 @dataclass
-class DwTapRuns:
-    """Rows of `mr` output channels, one C1 plane, one kd plane, `run` kh x kw taps an item; in UB
-    each tap run is `pitch` taps (whole 32-B rows of every output layout)."""
+class DwAccumulator:
+    """gradWeight's FP32 accumulator in GM, [g][m][kd][c1][kh kw][c0], as its layout passes read it."""
     G: int
     Mg: int
-    Cc: int               # real input channels per group
+    Cc: int               # real B-map channels per group
     C1: int
     c0: int
     KD: int
     Khw: int
     adt: np.dtype         # accumulator dtype
-    odt: np.dtype
+    odt: np.dtype         # gradWeight's dtype
+
+
+@dataclass
+class DwTapRuns(DwAccumulator):
+    """Rows of `mr` output channels, one C1 plane, one kd plane, `run` kh x kw taps an item; in UB
+    each tap run is `pitch` taps (whole 32-B rows of every output layout)."""
     mr: int
     run: int
     pitch: int
