@@ -62,6 +62,30 @@ def test_run_a_call_from_a_file(tmp_path):
     assert json.loads(p.stdout)["call"]["tensors"]["self"]["shape"] == [32, 48, 1, 1]
 
 
+def test_an_unnamed_shape_that_would_change_no_tensor_of_a_file_is_refused(tmp_path):
+    """`run --file CALL --shape DIMS`: every input of the file has its shape, so an unnamed --shape
+    changed nothing and the file's call ran silently; it is refused, naming the inputs. Named, it
+    replaces that tensor's shape."""
+    f = tmp_path / "call.yaml"
+    f.write_text("op: SiluBackward\ndtype: FLOAT16\ntensors: {gradOutput: [8, 300], self: [8, 300]}\n")
+    assert_one_line_error(cli("run", "--file", str(f), "--shape", "4,64", "--no-trace"), 2,
+                          "--shape 4,64", "NAME=DIMS", "gradOutput, self")
+    p = cli("run", "--file", str(f), "--shape", "gradOutput=4,64", "--shape", "self=4,64", "--mode", "timing",
+            "--no-trace", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["call"]["tensors"]["self"]["shape"] == [4, 64]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+def test_an_output_that_cannot_be_written_is_one_line():
+    """Standard output on a full device: one line naming the cause, exit 2, no internal error."""
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "simulator.cli", "chips"], cwd=ROOT, stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == ["ascend-sim: error: cannot write the output: No space left on device"]
+
+
 def test_a_call_from_a_trace_keeps_its_views():
     """A trace's tensor given as a view (strides: the DETR gradient is a strided view, which the
     operator copies contiguous first) stays one in `run --file` (and `tune --file`): dropping its

@@ -20,6 +20,7 @@ call_commands, study_commands and kernel_command, what they share in common.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 
@@ -29,6 +30,9 @@ from ..profile import ProfileError
 from ..studies import StudyError, one_line
 from . import call_commands, kernel_command, study_commands
 from .common import CliError, EXIT_OK, EXIT_REJECTED, EXIT_USAGE, Rejected, Parser, os_error
+
+# what a write to a full, broken or closed output raises (with no file name: the standard streams)
+OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG, errno.EDQUOT}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         if isinstance(e, OSError) and e.filename is not None:     # a path the system refuses (too long,
             print(f"ascend-sim: error: {os_error(e)}", file=sys.stderr)   # no access, a loop, a full disk)
+            return EXIT_USAGE
+        if isinstance(e, OSError) and e.errno in OUTPUT_ERRNOS:     # the output itself (a full disk, a
+            print(f"ascend-sim: error: cannot write the output: {e.strerror}", file=sys.stderr)   # closed one)
             return EXIT_USAGE
         if isinstance(e, ValueError) and "null byte" in str(e):     # os's refusal of a path
             print("ascend-sim: error: a path given holds a NUL byte, which no file name can", file=sys.stderr)

@@ -69,6 +69,9 @@ def call_from_args(args) -> Call:
             raise CliError(f"{op} has no tensor parameter '{name}' (tensors: {', '.join(tens)})")
     default_dtype = studies.canonical_dtype(dtype_plain, "--dtype") if dtype_plain else None
     tensor_inputs = [p.name for p in opdef.inputs if p.kind == "tensor"]
+    if shape_plain is not None and all(name in tensors for name in tensor_inputs):
+        raise CliError(f"--shape {shape_plain}: {args.file or 'the call'} sets every input's shape already; "
+                       f"name the one to change (--shape NAME=DIMS; inputs: {', '.join(tensor_inputs)})")
     for p in opdef.params:
         if p.kind != "tensor":
             continue

@@ -207,7 +207,8 @@ def check_budget(estimates: list, mode: str, args, repeat: int = 1, fallback_byt
                        f"{math.ceil(seconds * 2)} to run it anyway"
                        + (", or fewer calls/points" if repeat > 1 or len(known) > 1 else ""))
     if memory > args.budget_memory * 2 ** 30:
-        raise CliError(f"a functional run of this call holds about {memory / 2 ** 30:.1f} GiB of host memory; "
+        held = f"{memory / 2 ** 30:.1f} GiB" if memory >= 2 ** 30 else f"{memory / 2 ** 20:.1f} MiB"
+        raise CliError(f"a functional run of this call holds about {held} of host memory; "
                        f"the budget is {args.budget_memory:g} GiB: give --budget-memory "
                        f"{math.ceil(memory / 2 ** 30) + 1} to run it anyway, or --mode timing (no data, same cycles)")
 

@@ -69,8 +69,8 @@ def cmd_kernel(args) -> int:
     if args.msprof_out:                  # the caller's path, checked before the kernel runs
         from ..outputs import check_output
         check_output(Path(args.msprof_out) / "op_summary.csv", "--msprof-out")
-    mod = _load_kernel_file(path)
-    spec, kind, block_dim = _launch_spec(mod, profile, path, args)
+    mod = _bounded(args, path, "importing it", _load_kernel_file, path)
+    spec, kind, block_dim = _bounded(args, path, f"its {args.entry}()", _launch_spec, mod, profile, path, args)
     audit = audit_loops() if args.audit_loops else contextlib.nullcontext()
     try:
         with _quiet(args), _time_budget(args.budget_seconds), audit as findings:
@@ -91,7 +91,7 @@ def cmd_kernel(args) -> int:
         if not raised_by_user(e):
             raise
         raise Rejected(f"{path}: the kernel raised {user_error(e, path)}") from None
-    checked, why = _run_check(mod, res, path, args)
+    checked, why = _bounded(args, path, "its check()", _run_check, mod, res, path, args)
     if args.json:
         out = res.report.to_dict()
         out["check"] = checked
@@ -146,6 +146,17 @@ def _time_budget(seconds: float):
         signal.signal(signal.SIGALRM, old_handler)
         if old_delay:                     # an outer timer keeps what it had left
             signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - started), 1e-3))
+
+
+def _bounded(args, path: Path, what: str, fn, *fn_args):
+    """fn(*fn_args) within the time budget: the file's import, launch() and check() are the
+    user's code as much as the body is, and may not end either."""
+    try:
+        with _time_budget(args.budget_seconds):
+            return fn(*fn_args)
+    except _OutOfTime:
+        raise CliError(f"{path}: {what} ran past the budget of {args.budget_seconds:g} s and was stopped: "
+                       f"give --budget-seconds to allow more (does it end?)") from None
 
 
 def _quiet(args):
@@ -256,5 +267,6 @@ def _add_kernel(sub) -> None:
                         "takes on trust between its windows); findings fail the run (exit 1). Exact modes only")
     k.add_argument("--budget-seconds", type=float_in(0.001, 1e9), default=DEFAULT_BUDGET_SECONDS, metavar="S",
                    help=f"stop the kernel (exit 2) once it has run this long (default {DEFAULT_BUDGET_SECONDS:g} s): "
-                        f"a body that never ends, or far more blocks than meant")
+                        f"a body that never ends, or far more blocks than meant; the file's import, launch() "
+                        f"and check() each get as long")
     k.set_defaults(func=cmd_kernel)
